@@ -1,0 +1,3 @@
+"""The cache-divergence reproducibility kit."""
+
+__version__ = "0.1.0"

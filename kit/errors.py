@@ -1,0 +1,33 @@
+"""Errors the kit reports to a person: one line saying what went wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class KitError(Exception):
+    """An error with a one-line message for the user; the CLI prints it and exits non-zero."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, fix: str | None = None):
+        self.message = message
+        self.fix = fix
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        return f"{self.message}; {self.fix}" if self.fix else self.message
+
+
+class ConfigError(KitError):
+    """A protocol file, option or input file is wrong."""
+
+
+class EngineError(KitError):
+    """An engine could not be started, died, or answered something unusable."""
+
+    exit_code = 3
+
+
+class RunInterrupted(KitError):
+    """The user stopped the run (Ctrl-C); records written so far are kept."""
+
+    exit_code = 130
