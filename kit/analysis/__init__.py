@@ -1,0 +1,1 @@
+"""Analysis: reads run folders (manifest + records) only, never the runner's memory."""

@@ -1,0 +1,87 @@
+"""The restored-state control's table (the layout of the paper's Table IV), computed from records."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kit.divergence import emitted, first_difference
+from kit.manifest import Manifest, write_json_atomic
+from kit.records import read_records
+
+
+def _paths(records: list[dict]) -> dict[str, dict[str, list[tuple]]]:
+    """unit -> {"cold": [outputs in phase order], "warm": [...]} for units whose phases all succeeded."""
+    units: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: {"cold": [], "warm": []})
+    failed = set()
+    for record in sorted(records, key=lambda r: r["seq"]):
+        if record["completion"].get("outcome") != "ok":
+            failed.add(record["unit"])
+        units[record["unit"]][record["expect"]].append(tuple(emitted(record)))
+    return {u: p for u, p in units.items() if u not in failed and len(p["cold"]) == 2 and len(p["warm"]) == 2}
+
+
+def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+    manifest = Manifest.load(run_dir)
+    rows, paths_by_session = [], {}
+    passes = sorted(manifest.data.get("passes", {}).items(), key=lambda kv: kv[1].get("session", 0))
+    for pass_id, info in passes:
+        row: dict[str, Any] = {"session": pass_id, "status": info.get("status"), "reason": info.get("reason")}
+        file = run_dir / info["file"]
+        if info.get("status") != "OK" or not file.exists():
+            rows.append(row)
+            continue
+        units = _paths(read_records(file).records)
+        paths_by_session[pass_id] = units
+        firsts = [first_difference(p["cold"][0], p["warm"][0]) for p in units.values()]
+        row.update(
+            items=len(units),
+            recompute_reproduces=sum(p["cold"][0] == p["cold"][1] for p in units.values()),
+            hit_reproduces=sum(p["warm"][0] == p["warm"][1] for p in units.values()),
+            paths_differ=sum(p["cold"][0] != p["warm"][0] for p in units.values()),
+            first_difference_tokens=sorted(f for f in firsts if f is not None),
+        )
+        rows.append(row)
+    return rows, paths_by_session
+
+
+def across_sessions(paths_by_session: dict[str, dict]) -> dict[str, Any]:
+    """Items whose every output on a path is the same token sequence in all OK sessions."""
+    if len(paths_by_session) < 2:
+        return {"sessions": len(paths_by_session), "note": "needs at least two OK sessions"}
+    common = set.intersection(*(set(units) for units in paths_by_session.values()))
+    result: dict[str, Any] = {"sessions": len(paths_by_session), "items": len(common)}
+    for path, key in (("cold", "recompute_same_in_all"), ("warm", "hit_same_in_all")):
+        result[key] = sum(
+            len({out for units in paths_by_session.values() for out in units[unit][path]}) == 1 for unit in common)
+    return result
+
+
+def reset_table(run_dir: Path) -> dict[str, Any]:
+    rows, paths = session_rows(run_dir)
+    return {"table": "restored-state control", "run_id": run_dir.name, "sessions": rows,
+            "across_sessions": across_sessions(paths),
+            "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}
+
+
+CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "reason")
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    """Compute the table and write results/reset_table.json and .csv into the run folder."""
+    table = reset_table(run_dir)
+    out = run_dir / "results"
+    out.mkdir(exist_ok=True)
+    write_json_atomic(out / "reset_table.json", table)
+    with (out / "reset_table.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(table["sessions"])
+    return table
+
+
+def dumps(table: dict[str, Any]) -> str:
+    return json.dumps(table, indent=2)

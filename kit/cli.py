@@ -1,0 +1,142 @@
+"""The `kit` command line. Every command is a thin shell over the runner, analysis and bundle code."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kit import __version__
+from kit.errors import KitError
+
+RUN_OPTIONS = [
+    click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
+                 "(default: the kit's generated arithmetic problems, nothing to download)."),
+    click.option("--items", type=int, help="Number of items (overrides the protocol's workload.items)."),
+    click.option("--sessions", type=int, help="Number of sessions, each on a fresh server (overrides the protocol)."),
+    click.option("--max-tokens", type=int, help="Tokens to generate per request (overrides the protocol)."),
+    click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
+    click.option("--server-bin", type=click.Path(path_type=Path),
+                 help="A llama-server binary to launch instead of the embedded one."),
+    click.option("--engine-url", help="Use an already running llama-server at this URL (the kit cannot restart it)."),
+    click.option("--port", type=int, help="Port for the server the kit starts (default: a free one)."),
+    click.option("--threads", type=int, help="CPU threads for the server (default: all cores)."),
+    click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
+]
+
+
+def run_options(func):
+    for option in reversed(RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _overrides(items: int | None, sessions: int | None, max_tokens: int | None) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if items is not None:
+        overrides["workload"] = {"items": items}
+    if sessions is not None:
+        overrides["sessions"] = sessions
+    if max_tokens is not None:
+        overrides["max_tokens"] = max_tokens
+    return overrides
+
+
+def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, engine_url, port, threads, out) -> None:
+    from kit import console, runner  # noqa: PLC0415 - keep `kit --help` fast
+
+    reporter = console.ConsoleReporter()
+    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, sessions, max_tokens), gsm8k=gsm8k,
+                                model=model, server_bin=server_bin, engine_url=engine_url, port=port,
+                                threads=threads, out=out)
+    started = time.monotonic()
+    try:
+        result = runner.run(options, emit=reporter, say=reporter.console.print)
+    finally:
+        reporter.close()
+    if result.table is not None:
+        reporter.console.print(console.reset_table(result.table))
+    if reporter.first_verdict is not None:
+        reporter.console.print(f"first item verdict after {reporter.first_verdict:.1f} s; "
+                               f"total {time.monotonic() - started:.1f} s")
+    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    if result.status != "finished":
+        raise KitError(f"the run {result.status}: {result.reason}")
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kit")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """The cache-divergence reproducibility kit.
+
+    Prefix caching can make the same request give different answers depending on hidden server
+    state. `kit demo` shows it on the embedded CPU engine in a few minutes; `kit run PROTOCOL`
+    runs any protocol in protocols/.
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@cli.command()
+@run_options
+def demo(**kwargs) -> None:
+    """Show path divergence on this machine in a few minutes (embedded engine, nothing to set up).
+
+    Runs protocols/demo.yaml: a small restored-state control, generated arithmetic problems served
+    cold, warm, cold, warm in two fresh-server sessions, and prints the table.
+    """
+    _run("demo", **kwargs)
+
+
+@cli.command()
+@click.argument("protocol")
+@run_options
+def run(protocol: str, **kwargs) -> None:
+    """Run PROTOCOL: a name from protocols/ (e.g. `reset`) or a path to a protocol YAML file.
+
+    Writes a run folder (manifest.json, records/*.jsonl, logs/, results/) and prints the results.
+    The engine is the embedded llama-server with the pinned SmolLM2 model unless --server-bin,
+    --model or --engine-url says otherwise.
+    """
+    _run(protocol, **kwargs)
+
+
+@cli.group()
+def engines() -> None:
+    """Engine builds and checks."""
+
+
+@engines.command("build-cpu-backend")
+def build_cpu_backend() -> None:
+    """Build the AVX2 CPU backend the embedded engine needs on CPUs without AVX-512 (about a minute)."""
+    from kit.launch import cpu_backend  # noqa: PLC0415
+
+    if not cpu_backend.needs_rebuild():
+        click.echo("this CPU has AVX-512: the embedded engine's own CPU backend runs here; nothing to build")
+        return
+    click.echo(f"built: {cpu_backend.build(say=click.echo)}")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("kit: stopped", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KitError as exc:
+        click.echo(f"kit: error: {exc.line()}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("kit: stopped", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Client for llama.cpp's llama-server (native `/completion` endpoint), normalized to `Completion`."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import httpx
+
+from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.errors import EngineError
+
+FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
+
+
+def request_body(request: CompletionRequest) -> dict[str, Any]:
+    """The exact JSON body sent to `/completion` for a request (recorded with each response)."""
+    body: dict[str, Any] = {
+        "prompt": request.prompt,
+        "n_predict": request.max_tokens,
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "n_probs": request.top_logprobs,
+        "return_tokens": True,
+    }
+    if request.cache_prompt is not None:
+        body["cache_prompt"] = request.cache_prompt
+    if request.stop:
+        body["stop"] = list(request.stop)
+    return body
+
+
+def _entry(item: dict[str, Any]) -> TokenLogprob:
+    top = tuple(TopLogprob(token=t["token"], logprob=t["logprob"], id=t.get("id"))
+                for t in item.get("top_logprobs", ()))
+    return TokenLogprob(token=item["token"], logprob=item["logprob"], id=item.get("id"), top=top)
+
+
+def normalize(body: dict[str, Any]) -> Completion:
+    """Turn a `/completion` response into a Completion.
+
+    llama.cpp folds a token that ends inside a UTF-8 character into the next probability entry, so
+    `logprobs` (and the `tokens` strings taken from it) can be shorter than `token_ids`.
+    """
+    timings = body.get("timings") or {}
+    entries = tuple(_entry(item) for item in body.get("completion_probabilities") or ())
+    prompt_n, cache_n = timings.get("prompt_n"), timings.get("cache_n")
+    return Completion(
+        text=body.get("content", ""),
+        token_ids=tuple(body["tokens"]) if body.get("tokens") is not None else None,
+        tokens=tuple(e.token for e in entries),
+        logprobs=entries,
+        finish_reason=FINISH_REASONS.get(body.get("stop_type", ""), body.get("stop_type")),
+        cached_tokens=cache_n,
+        prompt_tokens=(prompt_n + cache_n) if prompt_n is not None and cache_n is not None else None,
+        prefill_tokens=prompt_n,
+        prefill_ms=timings.get("prompt_ms"),
+        decode_tokens=timings.get("predicted_n"),
+        decode_ms=timings.get("predicted_ms"),
+        raw=body,
+    )
+
+
+def overflow(body: dict[str, Any]) -> Completion:
+    """The recorded outcome of a prompt the engine refused as longer than its context."""
+    error = body.get("error", {})
+    return Completion(text="", token_ids=(), tokens=(), logprobs=(), finish_reason=None, cached_tokens=None,
+                      prompt_tokens=error.get("n_prompt_tokens"), prefill_tokens=None, prefill_ms=None,
+                      decode_tokens=0, decode_ms=None, raw=body, outcome="context_overflow")
+
+
+class LlamaCppEngine:
+    """A llama-server at `base_url`, started by the kit or by someone else."""
+
+    name = "llama.cpp"
+
+    def __init__(self, base_url: str, timeout: float = 600.0, restartable: bool = False):
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True,
+                                         token_ids=True, reset_endpoint=False, restartable=restartable)
+
+    def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return self._http.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"llama-server at {self.base_url} stopped answering ({type(exc).__name__}: {exc})",
+                              "check that the engine is still running (see its log) and resume the run") from exc
+
+    def _get(self, path: str) -> dict[str, Any]:
+        try:
+            response = self._http.get(path)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"cannot reach llama-server at {self.base_url} ({type(exc).__name__})",
+                              "check the URL and that the server is running") from exc
+        if response.status_code != 200:
+            raise EngineError(f"llama-server {path} answered HTTP {response.status_code}",
+                              "is this a llama.cpp server? pass the right --engine-url")
+        return response.json()
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        response = self._post("/completion", request_body(request))
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"error": {"message": response.text[:500]}}
+        if response.status_code == 400 and body.get("error", {}).get("type") == "exceed_context_size_error":
+            return overflow(body)
+        if response.status_code != 200:
+            message = body.get("error", {}).get("message", response.text[:200])
+            raise EngineError(f"llama-server answered HTTP {response.status_code}: {message}",
+                              "check the request settings and the engine log")
+        return normalize(body)
+
+    def tokenize(self, text: str) -> list[int]:
+        response = self._post("/tokenize", {"content": text})
+        return response.json()["tokens"]
+
+    def apply_template(self, messages: list[dict[str, str]]) -> str:
+        """The prompt text the model's own chat template makes of `messages` (with the assistant prefix)."""
+        response = self._post("/apply-template", {"messages": messages})
+        if response.status_code != 200:
+            raise EngineError(f"llama-server could not apply its chat template (HTTP {response.status_code})",
+                              "use a model whose GGUF carries a chat template")
+        return response.json()["prompt"]
+
+    def props(self) -> dict[str, Any]:
+        return self._get("/props")
+
+    def info(self) -> dict[str, Any]:
+        props = self.props()
+        return {
+            "engine": self.name,
+            "url": self.base_url,
+            "build_info": props.get("build_info"),
+            "model_path": props.get("model_path"),
+            "total_slots": props.get("total_slots"),
+            "n_ctx": (props.get("default_generation_settings") or {}).get("n_ctx"),
+            "chat_template_sha256": hashlib.sha256(props.get("chat_template", "").encode()).hexdigest(),
+        }
+
+    def close(self) -> None:
+        self._http.close()

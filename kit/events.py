@@ -1,0 +1,69 @@
+"""Events a run emits as it goes; reporters (terminal, TUI) turn them into views. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_dir: Path
+    protocol: str
+    plan: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    session: str
+    index: int
+    total: int
+    launch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RequestDone:
+    session: str
+    unit: str
+    phase: str
+    seq: int
+    cached_tokens: int | None
+    prefill_ms: float | None
+    gate_ok: bool
+
+
+@dataclass(frozen=True)
+class ItemVerdict:
+    """One item's four phases are in: does each path reproduce, and do the paths differ?"""
+
+    session: str
+    unit: str
+    done: int
+    total: int
+    recompute_reproduces: bool
+    hit_reproduces: bool
+    paths_differ: bool
+    first_difference: int | None
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    session: str
+    status: str  # OK, VOID or failed
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    run_dir: Path
+    status: str
+    reason: str | None
+
+
+Event = RunStarted | SessionStarted | RequestDone | ItemVerdict | SessionEnded | RunEnded
+Emit = Callable[[Event], None]
+
+
+def ignore(_event: Event) -> None:
+    """A reporter that shows nothing."""

@@ -1,0 +1,87 @@
+"""Engine providers: give a protocol one engine per session, started by the kit or reached at a URL.
+
+A provider knows binaries, ports and health, nothing about protocols.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from kit.engines.llamacpp import LlamaCppEngine
+from kit.launch.native import NativeServer, ServerSpec
+
+
+@dataclass
+class EngineSession:
+    """A live engine for one session, plus what the manifest records about how it was launched."""
+
+    engine: LlamaCppEngine
+    launch: dict[str, Any] = field(default_factory=dict)
+    server: NativeServer | None = None
+
+    def alive(self) -> bool:
+        return self.server is None or self.server.alive()
+
+    def log_tail(self, lines: int = 20) -> str:
+        return self.server.log_tail(lines) if self.server else ""
+
+
+class EngineProvider(Protocol):
+    fresh_servers: bool  # does every session get a freshly started server?
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def session(self, label: str, log_dir: Path) -> Any:  # context manager yielding EngineSession
+        ...
+
+
+class NativeProvider:
+    """Starts a llama-server process per session (the embedded engine or any binary + GGUF)."""
+
+    fresh_servers = True
+
+    def __init__(self, spec: ServerSpec, details: dict[str, Any] | None = None):
+        self.spec = spec
+        self.details = details or {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),
+                "ctx_size": self.spec.ctx_size, "threads": self.spec.threads, "cache_ram": self.spec.cache_ram,
+                **self.details}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        server = NativeServer(self.spec, log_dir / f"server-{label}.log")
+        server.start()
+        engine = LlamaCppEngine(server.url, restartable=True)
+        try:
+            launch = {"argv": server.argv, "port": server.port, "startup_seconds": server.startup_seconds,
+                      "log": server.log_path.name, **engine.info()}
+            yield EngineSession(engine=engine, launch=launch, server=server)
+        finally:
+            engine.close()
+            server.stop()
+
+
+class ExternalProvider:
+    """An engine someone else started: the kit cannot restart it, so sessions share its history."""
+
+    fresh_servers = False
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "external", "url": self.url,
+                "note": "not started by the kit: sessions share one server and its cache history"}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        engine = LlamaCppEngine(self.url)
+        try:
+            yield EngineSession(engine=engine, launch=engine.info())
+        finally:
+            engine.close()

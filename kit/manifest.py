@@ -1,0 +1,85 @@
+"""A run folder and its manifest: written first (status "started"), replaced atomically on change."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kit.errors import ConfigError
+
+MANIFEST = "manifest.json"
+SCHEMA = "kit.manifest/1"
+FINAL_STATES = ("finished", "failed", "interrupted")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def new_run_dir(parent: Path, protocol: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    base = parent / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', protocol)}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+class Manifest:
+    """The manifest of one run folder. Every change is written through atomically."""
+
+    def __init__(self, run_dir: Path, data: dict[str, Any]):
+        self.run_dir = run_dir
+        self.data = data
+
+    @classmethod
+    def create(cls, run_dir: Path, **fields: Any) -> "Manifest":
+        data = {"schema": SCHEMA, "run_id": run_dir.name, "status": "started", "started": now(), **fields}
+        manifest = cls(run_dir, data)
+        manifest.save()
+        return manifest
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "Manifest":
+        path = run_dir / MANIFEST
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{run_dir} has no {MANIFEST}", "pass a run folder made by `kit run`") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{path} is not valid JSON ({exc})", "restore it from a bundle") from exc
+        if data.get("schema") != SCHEMA:
+            raise ConfigError(f"{path} has schema {data.get('schema')!r}", f"this kit reads {SCHEMA}; upgrade the kit")
+        return cls(run_dir, data)
+
+    def save(self) -> None:
+        write_json_atomic(self.run_dir / MANIFEST, self.data)
+
+    def update(self, **fields: Any) -> None:
+        self.data.update(fields)
+        self.save()
+
+    def set_pass(self, pass_id: str, **fields: Any) -> None:
+        passes = self.data.setdefault("passes", {})
+        passes.setdefault(pass_id, {}).update(fields)
+        self.save()
+
+    def finish(self, status: str, reason: str | None = None) -> None:
+        assert status in FINAL_STATES, status
+        self.update(status=status, reason=reason, ended=now())

@@ -1,0 +1,1 @@
+"""Model files: a registry pinned by sha256, fetching, verification and format conversion."""

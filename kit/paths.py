@@ -1,0 +1,29 @@
+"""Where the kit keeps things: its cache (models, engine builds) and the outputs folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """The kit's cache (`KIT_CACHE_DIR`, else `~/.cache/kit`), created on first use."""
+    root = Path(os.environ.get("KIT_CACHE_DIR") or Path.home() / ".cache" / "kit")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def outputs_dir() -> Path:
+    """Default parent of run folders: `KIT_OUTPUTS`, else `outputs/` of the checkout, else `./outputs`."""
+    env = os.environ.get("KIT_OUTPUTS")
+    if env:
+        return Path(env)
+    repo_outputs = REPO_ROOT / "outputs"
+    return repo_outputs if repo_outputs.is_dir() else Path.cwd() / "outputs"
+
+
+def protocols_dir() -> Path:
+    """The protocol files shipped with the kit (`protocols/` of the checkout)."""
+    return REPO_ROOT / "protocols"

