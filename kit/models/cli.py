@@ -19,6 +19,10 @@ from kit.models.registry import load_registry
 
 FORMAT_CHOICES = ("F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 
+_registry_option = click.option(
+    "--registry", "registry_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="A registry YAML file to use instead of the packaged one (offline mirrors).")
+
 
 def _one_line_errors(command):
     """Turn a KitError into `error: <what>; <fix>` on stderr and the error's exit code."""
@@ -78,10 +82,11 @@ def models() -> None:
 
 @models.command("list")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Model cache folder.")
+@_registry_option
 @_one_line_errors
-def list_models(cache_dir: Path | None) -> None:
+def list_models(cache_dir: Path | None, registry_path: Path | None) -> None:
     """Show the registry's GGUF files and vLLM checkpoints."""
-    registry = load_registry()
+    registry = load_registry(registry_path)
     cache = cache_dir or default_cache_dir()
     click.echo(f"GGUF files (cache: {cache})")
     for name, entry in registry.models.items():
@@ -97,20 +102,26 @@ def list_models(cache_dir: Path | None) -> None:
 @click.argument("name")
 @click.option("--formats", default="", help="Also make these formats, comma-separated (e.g. F16,Q8_0).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Model cache folder.")
+@_registry_option
 @_one_line_errors
-def pull(name: str, formats: str, cache_dir: Path | None) -> None:
+def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | None) -> None:
     """Fetch model NAME (or hash a .gguf path), verify its sha256, optionally convert it."""
-    from kit.models.derived import ensure_format  # imports gguf/numpy only when converting
-
     wanted = [f.strip().upper() for f in formats.split(",") if f.strip()]
+    if wanted:
+        from kit.models.dequant import target_types  # imports gguf/numpy only when converting
+
+        for fmt in wanted:
+            target_types(fmt)  # refuse K-quants / unknown names before downloading anything
     cache = cache_dir or default_cache_dir()
     progress = _ProgressLine()
     try:
-        model = ensure_model(name, cache_dir=cache, progress=progress)
+        model = ensure_model(name, cache_dir=cache, progress=progress, registry=load_registry(registry_path))
         results = [model]
         for fmt in wanted:
             if model.entry is not None and model.entry.quant == fmt:
                 continue
+            from kit.models.derived import ensure_format
+
             results.append(ensure_format(model, fmt, cache, progress))
     finally:
         progress.close()
@@ -124,14 +135,16 @@ def pull(name: str, formats: str, cache_dir: Path | None) -> None:
 @click.option("--to", "target", default="F16", show_default=True,
               help=f"Target format: {', '.join(FORMAT_CHOICES)} (K-quants need llama-quantize).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Model cache folder.")
+@_registry_option
 @_one_line_errors
-def dequant(src: str, dst: Path, target: str, cache_dir: Path | None) -> None:
+def dequant(src: str, dst: Path, target: str, cache_dir: Path | None, registry_path: Path | None) -> None:
     """Rewrite model SRC (registry name or .gguf path) as DST in another format."""
-    from kit.models.dequant import convert
+    from kit.models.dequant import convert, target_types
 
+    target_types(target)
     progress = _ProgressLine()
     try:
-        model = ensure_model(src, cache_dir=cache_dir, progress=progress)
+        model = ensure_model(src, cache_dir=cache_dir, progress=progress, registry=load_registry(registry_path))
         digest = convert(model.path, dst, target.upper(), progress)
     finally:
         progress.close()

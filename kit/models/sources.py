@@ -160,6 +160,15 @@ def _hf_progress_class(progress: Progress | None, detail: str):
     return ForwardingBar
 
 
+def _remove_staging(staging_dir: Path) -> None:
+    """Delete one download's staging folder, and the staging root once it is empty."""
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    try:
+        staging_dir.parent.rmdir()
+    except OSError:
+        pass  # another download is staged there
+
+
 def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashCache,
              progress: Progress | None = None) -> Path:
     """Download from the Hugging Face hub (resumable; HF_TOKEN is read by huggingface_hub itself)."""
@@ -183,10 +192,10 @@ def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashC
         ) from None
     got = sha256_file(downloaded, lambda d, t: report(progress, "hash", entry.file, d, t))
     if got != entry.sha256:
-        shutil.rmtree(staging_dir, ignore_errors=True)
+        _remove_staging(staging_dir)
         raise ChecksumMismatch(what, entry.sha256, got)
     final = publish(downloaded, cache_dir / entry.file)
-    shutil.rmtree(staging_dir, ignore_errors=True)
+    _remove_staging(staging_dir)
     hashes.remember(final, got)
     return final
 
