@@ -56,6 +56,27 @@ def _gguf():
     return gguf
 
 
+def open_gguf(path: Path):
+    """A `gguf.GGUFReader` for `path` that parses about twice as fast.
+
+    The stock reader slices an `np.memmap`, whose Python-level hooks run for each of the ~10^6
+    small slices a large vocabulary needs. This subclass stores a plain ndarray view of the same
+    memory map instead: same bytes, still read lazily from disk.
+    """
+    gguf = _gguf()
+
+    class _PlainViewReader(gguf.GGUFReader):
+        @property
+        def data(self):
+            return self._plain_data
+
+        @data.setter
+        def data(self, value):
+            self._plain_data = value.view(np.ndarray) if isinstance(value, np.memmap) else value
+
+    return _PlainViewReader(path)
+
+
 def target_types(target: str):
     """(tensor type, llama file type) for a target format name; a clear error for what gguf can't make."""
     gguf = _gguf()
@@ -166,7 +187,7 @@ def _copy_metadata(reader, writer, file_type: int) -> list[str]:
 def _check_written(path: Path, plans: list[TensorPlan], keys: list[str], file_type: int) -> None:
     """Read the new file back and confirm tensors (names, shapes, types) and metadata keys."""
     gguf = _gguf()
-    reader = gguf.GGUFReader(path)
+    reader = open_gguf(path)
     got = [(t.name, tuple(int(n) for n in t.shape), t.tensor_type) for t in reader.tensors]
     want = [(p.name, p.shape, p.out_type) for p in plans]
     if got != want:
@@ -180,15 +201,19 @@ def _check_written(path: Path, plans: list[TensorPlan], keys: list[str], file_ty
         raise KitError(f"converted file {path.name} has the wrong general.file_type", "report this")
 
 
-def convert(src: Path, dst: Path, target: str, progress: Progress | None = None) -> str:
-    """Rewrite GGUF `src` as `dst` in format `target` (see module doc); returns dst's sha256."""
+def convert(src: Path, dst: Path, target: str, progress: Progress | None = None, verify: bool = True) -> str:
+    """Rewrite GGUF `src` as `dst` in format `target` (see module doc); returns dst's sha256.
+
+    `verify` reads the result back before it replaces `dst` (a few seconds for a big vocabulary);
+    leave it on unless the caller reads the file back itself.
+    """
     gguf = _gguf()
     src, dst = Path(src), Path(dst)
     out_type, file_type = target_types(target)
     if src.resolve() == dst.resolve():
         raise ConfigError(f"source and destination are the same file ({src})", "choose another output path")
     try:
-        reader = gguf.GGUFReader(src)
+        reader = open_gguf(src)
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read GGUF file {src}: {err}", "pass a valid .gguf model file") from None
     arch_field = reader.fields.get(gguf.Keys.General.ARCHITECTURE)
@@ -212,7 +237,8 @@ def convert(src: Path, dst: Path, target: str, progress: Progress | None = None)
             writer.write_tensor_data(_convert(tensor, plan))
             report(progress, "convert", plan.name, index + 1, len(plans))
         writer.close()
-        _check_written(staging, plans, keys, file_type)
+        if verify:
+            _check_written(staging, plans, keys, file_type)
         publish(staging, dst)
     except BaseException:
         staging.unlink(missing_ok=True)
@@ -220,16 +246,17 @@ def convert(src: Path, dst: Path, target: str, progress: Progress | None = None)
     return sha256_file(dst)
 
 
-def dequantize_to_f16(src: Path, dst: Path, progress: Progress | None = None) -> str:
+def dequantize_to_f16(src: Path, dst: Path, progress: Progress | None = None, verify: bool = True) -> str:
     """Store every weight matrix of `src` as F16 (1-D tensors F32) in `dst`; returns dst's sha256."""
-    return convert(src, dst, "F16", progress)
+    return convert(src, dst, "F16", progress, verify)
 
 
-def requantize(src_f16: Path, dst: Path, target: str, progress: Progress | None = None) -> str:
+def requantize(src_f16: Path, dst: Path, target: str, progress: Progress | None = None,
+               verify: bool = True) -> str:
     """Quantize `src_f16` to Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 in `dst`; returns dst's sha256.
 
     Any GGUF is accepted as source; its weights pass through F16 first. K-quants raise KitError.
     """
     if target.upper() == "F16":
         raise ConfigError("requantize targets a quantized format", "use dequantize_to_f16 for F16")
-    return convert(src_f16, dst, target, progress)
+    return convert(src_f16, dst, target, progress, verify)

@@ -45,3 +45,38 @@ def fake_gguf(tmp_path: Path) -> Path:
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def tiny_gguf(tmp_path: Path) -> Path:
+    """A small synthetic GGUF with the tensor kinds conversion must handle.
+
+    token_embd: Q4_1 (2-D), attn_q: F32 (2-D), attn_norm: F32 (1-D), odd: F32 2-D whose rows (48)
+    no 32-block divides, positions: I32. Metadata includes strings, string and int arrays, floats, bools.
+    """
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    path = tmp_path / "tiny-Q4_1.gguf"
+    writer = gguf.GGUFWriter(path, arch="llama")
+    writer.add_name("tiny test model")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1)
+    writer.add_uint32("llama.block_count", 1)
+    writer.add_float32("llama.rope.freq_base", 10000.0)
+    writer.add_bool("tokenizer.ggml.add_bos_token", False)
+    writer.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "hello", "wörld"])
+    writer.add_array("tokenizer.ggml.token_type", [1, 3, 1, 1])
+    writer.add_string("tokenizer.chat_template", "{{ messages }}")
+    embd = rng.standard_normal((8, 64), dtype=np.float32)
+    writer.add_tensor("token_embd.weight", gguf.quants.quantize(embd, gguf.GGMLQuantizationType.Q4_1),
+                      raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+    writer.add_tensor("blk.0.attn_q.weight", rng.standard_normal((16, 64), dtype=np.float32))
+    writer.add_tensor("blk.0.attn_norm.weight", rng.standard_normal(64, dtype=np.float32))
+    writer.add_tensor("odd.weight", rng.standard_normal((4, 48), dtype=np.float32))
+    writer.add_tensor("positions", np.arange(10, dtype=np.int32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
