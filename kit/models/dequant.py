@@ -235,7 +235,7 @@ def convert(src: Path, dst: Path, target: str, progress: Progress | None = None,
         writer.write_ti_data_to_file()
         for index, (tensor, plan) in enumerate(zip(reader.tensors, plans)):
             writer.write_tensor_data(_convert(tensor, plan))
-            report(progress, "convert", plan.name, index + 1, len(plans))
+            report(progress, "convert", f"{src.name} → {target.upper()}", index + 1, len(plans))
         writer.close()
         if verify:
             _check_written(staging, plans, keys, file_type)

@@ -14,7 +14,7 @@ from pathlib import Path
 from kit.models.dequant import convert, target_types
 from kit.models.fetch import ModelFile
 from kit.models.hashing import HashCache
-from kit.models.progress import Progress, report
+from kit.models.progress import Progress
 
 
 def derived_file_name(source: ModelFile, target: str) -> str:
@@ -48,7 +48,6 @@ def ensure_format(source: ModelFile, target: str, cache_dir: Path, progress: Pro
             digest = hashes.sha256(out)
             if digest == record.get("sha256"):
                 return ModelFile(out, digest, name, "derived (cached)")
-    report(progress, "convert", f"{source.path.name} → {target}")
     digest = convert(source.path, out, target, progress)
     hashes.remember(out, digest)
     record = {"source": source.path.name, "source_sha256": source.sha256, "target": target,

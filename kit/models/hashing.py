@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from kit.models.placement import publish
+
 CHUNK_BYTES = 4 * 1024 * 1024
 SIDECAR_NAME = "hashes.json"
 
@@ -64,7 +66,7 @@ class HashCache:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(data, out, indent=1, sort_keys=True)
-            os.replace(tmp, self.sidecar)
+            publish(Path(tmp), self.sidecar)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

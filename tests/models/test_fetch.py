@@ -153,3 +153,20 @@ def test_cli_pull_refuses_a_mismatch_with_one_line(fake_gguf, tmp_path, sha256_b
                                          "--cache-dir", str(tmp_path / "c")])
     assert result.exit_code == 0, result.output
     assert sha256_bytes(fake_gguf.read_bytes()) in result.output
+
+
+def test_hf_failure_message_never_contains_the_token(fake_gguf, cache_dir, monkeypatch, registry_with):
+    import huggingface_hub
+
+    secret = "hf_" + "x" * 30
+    monkeypatch.setenv("HF_TOKEN", secret)
+
+    def failing(**kwargs):
+        raise RuntimeError(f"401 Unauthorized for token {secret}")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", failing)
+    registry = registry_with({"sha256": "77" * 32, "sources": [
+        {"kind": "hf", "repo": "org/gated", "filename": "m.gguf"}]})
+    with pytest.raises(KitError) as caught:
+        ensure_model("fake-model", cache_dir=cache_dir, registry=registry)
+    assert "401 Unauthorized" in caught.value.line() and secret not in caught.value.line()
