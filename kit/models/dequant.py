@@ -40,8 +40,8 @@ class TensorPlan:
 
     name: str
     shape: tuple[int, ...]
-    src_type: object  # gguf.GGMLQuantizationType
-    out_type: object  # gguf.GGMLQuantizationType
+    src_type: int  # a gguf.GGMLQuantizationType (gguf is imported lazily)
+    out_type: int
 
     @property
     def n_elements(self) -> int:
@@ -113,7 +113,7 @@ def plan_tensors(reader, out_type) -> list[TensorPlan]:
     return plans
 
 
-def _rows(tensor, shape: tuple[int, ...]) -> np.ndarray:
+def _rows(tensor) -> np.ndarray:
     """The tensor's stored data as a 2-D array with one row of ne0 weights per line."""
     data = tensor.data
     return data.reshape(-1, data.shape[-1]) if data.ndim > 1 else data.reshape(1, -1)
@@ -126,7 +126,7 @@ def _convert(tensor, plan: TensorPlan) -> np.ndarray:
     numpy_shape = tuple(reversed(plan.shape)) if plan.shape else (1,)
     if plan.src_type in _integer_types():
         return np.array(tensor.data).reshape(numpy_shape)  # copied bit for bit
-    rows = _rows(tensor, plan.shape)
+    rows = _rows(tensor)
     ne0 = plan.shape[0] if plan.shape else 1
     n_rows = plan.n_elements // ne0
     block, type_size = gguf.GGML_QUANT_SIZES[plan.out_type]
