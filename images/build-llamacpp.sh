@@ -109,9 +109,7 @@ if ((dry_run)); then
     exit 0
 fi
 
-for tool in git cmake; do
-    command -v "$tool" >/dev/null || die "$tool not found; install it (apt-get install -y git cmake build-essential)"
-done
+command -v git >/dev/null || die "git not found; install it (apt-get install -y git)"
 
 cleanup_src=0
 if [[ -z $src ]]; then
@@ -138,6 +136,7 @@ fi
 head=$(git -C "$src" rev-parse HEAD 2>/dev/null) || die "$src is not a git checkout"
 [[ $head == "$PIN" ]] || die "checkout in $src is at $head, expected the pinned commit $PIN"
 
+command -v cmake >/dev/null || die "cmake not found; install it (apt-get install -y cmake build-essential)"
 command -v nvcc >/dev/null || die "nvcc not found; install the CUDA toolkit or put /usr/local/cuda/bin on PATH"
 cuda_release=$(nvcc --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')
 cuda_full=$(nvcc --version | sed -n 's/.*release [0-9.]*, V\([0-9][0-9.]*\).*/\1/p')
