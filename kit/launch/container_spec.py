@@ -36,7 +36,7 @@ LABEL_ENGINE = "kit.engine"
 
 # Environment names that may carry credentials. Only names the caller allows explicitly may appear
 # in a spec; the manifest view never shows their values.
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|CREDENTIAL)", re.I)
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|CREDENTIAL)", re.IGNORECASE)
 _ALLOWED_SECRETS = frozenset({"HF_TOKEN"})
 _NS_PER_S = 1_000_000_000
 
@@ -126,7 +126,9 @@ class ContainerSpec:
                 "engine servers have no authentication; publish them on 127.0.0.1 only",
             )
         if not 0 <= self.host_port <= 65535:
-            raise ConfigError(f"host port {self.host_port} is out of range", "pick a port in 1-65535 (0 = any free port)")
+            raise ConfigError(
+                f"host port {self.host_port} is out of range", "pick a port in 1-65535 (0 = any free port)"
+            )
         for name in self.environment:
             if _SECRET_NAME.search(name) and name not in _ALLOWED_SECRETS:
                 raise ConfigError(
@@ -311,10 +313,7 @@ def vllm_spec(
         environment["VLLM_SERVER_DEV_MODE"] = "1"
     if hf_token:
         environment["HF_TOKEN"] = hf_token
-    probe = (
-        "import urllib.request; "
-        f"urllib.request.urlopen('http://127.0.0.1:{VLLM_CONTAINER_PORT}/health', timeout=4)"
-    )
+    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_CONTAINER_PORT}/health', timeout=4)"
     return ContainerSpec(
         engine="vllm",
         run_id=run_id,

@@ -140,7 +140,9 @@ class DockerLauncher:
             return self._image_info(reference, self.client.images.get(reference), "local")
         except Exception as exc:
             if not _is_not_found(exc):
-                raise EngineError(f"could not look up image {reference}: {exc}", "check that Docker is running") from exc
+                raise EngineError(
+                    f"could not look up image {reference}: {exc}", "check that Docker is running"
+                ) from exc
         if dockerfile is not None:
             self._build(reference, dockerfile, Path(context or "."), buildargs or {})
             source = "built"
@@ -250,7 +252,7 @@ class DockerLauncher:
     def _log_tail(container: Any, lines: int = 5) -> str:
         try:
             raw = container.logs(stdout=True, stderr=True, tail=lines)
-        except Exception:
+        except Exception:  # noqa: BLE001 - only decorates an error message; never hide the real failure
             return ""
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         return " | ".join(line.strip() for line in text.splitlines() if line.strip())

@@ -83,7 +83,10 @@ def test_missing_image_is_built_with_progress(client, clock, tmp_path):
 
 
 def test_build_error_is_reported(client, clock):
-    client.build_stream = [{"stream": "Step 1\n"}, {"error": "cmake failed", "errorDetail": {"message": "cmake failed"}}]
+    client.build_stream = [
+        {"stream": "Step 1\n"},
+        {"error": "cmake failed", "errorDetail": {"message": "cmake failed"}},
+    ]
     with pytest.raises(EngineError, match="cmake failed"):
         make_launcher(client, clock).ensure_image("kit/x:1", dockerfile="Dockerfile.llamacpp")
 
@@ -116,7 +119,7 @@ def test_start_passes_the_spec_and_finds_an_assigned_port(client, clock, gguf):
 
 
 def test_start_failure_names_the_likely_causes(client, clock, gguf):
-    client.run_error = RuntimeError("could not select device driver \"nvidia\" with capabilities: [[gpu]]")
+    client.run_error = RuntimeError('could not select device driver "nvidia" with capabilities: [[gpu]]')
     with pytest.raises(EngineError, match="NVIDIA container toolkit"):
         make_launcher(client, clock).start(llamacpp_spec(run_id="r", model_file=gguf))
 

@@ -23,7 +23,12 @@ VLLM_SERVE = ROOT / "images" / "vllm-serve.sh"
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
@@ -81,7 +86,7 @@ def test_fetch_failure_is_reported(tmp_path):
 
 def test_every_file_carries_the_same_llamacpp_pin():
     script = BUILD.read_text()
-    assert re.search(r"^readonly PIN=(\w+)$", script, re.M).group(1) == LLAMACPP_COMMIT
+    assert re.search(r"^readonly PIN=(\w+)$", script, re.MULTILINE).group(1) == LLAMACPP_COMMIT
     dockerfile = (ROOT / "Dockerfile.llamacpp").read_text()
     assert f'org.opencontainers.image.revision="{LLAMACPP_COMMIT}"' in dockerfile
     assert "RUN build-llamacpp.sh" in dockerfile
@@ -92,12 +97,12 @@ def test_every_file_carries_the_same_llamacpp_pin():
 
 def test_dockerfiles_pin_their_bases():
     llama = (ROOT / "Dockerfile.llamacpp").read_text()
-    froms = re.findall(r"^FROM (\S+)", llama, re.M)
+    froms = re.findall(r"^FROM (\S+)", llama, re.MULTILINE)
     assert froms == ["nvidia/cuda:12.6.3-devel-ubuntu24.04", "nvidia/cuda:12.6.3-runtime-ubuntu24.04"]
-    assert re.search(r"^USER 10001", llama, re.M)
-    assert re.search(r'^ENTRYPOINT \["llama-server"\]', llama, re.M)
+    assert re.search(r"^USER 10001", llama, re.MULTILINE)
+    assert re.search(r'^ENTRYPOINT \["llama-server"\]', llama, re.MULTILINE)
     vllm = (ROOT / "Dockerfile.vllm").read_text()
-    assert re.findall(r"^FROM (\S+)", vllm, re.M) == ["vllm/vllm-openai:v0.11.0"]
+    assert re.findall(r"^FROM (\S+)", vllm, re.MULTILINE) == ["vllm/vllm-openai:v0.11.0"]
     assert "HEALTHCHECK" in vllm and "HEALTHCHECK" in llama
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert compose["services"]["vllm"]["image"] == VLLM_IMAGE
