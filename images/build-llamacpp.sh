@@ -161,8 +161,18 @@ done < <(find "$build" \( -name 'lib*.so' -o -name 'lib*.so.*' \) \( -type f -o 
 
 # Every library must resolve except the driver's libcuda, which the host (or the NVIDIA container
 # runtime) provides at run time.
-missing=$(ldd "$prefix/bin/llama-server" | awk '/not found/ && $1 !~ /^libcuda\.so/ {print $1}')
-[[ -z $missing ]] || die "llama-server cannot find: $missing"
+unresolved() {
+    ldd "$prefix/bin/llama-server" | awk '/not found/ && $1 !~ /^libcuda\.so/ {print $1}'
+}
+needs_library_path=false
+missing=$(unresolved)
+if [[ -n $missing ]]; then
+    # The RPATH ($ORIGIN/../lib) did not take; the libraries still work through LD_LIBRARY_PATH.
+    missing=$(LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" unresolved)
+    [[ -z $missing ]] || die "llama-server cannot find: $missing"
+    needs_library_path=true
+    printf 'build-llamacpp.sh: warning: set LD_LIBRARY_PATH=%s/lib to run llama-server\n' "$prefix" >&2
+fi
 
 flags_json=""
 for flag in "${cmake_flags[@]}" --target llama-server; do
@@ -184,6 +194,7 @@ cat >"$prefix/build-info.json" <<JSON
   "cuda_version_full": $(json_string "$cuda_full"),
   "cuda_architectures": [${archs_json}],
   "cmake_flags": [${flags_json}],
+  "needs_ld_library_path": ${needs_library_path},
   "built_at": $(json_string "$(date -u +%Y-%m-%dT%H:%M:%SZ)")
 }
 JSON
