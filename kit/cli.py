@@ -121,6 +121,15 @@ def build_cpu_backend() -> None:
     click.echo(f"built: {cpu_backend.build(say=click.echo)}")
 
 
+def _attach_subcommands() -> None:
+    from kit.models.cli import models  # noqa: PLC0415
+
+    cli.add_command(models)
+
+
+_attach_subcommands()
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -16,14 +16,16 @@ from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir
-from kit.models.fetch import DEFAULT as DEFAULT_MODEL
-from kit.models.fetch import ensure_model
+from kit.models import ensure_model
 from kit.paths import outputs_dir
 from kit.protocols import reset
 from kit.protocols.spec import ResetProtocol, load
 from kit.analysis import reset_table
 from kit.provenance import collect, file_sha256
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
+
+
+DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
 
 @dataclass
@@ -67,7 +69,8 @@ def provider_for(options: RunOptions, protocol: ResetProtocol, say: Callable[[st
     if options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
-    details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source}
+    details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
+                               "model_path": str(model.path)}
     if options.server_bin:
         binary, env = options.server_bin, None
         details["engine"] = "llama-server (user binary)"
