@@ -149,6 +149,9 @@ class BfclWorker:
                 env=worker_environment(self.install), cwd=str(self.install.project_root),
                 text=True, encoding="utf-8", bufsize=1,
             )
+        except OSError as e:
+            raise BfclWorkerError(f"cannot start the BFCL worker with {self.python}: {e}",
+                                  "check the Python interpreter the kit runs under") from e
         finally:
             log.close()
         threading.Thread(target=self._pump, args=(self._proc.stdout,), daemon=True).start()

@@ -204,7 +204,8 @@ class BfclSession:
         from importlib.metadata import version
 
         return {"bfcl_eval": version("bfcl-eval"), "python": sys.version.split()[0],
-                "project_root": os.environ.get("BFCL_PROJECT_ROOT")}
+                "project_root": os.environ.get("BFCL_PROJECT_ROOT"),
+                "environment_keys": sorted(os.environ)}
 
 
 OPERATIONS = ("hello", "load_episodes", "system_prompt", "decode", "execute", "release", "score",
