@@ -97,7 +97,7 @@ def test_worker_that_exits_is_reported(bfcl_install, tmp_path):
 
 def test_worker_that_hangs_is_killed_after_the_timeout(bfcl_install, tmp_path):
     silent = tmp_path / "silent-python"
-    silent.write_text("#!/bin/sh\nexec cat > /dev/null\n")
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
     silent.chmod(0o755)
     worker = BfclWorker(bfcl_install, python=str(silent), timeout_s=1)
     with pytest.raises(BfclWorkerError, match="no answer"):
