@@ -170,4 +170,10 @@ def _install(site: Path, python: str) -> None:
     (partial / MARKER_NAME).write_text(json.dumps({"pins": list(BFCL_PINS)}, indent=2) + "\n")
     if site.exists():
         shutil.rmtree(site)
-    os.replace(partial, site)
+    try:
+        os.replace(partial, site)
+    except OSError:
+        # Another process finished the same install first; keep its copy if it is complete.
+        shutil.rmtree(partial, ignore_errors=True)
+        if not _marker_matches(site):
+            raise

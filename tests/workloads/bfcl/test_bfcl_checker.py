@@ -71,3 +71,10 @@ def test_score_of_prose_only_is_invalid(bfcl_worker, first_80):
     score = bfcl_worker.score(ep.id, [["I cannot do that."] for _ in ep.ground_truth])
     assert not score.valid
     assert score.error_type == "multi_turn:empty_turn_model_response"
+
+
+def test_episodes_by_id_keep_the_given_order(bfcl_worker):
+    ids = ["multi_turn_base_12", "multi_turn_base_3", "multi_turn_base_150"]
+    assert [e.id for e in bfcl_worker.load_episodes(ids=ids)] == ids
+    assert [e.id for e in bfcl_worker.load_episodes(count=3)] == [
+        "multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_2"]

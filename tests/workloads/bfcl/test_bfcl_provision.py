@@ -103,3 +103,15 @@ def test_worker_that_hangs_is_killed_after_the_timeout(bfcl_install, tmp_path):
     with pytest.raises(BfclWorkerError, match="no answer"):
         worker.hello()
     worker.close()
+
+
+def test_fresh_install_into_an_empty_cache(tmp_path):
+    # Runs pip for real (PyPI or pip's own cache); the same path `kit workloads install bfcl` takes.
+    install = ensure_bfcl(tmp_path)
+    assert install.site_dir == tmp_path / "bfcl" / "site"
+    assert (install.site_dir / "bfcl_eval").is_dir()
+    assert not list((tmp_path / "bfcl").glob("site.partial-*"))
+    assert install.dataset_sha256 == DATASET_SHA256
+    dists = sorted(p.name for p in install.site_dir.glob("*.dist-info"))
+    assert len(dists) == len(BFCL_PINS)  # nothing beyond the pins was installed
+    assert ensure_bfcl(tmp_path, install=False).site_dir == install.site_dir
