@@ -7,8 +7,18 @@ imported in a separate worker process (`kit.workloads.bfcl.worker`), because its
 
 from kit.workloads.bfcl.agent import EpisodeResult, StepInfo, TurnResult, run_episode
 from kit.workloads.bfcl.client import BfclWorker, Decoded, Episode, Score
-from kit.workloads.bfcl.provision import BFCL_PINS, BfclInstall, ensure_bfcl, kit_cache_dir
-from kit.workloads.bfcl.render import RENDERERS, render_chatml, render_llama31, render_qwen25
+from kit.workloads.bfcl.provision import (
+    BFCL_PINS,
+    BfclInstall,
+    ensure_bfcl,
+    kit_cache_dir,
+)
+from kit.workloads.bfcl.render import (
+    RENDERERS,
+    render_chatml,
+    render_llama31,
+    render_qwen25,
+)
 from kit.workloads.bfcl.scoring import score_episode
 
 __all__ = [

@@ -11,8 +11,9 @@ tool messages. More than `MAXIMUM_STEP_LIMIT` calling steps in one turn force-qu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from kit.engines.base import Completion, CompletionRequest, Engine
 from kit.workloads.bfcl.client import Decoded, Episode
@@ -175,7 +176,7 @@ def run_episode(
                 calls = decoded.calls or ()
                 turn.decoded.append(calls)
                 results = worker.execute(pass_id, episode.id, list(calls))
-                for call, result in zip(calls, results):
+                for call, result in zip(calls, results, strict=True):
                     messages.append({"role": "tool", "name": call, "content": result})
                 step += 1
                 action = "force_quit" if step > MAXIMUM_STEP_LIMIT else "execute"

@@ -127,6 +127,9 @@ class BfclWorker:
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._next_id = 0
+        # Set once the process is gone: its environment state went with it, so a silent restart
+        # in the middle of an episode would give wrong tool results. A new BfclWorker is needed.
+        self._ended: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -140,6 +143,9 @@ class BfclWorker:
     def start(self) -> None:
         if self._proc is not None:
             return
+        if self._ended:
+            raise BfclWorkerError(f"this BFCL worker has ended ({self._ended})",
+                                  "start a new BfclWorker (environment state does not survive)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
@@ -165,6 +171,7 @@ class BfclWorker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        self._ended = self._ended or "closed"
         try:
             if proc.stdin:
                 proc.stdin.close()
@@ -190,9 +197,10 @@ class BfclWorker:
         try:
             line = self._lines.get(timeout=self.timeout_s)
         except queue.Empty:
-            self._kill()
+            self._kill("timed out")
             raise BfclWorkerError(f"BFCL worker gave no answer to {op!r} within {self.timeout_s:g} s",
-                                  f"see {self.log_path}; raise the timeout if the machine is slow")
+                                  f"see {self.log_path}; raise the timeout if the machine is slow"
+                                  ) from None
         if line is None:
             raise self._died(op)
         reply = json.loads(line)
@@ -204,14 +212,15 @@ class BfclWorker:
                                   f"{reply.get('error')}", f"see {self.log_path}")
         return reply["result"]
 
-    def _kill(self) -> None:
+    def _kill(self, reason: str = "killed") -> None:
+        self._ended = self._ended or reason
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.kill()
             proc.wait()
 
     def _died(self, op: str) -> BfclWorkerError:
-        self._kill()
+        self._kill("exited")
         tail = ""
         try:
             tail = " ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-2:])

@@ -16,7 +16,7 @@ the chat templates the paper's harness used through BFCL's prompting handlers:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 Message = dict
 Renderer = Callable[[Sequence[Message]], str]

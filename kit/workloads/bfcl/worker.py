@@ -41,11 +41,13 @@ class BfclSession:
     def __init__(self) -> None:
         # Imported here, never at module level: the worker module must stay importable (for its
         # docstring and tests) in a process that does not have bfcl_eval on its path.
+        from bfcl_eval import utils as bfcl_utils
         from bfcl_eval.constants.default_prompts import DEFAULT_SYSTEM_PROMPT_FORMAT
         from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
+            multi_turn_checker,
+        )
         from bfcl_eval.model_handler import utils as handler_utils
-        from bfcl_eval import utils as bfcl_utils
 
         self._default_format = DEFAULT_SYSTEM_PROMPT_FORMAT
         self._mt_utils = multi_turn_utils

@@ -102,7 +102,8 @@ def test_worker_that_hangs_is_killed_after_the_timeout(bfcl_install, tmp_path):
     worker = BfclWorker(bfcl_install, python=str(silent), timeout_s=1)
     with pytest.raises(BfclWorkerError, match="no answer"):
         worker.hello()
-    worker.close()
+    with pytest.raises(BfclWorkerError, match="has ended .timed out"):
+        worker.hello()
 
 
 def test_fresh_install_into_an_empty_cache(tmp_path):
@@ -115,3 +116,11 @@ def test_fresh_install_into_an_empty_cache(tmp_path):
     dists = sorted(p.name for p in install.site_dir.glob("*.dist-info"))
     assert len(dists) == len(BFCL_PINS)  # nothing beyond the pins was installed
     assert ensure_bfcl(tmp_path, install=False).site_dir == install.site_dir
+
+
+def test_an_ended_worker_is_not_silently_restarted(bfcl_install):
+    worker = BfclWorker(bfcl_install)
+    with worker:
+        assert worker.hello()["bfcl_eval"] == "2026.3.23"
+    with pytest.raises(BfclWorkerError, match="has ended"):
+        worker.execute("p", "multi_turn_base_0", ["pwd()"])
