@@ -1,0 +1,257 @@
+"""The BFCL worker: a separate process that alone imports `bfcl_eval`.
+
+Run as `python -S -m kit.workloads.bfcl.worker` with PYTHONPATH set to the provisioned BFCL site
+folder (see `provision.py`) and a minimal environment built by `client.worker_environment`. It reads
+one JSON request per line on stdin and writes one JSON answer per line on stdout:
+
+    {"id": 3, "op": "decode", "args": {"text": "[ls(a=True)]"}}
+    {"id": 3, "ok": true, "result": {"calls": ["ls(a=True)"], "empty": false, "ast": [...]}}
+    {"id": 4, "ok": false, "error": "unknown episode 'x'", "kind": "KeyError"}
+
+Everything BFCL-specific is BFCL's own code: the dataset loader, `formulate_system_prompt`, the
+prompting decoders, the environments (`execute_multi_turn_func_call`, which `eval`s model output)
+and `multi_turn_checker`. Environment instances live in module globals of BFCL keyed by a model
+name; this worker gives every (pass, episode) its own fresh name, and `release` deletes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import sys
+from typing import Any
+
+CATEGORY = "multi_turn_base"
+
+
+def _id_number(entry_id: str) -> int:
+    return int(entry_id.rsplit("_", 1)[1])
+
+
+def _jsonable(value: Any) -> Any:
+    """Round-trip through JSON, writing anything JSON cannot hold (tuples become lists) as repr."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+class BfclSession:
+    """Loaded episodes, ground truth and environment names of one worker process."""
+
+    def __init__(self) -> None:
+        # Imported here, never at module level: the worker module must stay importable (for its
+        # docstring and tests) in a process that does not have bfcl_eval on its path.
+        from bfcl_eval import utils as bfcl_utils
+        from bfcl_eval.constants.default_prompts import DEFAULT_SYSTEM_PROMPT_FORMAT
+        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
+            multi_turn_checker,
+        )
+        from bfcl_eval.model_handler import utils as handler_utils
+
+        self._default_format = DEFAULT_SYSTEM_PROMPT_FORMAT
+        self._mt_utils = multi_turn_utils
+        self._checker = multi_turn_checker
+        self._handler_utils = handler_utils
+        self._bfcl_utils = bfcl_utils
+        self._entries: dict[str, dict] = {}
+        self._truth: dict[str, list[list[str]]] = {}
+        self._names: dict[tuple[str, str], str] = {}
+        self._serial = itertools.count(1)
+
+    # -- dataset -----------------------------------------------------------------------------
+
+    def _load_all(self) -> None:
+        if self._entries:
+            return
+        entries = self._bfcl_utils.load_dataset_entry(CATEGORY)
+        truth = self._bfcl_utils.load_ground_truth_entry(CATEGORY)
+        self._entries = {e["id"]: e for e in entries}
+        self._truth = {t["id"]: t["ground_truth"] for t in truth}
+
+    def load_episodes(self, count: int | None = None, ids: list[str] | None = None) -> list[dict]:
+        """The first `count` episodes by ascending numeric id, or the given ids in that order."""
+        self._load_all()
+        if ids is None:
+            ordered = sorted(self._entries, key=_id_number)
+            ids = ordered if count is None else ordered[:count]
+        missing = [i for i in ids if i not in self._entries]
+        if missing:
+            raise KeyError(f"unknown {CATEGORY} episode ids: {missing[:5]}")
+        return [self._describe(i) for i in ids]
+
+    def _describe(self, entry_id: str) -> dict:
+        entry = self._entries[entry_id]
+        return {
+            "id": entry_id,
+            "turns": entry["question"],
+            "involved_classes": entry["involved_classes"],
+            "function_names": [f["name"] for f in entry["function"]],
+            "ground_truth": self._truth[entry_id],
+        }
+
+    def _entry(self, episode_id: str) -> dict:
+        self._load_all()
+        if episode_id not in self._entries:
+            raise KeyError(f"unknown {CATEGORY} episode id {episode_id!r}")
+        return self._entries[episode_id]
+
+    def system_prompt(self, episode_id: str) -> str:
+        """BFCL's default prompting-mode system prompt with the episode's function docs."""
+        entry = self._entry(episode_id)
+        fmt = self._bfcl_utils.extract_prompt_format_from_id(episode_id)
+        assert fmt == self._default_format
+        return self._handler_utils.formulate_system_prompt(fmt, entry["function"])
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def decode(self, text: str) -> dict:
+        """Decode model text the way BFCL's prompting handlers do (execute form and AST form)."""
+        hu = self._handler_utils
+        try:
+            calls = hu.default_decode_execute_prompting(text, has_tool_call_tag=False)
+        except Exception as e:  # BFCL: any decoding failure ends the turn
+            return {"calls": None, "empty": None, "ast": None, "error": f"{type(e).__name__}: {e}"}
+        try:
+            ast_form = _jsonable(hu.default_decode_ast_prompting(text))
+        except Exception:
+            ast_form = None
+        empty = self._mt_utils.is_empty_execute_response(calls)
+        return {"calls": list(calls), "empty": empty, "ast": ast_form, "error": None}
+
+    # -- environments ------------------------------------------------------------------------
+
+    def _model_name(self, pass_id: str, episode_id: str) -> str:
+        key = (str(pass_id), episode_id)
+        if key not in self._names:
+            self._names[key] = f"kit{next(self._serial)}"
+        return self._names[key]
+
+    def execute(self, pass_id: str, episode_id: str, calls: list[str]) -> list[str]:
+        """Run decoded calls in this (pass, episode)'s own environment instances."""
+        entry = self._entry(episode_id)
+        results, _ = self._mt_utils.execute_multi_turn_func_call(
+            list(calls),
+            entry.get("initial_config", {}),
+            entry["involved_classes"],
+            self._model_name(pass_id, episode_id),
+            episode_id,
+            long_context=self._long_context(episode_id),
+            is_evaL_run=False,
+        )
+        return [str(r) for r in results]
+
+    def release(self, pass_id: str, episode_id: str) -> int:
+        """Forget this (pass, episode)'s environment instances; returns how many were dropped."""
+        name = self._names.pop((str(pass_id), episode_id), None)
+        return self._drop_instances(name) if name else 0
+
+    def _drop_instances(self, name: str) -> int:
+        store = vars(self._mt_utils)
+        doomed = [k for k in store if k.startswith(name + "_") and k.endswith("_instance")]
+        for k in doomed:
+            del store[k]
+        return len(doomed)
+
+    @staticmethod
+    def _long_context(episode_id: str) -> bool:
+        category = episode_id.rsplit("_", 1)[0]
+        return "long_context" in category or "composite" in category
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def score(self, episode_id: str, turns: list[list[str]]) -> dict:
+        """Score raw step texts per turn as BFCL's evaluator does: re-decode every step, drop
+        steps that fail to decode or decode to nothing, then run `multi_turn_checker`."""
+        decoded: list[list[list[str]]] = []
+        for steps in turns:
+            kept = []
+            for text in steps:
+                try:
+                    calls = self._handler_utils.default_decode_execute_prompting(
+                        text, has_tool_call_tag=False)
+                except Exception:
+                    continue
+                if self._mt_utils.is_empty_execute_response(calls):
+                    continue
+                kept.append(list(calls))
+            decoded.append(kept)
+        return self.check(episode_id, decoded)
+
+    def check(self, episode_id: str, decoded_turns: list[list[list[str]]]) -> dict:
+        """Run `multi_turn_checker` on already decoded calls (turn -> step -> call strings)."""
+        entry = self._entry(episode_id)
+        truth = self._truth[episode_id]
+        base = {"decoded": decoded_turns, "n_turns": len(decoded_turns), "n_truth_turns": len(truth)}
+        if len(decoded_turns) != len(truth):
+            return {**base, "valid": False, "error_type": "multi_turn:force_terminated",
+                    "error_message": f"{len(decoded_turns)} model turns for {len(truth)} "
+                                     "ground-truth turns"}
+        name = f"kitscore{next(self._serial)}"
+        try:
+            verdict = self._checker(decoded_turns, truth, copy.deepcopy(entry), CATEGORY, name)
+        except Exception as e:
+            verdict = {"valid": False, "error_type": "kit:checker_exception",
+                       "error_message": f"{type(e).__name__}: {e}"}
+        finally:
+            self._drop_instances(name)
+        return {
+            **base,
+            "valid": bool(verdict.get("valid")),
+            "error_type": verdict.get("error_type"),
+            "error_message": _jsonable(verdict.get("error_message")),
+        }
+
+    def hello(self) -> dict:
+        from importlib.metadata import version
+
+        return {"bfcl_eval": version("bfcl-eval"), "python": sys.version.split()[0],
+                "project_root": os.environ.get("BFCL_PROJECT_ROOT"),
+                "environment_keys": sorted(os.environ)}
+
+
+OPERATIONS = ("hello", "load_episodes", "system_prompt", "decode", "execute", "release", "score",
+              "check")
+
+
+def serve(session: BfclSession, requests, answer) -> None:
+    """Answer each JSON-line request with one JSON line until the input ends."""
+    for line in requests:
+        line = line.strip()
+        if not line:
+            continue
+        req_id = None
+        try:
+            req = json.loads(line)
+            req_id = req.get("id")
+            op = req["op"]
+            if op not in OPERATIONS:
+                raise ValueError(f"unknown operation {op!r}")
+            result = getattr(session, op)(**req.get("args", {}))
+            reply = {"id": req_id, "ok": True, "result": result}
+        except Exception as e:
+            reply = {"id": req_id, "ok": False, "error": str(e), "kind": type(e).__name__}
+        answer(json.dumps(reply, default=repr))
+
+
+def main() -> int:
+    # Keep the protocol channel clean: BFCL and the environments print; send fd 1 to stderr and
+    # answer on a private duplicate of the original stdout.
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    if not os.environ.get("BFCL_PROJECT_ROOT"):
+        print("BFCL_PROJECT_ROOT must be set (BFCL writes into its project root)", file=sys.stderr)
+        return 2
+    session = BfclSession()
+
+    def answer(text: str) -> None:
+        channel.write(text + "\n")
+        channel.flush()
+
+    serve(session, sys.stdin, answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
