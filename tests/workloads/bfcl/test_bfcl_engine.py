@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bfcl_llama_adapter import LlamaCompletionEngine
+
+from kit.engines.llamacpp import LlamaCppEngine
 
 from kit.workloads.bfcl import Score, render_chatml, run_episode, score_episode
 from kit.workloads.bfcl.agent import opening_messages
@@ -11,7 +12,7 @@ from kit.workloads.bfcl.agent import opening_messages
 
 @pytest.mark.engine
 def test_real_engine_runs_the_shortest_episode(llama_server_url, bfcl_worker, first_80):
-    engine = LlamaCompletionEngine(llama_server_url)
+    engine = LlamaCppEngine(llama_server_url)
 
     def first_prompt(ep):
         return render_chatml(opening_messages(bfcl_worker.system_prompt(ep.id), ep.turns[0]))
@@ -20,7 +21,7 @@ def test_real_engine_runs_the_shortest_episode(llama_server_url, bfcl_worker, fi
     records = []
     result = run_episode(
         engine, bfcl_worker, episode, render_chatml, 16384, "engine-test",
-        count_tokens=engine.count_tokens, top_logprobs=1, cache_prompt=True,
+        count_tokens=lambda text: len(engine.tokenize(text)), top_logprobs=1, cache_prompt=True,
         max_tokens_cap=24, max_requests=12,
         on_request=lambda info, req, comp: records.append((info, req, comp)),
     )
