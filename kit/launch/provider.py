@@ -58,7 +58,7 @@ class NativeProvider:
         server.start()
         engine = LlamaCppEngine(server.url, restartable=True)
         try:
-            launch = {"argv": server.argv, "port": server.port, "startup_seconds": server.startup_seconds,
+            launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid, "startup_seconds": server.startup_seconds,
                       "log": server.log_path.name, **engine.info()}
             yield EngineSession(engine=engine, launch=launch, server=server)
         finally:
