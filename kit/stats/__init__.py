@@ -15,7 +15,7 @@ from kit.stats.margins import GroupComparison, GroupSummary, compare_episode_mea
 from kit.stats.mcnemar import McNemarResult, exact_mcnemar, paired_mcnemar
 from kit.stats.permutation import PermutationTrendResult, permutation_trend_test, sweep_permutation_test
 from kit.stats.trend import PageTrendResult, page_trend
-from kit.stats.twoway_bootstrap import FormatRate, TwoWayBootstrap, twoway_bootstrap
+from kit.stats.twoway_bootstrap import FormatRate, TwoWayBootstrap, sweep_bootstrap
 
 __all__ = [
     "ConditionalLogitFit",
@@ -48,7 +48,7 @@ __all__ = [
     "permutation_trend_test",
     "rate_interval",
     "sweep_permutation_test",
-    "twoway_bootstrap",
+    "sweep_bootstrap",
     "wilson_interval",
     "zero_event_upper_bound",
 ]

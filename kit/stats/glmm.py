@@ -19,7 +19,7 @@ from scipy.stats import chi2
 
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
 from kit.stats.intervals import Z95
-from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns, Quadrature, maximise
+from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns, maximise_staged
 from kit.stats.result import JsonResult
 
 DEFAULT_NODES = 100
@@ -113,10 +113,9 @@ def slope_standard_error(hess: np.ndarray, at_boundary: bool) -> float:
 
 def fit_grouped(grouped: GroupedClusters, nodes: int = DEFAULT_NODES, lr_test: bool = True) -> GlmmFit:
     """Fit the model to already grouped clusters (see :func:`group_clusters`)."""
-    quad = Quadrature.of_size(nodes)
     counts = grouped.counts[None, :]
     start = start_values(grouped)[None, :]
-    theta, ll, hess, conv, _ = maximise(grouped.patterns, counts, start, quad, np.array([True, True, True]))
+    theta, ll, hess, conv, _ = maximise_staged(grouped.patterns, counts, start, nodes, np.array([True, True, True]))
     theta, ll, hess = theta[0], float(ll[0]), hess[0]
     at_boundary = bool(theta[2] <= LOG_SD_MIN + 1e-9)
     se = slope_standard_error(hess, at_boundary)
@@ -125,7 +124,7 @@ def fit_grouped(grouped: GroupedClusters, nodes: int = DEFAULT_NODES, lr_test: b
     if lr_test:
         null_start = theta.copy()[None, :]
         null_start[0, 1] = 0.0
-        _, ll0, _, conv0, _ = maximise(grouped.patterns, counts, null_start, quad, np.array([True, False, True]))
+        _, ll0, _, conv0, _ = maximise_staged(grouped.patterns, counts, null_start, nodes, np.array([True, False, True]))
         lr_stat = max(0.0, 2.0 * (ll - float(ll0[0])))
         lr_p = float(chi2.sf(lr_stat, 1))
         converged = converged and bool(conv0[0])
@@ -157,5 +156,5 @@ def fit_slopes_batch(patterns: Patterns, counts: np.ndarray, start: np.ndarray,
     """
     counts = np.atleast_2d(np.asarray(counts, dtype=float))
     start = np.broadcast_to(np.asarray(start, dtype=float), (counts.shape[0], 3))
-    theta, _, _, conv, _ = maximise(patterns, counts, start, Quadrature.of_size(nodes), np.array([True, True, True]))
+    theta, _, _, conv, _ = maximise_staged(patterns, counts, start, nodes, np.array([True, True, True]))
     return theta[:, 1], conv

@@ -117,7 +117,7 @@ def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes):
     return np.array(per_history), averaged, failed
 
 
-def twoway_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicates: int = DEFAULT_REPLICATES,
+def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicates: int = DEFAULT_REPLICATES,
                      seed: int = DEFAULT_SEED, glmm: bool = True, nodes: int = 100) -> TwoWayBootstrap:
     """Two-way (episodes x histories) bootstrap of per-format rates, differences, rate slope and GLMM slope.
 

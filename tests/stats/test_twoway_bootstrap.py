@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from kit.stats import fit_random_intercept_logit, twoway_bootstrap
+from kit.stats import fit_random_intercept_logit, sweep_bootstrap
 from kit.stats.twoway_bootstrap import least_squares_slope
 
 
@@ -19,7 +19,7 @@ def cube(histories=3, episodes=40, seed=0):
 
 def test_point_values_and_glmm_average():
     y = cube()
-    res = twoway_bootstrap(y, labels=["F16", "Q8_0", "Q4_K_M", "Q3_K_M"], replicates=30)
+    res = sweep_bootstrap(y, labels=["F16", "Q8_0", "Q4_K_M", "Q3_K_M"], replicates=30)
     rates = y.mean(axis=(0, 1))
     assert [f.rate for f in res.formats] == pytest.approx(rates)
     assert [f.diff for f in res.formats] == pytest.approx(rates - rates[0])
@@ -37,7 +37,7 @@ def test_point_values_and_glmm_average():
 def test_rate_replicates_match_naive_resampling():
     y = cube(seed=1)
     reps, seed = 200, 5
-    res = twoway_bootstrap(y, replicates=reps, seed=seed, glmm=False)
+    res = sweep_bootstrap(y, replicates=reps, seed=seed, glmm=False)
     rng = np.random.default_rng(seed)
     hs = rng.integers(0, 3, size=(reps, 3))
     es = rng.integers(0, 40, size=(reps, 40))
@@ -54,7 +54,7 @@ def test_rate_replicates_match_naive_resampling():
 def test_glmm_replicate_matches_refit_on_resampled_data():
     y = cube(histories=2, episodes=30, seed=2)
     reps, seed = 3, 9
-    res = twoway_bootstrap(y, replicates=reps, seed=seed)
+    res = sweep_bootstrap(y, replicates=reps, seed=seed)
     rng = np.random.default_rng(seed)
     hs = rng.integers(0, 2, size=(reps, 2))
     es = rng.integers(0, 30, size=(reps, 30))
@@ -71,8 +71,8 @@ def test_glmm_replicate_matches_refit_on_resampled_data():
 
 def test_seeded_and_single_history():
     y = cube(histories=1, seed=3)
-    a = twoway_bootstrap(y, replicates=50, seed=1, glmm=False)
-    b = twoway_bootstrap(y, replicates=50, seed=1, glmm=False)
-    c = twoway_bootstrap(y, replicates=50, seed=2, glmm=False)
+    a = sweep_bootstrap(y, replicates=50, seed=1, glmm=False)
+    b = sweep_bootstrap(y, replicates=50, seed=1, glmm=False)
+    c = sweep_bootstrap(y, replicates=50, seed=2, glmm=False)
     assert a.to_json() == b.to_json() and a.to_json() != c.to_json()
     assert np.isnan(a.formats[0].history_sd) and a.to_json()["formats"][0]["history_sd"] is None
