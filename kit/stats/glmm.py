@@ -45,6 +45,12 @@ def group_clusters(cluster, score, y) -> GroupedClusters:
         raise StatsInputError("no rows to fit", "pass at least one episode with outcomes")
     if not np.all(np.isfinite(score)):
         raise StatsInputError("score contains NaN or infinite values", "give every row a numeric score")
+    if y.min() == y.max():
+        raise StatsInputError(f"every outcome is {int(y[0])}, so the trend model cannot be fitted",
+                              "report the count instead of a slope")
+    if np.ptp(score) == 0:
+        raise StatsInputError("all rows have the same score, so the slope is not identified",
+                              "include at least two formats")
     _, cid = np.unique(cluster, return_inverse=True)
     order = np.lexsort((y, score, cid))
     cid, sc, yy = cid[order], score[order], y[order]

@@ -133,3 +133,12 @@ def test_more_nodes_change_nothing():
     ep, score, y = simulate(60, -0.5, 0.8, 1.3, seed=11)
     g = group_clusters(ep, score, y)
     assert fit_grouped(g, nodes=100).b1 == pytest.approx(fit_grouped(g, nodes=40).b1, abs=1e-8)
+
+
+@pytest.mark.parametrize("y,score", [([0, 0, 0, 0], [0, 1, 0, 1]), ([1, 0, 1, 0], [2, 2, 2, 2])])
+def test_unidentified_data_rejected_with_fix(y, score):
+    from kit.stats import StatsInputError
+
+    with pytest.raises(StatsInputError) as info:
+        fit_random_intercept_logit([0, 0, 1, 1], score, y)
+    assert "; " in str(info.value)  # "what went wrong; how to fix it"
