@@ -4,8 +4,13 @@ Methods follow Section III-G/IV of the paper and REFERENCE.md §4. Every result 
 dataclass with ``to_json()`` giving plain numbers for findings.json.
 """
 
-from kit.stats.block_bootstrap import (DependenceAwareInterval, block_sensitivity, choose_block_length,
-                                       circular_block_bootstrap_rates, dependence_aware_interval)
+from kit.stats.block_bootstrap import (
+                                       DependenceAwareInterval,
+                                       block_sensitivity,
+                                       choose_block_length,
+                                       circular_block_bootstrap_rates,
+                                       dependence_aware_interval,
+)
 from kit.stats.clogit import ConditionalLogitFit, fit_conditional_logit
 from kit.stats.glmm import GlmmFit, fit_random_intercept_logit
 from kit.stats.hazard import MARGIN_EDGES, FlipHazard, HazardBin, flip_hazard_by_margin

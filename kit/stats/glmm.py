@@ -130,7 +130,8 @@ def fit_grouped(grouped: GroupedClusters, nodes: int = DEFAULT_NODES, lr_test: b
     if lr_test:
         null_start = theta.copy()[None, :]
         null_start[0, 1] = 0.0
-        _, ll0, _, conv0, _ = maximise_staged(grouped.patterns, counts, null_start, nodes, np.array([True, False, True]))
+        null_free = np.array([True, False, True])
+        _, ll0, _, conv0, _ = maximise_staged(grouped.patterns, counts, null_start, nodes, null_free)
         lr_stat = max(0.0, 2.0 * (ll - float(ll0[0])))
         lr_p = float(chi2.sf(lr_stat, 1))
         converged = converged and bool(conv0[0])

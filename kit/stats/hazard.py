@@ -11,8 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kit.stats.cluster_bootstrap import (DEFAULT_REPLICATES, DEFAULT_SEED, cluster_weights, percentile_interval,
-                                         ratio_of_sums_replicates)
+from kit.stats.cluster_bootstrap import (
+    DEFAULT_REPLICATES,
+    DEFAULT_SEED,
+    cluster_weights,
+    percentile_interval,
+    ratio_of_sums_replicates,
+)
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
 from kit.stats.result import JsonResult
 

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 from arch.bootstrap import optimal_block_length
 
-from kit.stats import (block_sensitivity, choose_block_length, circular_block_bootstrap_rates,
-                       dependence_aware_interval, wilson_interval)
+from kit.stats import (
+    block_sensitivity,
+    choose_block_length,
+    circular_block_bootstrap_rates,
+    dependence_aware_interval,
+    wilson_interval,
+)
 from kit.stats.block_bootstrap import block_length_floor
 
 

@@ -142,3 +142,17 @@ def test_unidentified_data_rejected_with_fix(y, score):
     with pytest.raises(StatsInputError) as info:
         fit_random_intercept_logit([0, 0, 1, 1], score, y)
     assert "; " in str(info.value)  # "what went wrong; how to fix it"
+
+
+def test_fast_and_stable_logistic_forms_agree(monkeypatch):
+    import kit.stats.quadrature_likelihood as ql
+
+    ep, score, y = simulate(20, -0.5, 0.8, 1.3, seed=12)
+    g = group_clusters(ep, score, y)
+    args = (g.patterns, g.counts[None], np.array([[-0.5, 0.8, 0.3]]), Quadrature.of_size(100),
+            np.zeros((1, g.counts.size)))
+    fast = evaluate(*args)
+    monkeypatch.setattr(ql, "SAFE_ETA", -1.0)  # force the overflow-safe path
+    stable = evaluate(*args)
+    for a, b in zip(fast[:3], stable[:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
