@@ -10,6 +10,11 @@ and recomputes on the sub-cube:
 * optionally the random-intercept logistic slope b1, refitted in every drawn history and averaged
   over the drawn histories (with multiplicity) — the paper's 2,000-refit interval for the odds ratio.
 
+A single-history grid is the case H = 1 (pass ``table[None]``): resampling the one history changes
+nothing, so this is then the bootstrap that resamples episodes jointly across the formats (the
+paper's "13.8 points per step" for the production-default grid; use ``glmm=False`` there since the
+grid's GLMM interval is the Wald one from :func:`kit.stats.fit_random_intercept_logit`).
+
 Percentile 95% intervals. Replicates whose GLMM fit failed to converge are left out of the slope
 interval and counted. Random draws: ``numpy.random.default_rng(seed)``, histories first
 (replicates x H), then episodes (replicates x E).
