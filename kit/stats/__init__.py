@@ -19,6 +19,7 @@ from kit.stats.intervals import RateInterval, rate_interval, wilson_interval, ze
 from kit.stats.margins import GroupComparison, GroupSummary, compare_episode_means, episode_mean_table
 from kit.stats.mcnemar import McNemarResult, exact_mcnemar, paired_mcnemar
 from kit.stats.permutation import PermutationTrendResult, permutation_trend_test, sweep_permutation_test
+from kit.stats.tables import divergence_cube, wide_table
 from kit.stats.trend import PageTrendResult, page_trend
 from kit.stats.twoway_bootstrap import FormatRate, TwoWayBootstrap, sweep_bootstrap
 
@@ -43,6 +44,7 @@ __all__ = [
     "circular_block_bootstrap_rates",
     "compare_episode_means",
     "dependence_aware_interval",
+    "divergence_cube",
     "episode_mean_table",
     "exact_mcnemar",
     "fit_conditional_logit",
@@ -52,8 +54,9 @@ __all__ = [
     "paired_mcnemar",
     "permutation_trend_test",
     "rate_interval",
-    "sweep_permutation_test",
     "sweep_bootstrap",
+    "sweep_permutation_test",
+    "wide_table",
     "wilson_interval",
     "zero_event_upper_bound",
 ]
