@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from kit import __version__
-from kit.errors import KitError
+from kit.errors import KitError, RunInterrupted
 
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
@@ -63,6 +63,8 @@ def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, e
         reporter.console.print(f"first item verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
     reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    if result.status == "interrupted":
+        raise RunInterrupted(f"the run was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
         raise KitError(f"the run {result.status}: {result.reason}")
 

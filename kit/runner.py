@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import ConfigError, EngineError, KitError
+from kit.errors import ConfigError, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
@@ -21,7 +21,8 @@ from kit.paths import outputs_dir
 from kit.protocols import reset
 from kit.protocols.spec import ResetProtocol, load
 from kit.analysis import reset_table
-from kit.provenance import collect, file_sha256
+from kit.models.hashing import sha256_file
+from kit.provenance import collect
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
 
@@ -59,7 +60,7 @@ def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], 
             raise ConfigError("this protocol serves GSM8K items but no file was given",
                               "pass --gsm8k PATH to GSM8K's test.jsonl")
         items = load_gsm8k(gsm8k, workload.items, workload.first_item)
-        return items, {"source": "gsm8k", "file": str(gsm8k), "sha256": file_sha256(gsm8k),
+        return items, {"source": "gsm8k", "file": str(gsm8k), "sha256": sha256_file(gsm8k),
                        "first_item": workload.first_item, "items": len(items)}
     return arithmetic_items(workload.items, protocol.order_seed), {
         "source": "arithmetic", "seed": protocol.order_seed, "items": workload.items}
@@ -112,6 +113,9 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
         status, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
         raise
     finally:
+        for pass_id, info in manifest.data.get("passes", {}).items():
+            if info.get("status") == "running":  # cut short: never reported as a result
+                manifest.set_pass(pass_id, status=status, reason=reason)
         table = reset_table.write(run_dir)
         manifest.update(results={"reset_table": "results/reset_table.json"})
         manifest.finish(status, reason)

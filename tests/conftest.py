@@ -66,3 +66,13 @@ def gsm8k_file() -> Path:
     if not GSM8K.is_file():
         pytest.skip(f"GSM8K test file not found at {GSM8K}")
     return GSM8K
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `slow` (long real-engine runs) run only with KIT_SLOW=1."""
+    if os.environ.get("KIT_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="long real-engine run; set KIT_SLOW=1 to include it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -94,4 +94,5 @@ def test_engine_that_dies_mid_run_keeps_records_and_says_why(tmp_path, embedded_
     assert manifest["status"] == "failed" and manifest["reason"] == result.reason
     records = read_records(result.run_dir / "records" / "s1.jsonl")
     assert len(records.records) == 5 and not records.torn_tail
-    assert result.table["sessions"][0]["status"] == "running"  # never reported as a result
+    session = result.table["sessions"][0]
+    assert session["status"] == "failed" and "paths_differ" not in session  # never reported as a result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -81,7 +80,3 @@ def write(run_dir: Path) -> dict[str, Any]:
         writer.writeheader()
         writer.writerows(table["sessions"])
     return table
-
-
-def dumps(table: dict[str, Any]) -> str:
-    return json.dumps(table, indent=2)

