@@ -6,10 +6,25 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from kit.events import Event, ItemVerdict, RequestDone, RunEnded, RunStarted, SessionEnded, SessionStarted
+from kit.events import (
+    Event,
+    ItemVerdict,
+    RequestDone,
+    RunEnded,
+    RunStarted,
+    SessionEnded,
+    SessionStarted,
+)
 
 
 def _mark(ok: bool) -> str:

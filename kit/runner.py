@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import ConfigError, KitError
+from kit.errors import KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
@@ -18,13 +18,10 @@ from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir
 from kit.models import ensure_model
 from kit.paths import outputs_dir
-from kit.protocols import reset
-from kit.protocols.spec import ResetProtocol, load
-from kit.analysis import reset_table
-from kit.models.hashing import sha256_file
+from kit.protocols import kinds
+from kit.protocols.procedure import RunContext, RunInputs
+from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
-from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
-
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
@@ -52,21 +49,7 @@ class RunResult:
     table: dict[str, Any] | None
 
 
-def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
-    workload = protocol.workload
-    source = workload.source if workload.source != "auto" else ("gsm8k" if gsm8k else "arithmetic")
-    if source == "gsm8k":
-        if gsm8k is None:
-            raise ConfigError("this protocol serves GSM8K items but no file was given",
-                              "pass --gsm8k PATH to GSM8K's test.jsonl")
-        items = load_gsm8k(gsm8k, workload.items, workload.first_item)
-        return items, {"source": "gsm8k", "file": str(gsm8k), "sha256": sha256_file(gsm8k),
-                       "first_item": workload.first_item, "items": len(items)}
-    return arithmetic_items(workload.items, protocol.order_seed), {
-        "source": "arithmetic", "seed": protocol.order_seed, "items": workload.items}
-
-
-def provider_for(options: RunOptions, protocol: ResetProtocol, say: Callable[[str], None]) -> EngineProvider:
+def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
     if options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
@@ -88,23 +71,21 @@ def provider_for(options: RunOptions, protocol: ResetProtocol, say: Callable[[st
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
-    protocol, path, digest = load(options.protocol, options.overrides)
-    items, workload = items_for(protocol, options.gsm8k)
+    protocol, path, digest = kinds.load(options.protocol, options.overrides)
+    procedure = kinds.procedure(protocol)
+    prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
-    plan = {"sessions": protocol.sessions, "items": len(items), "phases": [p.name for p in protocol.phases],
-            "requests": protocol.sessions * len(items) * len(protocol.phases), "max_tokens": protocol.max_tokens}
     manifest = Manifest.create(
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
                            "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
-        plan=plan, workload=workload, engine=provider.describe(),
-        seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed}, provenance=collect())
-    emit(RunStarted(run_dir, path.stem, plan))
+        plan=prepared.plan, workload=prepared.workload, engine=provider.describe(), seeds=prepared.seeds,
+        provenance=collect())
+    emit(RunStarted(run_dir, path.stem, prepared.plan))
     status, reason, table = "finished", None, None
     try:
-        reset.run(protocol, reset.RunContext(run_dir, manifest, provider, items,
-                                             protocol.workload.system_prompt or MATH_SYSTEM_PROMPT, emit))
+        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit))
     except KeyboardInterrupt:
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
@@ -116,8 +97,8 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
         for pass_id, info in manifest.data.get("passes", {}).items():
             if info.get("status") == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
-        table = reset_table.write(run_dir)
-        manifest.update(results={"reset_table": "results/reset_table.json"})
+        table = procedure.results(run_dir)
+        manifest.update(results=table.get("files", {}))
         manifest.finish(status, reason)
         emit(RunEnded(run_dir, status, reason))
     return RunResult(run_dir, status, reason, table)

@@ -7,7 +7,13 @@ from typing import Any
 
 import httpx
 
-from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.engines.base import (
+    Capabilities,
+    Completion,
+    CompletionRequest,
+    TokenLogprob,
+    TopLogprob,
+)
 from kit.errors import EngineError
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}

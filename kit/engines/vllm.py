@@ -24,7 +24,13 @@ from typing import Any
 
 import httpx
 
-from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.engines.base import (
+    Capabilities,
+    Completion,
+    CompletionRequest,
+    TokenLogprob,
+    TopLogprob,
+)
 from kit.errors import EngineError
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"

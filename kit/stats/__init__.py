@@ -15,10 +15,24 @@ from kit.stats.clogit import ConditionalLogitFit, fit_conditional_logit
 from kit.stats.glmm import GlmmFit, fit_random_intercept_logit
 from kit.stats.hazard import MARGIN_EDGES, FlipHazard, HazardBin, flip_hazard_by_margin
 from kit.stats.inputs import StatsInputError
-from kit.stats.intervals import RateInterval, rate_interval, wilson_interval, zero_event_upper_bound
-from kit.stats.margins import GroupComparison, GroupSummary, compare_episode_means, episode_mean_table
+from kit.stats.intervals import (
+                                       RateInterval,
+                                       rate_interval,
+                                       wilson_interval,
+                                       zero_event_upper_bound,
+)
+from kit.stats.margins import (
+                                       GroupComparison,
+                                       GroupSummary,
+                                       compare_episode_means,
+                                       episode_mean_table,
+)
 from kit.stats.mcnemar import McNemarResult, exact_mcnemar, paired_mcnemar
-from kit.stats.permutation import PermutationTrendResult, permutation_trend_test, sweep_permutation_test
+from kit.stats.permutation import (
+                                       PermutationTrendResult,
+                                       permutation_trend_test,
+                                       sweep_permutation_test,
+)
 from kit.stats.tables import divergence_cube, wide_table
 from kit.stats.trend import PageTrendResult, page_trend
 from kit.stats.twoway_bootstrap import FormatRate, TwoWayBootstrap, sweep_bootstrap

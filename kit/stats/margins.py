@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kit.stats.cluster_bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, cluster_weights, percentile_interval
+from kit.stats.cluster_bootstrap import (
+    DEFAULT_REPLICATES,
+    DEFAULT_SEED,
+    cluster_weights,
+    percentile_interval,
+)
 from kit.stats.inputs import StatsInputError, same_length
 from kit.stats.result import JsonResult
 

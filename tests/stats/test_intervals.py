@@ -4,7 +4,12 @@ import math
 
 import pytest
 
-from kit.stats import StatsInputError, rate_interval, wilson_interval, zero_event_upper_bound
+from kit.stats import (
+    StatsInputError,
+    rate_interval,
+    wilson_interval,
+    zero_event_upper_bound,
+)
 
 # Table VII: path divergence (%) with 95% Wilson CI; counts recovered as rate * n.
 TABLE_VII = [

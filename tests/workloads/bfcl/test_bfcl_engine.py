@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kit.engines.llamacpp import LlamaCppEngine
-
 from kit.workloads.bfcl import Score, render_chatml, run_episode, score_episode
 from kit.workloads.bfcl.agent import opening_messages
 

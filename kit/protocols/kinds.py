@@ -1,0 +1,21 @@
+"""The protocol kinds the kit can run: each kind's validation model and procedure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kit.protocols import reset, spec
+
+PROCEDURES: dict[str, ModuleType] = {"reset": reset}
+MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
+
+
+def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
+    """Load and validate a protocol of any known kind: (protocol, file, sha256 of the file)."""
+    return spec.load(name_or_path, MODELS, overrides)
+
+
+def procedure(protocol: spec.ProtocolBase) -> ModuleType:
+    return PROCEDURES[protocol.protocol]

@@ -1,0 +1,43 @@
+"""What every procedure gets from the runner, and what it gives back before it runs.
+
+A procedure is a module with a pydantic `Protocol` model (`MODEL`), `prepare(protocol, inputs) ->
+Prepared`, `run(protocol, prepared, ctx)` and `results(run_dir) -> dict` (which reads files only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.events import Emit
+from kit.launch.provider import EngineProvider
+from kit.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a person supplied besides the protocol file (paths to data the kit does not ship)."""
+
+    gsm8k: Path | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A procedure's plan (shown before the run and kept in the manifest), its workload's description
+    for the manifest, and whatever it loaded to run with."""
+
+    plan: dict[str, Any]
+    workload: dict[str, Any]
+    payload: Any = None
+    seeds: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """Where to write, which engines, whom to tell."""
+
+    run_dir: Path
+    manifest: Manifest
+    provider: EngineProvider
+    emit: Emit
