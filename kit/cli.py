@@ -123,6 +123,55 @@ def build_cpu_backend() -> None:
     click.echo(f"built: {cpu_backend.build(say=click.echo)}")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.option("--model", "models", multiple=True,
+              help="Registry model you plan to use (repeatable; default: the embedded engine's model).")
+@click.option("--no-start", is_flag=True, help="Do not start the embedded engine (faster, but proves less).")
+def doctor(as_json: bool, models: tuple[str, ...], no_start: bool) -> None:
+    """Say what this machine can run: Docker, GPUs, CUDA, build tools, disk, the embedded engine.
+
+    Exits 0 when anything at all can run (missing optional parts are listed with their fix), 1 when
+    nothing can.
+    """
+    import json  # noqa: PLC0415
+
+    from kit import doctor as doc  # noqa: PLC0415
+
+    checks = doc.run_checks(doc.default_probes(), models or (doc.DEFAULT_MODEL,), start_engine=not no_start)
+    result = doc.report(checks)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        for check in checks:
+            click.echo(check.line())
+        click.echo(f"can run: {', '.join(result['can_run']) or 'nothing'}")
+    if not result["can_run"]:
+        sys.exit(1)
+
+
+@engines.command("build")
+@click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
+@click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
+def build_engine(engine: str, archs: str, prefix: Path | None) -> None:
+    """Build llama-server at the paper's commit with CUDA 12 (needs nvcc 12.x and cmake)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=click.echo)}")
+
+
+@engines.command("install")
+@click.argument("engine", type=click.Choice(["vllm"]))
+@click.option("--venv", type=click.Path(path_type=Path), help="Virtual environment to create (default: in the kit cache).")
+@click.option("--force", is_flag=True, help="Install even when no NVIDIA GPU is visible.")
+def install_engine(engine: str, venv: Path | None, force: bool) -> None:
+    """Install vLLM 0.11.0 into its own virtual environment (needs an NVIDIA GPU to run)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
+
+
 def _attach_subcommands() -> None:
     from kit.models.cli import models  # noqa: PLC0415
 
