@@ -16,6 +16,7 @@ RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
     click.option("--items", type=int, help="Number of items (overrides the protocol's workload.items)."),
+    click.option("--episodes", type=int, help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
     click.option("--sessions", type=int, help="Number of sessions, each on a fresh server (overrides the protocol)."),
     click.option("--max-tokens", type=int, help="Tokens to generate per request (overrides the protocol)."),
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
@@ -34,10 +35,12 @@ def run_options(func):
     return func
 
 
-def _overrides(items: int | None, sessions: int | None, max_tokens: int | None) -> dict[str, Any]:
+def _overrides(items: int | None, episodes: int | None, sessions: int | None,
+               max_tokens: int | None) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
-    if items is not None:
-        overrides["workload"] = {"items": items}
+    workload = {key: value for key, value in (("items", items), ("episodes", episodes)) if value is not None}
+    if workload:
+        overrides["workload"] = workload
     if sessions is not None:
         overrides["sessions"] = sessions
     if max_tokens is not None:
@@ -45,11 +48,11 @@ def _overrides(items: int | None, sessions: int | None, max_tokens: int | None) 
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, engine_url, port, threads, out) -> None:
+def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, engine_url, port, threads, out) -> None:
     from kit import console, runner  # noqa: PLC0415 - keep `kit --help` fast
 
     reporter = console.ConsoleReporter()
-    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, sessions, max_tokens), gsm8k=gsm8k,
+    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens), gsm8k=gsm8k,
                                 model=model, server_bin=server_bin, engine_url=engine_url, port=port,
                                 threads=threads, out=out)
     started = time.monotonic()
@@ -58,7 +61,7 @@ def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, e
     finally:
         reporter.close()
     if result.table is not None:
-        reporter.console.print(console.reset_table(result.table))
+        reporter.console.print(console.RENDERERS[result.table["table"]](result.table))
     if reporter.first_verdict is not None:
         reporter.console.print(f"first item verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")

@@ -14,6 +14,11 @@ def first_difference(a: Sequence, b: Sequence) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def completion_emitted(completion) -> list:
+    """The emitted tokens of a Completion: ids where the engine gave them, else token strings."""
+    return list(completion.token_ids) if completion.token_ids is not None else list(completion.tokens)
+
+
 def emitted(record: dict) -> list:
     """The emitted tokens of a record: ids where the engine gave them, else token strings."""
     completion = record["completion"]

@@ -54,7 +54,8 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
-                               "model_path": str(model.path)}
+                               "model_path": str(model.path),
+                               "model_family": model.entry.family if model.entry else None}
     if options.server_bin:
         binary, env = options.server_bin, None
         details["engine"] = "llama-server (user binary)"
