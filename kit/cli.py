@@ -48,28 +48,37 @@ def _overrides(items: int | None, episodes: int | None, sessions: int | None,
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, engine_url, port, threads, out) -> None:
-    from kit import console, runner  # noqa: PLC0415 - keep `kit --help` fast
+def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, engine_url, port, threads,
+         out) -> None:
+    from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
+
+    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens),
+                                gsm8k=gsm8k, model=model, server_bin=server_bin, engine_url=engine_url, port=port,
+                                threads=threads, out=out)
+    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
+
+
+def _report(execute) -> None:
+    """Run with the terminal reporter, print the results table, and exit non-zero unless finished."""
+    from kit import console  # noqa: PLC0415
 
     reporter = console.ConsoleReporter()
-    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens), gsm8k=gsm8k,
-                                model=model, server_bin=server_bin, engine_url=engine_url, port=port,
-                                threads=threads, out=out)
     started = time.monotonic()
     try:
-        result = runner.run(options, emit=reporter, say=reporter.console.print)
+        result = execute(reporter)
     finally:
         reporter.close()
     if result.table is not None:
         reporter.console.print(console.RENDERERS[result.table["table"]](result.table))
     if reporter.first_verdict is not None:
-        reporter.console.print(f"first item verdict after {reporter.first_verdict:.1f} s; "
+        reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
     reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
-        raise RunInterrupted(f"the run was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
+        raise RunInterrupted(f"the run was interrupted: {result.reason}",
+                             f"continue it with `kit resume {result.run_dir}`")
     if result.status != "finished":
-        raise KitError(f"the run {result.status}: {result.reason}")
+        raise KitError(f"the run {result.status}: {result.reason}", f"fix that, then `kit resume {result.run_dir}`")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -108,6 +117,16 @@ def run(protocol: str, **kwargs) -> None:
     --model or --engine-url says otherwise.
     """
     _run(protocol, **kwargs)
+
+
+@cli.command("resume")
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+def resume_run(run_dir: Path) -> None:
+    """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
+    is run again from its start (its earlier records are kept aside in records/superseded/)."""
+    from kit import runner  # noqa: PLC0415
+
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print))
 
 
 @cli.group()
@@ -173,6 +192,23 @@ def install_engine(engine: str, venv: Path | None, force: bool) -> None:
     from kit.launch import gpu_setup  # noqa: PLC0415
 
     click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
+
+
+@cli.group()
+def workloads() -> None:
+    """Workloads the kit provisions outside its own install (BFCL)."""
+
+
+@workloads.command("install")
+@click.argument("workload", type=click.Choice(["bfcl"]))
+def install_workload(workload: str) -> None:
+    """Install BFCL (bfcl-eval 2026.3.23, without its ~150 dependencies) into the kit cache and verify its data."""
+    from kit.workloads.bfcl import ensure_bfcl  # noqa: PLC0415
+
+    install = ensure_bfcl()
+    click.echo(f"BFCL {install.version} in {install.site_dir}")
+    for name, digest in sorted(install.dataset_sha256.items()):
+        click.echo(f"  {digest}  {name}")
 
 
 def _attach_subcommands() -> None:

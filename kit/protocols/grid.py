@@ -157,17 +157,18 @@ def estimate(protocol: GridProtocol, engine, prompt: str, episodes: int) -> Plan
 
 
 def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[str, str, Any]]:
-    """(pass id, arm, live engine session) in run order: one server for all passes, or one per pass."""
+    """(pass id, arm, live engine session) in run order for the passes not done yet: one server for all
+    of them, or one per pass."""
     logs = ctx.run_dir / "logs"
+    todo = [(pass_id, arm) for pass_id, arm in pass_ids(protocol) if pass_id not in ctx.done]
     if protocol.server == "shared":
         with ctx.provider.session("grid", logs) as live:
             ctx.emit(SessionStarted("grid", 1, 1, live.launch))
-            for pass_id, arm in pass_ids(protocol):
-                yield pass_id, arm, live
+            yield from ((pass_id, arm, live) for pass_id, arm in todo)
         return
-    for index, (pass_id, arm) in enumerate(pass_ids(protocol), start=1):
+    for index, (pass_id, arm) in enumerate(todo, start=1):
         with ctx.provider.session(pass_id, logs) as live:
-            ctx.emit(SessionStarted(pass_id, index, len(protocol.passes), live.launch))
+            ctx.emit(SessionStarted(pass_id, index, len(todo), live.launch))
             yield pass_id, arm, live
 
 
@@ -180,8 +181,8 @@ def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
             closing(_sessions(protocol, ctx)) as sessions:
         episodes = (worker.load_episodes(ids=list(workload.ids)) if workload.ids
                     else worker.load_episodes(count=workload.episodes))
-        for index, (pass_id, arm, live) in enumerate(sessions):
-            if index == 0:
+        for pass_id, arm, live in sessions:
+            if "estimate" not in ctx.manifest.data:
                 first = render(opening_messages(worker.system_prompt(episodes[0].id), episodes[0].turns[0]))
                 guess = estimate(protocol, live.engine, first, len(episodes))
                 ctx.manifest.update(estimate=asdict(guess))
