@@ -109,20 +109,29 @@ class ConsoleReporter:
 def reset_table(table: dict[str, Any]) -> Table:
     """The restored-state table in the paper's Table IV layout (counts per session)."""
     view = Table(title="Restored-state control (counts of items per session)", title_justify="left")
-    for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ"):
+    for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
+                   "cache-caused"):
         view.add_column(column, justify="right" if column not in ("session", "status") else "left")
+    answers = []
     for row in table["sessions"]:
         if row["status"] == "OK":
             view.add_row(row["session"], "OK", str(row["items"]), str(row["recompute_reproduces"]),
-                         str(row["hit_reproduces"]), str(row["paths_differ"]))
+                         str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
+            if row.get("outcomes"):
+                o = row["outcomes"]
+                answers.append(f"{row['session']}: correct recompute {o['recompute_correct']}/{o['items']}, "
+                               f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
+                               f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
+                               f"(exact McNemar p={o['mcnemar']['p']:.3g})")
         else:
-            view.add_row(row["session"], f"[red]{row['status']}[/]", "—", "—", "—", "—")
+            view.add_row(row["session"], f"[red]{row['status']}[/]", "—", "—", "—", "—", "—")
     across = table["across_sessions"]
     if "items" in across:
         view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
                         f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
     else:
         view.caption = f"across sessions: {across['note']}"
+    view.caption = "\n".join([view.caption, *answers])
     view.caption_justify = "left"
     return view
 

@@ -10,17 +10,37 @@ from typing import Any
 from kit.divergence import emitted, first_difference
 from kit.manifest import Manifest, write_json_atomic
 from kit.records import read_records
+from kit.stats import exact_mcnemar
+from kit.workloads.answers import is_correct
 
 
-def _paths(records: list[dict]) -> dict[str, dict[str, list[tuple]]]:
-    """unit -> {"cold": [outputs in phase order], "warm": [...]} for units whose phases all succeeded."""
-    units: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: {"cold": [], "warm": []})
+def _paths(records: list[dict]) -> dict[str, dict[str, Any]]:
+    """unit -> {"cold": [outputs in phase order], "warm": [...], "texts": {path: first text},
+    "reference": answer} for units whose phases all succeeded."""
+    units: dict[str, dict[str, Any]] = defaultdict(lambda: {"cold": [], "warm": [], "texts": {}})
     failed = set()
     for record in sorted(records, key=lambda r: r["seq"]):
+        unit = units[record["unit"]]
         if record["completion"].get("outcome") != "ok":
             failed.add(record["unit"])
-        units[record["unit"]][record["expect"]].append(tuple(emitted(record)))
+        unit[record["expect"]].append(tuple(emitted(record)))
+        unit["texts"].setdefault(record["expect"], record["completion"]["text"])
+        unit["reference"] = record.get("reference")
     return {u: p for u, p in units.items() if u not in failed and len(p["cold"]) == 2 and len(p["warm"]) == 2}
+
+
+def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Correctness per path (answers compared numerically), flips in both directions, exact McNemar."""
+    scored = {u: p for u, p in units.items() if p.get("reference") is not None}
+    if not scored:
+        return None
+    right = {u: {path: is_correct(p["texts"][path], p["reference"]) for path in ("cold", "warm")}
+             for u, p in scored.items()}
+    lost = sum(r["cold"] and not r["warm"] for r in right.values())
+    gained = sum(r["warm"] and not r["cold"] for r in right.values())
+    return {"items": len(right), "recompute_correct": sum(r["cold"] for r in right.values()),
+            "hit_correct": sum(r["warm"] for r in right.values()), "recompute_right_hit_wrong": lost,
+            "recompute_wrong_hit_right": gained, "mcnemar": exact_mcnemar(lost, gained).to_json()}
 
 
 def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
@@ -41,6 +61,9 @@ def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
             recompute_reproduces=sum(p["cold"][0] == p["cold"][1] for p in units.values()),
             hit_reproduces=sum(p["warm"][0] == p["warm"][1] for p in units.values()),
             paths_differ=sum(p["cold"][0] != p["warm"][0] for p in units.values()),
+            cache_caused=sum(p["cold"][0] == p["cold"][1] and p["warm"][0] == p["warm"][1]
+                             and p["cold"][0] != p["warm"][0] for p in units.values()),
+            outcomes=outcomes(units),
             first_difference_tokens=sorted(f for f in firsts if f is not None),
         )
         rows.append(row)
@@ -67,7 +90,8 @@ def reset_table(run_dir: Path) -> dict[str, Any]:
             "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}
 
 
-CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "reason")
+CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "cache_caused",
+              "reason")
 
 
 def write(run_dir: Path) -> dict[str, Any]:

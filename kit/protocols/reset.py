@@ -157,7 +157,8 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                 ok, why = check_gate(phase, completion.cached_tokens, gates)
                 writer.write({
                     "run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset",
-                    "unit": item.id, "step": 0, "phase": phase.name, "phase_index": phase_index,
+                    "unit": item.id, "reference": item.answer, "step": 0, "phase": phase.name,
+                    "phase_index": phase_index,
                     "expect": phase.expect, "seq": requests, "prompt_sha256": prompt_sha256(prompt),
                     "request": {"endpoint": "/completion", "body": request_body(request)},
                     "completion": completion_json(completion), "raw": completion.raw,

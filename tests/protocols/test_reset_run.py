@@ -10,6 +10,7 @@ import pytest
 from kit import runner
 from kit.manifest import Manifest
 from kit.records import read_records
+from kit.workloads.answers import is_correct
 
 pytestmark = pytest.mark.engine
 
@@ -41,6 +42,8 @@ def recompute(run_dir):
             "recompute_reproduces": sum(v["cold"][0] == v["cold"][1] for v in by_item.values()),
             "hit_reproduces": sum(v["warm"][0] == v["warm"][1] for v in by_item.values()),
             "paths_differ": sum(v["cold"][0] != v["warm"][0] for v in by_item.values()),
+            "cache_caused": sum(v["cold"][0] == v["cold"][1] and v["warm"][0] == v["warm"][1]
+                                and v["cold"][0] != v["warm"][0] for v in by_item.values()),
         }
     items = set.intersection(*(set(o) for o in outputs.values()))
     same = {path: sum(len({out for o in outputs.values() for out in o[item][path]}) == 1 for item in items)
@@ -63,6 +66,23 @@ def test_every_count_in_the_table_recomputes_from_the_records(gsm8k_run):
     assert table["across_sessions"]["hit_same_in_all"] == same["warm"]
     csv_rows = (result.run_dir / "results" / "reset_table.csv").read_text().splitlines()
     assert len(csv_rows) == 3 and csv_rows[0].startswith("session,status,items")
+
+
+def test_answers_and_flips_recompute_from_the_record_texts(gsm8k_run):
+    result, _ = gsm8k_run
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    for row in result.table["sessions"]:
+        first = {}
+        for line in (result.run_dir / manifest["passes"][row["session"]]["file"]).read_text().splitlines():
+            record = json.loads(line)
+            first.setdefault((record["unit"], record["expect"]), record)
+        right = {key: is_correct(r["completion"]["text"], r["reference"]) for key, r in first.items()}
+        units = {unit for unit, _ in first}
+        outcomes = row["outcomes"]
+        assert outcomes["recompute_correct"] == sum(right[(u, "cold")] for u in units)
+        assert outcomes["hit_correct"] == sum(right[(u, "warm")] for u in units)
+        assert outcomes["recompute_right_hit_wrong"] == sum(right[(u, "cold")] and not right[(u, "warm")] for u in units)
+        assert outcomes["recompute_wrong_hit_right"] == sum(right[(u, "warm")] and not right[(u, "cold")] for u in units)
 
 
 def test_records_carry_what_a_reviewer_needs(gsm8k_run):
