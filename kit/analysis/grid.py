@@ -13,14 +13,36 @@ from kit.manifest import Manifest, write_json_atomic
 from kit.records import read_records
 from kit.stats import exact_mcnemar, rate_interval
 
-COMPARISONS = {"run-to-run cache-off": ("off1", "off2"), "run-to-run cache-on": ("on1", "on2"), "path": ("on1", "off1")}
+WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
+                "path": (("on", 1), ("off", 1))}
+
+
+def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """The comparisons a set of passes (dicts with pass_id, arm, repeat, order) allows: run-to-run
+    within each arm and the path comparison under each order, and each arm's first pass across orders."""
+    index = {(p["arm"], p["repeat"], p["order"]): p["pass_id"] for p in passes}
+    orders = list(dict.fromkeys(p["order"] for p in passes))
+    found = {}
+    for order in orders:
+        tag = "" if len(orders) == 1 else f" (order {order})"
+        for name, (first, second) in WITHIN_ORDER.items():
+            a, b = index.get((*first, order)), index.get((*second, order))
+            if a and b:
+                found[name + tag] = (a, b)
+    for order in orders[1:]:
+        for arm in ("on", "off"):
+            a, b = index.get((arm, 1, orders[0])), index.get((arm, 1, order))
+            if a and b:
+                found[f"cache-{arm} across orders ({orders[0]} vs {order})"] = (a, b)
+    return found
 
 
 def load_pass(run_dir: Path, info: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
     """(requests per episode in step order, episode records, episode execution order) of one pass."""
     requests: dict[str, list[dict]] = defaultdict(list)
     for record in read_records(run_dir / info["file"]).records:
-        requests[record["unit"]].append(record)
+        if record.get("action") != "sentinel":
+            requests[record["unit"]].append(record)
     episodes = {r["unit"]: r for r in read_records(run_dir / info["episodes_file"]).records}
     order = [unit for unit in info.get("order", []) if unit in episodes]
     return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
@@ -91,19 +113,18 @@ def grid_table(run_dir: Path) -> dict[str, Any]:
         "void_passes": [pid for pid, info in infos.items() if info.get("status") != "OK"],
         "comparisons": {},
     }
-    for name, (a, b) in COMPARISONS.items():
-        if a not in infos or b not in infos:
-            continue
+    planned = [{"pass_id": pid, "arm": info.get("arm"), "repeat": info.get("repeat", 1),
+                "order": info.get("order_index", 0)} for pid, info in infos.items()]
+    for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
             table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
             continue
         result = {"passes": [a, b], **_compare(loaded[a], loaded[b], loaded[a][2])}
-        if name == "run-to-run cache-off":
-            units = [u for u in loaded[a][2] if u in loaded[b][1]]
-            result["identity"] = identity(loaded[a][0], loaded[b][0], units)
+        units = [u for u in loaded[a][2] if u in loaded[b][1]]
+        result["identity"] = identity(loaded[a][0], loaded[b][0], units)
         table["comparisons"][name] = result
-    if "on1" in loaded and "off1" in loaded:
-        table["flips"] = flips(loaded["on1"][1], loaded["off1"][1])
+    table["flips"] = {name: flips(loaded[a][1], loaded[b][1]) for name, c in table["comparisons"].items()
+                      if name.startswith("path") and "skipped" not in c for a, b in [c["passes"]]}
     return table
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from kit import runner
 from kit.events import EpisodeVerdict
-from kit.protocols.grid import GridGates, _gate
+from kit.protocols.grid_pass import GridGates, gate
 
 pytestmark = pytest.mark.engine
 
@@ -90,7 +90,7 @@ def test_outcomes_and_flips_recompute_from_episode_records(grid_run):
         assert row["outcomes"]["episodes"] == len(mine)
         assert row["outcomes"]["valid"] == sum(e["score"]["valid"] for e in mine)
         assert all(e["outcome"] == "request_cap" and e["requests"] == 2 for e in mine)
-    flips = result.table["flips"]
+    flips = result.table["flips"]["path"]
     on = {e["unit"]: e["score"]["valid"] for e in episodes["on1"]}
     off = {e["unit"]: e["score"]["valid"] for e in episodes["off1"]}
     assert flips["valid_off_invalid_on"] == sum(off[u] and not on[u] for u in on)
@@ -127,9 +127,10 @@ def test_live_verdicts_match_the_table(grid_run):
 
 
 def test_gate_rules():
-    gates = GridGates()
-    assert _gate("off", 3, 0, gates) == (True, None)
-    assert _gate("off", 0, 12, gates)[0] is False
-    assert _gate("on", 0, 0, gates) == (True, None)  # an episode's first request may miss
-    assert _gate("on", 1, 0, gates)[0] is False
-    assert _gate("on", 1, None, gates)[0] is False  # unknown telemetry never passes
+    gates, isolated = GridGates(), GridGates(episode_start_cold=True)
+    assert gate("off", 3, 0, gates) == (True, None)
+    assert gate("off", 0, 12, gates)[0] is False
+    assert gate("on", 0, 40, gates) == (True, None)  # an episode's first request may hit or miss ...
+    assert gate("on", 0, 40, isolated)[0] is False  # ... unless its cache state must be isolated
+    assert gate("on", 1, 0, gates)[0] is False
+    assert gate("on", 1, None, gates)[0] is False  # unknown telemetry never passes

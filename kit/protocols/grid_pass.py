@@ -1,0 +1,135 @@
+"""One pass of the grid: every episode driven through the agent loop, each request recorded and
+checked against the cache state its arm must show, each episode scored; the pass ends OK or VOID."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.divergence import completion_emitted
+from kit.engines.base import Completion, CompletionRequest
+from kit.engines.llamacpp import request_body
+from kit.errors import EngineError
+from kit.events import EpisodeDone, RequestDone, SessionEnded
+from kit.manifest import now
+from kit.protocols.procedure import RunContext
+from kit.protocols.reset import completion_json
+from kit.protocols.spec import Strict
+from kit.records import RecordWriter, prompt_sha256
+from kit.workloads.bfcl import run_episode, score_episode
+
+SENTINEL_PROMPT = "Sentinel cache reset. " * 32
+
+
+class GridGates(Strict):
+    off_max_cached_tokens: int = 0  # every cache-off request must reuse nothing
+    on_min_hit_share: float = 0.95  # share of cache-on requests after an episode's first that must hit
+    episode_start_cold: bool = False  # every episode's first request must reuse nothing (sentinel isolation)
+
+
+def gate(arm: str, request_index: int, cached: int | None, gates: GridGates) -> tuple[bool, str | None]:
+    """Does a request show the cache state its arm needs? Under sentinel isolation an episode's first
+    request must reuse nothing either."""
+    if cached is None:
+        return False, "the engine did not report cached tokens"
+    if arm == "off" and cached > gates.off_max_cached_tokens:
+        return False, f"{cached} cached tokens on a cache-off request"
+    if arm == "on" and request_index > 0 and cached == 0:
+        return False, "no cache hit on a cache-on request after the episode's first"
+    if gates.episode_start_cold and request_index == 0 and cached > 0:
+        return False, f"{cached} cached tokens on an episode's first request (its cache state was not isolated)"
+    return True, None
+
+
+@dataclass
+class PassTally:
+    """Gate counts of one pass, and the verdict they give."""
+
+    arm: str
+    requests: int = 0
+    violations: int = 0  # hard violations: any one voids the pass
+    on_checked: int = 0
+    on_hits: int = 0
+    first: list[str] = field(default_factory=list)
+
+    def add(self, request_index: int, ok: bool, why: str | None, where: str) -> None:
+        if self.arm == "on" and request_index > 0 and (ok or "no cache hit" in (why or "")):
+            self.on_checked += 1
+            self.on_hits += ok
+        elif not ok:
+            self.violations += 1
+        if why and not self.first:
+            self.first.append(f"{where}: {why}")
+
+    def verdict(self, gates: GridGates) -> tuple[str, str | None]:
+        if self.violations:
+            return "VOID", f"{self.violations} requests violated the cache-state gate (first: {self.first[0]})"
+        if self.on_checked and self.on_hits < gates.on_min_hit_share * self.on_checked:
+            return "VOID", (f"only {self.on_hits} of {self.on_checked} cache-on requests after an episode's first "
+                            f"hit the cache (needs {gates.on_min_hit_share:.0%})")
+        return "OK", None
+
+
+def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on_episode) -> None:
+    """Drive every episode of one pass (`plan`: pass_id, arm, repeat, order). `on_episode(pass_id,
+    unit, [(prompt sha, tokens)])` gets each finished episode (for live comparisons)."""
+    pass_id, arm = plan.pass_id, plan.arm
+    file, episodes_file = f"records/{pass_id}.jsonl", f"records/{pass_id}.episodes.jsonl"
+    ctx.manifest.set_pass(pass_id, arm=arm, repeat=plan.repeat, order_index=plan.order, file=file,
+                          episodes_file=episodes_file, status="running", started=now(),
+                          order=[e.id for e in episodes], launch=live.launch)
+    tally = PassTally(arm)
+    base = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "grid", "arm": arm}
+
+    def record(writer: RecordWriter, unit: str, request: CompletionRequest, completion: Completion,
+               request_index: int, extra: dict[str, Any]) -> tuple[str, bool]:
+        ok, why = gate(arm, request_index, completion.cached_tokens, protocol.gates)
+        if extra.get("action") != "sentinel":
+            tally.add(request_index, ok, why, f"{unit} request {request_index}")
+        sha = prompt_sha256(request.prompt)
+        writer.write({**base, "unit": unit, "step": request_index, **extra, "seq": tally.requests,
+                      "prompt_sha256": sha, "request": {"endpoint": "/completion", "body": request_body(request)},
+                      "completion": completion_json(completion), "raw": completion.raw, "started": now(),
+                      "gate": {"ok": ok, "reason": why}, "error": None})
+        tally.requests += 1
+        ctx.emit(RequestDone(pass_id, unit, arm, tally.requests, completion.cached_tokens, completion.prefill_ms, ok))
+        return sha, ok
+
+    with RecordWriter(ctx.run_dir / file) as writer, RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
+        for done, episode in enumerate(episodes, start=1):
+            if protocol.sentinel:
+                sentinel = CompletionRequest(prompt=SENTINEL_PROMPT, max_tokens=1, cache_prompt=True,
+                                             top_logprobs=protocol.top_logprobs, seed=protocol.seed)
+                record(writer, episode.id, sentinel, live.engine.complete(sentinel), -1, {"action": "sentinel"})
+            walked: list = []
+
+            def on_request(info, request: CompletionRequest, completion: Completion) -> None:
+                sha, _ = record(writer, episode.id, request, completion, info.request_index, {
+                    "turn": info.turn_index, "turn_step": info.step_index, "action": info.action,
+                    "calls": info.calls, "decode_error": info.decode_error, "tool_results": list(info.tool_results),
+                    "prompt_tokens_counted": info.prompt_tokens})
+                walked.append((sha, completion_emitted(completion)))
+
+            clock = time.monotonic()
+            try:
+                result = run_episode(live.engine, worker, episode, render, protocol.engine.ctx_size, pass_id,
+                                     count_tokens=lambda text: len(live.engine.tokenize(text)),
+                                     on_request=on_request, top_logprobs=protocol.top_logprobs,
+                                     cache_prompt=arm == "on", max_tokens_cap=protocol.workload.max_tokens_cap,
+                                     max_requests=protocol.workload.max_requests_per_episode)
+            except EngineError as exc:
+                if not live.alive():
+                    raise EngineError(f"the engine died during pass {pass_id} (episode {episode.id})",
+                                      "see the server log in the run folder; records so far are kept") from exc
+                raise
+            score = score_episode(worker, result)
+            episode_writer.write({**base, "unit": episode.id, "order_index": done - 1, "requests": result.n_requests,
+                                  "sentinels": int(protocol.sentinel), "outcome": result.outcome,
+                                  "wall_seconds": round(time.monotonic() - clock, 3), "score": score.__dict__})
+            ctx.emit(EpisodeDone(pass_id, episode.id, done, len(episodes), result.n_requests, result.outcome,
+                                 score.valid))
+            on_episode(pass_id, episode.id, walked)
+    status, reason = tally.verdict(protocol.gates)
+    ctx.manifest.set_pass(pass_id, status=status, reason=reason, records=tally.requests, ended=now())
+    ctx.emit(SessionEnded(pass_id, status, reason))
