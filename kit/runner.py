@@ -39,6 +39,7 @@ class RunOptions:
     port: int | None = None
     threads: int | None = None
     out: Path | None = None
+    provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class RunResult:
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
+    if options.provider is not None:
+        return options.provider
     if options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)

@@ -6,9 +6,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kit.protocols import reset, spec
+from kit.protocols import pinning, reset, spec
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset}
+PROCEDURES: dict[str, ModuleType] = {"reset": reset, "pinning": pinning}
 MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
 
 
