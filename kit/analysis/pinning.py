@@ -67,6 +67,23 @@ def state_of(record: dict[str, Any], calibration: Calibration | None, tolerance:
     return label.state, label.confidence, label.source
 
 
+def lineage(rows: list[dict[str, Any]]) -> list[str]:
+    """Each call's state including how the reused KV was formed: a full-KV reuse serves the KV that the
+    last measured call which evaluated anything built, so it is named after that builder
+    ("full_kv<-full_eval", "full_kv<-partial"). `rows` are one pass's records in order, with `_state` set."""
+    builder: str | None = None
+    names = []
+    for r in rows:
+        state = r["_state"]
+        if state == "full_kv" and builder is not None:
+            names.append(f"full_kv<-{builder}")
+        else:
+            names.append(state)
+        if r["measured"] and state != "full_kv":
+            builder = state
+    return names
+
+
 def modal(outputs: list[str]) -> dict[str, Any]:
     """Modal share of a list of output ids, with its Wilson 95% interval."""
     from kit.stats.intervals import wilson_interval  # noqa: PLC0415 - the stats package is heavy to import
@@ -96,7 +113,7 @@ def _cycle(pid: str, rows: list[dict], labels: dict[str, str]) -> dict[str, Any]
              if measured[i]["output_sha256"] != measured[i - 1]["output_sha256"]]
     arm_flips = [f for f in flips if f != "pure 1"]  # the burn-in -> pure boundary is excluded, as in seed 002
     return {"pass": pid, "calls": names, "outputs": [labels[r["output_sha256"]] for r in measured],
-            "states": [r["_state"] for r in measured], "prefill_ms": [r["completion"].get("prefill_ms") for r in measured],
+            "states": [r["_lineage"] for r in measured], "prefill_ms": [r["completion"].get("prefill_ms") for r in measured],
             "flips": flips, "flip_at_interposed_only": arm_flips == ["contaminated 1"]}
 
 
@@ -110,6 +127,9 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
             r["_state"], r["_confidence"], r["_source"] = state_of(r, calibration, tolerance)
             if r["measured"] and r["output_sha256"] not in labels:
                 labels[r["output_sha256"]] = chr(ord("A") + len(labels)) if len(labels) < 26 else f"O{len(labels)}"
+    for pid in passes:
+        for r, name in zip(records[pid], lineage(records[pid])):
+            r["_lineage"] = name
     ok = {pid for pid, info in passes.items() if info.get("status") == "OK"}
     cycles = [pid for pid, info in passes.items() if info.get("phase") == "cycle"]
     cycle_rows = [r for pid in cycles if pid in ok for r in records[pid] if r["role"] in CYCLE_MEASURED]
@@ -133,14 +153,15 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
     table["verdict"] = verdict(table)
     for rows in records.values():
         for r in rows:
-            r.pop("_state"), r.pop("_confidence"), r.pop("_source")
+            for key in ("_state", "_confidence", "_source", "_lineage"):
+                r.pop(key, None)
     return table
 
 
 def _states(rows: list[dict], labels: dict[str, str]) -> list[dict[str, Any]]:
     by_state: dict[str, list[dict]] = {}
     for r in rows:
-        by_state.setdefault(r["_state"], []).append(r)
+        by_state.setdefault(r["_lineage"], []).append(r)
     result = []
     for state, group in by_state.items():
         times = [r["completion"]["prefill_ms"] for r in group if r["completion"].get("prefill_ms") is not None]
@@ -159,17 +180,19 @@ def _gate(passes: dict[str, dict], cycles: list[str], rows: list[dict]) -> dict[
         bad = [pid for pid in cycles if pid not in confirmed]
         detail = (passes[bad[0]].get("reload") or {}).get("detail") or passes[bad[0]].get("reason")
         reasons.append(f"reload not confirmed before {', '.join(bad)} ({detail})")
+    arm_states = {arm: sorted({r["_lineage"] for r in rows if r["role"] == arm}) for arm in ("pure", "contaminated")}
+    overlap = sorted(set(arm_states["pure"]) & set(arm_states["contaminated"]))
+    if not arm_states["pure"] or not arm_states["contaminated"]:
+        reasons.append("no calls in one of the arms (every cycle VOID?)")
+    elif overlap or "unknown" in arm_states["pure"] + arm_states["contaminated"]:
+        reasons.append(f"the arms' cache states overlap (pure {arm_states['pure']}, contaminated "
+                       f"{arm_states['contaminated']})")
     pure = [r["completion"]["prefill_ms"] for r in rows if r["role"] == "pure" and r["completion"].get("prefill_ms")]
     dirty = [r["completion"]["prefill_ms"] for r in rows
              if r["role"] == "contaminated" and r["completion"].get("prefill_ms")]
     split = separation(pure, dirty).to_json() if pure and dirty else None
-    if split is None:
-        reasons.append("no prefill times for both arms (every cycle VOID, or the engine reports none)")
-    elif not split["separate"]:
-        reasons.append(f"the arms' prefill times overlap (pure {split['a_range'][0]:.1f}-{split['a_range'][1]:.1f} ms, "
-                       f"contaminated {split['b_range'][0]:.1f}-{split['b_range'][1]:.1f} ms)")
     return {"status": "PASS" if not reasons else "VOID", "reloads_confirmed": [len(confirmed), len(cycles)],
-            "arms_separation": split, "reasons": reasons}
+            "arm_states": arm_states, "arm_prefill_times": split, "reasons": reasons}
 
 
 def _arms(rows: list[dict], labels: dict[str, str], gate: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +222,7 @@ def _regimes(passes: dict[str, dict], records: dict[str, list[dict]], ok: set[st
         summary = modal([r["output_sha256"] for r in rows])
         if summary["n"]:
             summary["modal_output"] = labels[summary["modal_output"]]
-            summary["states"] = dict(Counter(r["_state"] for r in rows))
+            summary["states"] = dict(Counter(r["_lineage"] for r in rows))
         summary["void_passes"] = [pid for pid in pids if pid not in ok]
         result[phase] = summary
     return result

@@ -55,9 +55,10 @@ def verdict(table: dict[str, Any]) -> dict[str, Any]:
         advice.append("Every state found gave the same output for this prompt and length: the state does not flip "
                       "these bytes here (a longer answer or a near-tie can still flip them).")
     if transient_interloper(table["cycles"]):
-        advice.append("After the different-prompt call the instance returned to another state within the "
-                      "contaminated arm: on this engine an interloper changes the next call's state, not every "
-                      "later one.")
+        advice.append("Only the first call after the different prompt shows a different prefill; later calls "
+                      "reuse the KV that call built, so their prefill time looks like the pure arm's while their "
+                      "cache lineage (and possibly their bytes) differs: judge the state by history, not by "
+                      "prefill time alone.")
     return {"states_found": len([s for s in states if s["state"] != "unknown"]),
             "states": {s["state"]: {"modal_share": s["modal_share"], "n": s["n"], "output": s["modal_output"],
                                     "prefill_ms_median": (s.get("prefill_ms") or {}).get("median")} for s in states},
