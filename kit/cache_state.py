@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from itertools import pairwise
+from typing import Any
 
 STATES = ("full_eval", "partial", "full_kv")
 HISTORY_STATE = {"fresh": "full_eval", "after_other": "partial", "repeat": "full_kv"}
@@ -96,7 +98,7 @@ class Calibration:
                 "log_sd": self.log_sd, "separated": self.separated, "merged": [list(m) for m in self.merged]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Calibration":
+    def from_json(cls, data: dict[str, Any]) -> Calibration:
         classes = tuple(ClassFit(states=tuple(c["states"]), n=c["n"], min_ms=c["min_ms"], max_ms=c["max_ms"],
                                  median_ms=c["median_ms"], log_mean=c["log_mean"]) for c in data["classes"])
         return cls(classes, tuple(data["boundaries_ms"]), data["log_sd"], data["separated"],
@@ -125,7 +127,7 @@ def calibrate(samples: Iterable[tuple[str, float]]) -> Calibration:
         else:
             groups.append(([state], list(values)))
     classes = tuple(_fit(states, values) for states, values in groups)
-    boundaries = tuple(math.sqrt(slow.min_ms * fast.max_ms) for slow, fast in zip(classes, classes[1:]))
+    boundaries = tuple(math.sqrt(slow.min_ms * fast.max_ms) for slow, fast in pairwise(classes))
     return Calibration(classes, boundaries, _pooled_log_sd(groups), all(len(c.states) == 1 for c in classes),
                        tuple(c.states for c in classes if len(c.states) > 1))
 

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 
 from kit import runner
 from kit.engines.ollama import OllamaEngine
@@ -29,9 +28,8 @@ def fixture(name: str) -> dict:
 class SimulatedOllama:
     """An Ollama server with one model whose instance has seed 002's three cache states."""
 
-    PREFILL_NS = {"fresh": 216_000_000, "full_kv": 17_800_000, "checkpoint": 35_000_000}
-
     def __init__(self, unload_works: bool = True):
+        self.PREFILL_NS = {"fresh": 216_000_000, "full_kv": 17_800_000, "checkpoint": 35_000_000}
         self.unload_works = unload_works
         self.loaded = False
         self.served: list[str] = []

@@ -68,10 +68,10 @@ def test_check_runs_end_to_end_and_prints_a_verdict(check_run):
     assert result.exit_code == 0, result.output
     assert "Cache states found" in result.output and "gate:" in result.output
     assert "pinned regimes" in result.output and str(run_dir) in result.output
-    manifest, records = read(run_dir)
+    manifest, _ = read(run_dir)
     assert manifest["status"] == "finished"
     assert len(manifest["passes"]) == ROUNDS + CYCLES + FRESH + 1
-    for pid, info in manifest["passes"].items():
+    for info in manifest["passes"].values():
         assert info["status"] == "OK" and info["reload"]["confirmed"] is True
         assert info["launch"]["build_info"] == "b1-7e4c0a9"
     pids = [info["launch"]["pid"] for info in manifest["passes"].values()]
@@ -82,7 +82,7 @@ def test_check_runs_end_to_end_and_prints_a_verdict(check_run):
 
 def test_every_reported_number_recomputes_from_the_records(check_run):
     _, run_dir = check_run
-    manifest, records = read(run_dir)
+    _, records = read(run_dir)
     table = json.loads((run_dir / "results" / "pinning.json").read_text())
     labels = {sha: name for name, sha in table["outputs"].items()}
     cycle_rows = []
