@@ -144,7 +144,7 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
                     "reload_confirmed": bool((info.get("reload") or {}).get("confirmed"))} for pid, info in passes.items()],
     }
     table["states"] = _states(cycle_rows, labels)
-    table["gate"] = _gate(passes, cycles, cycle_rows)
+    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.data["protocol"]["resolved"].get("gate_on", "states"))
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, records[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, records, ok, labels)
@@ -173,7 +173,9 @@ def _states(rows: list[dict], labels: dict[str, str]) -> list[dict[str, Any]]:
     return sorted(result, key=lambda s: -(s["prefill_ms"] or {"median": 0})["median"])
 
 
-def _gate(passes: dict[str, dict], cycles: list[str], rows: list[dict]) -> dict[str, Any]:
+def _gate(passes: dict[str, dict], cycles: list[str], rows: list[dict], gate_on: str) -> dict[str, Any]:
+    """Every cycle's reload confirmed, and the arms separate: by cache state (KV lineage included), or,
+    with `gate_on: prefill_times`, by raw prefill time with no overlap."""
     confirmed = [pid for pid in cycles if (passes[pid].get("reload") or {}).get("confirmed")]
     reasons = []
     if len(confirmed) < len(cycles):
@@ -191,7 +193,11 @@ def _gate(passes: dict[str, dict], cycles: list[str], rows: list[dict]) -> dict[
     dirty = [r["completion"]["prefill_ms"] for r in rows
              if r["role"] == "contaminated" and r["completion"].get("prefill_ms")]
     split = separation(pure, dirty).to_json() if pure and dirty else None
-    return {"status": "PASS" if not reasons else "VOID", "reloads_confirmed": [len(confirmed), len(cycles)],
+    if gate_on == "prefill_times" and split is not None and not split["separate"]:
+        reasons.append(f"the arms' prefill times overlap (pure {split['a_range'][0]:.1f}-{split['a_range'][1]:.1f} ms, "
+                       f"contaminated {split['b_range'][0]:.1f}-{split['b_range'][1]:.1f} ms)")
+    return {"status": "PASS" if not reasons else "VOID", "gate_on": gate_on,
+            "reloads_confirmed": [len(confirmed), len(cycles)],
             "arm_states": arm_states, "arm_prefill_times": split, "reasons": reasons}
 
 

@@ -73,6 +73,9 @@ class PinningProtocol(ProtocolBase):
     other_max_tokens: int = Field(16, ge=1)
     top_logprobs: int = Field(1, ge=0, le=20)
     reuse_tolerance: int = Field(8, ge=0, description="prompt tokens a full-KV reuse may re-evaluate")
+    gate_on: Literal["states", "prefill_times"] = Field(
+        "states", description="arms must separate by cache state (with KV lineage), or by raw prefill time as in "
+                              "seed 002 (stricter: fails where only the first call after the interloper is slow)")
     calibration: Calibrate = Calibrate()
     regimes: Regimes = Regimes()
 

@@ -175,3 +175,30 @@ def test_timing_classification_agrees_with_telemetry_on_real_calls(check_run):
     assert checked >= ROUNDS * 3  # at least the calibration calls themselves
     if not calibration.separated:
         assert any(len(c.states) > 1 for c in calibration.classes)
+
+
+def test_the_stricter_prefill_time_gate_is_recomputed_from_the_same_records(check_run, tmp_path):
+    """With `gate_on: prefill_times` (seed 002's literal gate) the same records give PASS exactly when the
+    two arms' raw prefill times do not overlap."""
+    import shutil
+
+    from kit.analysis import pinning as analysis
+
+    _, run_dir = check_run
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["protocol"]["resolved"]["gate_on"] = "prefill_times"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    _, records = read(copy)
+    rows = [r for pid in (f"c{i}" for i in range(1, CYCLES + 1)) for r in records[pid]]
+    pure = [r["completion"]["prefill_ms"] for r in rows if r["role"] == "pure"]
+    dirty = [r["completion"]["prefill_ms"] for r in rows if r["role"] == "contaminated"]
+    apart = min(dirty) > max(pure) or min(pure) > max(dirty)
+    strict = analysis.pinning_table(copy)
+    default = json.loads((run_dir / "results" / "pinning.json").read_text())
+    assert strict["gate"]["gate_on"] == "prefill_times" and default["gate"]["gate_on"] == "states"
+    assert strict["gate"]["arm_prefill_times"]["separate"] == apart
+    assert strict["gate"]["status"] == ("PASS" if apart and default["gate"]["status"] == "PASS" else "VOID")
+    if not apart:
+        assert strict["arms"]["differ"] is None
