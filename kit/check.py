@@ -45,6 +45,14 @@ def provider_for(url: str, kind: str, model: str | None, unload_timeout: float) 
     raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(KINDS)}")
 
 
+VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a block's tokens to evaluate
+
+
+def kind_overrides(kind: str) -> dict[str, Any]:
+    """Protocol settings an engine kind needs (vLLM: full-KV reuse re-evaluates up to one block)."""
+    return {"reuse_tolerance": VLLM_BLOCK} if kind == "vllm" else {}
+
+
 def overrides(cycles: int | None, per_arm: int | None, max_tokens: int | None, calibration_rounds: int | None,
               always_fresh: int | None, steady: int | None, cache_ram: str | None) -> dict[str, Any]:
     """Protocol overrides from `kit check` options (None leaves the protocol file's value)."""

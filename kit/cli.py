@@ -140,7 +140,8 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin,
         model=model if resolved == "embedded" else None,
-        overrides=checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram),
+        overrides={**checking.kind_overrides(resolved),
+                   **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:

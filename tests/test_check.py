@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from kit.check import overrides, provider_for, resolve_kind
+from kit.check import kind_overrides, overrides, provider_for, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
 from kit.errors import ConfigError
@@ -40,6 +40,8 @@ def test_overrides_map_options_onto_the_protocol():
     assert overrides(None, None, None, None, None, None, "0")["engine"] == {"cache_ram": 0}
     with pytest.raises(ConfigError, match="cache-ram"):
         overrides(None, None, None, None, None, None, "lots")
+    assert kind_overrides("vllm") == {"reuse_tolerance": 16}  # vLLM reuses whole 16-token blocks
+    assert kind_overrides("ollama") == {} and kind_overrides("embedded") == {}
 
 
 def test_openai_chat_answers_normalize_with_and_without_llama_server_timings():

@@ -6,6 +6,9 @@ What such a server may or may not say, handled here:
   `cache_n`), which is used when present.
 - `logprobs.content[i] = {token, logprob, bytes, top_logprobs}` when logprobs were asked for; no ids.
 - There is no reload or cache reset in the protocol: `restartable` and `reset_endpoint` are False.
+- Behind vLLM, `metrics` (a `VllmEngine`) fills in unknown cached tokens from `/metrics` deltas read
+  around each request (vLLM reports `cached_tokens` only on a hit, and only with
+  `--enable-prompt-tokens-details`).
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ class OpenAICompatEngine:
     name = "openai-compatible"
 
     def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None, metrics: Any = None):
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._model = model
+        self._metrics = metrics
         self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
                                          token_ids=False, reset_endpoint=False, restartable=False)
         self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
@@ -97,8 +101,15 @@ class OpenAICompatEngine:
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42, temperature: float = 0.0,
              top_logprobs: int = 0) -> Completion:
-        return normalize_chat(self._request("POST", "/v1/chat/completions", self.chat_body(
+        before = self._metrics.cache_counters() if self._metrics is not None else None
+        completion = normalize_chat(self._request("POST", "/v1/chat/completions", self.chat_body(
             messages, max_tokens=max_tokens, seed=seed, temperature=temperature, top_logprobs=top_logprobs)))
+        if before is not None and completion.cached_tokens is None:
+            from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
+
+            telemetry = _cache_telemetry(completion, before, self._metrics.cache_counters())
+            completion = _with_cached(completion, telemetry.cached_tokens)
+        return completion
 
     def info(self) -> dict[str, Any]:
         return {"engine": self.name, "url": self.base_url, "model": self.model,

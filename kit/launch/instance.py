@@ -50,9 +50,9 @@ class VllmResetProvider:
 
     fresh_servers = False
 
-    def __init__(self, url: str, model: str | None = None, make_reset: Callable[[str], Any] | None = None):
-        self.url, self.model = url, model
-        self._make_reset = make_reset
+    def __init__(self, url: str, model: str | None = None, transport: Any = None):
+        """`transport` replaces the network (tests)."""
+        self.url, self.model, self.transport = url, model, transport
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "vllm", "url": self.url, "model": self.model,
@@ -62,9 +62,8 @@ class VllmResetProvider:
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
         from kit.engines.vllm import VllmEngine  # noqa: PLC0415 - only this provider needs it
 
-        control = self._make_reset(self.url) if self._make_reset else VllmEngine(self.url, model=self.model,
-                                                                                  dev_mode=True)
-        engine = OpenAICompatEngine(self.url, model=self.model)
+        control = VllmEngine(self.url, model=self.model, dev_mode=True, transport=self.transport)
+        engine = OpenAICompatEngine(self.url, model=self.model, transport=self.transport, metrics=control)
         try:
             control.reset_prefix_cache()
             reload = {"method": "POST /reset_prefix_cache", "confirmed": None,
