@@ -16,14 +16,14 @@ from kit.cli import cli
 
 pytestmark = pytest.mark.engine
 
-CYCLES, PER_ARM, FRESH, STEADY, ROUNDS = 2, 3, 2, 3, 2
+CYCLES, PER_ARM, FRESH, STEADY, ROUNDS = 2, 3, 1, 2, 2
 
 
 @pytest.fixture(scope="module")
 def check_run(tmp_path_factory, embedded_binary):
     out = tmp_path_factory.mktemp("runs")
     result = CliRunner().invoke(cli, ["check", "--cycles", str(CYCLES), "--per-arm", str(PER_ARM),
-                                      "--max-tokens", "24", "--calibration-rounds", str(ROUNDS),
+                                      "--max-tokens", "16", "--calibration-rounds", str(ROUNDS),
                                       "--always-fresh", str(FRESH), "--steady", str(STEADY), "--out", str(out)],
                                 catch_exceptions=False)
     run_dir = next(out.iterdir())
