@@ -16,6 +16,7 @@ RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
     click.option("--items", type=int, help="Number of items (overrides the protocol's workload.items)."),
+    click.option("--episodes", type=int, help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
     click.option("--sessions", type=int, help="Number of sessions, each on a fresh server (overrides the protocol)."),
     click.option("--max-tokens", type=int, help="Tokens to generate per request (overrides the protocol)."),
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
@@ -34,10 +35,12 @@ def run_options(func):
     return func
 
 
-def _overrides(items: int | None, sessions: int | None, max_tokens: int | None) -> dict[str, Any]:
+def _overrides(items: int | None, episodes: int | None, sessions: int | None,
+               max_tokens: int | None) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
-    if items is not None:
-        overrides["workload"] = {"items": items}
+    workload = {key: value for key, value in (("items", items), ("episodes", episodes)) if value is not None}
+    if workload:
+        overrides["workload"] = workload
     if sessions is not None:
         overrides["sessions"] = sessions
     if max_tokens is not None:
@@ -45,28 +48,37 @@ def _overrides(items: int | None, sessions: int | None, max_tokens: int | None) 
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, engine_url, port, threads, out) -> None:
-    from kit import console, runner  # noqa: PLC0415 - keep `kit --help` fast
+def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, engine_url, port, threads,
+         out) -> None:
+    from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
+
+    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens),
+                                gsm8k=gsm8k, model=model, server_bin=server_bin, engine_url=engine_url, port=port,
+                                threads=threads, out=out)
+    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
+
+
+def _report(execute) -> None:
+    """Run with the terminal reporter, print the results table, and exit non-zero unless finished."""
+    from kit import console  # noqa: PLC0415
 
     reporter = console.ConsoleReporter()
-    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, sessions, max_tokens), gsm8k=gsm8k,
-                                model=model, server_bin=server_bin, engine_url=engine_url, port=port,
-                                threads=threads, out=out)
     started = time.monotonic()
     try:
-        result = runner.run(options, emit=reporter, say=reporter.console.print)
+        result = execute(reporter)
     finally:
         reporter.close()
     if result.table is not None:
-        reporter.console.print(console.reset_table(result.table))
+        reporter.console.print(console.RENDERERS[result.table["table"]](result.table))
     if reporter.first_verdict is not None:
-        reporter.console.print(f"first item verdict after {reporter.first_verdict:.1f} s; "
+        reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
     reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
-        raise RunInterrupted(f"the run was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
+        raise RunInterrupted(f"the run was interrupted: {result.reason}",
+                             f"continue it with `kit resume {result.run_dir}`")
     if result.status != "finished":
-        raise KitError(f"the run {result.status}: {result.reason}")
+        raise KitError(f"the run {result.status}: {result.reason}", f"fix that, then `kit resume {result.run_dir}`")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,6 +169,16 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         raise KitError(f"the check {result.status}: {result.reason}")
 
 
+@cli.command("resume")
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+def resume_run(run_dir: Path) -> None:
+    """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
+    is run again from its start (its earlier records are kept aside in records/superseded/)."""
+    from kit import runner  # noqa: PLC0415
+
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print))
+
+
 @cli.group()
 def engines() -> None:
     """Engine builds and checks."""
@@ -171,6 +193,72 @@ def build_cpu_backend() -> None:
         click.echo("this CPU has AVX-512: the embedded engine's own CPU backend runs here; nothing to build")
         return
     click.echo(f"built: {cpu_backend.build(say=click.echo)}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.option("--model", "models", multiple=True,
+              help="Registry model you plan to use (repeatable; default: the embedded engine's model).")
+@click.option("--no-start", is_flag=True, help="Do not start the embedded engine (faster, but proves less).")
+def doctor(as_json: bool, models: tuple[str, ...], no_start: bool) -> None:
+    """Say what this machine can run: Docker, GPUs, CUDA, build tools, disk, the embedded engine.
+
+    Exits 0 when anything at all can run (missing optional parts are listed with their fix), 1 when
+    nothing can.
+    """
+    import json  # noqa: PLC0415
+
+    from kit import doctor as doc  # noqa: PLC0415
+
+    checks = doc.run_checks(doc.default_probes(), models or (doc.DEFAULT_MODEL,), start_engine=not no_start)
+    result = doc.report(checks)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        for check in checks:
+            click.echo(check.line())
+        click.echo(f"can run: {', '.join(result['can_run']) or 'nothing'}")
+    if not result["can_run"]:
+        sys.exit(1)
+
+
+@engines.command("build")
+@click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
+@click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
+def build_engine(engine: str, archs: str, prefix: Path | None) -> None:
+    """Build llama-server at the paper's commit with CUDA 12 (needs nvcc 12.x and cmake)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=click.echo)}")
+
+
+@engines.command("install")
+@click.argument("engine", type=click.Choice(["vllm"]))
+@click.option("--venv", type=click.Path(path_type=Path), help="Virtual environment to create (default: in the kit cache).")
+@click.option("--force", is_flag=True, help="Install even when no NVIDIA GPU is visible.")
+def install_engine(engine: str, venv: Path | None, force: bool) -> None:
+    """Install vLLM 0.11.0 into its own virtual environment (needs an NVIDIA GPU to run)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
+
+
+@cli.group()
+def workloads() -> None:
+    """Workloads the kit provisions outside its own install (BFCL)."""
+
+
+@workloads.command("install")
+@click.argument("workload", type=click.Choice(["bfcl"]))
+def install_workload(workload: str) -> None:
+    """Install BFCL (bfcl-eval 2026.3.23, without its ~150 dependencies) into the kit cache and verify its data."""
+    from kit.workloads.bfcl import ensure_bfcl  # noqa: PLC0415
+
+    install = ensure_bfcl()
+    click.echo(f"BFCL {install.version} in {install.site_dir}")
+    for name, digest in sorted(install.dataset_sha256.items()):
+        click.echo(f"  {digest}  {name}")
 
 
 def _attach_subcommands() -> None:

@@ -17,16 +17,23 @@ from rich.progress import (
 from rich.table import Table
 
 from kit.events import (
+    EpisodeDone,
+    EpisodeVerdict,
     Event,
     ItemVerdict,
     PassSummary,
     PinningCall,
+    PlanEstimate,
     RequestDone,
     RunEnded,
     RunStarted,
     SessionEnded,
     SessionStarted,
 )
+
+
+def _plain(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def _mark(ok: bool) -> str:
@@ -44,16 +51,36 @@ class ConsoleReporter:
         self.task = None
         self.started = time.monotonic()
         self.first_verdict: float | None = None
+        self.unit = "requests"
 
     def __call__(self, event: Event) -> None:
         print_ = self.progress.console.print
+        if isinstance(event, ItemVerdict | EpisodeVerdict) and self.first_verdict is None:
+            self.first_verdict = time.monotonic() - self.started
         if isinstance(event, RunStarted):
             plan = event.plan
-            print_(f"[bold]{event.protocol}[/]: {plan['sessions']} session(s) × {plan['items']} items × "
-                   f"{len(plan['phases'])} phases ({', '.join(plan['phases'])}), up to {plan['max_tokens']} tokens "
-                   f"each\nrun folder: {event.run_dir}")
+            summary = ", ".join(f"{k.replace('_', ' ')} {_plain(v)}" for k, v in plan.items() if v not in (None, []))
+            print_(f"[bold]{event.protocol}[/]: {summary}\nrun folder: {event.run_dir}")
+            self.unit = "requests" if "requests" in plan else "episodes"
+            total = plan.get("requests") or plan.get("episodes", 0) * len(plan.get("passes", [])) or None
             self.progress.start()
-            self.task = self.progress.add_task("starting engine", total=plan["requests"])
+            self.task = self.progress.add_task("starting engine", total=total)
+        elif isinstance(event, PlanEstimate):
+            print_(f"estimated duration ≈ {event.seconds / 60:.1f} min (measured here: prefill "
+                   f"{event.prefill_tokens_per_s:.0f} tok/s, decode {event.decode_tokens_per_s:.0f} tok/s; "
+                   f"assumes {event.basis})")
+        elif isinstance(event, EpisodeDone):
+            if self.unit == "episodes":
+                self.progress.advance(self.task)
+            valid = {True: "valid", False: "invalid", None: "unscored"}[event.valid]
+            print_(f"{event.pass_id} {event.done}/{event.total} {event.unit}: {event.requests} requests, "
+                   f"{event.outcome}, BFCL {valid}")
+        elif isinstance(event, EpisodeVerdict):
+            a, b = event.passes
+            where = (f"[yellow]DIVERGED[/] at request {event.request_index}"
+                     + (f", token {event.token_index}" if event.token_index is not None else f" ({event.kind})")
+                     if event.diverged else "identical")
+            print_(f"  {event.comparison} ({a} vs {b}) {event.unit}: {where}")
         elif isinstance(event, SessionStarted):
             launch = event.launch
             build = (launch.get("build_info") or "?")
@@ -62,18 +89,18 @@ class ConsoleReporter:
                    + (f", started in {startup:.1f} s" if startup is not None else " (external)"))
             self.progress.update(self.task, description=f"session {event.session}")
         elif isinstance(event, RequestDone):
-            self.progress.advance(self.task)
+            if self.unit == "requests":
+                self.progress.advance(self.task)
             self.progress.update(self.task, description=f"{event.session} {event.unit} {event.phase}")
         elif isinstance(event, ItemVerdict):
-            if self.first_verdict is None:
-                self.first_verdict = time.monotonic() - self.started
             differ = (f"[yellow]paths differ at token {event.first_difference}[/]" if event.paths_differ
                       else "paths identical")
             print_(f"{event.session} {event.done}/{event.total} {event.unit}: recompute "
                    f"{_mark(event.recompute_reproduces)}, hit {_mark(event.hit_reproduces)}; {differ}")
         elif isinstance(event, SessionEnded):
             style = "green" if event.status == "OK" else "red"
-            print_(f"session {event.session}: [{style}]{event.status}[/]" + (f" — {event.reason}" if event.reason else ""))
+            why = f" — {event.reason}" if event.reason else ""
+            print_(f"{event.session}: [{style}]{event.status}[/]{why}")
         elif isinstance(event, RunEnded):
             self.close()
 
@@ -183,3 +210,40 @@ def pinning_verdict(table: dict[str, Any]) -> Group:
                  f"steady-state {_share(regimes['steady'])}")
     lines += [f"• {line}" for line in table["verdict"]["advice"]]
     return Group(states, *lines)
+
+
+def _rate(comparison: dict[str, Any]) -> tuple[str, str, str]:
+    if "skipped" in comparison:
+        return "—", "—", comparison["skipped"]
+    interval = comparison["interval"]
+    if interval is None:
+        return "0/0", "—", ""
+    return (f"{comparison['diverged']}/{comparison['episodes']}", f"{100 * interval['rate']:.1f}%",
+            f"[{100 * interval['lo']:.1f}, {100 * interval['hi']:.1f}]")
+
+
+def grid_table(table: dict[str, Any]) -> Table:
+    """Divergence per comparison (Wilson 95% intervals), then BFCL outcomes per pass."""
+    view = Table(title="Grid: episodes whose trajectory changed", title_justify="left")
+    for column in ("comparison", "passes", "diverged", "rate", "95% CI (Wilson)", "first request"):
+        view.add_column(column)
+    for name, comparison in table["comparisons"].items():
+        firsts = comparison.get("first_request_index") or []
+        view.add_row(name, " vs ".join(comparison["passes"]), *_rate(comparison),
+                     ", ".join(map(str, firsts[:8])) + (" …" if len(firsts) > 8 else ""))
+    outcomes = []
+    for row in table["passes"]:
+        if "outcomes" in row:
+            outcomes.append(f"{row['pass']} {row['outcomes']['valid']}/{row['outcomes']['episodes']} valid")
+        else:
+            outcomes.append(f"{row['pass']} {row['status']}" + (f" ({row['reason']})" if row.get("reason") else ""))
+    identity = table["comparisons"].get("run-to-run cache-off", {}).get("identity")
+    caption = "BFCL outcomes: " + "; ".join(outcomes)
+    if identity:
+        caption += (f"\ncache-off repeat: {identity['episodes_identical']}/{identity['episodes']} episodes identical, "
+                    f"{identity['logprobs_identical']}/{identity['logprob_records']} log-probabilities identical")
+    view.caption, view.caption_justify = caption, "left"
+    return view
+
+
+RENDERERS = {"restored-state control": reset_table, "grid": grid_table, "pinning": pinning_verdict}

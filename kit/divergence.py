@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 
@@ -13,8 +14,40 @@ def first_difference(a: Sequence, b: Sequence) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def completion_emitted(completion) -> list:
+    """The emitted tokens of a Completion: ids where the engine gave them, else token strings."""
+    return list(completion.token_ids) if completion.token_ids is not None else list(completion.tokens)
+
+
 def emitted(record: dict) -> list:
     """The emitted tokens of a record: ids where the engine gave them, else token strings."""
     completion = record["completion"]
     ids = completion.get("token_ids")
     return list(ids) if ids is not None else list(completion.get("tokens") or ())
+
+
+@dataclass(frozen=True)
+class EpisodeDivergence:
+    """Where two passes of one episode part: the first request whose prompt or emitted tokens differ,
+    or a different number of requests. `kind` is None when the two are identical."""
+
+    diverged: bool
+    kind: str | None = None  # "prompt", "tokens" or "length"
+    request_index: int | None = None
+    token_index: int | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def episode_divergence(a: Sequence[tuple[str, Sequence]], b: Sequence[tuple[str, Sequence]]) -> EpisodeDivergence:
+    """Walk two passes of an episode request by request; each request is (prompt sha256, emitted tokens)."""
+    for index, ((prompt_a, tokens_a), (prompt_b, tokens_b)) in enumerate(zip(a, b)):
+        if prompt_a != prompt_b:
+            return EpisodeDivergence(True, "prompt", index, None)
+        token = first_difference(tokens_a, tokens_b)
+        if token is not None:
+            return EpisodeDivergence(True, "tokens", index, token)
+    if len(a) != len(b):
+        return EpisodeDivergence(True, "length", min(len(a), len(b)), None)
+    return EpisodeDivergence(False)

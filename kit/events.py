@@ -48,6 +48,42 @@ class ItemVerdict:
 
 
 @dataclass(frozen=True)
+class EpisodeDone:
+    """One episode of one pass is finished (and scored, where the workload scores)."""
+
+    pass_id: str
+    unit: str
+    done: int
+    total: int
+    requests: int
+    outcome: str
+    valid: bool | None
+
+
+@dataclass(frozen=True)
+class EpisodeVerdict:
+    """An episode now exists in both passes of a comparison: identical, or where they part."""
+
+    comparison: str  # e.g. "path", "run-to-run cache-on"
+    passes: tuple[str, str]
+    unit: str
+    diverged: bool
+    kind: str | None
+    request_index: int | None
+    token_index: int | None
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """A duration estimate from speeds measured on the engine before the run."""
+
+    seconds: float
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    basis: str
+
+
+@dataclass(frozen=True)
 class SessionEnded:
     session: str
     status: str  # OK, VOID or failed
@@ -86,8 +122,8 @@ class RunEnded:
     reason: str | None
 
 
-Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | SessionEnded | RunEnded | PinningCall
-         | PassSummary)
+Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | EpisodeDone | EpisodeVerdict | PlanEstimate
+         | SessionEnded | RunEnded | PinningCall | PassSummary)
 Emit = Callable[[Event], None]
 
 

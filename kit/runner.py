@@ -15,7 +15,7 @@ from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import Manifest, new_run_dir
+from kit.manifest import Manifest, new_run_dir, now
 from kit.models import ensure_model
 from kit.paths import outputs_dir
 from kit.protocols import kinds
@@ -57,7 +57,8 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
-                               "model_path": str(model.path)}
+                               "model_path": str(model.path),
+                               "model_family": model.entry.family if model.entry else None}
     if options.server_bin:
         binary, env = options.server_bin, None
         details["engine"] = "llama-server (user binary)"
@@ -83,12 +84,59 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
                            "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
-        plan=prepared.plan, workload=prepared.workload, engine=provider.describe(), seeds=prepared.seeds,
-        provenance=collect())
-    emit(RunStarted(run_dir, path.stem, prepared.plan))
+        options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
+        seeds=prepared.seeds, provenance=collect())
+    return _execute(protocol, procedure, prepared, provider, manifest, emit)
+
+
+def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
+    """Continue a run that stopped: passes that ended OK or VOID are kept; a pass cut short is run again
+    from its start, its earlier records moved to records/superseded/ (kept, never counted)."""
+    manifest = Manifest.load(run_dir)
+    if manifest.data["status"] == "finished":
+        raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
+    saved = manifest.data["protocol"]
+    protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
+    procedure = kinds.procedure(protocol)
+    saved_options = dict(manifest.data.get("options", {}))
+    if saved_options.pop("provider", None):
+        raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
+                       "the kit cannot rebuild that connection to resume it", "start a new check")
+    options = RunOptions(**{**saved_options, "protocol": saved["file"]})
+    prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    provider = provider_for(options, protocol, say)
+    redone = []
+    for pass_id, info in list(manifest.data.get("passes", {}).items()):
+        if info.get("status") in ("OK", "VOID"):
+            continue
+        superseded = run_dir / "records" / "superseded"
+        superseded.mkdir(parents=True, exist_ok=True)
+        for key in ("file", "episodes_file"):
+            if info.get(key) and (run_dir / info[key]).exists():
+                (run_dir / info[key]).rename(superseded / f"{Path(info[key]).name}.{now().replace(':', '')}")
+        del manifest.data["passes"][pass_id]
+        redone.append(pass_id)
+    history = manifest.data.setdefault("resumed", [])
+    history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
+                    "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers})
+    manifest.update(status="started", reason=None, resumed=history)
+    return _execute(protocol, procedure, prepared, provider, manifest, emit, done=set(manifest.data.get("passes", {})))
+
+
+def _options_json(options: RunOptions) -> dict[str, Any]:
+    saved = {key: str(value) if isinstance(value, Path) else value
+             for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider")}
+    saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
+    return saved
+
+
+def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit,
+             done: set[str] | None = None) -> RunResult:
+    run_dir = manifest.run_dir
+    emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     try:
-        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit))
+        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set()))
     except KeyboardInterrupt:
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:

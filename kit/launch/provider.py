@@ -11,17 +11,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
+from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.launch.native import NativeServer, ServerSpec
+
+
+class ServerHandle(Protocol):
+    """What a session needs of the server process behind its engine (a NativeServer, a container)."""
+
+    def alive(self) -> bool: ...
+
+    def log_tail(self, lines: int = 20) -> str: ...
 
 
 @dataclass
 class EngineSession:
     """A live engine for one session, plus what the manifest records about how it was launched."""
 
-    engine: LlamaCppEngine
+    engine: Engine
     launch: dict[str, Any] = field(default_factory=dict)
-    server: NativeServer | None = None
+    server: ServerHandle | None = None
 
     def alive(self, settle: float = 2.0) -> bool:
         """Is the engine still running? Waits up to `settle` seconds for a dying process to exit."""

@@ -6,9 +6,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kit.protocols import pinning, reset, spec
+import yaml
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset, "pinning": pinning}
+from kit.protocols import grid, pinning, reset, spec
+
+PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning}
 MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
 
 
@@ -19,3 +21,8 @@ def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[sp
 
 def procedure(protocol: spec.ProtocolBase) -> ModuleType:
     return PROCEDURES[protocol.protocol]
+
+
+def parse_text(text: str, source: str, overrides: dict[str, Any] | None = None) -> spec.ProtocolBase:
+    """Validate protocol YAML held as text (e.g. the copy a run folder's manifest keeps)."""
+    return spec.parse(spec.merge(yaml.safe_load(text), overrides or {}), source, MODELS)

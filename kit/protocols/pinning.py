@@ -162,7 +162,8 @@ def run(protocol: PinningProtocol, prepared: Prepared, ctx: RunContext) -> None:
             calibration = calibration_from_run(ctx.run_dir, protocol.reuse_tolerance)
             ctx.manifest.update(calibration=calibration.to_json() if calibration else None)
             fitted = True
-        _pass(protocol, ctx, plan, calibration, len(prepared.payload))
+        if plan.pass_id not in ctx.done:  # a resumed run keeps the passes it finished
+            _pass(protocol, ctx, plan, calibration, len(prepared.payload))
 
 
 def _label(protocol: PinningProtocol, completion: Completion, calibration: Calibration | None) -> dict[str, Any]:

@@ -35,9 +35,10 @@ class Prepared:
 
 @dataclass
 class RunContext:
-    """Where to write, which engines, whom to tell."""
+    """Where to write, which engines, whom to tell, and which passes a resumed run already has."""
 
     run_dir: Path
     manifest: Manifest
     provider: EngineProvider
     emit: Emit
+    done: set[str] = field(default_factory=set)

@@ -121,7 +121,8 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine dies."""
     system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
     for index in range(1, protocol.sessions + 1):
-        _session(protocol, ctx, prepared.payload, system_prompt, index)
+        if f"s{index}" not in ctx.done:
+            _session(protocol, ctx, prepared.payload, system_prompt, index)
 
 
 def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:

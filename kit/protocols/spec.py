@@ -86,15 +86,15 @@ def load(name_or_path: str, models: dict[str, type[Strict]],
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})", "fix the YAML syntax") from exc
     if overrides and isinstance(data, dict):
-        data = _merge(data, overrides)
+        data = merge(data, overrides)
     return parse(data, str(path), models), path, hashlib.sha256(raw).hexdigest()
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge(merged[key], value)
         else:
             merged[key] = value
     return merged

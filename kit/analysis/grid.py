@@ -1,0 +1,126 @@
+"""The grid's results, computed from its records: divergence per comparison, exact identity of the
+cache-off repeat, and BFCL outcomes per pass with the paired flips between arms."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kit.divergence import emitted, episode_divergence
+from kit.manifest import Manifest, write_json_atomic
+from kit.records import read_records
+from kit.stats import exact_mcnemar, rate_interval
+
+COMPARISONS = {"run-to-run cache-off": ("off1", "off2"), "run-to-run cache-on": ("on1", "on2"), "path": ("on1", "off1")}
+
+
+def load_pass(run_dir: Path, info: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
+    """(requests per episode in step order, episode records, episode execution order) of one pass."""
+    requests: dict[str, list[dict]] = defaultdict(list)
+    for record in read_records(run_dir / info["file"]).records:
+        requests[record["unit"]].append(record)
+    episodes = {r["unit"]: r for r in read_records(run_dir / info["episodes_file"]).records}
+    order = [unit for unit in info.get("order", []) if unit in episodes]
+    return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
+
+
+def walk(records: list[dict]) -> list[tuple[str, list]]:
+    return [(r["prompt_sha256"], emitted(r)) for r in records]
+
+
+def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str]) -> dict[str, int]:
+    """Exact identity of two passes: episodes, log-probability records and their values (RQ1)."""
+    counts = {"episodes": len(units), "episodes_identical": 0, "logprob_records": 0, "tokens_identical": 0,
+              "logprobs_identical": 0}
+    for unit in units:
+        same_episode = len(a[unit]) == len(b[unit])
+        for ra, rb in zip(a[unit], b[unit]):
+            la, lb = ra["completion"]["logprobs"], rb["completion"]["logprobs"]
+            counts["logprob_records"] += len(la)
+            for x, y in zip(la, lb):
+                counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
+                counts["logprobs_identical"] += x == y
+            same_episode &= ra["prompt_sha256"] == rb["prompt_sha256"] and emitted(ra) == emitted(rb) and la == lb
+        counts["episodes_identical"] += same_episode
+    return counts
+
+
+def _compare(a, b, order: list[str]) -> dict[str, Any]:
+    units = [u for u in order if u in a[1] and u in b[1]]
+    verdicts = {u: episode_divergence(walk(a[0].get(u, [])), walk(b[0].get(u, []))) for u in units}
+    diverged = [v for v in verdicts.values() if v.diverged]
+    kinds: dict[str, int] = defaultdict(int)
+    for v in diverged:
+        kinds[v.kind] += 1
+    return {"episodes": len(units), "diverged": len(diverged),
+            "interval": rate_interval(len(diverged), len(units)).to_json() if units else None,
+            "kinds": dict(kinds), "first_request_index": [v.request_index for v in diverged],
+            "first_token_index": [v.token_index for v in diverged if v.token_index is not None],
+            "per_episode": {u: v.to_json() for u, v in verdicts.items()}}
+
+
+def outcomes(episodes: dict[str, dict]) -> dict[str, Any]:
+    valid = sum(bool(e["score"]["valid"]) for e in episodes.values())
+    by_outcome: dict[str, int] = defaultdict(int)
+    for e in episodes.values():
+        by_outcome[e["outcome"]] += 1
+    return {"episodes": len(episodes), "valid": valid, "by_outcome": dict(by_outcome)}
+
+
+def flips(on: dict[str, dict], off: dict[str, dict]) -> dict[str, Any]:
+    units = sorted(set(on) & set(off))
+    to_invalid = sum(bool(off[u]["score"]["valid"]) and not on[u]["score"]["valid"] for u in units)
+    to_valid = sum(bool(on[u]["score"]["valid"]) and not off[u]["score"]["valid"] for u in units)
+    return {"episodes": len(units), "valid_off_invalid_on": to_invalid, "invalid_off_valid_on": to_valid,
+            "mcnemar": exact_mcnemar(to_invalid, to_valid).to_json()}
+
+
+def grid_table(run_dir: Path) -> dict[str, Any]:
+    manifest = Manifest.load(run_dir)
+    infos = manifest.data.get("passes", {})
+    loaded = {pid: load_pass(run_dir, info) for pid, info in infos.items()
+              if info.get("status") == "OK" and (run_dir / info["file"]).exists()}
+    table: dict[str, Any] = {
+        "table": "grid", "run_id": run_dir.name,
+        "files": {"grid": "results/grid.json", "grid_csv": "results/grid.csv"},
+        "passes": [{"pass": pid, "arm": info.get("arm"), "status": info.get("status"), "reason": info.get("reason"),
+                    **({"outcomes": outcomes(loaded[pid][1])} if pid in loaded else {})}
+                   for pid, info in infos.items()],
+        "void_passes": [pid for pid, info in infos.items() if info.get("status") != "OK"],
+        "comparisons": {},
+    }
+    for name, (a, b) in COMPARISONS.items():
+        if a not in infos or b not in infos:
+            continue
+        if a not in loaded or b not in loaded:
+            table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
+            continue
+        result = {"passes": [a, b], **_compare(loaded[a], loaded[b], loaded[a][2])}
+        if name == "run-to-run cache-off":
+            units = [u for u in loaded[a][2] if u in loaded[b][1]]
+            result["identity"] = identity(loaded[a][0], loaded[b][0], units)
+        table["comparisons"][name] = result
+    if "on1" in loaded and "off1" in loaded:
+        table["flips"] = flips(loaded["on1"][1], loaded["off1"][1])
+    return table
+
+
+CSV_FIELDS = ("comparison", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi")
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    """Compute the grid results and write results/grid.json and results/grid.csv."""
+    table = grid_table(run_dir)
+    out = run_dir / "results"
+    out.mkdir(exist_ok=True)
+    write_json_atomic(out / "grid.json", table)
+    with (out / "grid.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(CSV_FIELDS)
+        for name, c in table["comparisons"].items():
+            interval = c.get("interval") or {}
+            writer.writerow([name, *c["passes"], c.get("episodes", ""), c.get("diverged", ""),
+                             interval.get("rate", ""), interval.get("lo", ""), interval.get("hi", "")])
+    return table

@@ -1,0 +1,313 @@
+"""`kit doctor`: what this machine can run, one check per line (OK / MISSING / WARN, with the fix).
+
+Each check is a small pure function of a `Probes` object, which holds every way the doctor looks at
+the machine (the Docker daemon, commands, disk, ports, the embedded engine, the environment).
+`default_probes()` looks at the real machine; tests pass their own probes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from kit.errors import KitError
+
+OK, MISSING, WARN = "OK", "MISSING", "WARN"
+DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
+
+# What each way of running needs (check names); `runnable()` says which ways are open.
+PATHS: dict[str, tuple[str, ...]] = {
+    "embedded CPU engine": ("embedded engine",),
+    "Docker GPU engines (llama.cpp, vLLM)": ("docker daemon", "nvidia runtime", "gpu"),
+    "native llama.cpp CUDA build": ("gpu", "nvcc", "build tools"),
+    "native vLLM": ("gpu",),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: its status, what was seen, and the fix when something is missing."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        text = f"{self.status:<8}{self.name}: {self.detail}"
+        return f"{text}  -> {self.fix}" if self.fix and self.status != OK else text
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What running a command gave: exit code and combined output."""
+
+    code: int
+    output: str
+
+
+@dataclass
+class Probes:
+    """Every way the doctor looks at the machine. Each probe may raise; the check turns that into a line."""
+
+    docker_info: Callable[[], dict[str, Any]]  # ping the daemon, then `docker info` as a dict
+    run: Callable[[Sequence[str]], CommandResult | None]  # None when the command does not exist
+    which: Callable[[str], str | None]
+    disk_free: Callable[[Path], int]  # bytes free at a folder
+    free_port: Callable[[], int]
+    embedded: Callable[[], dict[str, Any]]  # start the embedded engine, return what /props said
+    model_needs: Callable[[Sequence[str]], list[tuple[str, int | None, bool]]]  # (name, size, cached)
+    cache_dir: Path
+    environ: Mapping[str, str]
+    hf_token_file: Path
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+
+def check_docker_daemon(probes: Probes) -> Check:
+    try:
+        info = probes.docker_info()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"; the reason is shown
+        return Check("docker daemon", MISSING, f"not reachable ({_short(exc)})",
+                     "install Docker and start it (or set DOCKER_HOST); the native and embedded engines need none")
+    return Check("docker daemon", OK, f"reachable, server {info.get('ServerVersion', '?')}",
+                 data={"server_version": info.get("ServerVersion"), "runtimes": sorted(info.get("Runtimes") or {})})
+
+
+def check_nvidia_runtime(probes: Probes, daemon: Check) -> Check:
+    if daemon.status != OK:
+        return Check("nvidia runtime", MISSING, "cannot tell without a Docker daemon", daemon.fix)
+    runtimes = daemon.data.get("runtimes") or []
+    if "nvidia" in runtimes:
+        return Check("nvidia runtime", OK, f"Docker runtimes: {', '.join(runtimes)}")
+    return Check("nvidia runtime", MISSING, f"Docker runtimes: {', '.join(runtimes) or 'none listed'}",
+                 "install the NVIDIA Container Toolkit and run `nvidia-ctk runtime configure --runtime=docker`")
+
+
+def check_gpu(probes: Probes) -> Check:
+    query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    result = probes.run(query)
+    fix = "install the NVIDIA driver (nvidia-smi comes with it); on a CPU-only machine use the embedded engine"
+    if result is None:
+        return Check("gpu", MISSING, "nvidia-smi not found: no NVIDIA GPU visible", fix)
+    if result.code != 0:
+        return Check("gpu", MISSING, f"nvidia-smi failed: {_last_line(result.output)}", fix)
+    gpus = [[part.strip() for part in line.split(",")] for line in result.output.splitlines() if line.strip()]
+    if not gpus:
+        return Check("gpu", MISSING, "nvidia-smi lists no GPU", fix)
+    shown = "; ".join(f"{g[0]} ({g[2] if len(g) > 2 else '?'})" for g in gpus)
+    driver = gpus[0][1] if len(gpus[0]) > 1 else "?"
+    return Check("gpu", OK, f"{len(gpus)} GPU(s): {shown}; driver {driver}",
+                 data={"gpus": [g[0] for g in gpus], "driver": driver})
+
+
+NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+
+
+def nvcc_release(output: str) -> tuple[int, int] | None:
+    """(major, minor) from `nvcc --version` output, or None."""
+    match = NVCC_RELEASE.search(output)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def check_nvcc(probes: Probes) -> Check:
+    result = probes.run(["nvcc", "--version"])
+    if result is None or result.code != 0:
+        return Check("nvcc", MISSING, "nvcc not found",
+                     "install the CUDA 12 toolkit (or put /usr/local/cuda/bin on PATH) for a native llama.cpp build")
+    release = nvcc_release(result.output)
+    if release is None:
+        return Check("nvcc", WARN, f"cannot read its version: {_last_line(result.output)}", "check `nvcc --version`")
+    shown = f"{release[0]}.{release[1]}"
+    if release[0] != 12:
+        return Check("nvcc", WARN, f"CUDA {shown}; the pinned llama.cpp build uses CUDA 12.x",
+                     "install a CUDA 12 toolkit and put it first on PATH", data={"release": shown})
+    return Check("nvcc", OK, f"CUDA {shown}", data={"release": shown})
+
+
+def check_build_tools(probes: Probes) -> Check:
+    missing = [tool for tool in ("cmake", "g++") if probes.which(tool) is None]
+    if missing:
+        return Check("build tools", MISSING, f"not found: {', '.join(missing)}",
+                     "apt-get install -y cmake build-essential")
+    return Check("build tools", OK, "cmake and g++ present")
+
+
+def check_disk(probes: Probes, models: Sequence[str]) -> Check:
+    try:
+        needs = probes.model_needs(models)
+        free = probes.disk_free(probes.cache_dir)
+    except Exception as exc:  # noqa: BLE001 - e.g. an unknown model name; shown, never fatal
+        return Check("disk", WARN, f"cannot size the models: {_short(exc)}", "check the model names")
+    to_fetch = [(name, size) for name, size, cached in needs if not cached]
+    known = sum(size for _, size in to_fetch if size)
+    unknown = [name for name, size in to_fetch if not size]
+    detail = f"{_gib(free)} free in {probes.cache_dir}; models to fetch need {_gib(known)}"
+    if unknown:
+        detail += f" plus unknown sizes ({', '.join(unknown)})"
+    data = {"free_bytes": free, "needed_bytes": known, "unknown_sizes": unknown}
+    if known > free:
+        return Check("disk", MISSING, detail, "free space or point KIT_CACHE_DIR at a bigger disk", data)
+    if unknown:
+        return Check("disk", WARN, detail, "make sure the cache disk has room for them", data)
+    return Check("disk", OK, detail, data=data)
+
+
+def check_port(probes: Probes) -> Check:
+    try:
+        port = probes.free_port()
+    except OSError as exc:
+        return Check("loopback port", MISSING, f"cannot bind 127.0.0.1 ({exc})", "check the loopback interface")
+    return Check("loopback port", OK, f"127.0.0.1:{port} is free", data={"port": port})
+
+
+def check_embedded(probes: Probes) -> Check:
+    try:
+        found = probes.embedded()
+    except KitError as exc:
+        return Check("embedded engine", MISSING, exc.message, exc.fix)
+    except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
+        return Check("embedded engine", MISSING, f"failed: {_short(exc)}",
+                     "run `kit demo` to see the full error, or use --server-bin / --engine-url")
+    backend = found.get("cpu_backend")
+    backend_text = "wheel's own CPU backend" if backend == "wheel" else f"rebuilt AVX2 CPU backend ({backend})"
+    return Check("embedded engine", OK,
+                 f"started and answered /props: build {found.get('build_info')}, {backend_text}, "
+                 f"ready in {found.get('startup_seconds')} s", data=found)
+
+
+def check_hf_token(probes: Probes) -> Check:
+    present = bool(probes.environ.get("HF_TOKEN") or probes.environ.get("HUGGING_FACE_HUB_TOKEN")
+                   or probes.hf_token_file.is_file())
+    if present:
+        return Check("hf token", OK, "present")
+    return Check("hf token", WARN, "absent (only gated Hugging Face models need one)",
+                 "export HF_TOKEN=... or run `huggingface-cli login` if you use gated models")
+
+
+def run_checks(probes: Probes, models: Sequence[str] = (DEFAULT_MODEL,), start_engine: bool = True) -> list[Check]:
+    """All checks, in the order they are shown."""
+    daemon = check_docker_daemon(probes)
+    checks = [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
+              check_build_tools(probes), check_disk(probes, models), check_port(probes)]
+    if start_engine:
+        checks.append(check_embedded(probes))
+    else:
+        checks.append(Check("embedded engine", WARN, "not started (--no-start)", "run `kit doctor` without --no-start"))
+    checks.append(check_hf_token(probes))
+    return checks
+
+
+def runnable(checks: Sequence[Check]) -> list[str]:
+    """The ways of running an engine that every needed check allows (nvcc 13 still counts as present)."""
+    usable = {c.name for c in checks if c.status == OK or (c.name == "nvcc" and c.status == WARN)}
+    return [path for path, needs in PATHS.items() if all(name in usable for name in needs)]
+
+
+def report(checks: Sequence[Check]) -> dict[str, Any]:
+    """The --json form."""
+    return {"checks": [asdict(c) for c in checks], "can_run": runnable(checks)}
+
+
+# -- the real machine -------------------------------------------------------------------------
+
+
+def _docker_info(timeout_s: float = 3.0) -> dict[str, Any]:
+    import docker  # noqa: PLC0415 - only when the doctor looks
+
+    client = docker.from_env(timeout=timeout_s)
+    try:
+        client.ping()
+        return client.info()
+    finally:
+        client.close()
+
+
+def _run(argv: Sequence[str], timeout_s: float = 10.0) -> CommandResult | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return CommandResult(1, str(exc))
+    return CommandResult(done.returncode, (done.stdout + done.stderr).strip())
+
+
+def _free_port() -> int:
+    from kit.launch.native import free_port  # noqa: PLC0415
+
+    return free_port()
+
+
+def _model_needs(names: Sequence[str]) -> list[tuple[str, int | None, bool]]:
+    from kit.models import default_cache_dir, load_registry  # noqa: PLC0415
+
+    registry, cache = load_registry(), default_cache_dir()
+    needs = []
+    for name in names:
+        entry = registry.model(name)
+        needs.append((name, entry.size, (cache / entry.file).is_file()))
+    return needs
+
+
+def _start_embedded(ctx_size: int = 512) -> dict[str, Any]:
+    """Start the embedded engine with the default model (if already fetched) and read /props."""
+    from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
+    from kit.launch import embedded  # noqa: PLC0415
+    from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
+    from kit.models import default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
+
+    found = embedded.locate(build_if_needed=False)
+    entry = load_registry().model(DEFAULT_MODEL)
+    if not (default_cache_dir() / entry.file).is_file():
+        raise KitError(f"the default model {DEFAULT_MODEL} is not downloaded yet",
+                       f"run `kit models pull {DEFAULT_MODEL}` (about {_gib(entry.size or 0)})")
+    model = ensure_model(DEFAULT_MODEL).path
+    spec = ServerSpec(binary=found.binary, model=model, ctx_size=ctx_size, threads=min(2, os.cpu_count() or 1),
+                      env=found.env)
+    with tempfile.TemporaryDirectory(prefix="kit-doctor-") as tmp:
+        server = NativeServer(spec, Path(tmp) / "server.log", startup_timeout=120.0)
+        with server:
+            engine = LlamaCppEngine(server.url, timeout=30.0)
+            try:
+                props = engine.props()
+            finally:
+                engine.close()
+            return {"build_info": props.get("build_info"), "cpu_backend": found.cpu_backend,
+                    "startup_seconds": server.startup_seconds, "binary": str(found.binary)}
+
+
+def default_probes() -> Probes:
+    from kit.paths import cache_dir  # noqa: PLC0415
+
+    environ = dict(os.environ)
+    hf_home = Path(environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    return Probes(docker_info=_docker_info, run=_run, which=shutil.which,
+                  disk_free=lambda path: shutil.disk_usage(path).free, free_port=_free_port,
+                  embedded=_start_embedded, model_needs=_model_needs, cache_dir=cache_dir(),
+                  environ=environ, hf_token_file=hf_home / "token")
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB"

@@ -1,0 +1,147 @@
+"""The Docker provider: one engine container per session, through the Docker launcher.
+
+It follows the same contract as `NativeProvider` (see kit.launch.provider): `describe()` for the
+manifest, and `session(label, log_dir)` yielding an `EngineSession` on a freshly started server.
+Each session starts a container from a `ContainerSpec` (llama.cpp or vLLM image), waits for its
+health endpoint, records image id/digests and the container's effective config (credentials
+redacted) in the session's `launch` dict, and on the way out writes the container log into the run's
+log folder, stops and removes the container. Every container carries the run's id label, so
+`cleanup()` removes leftovers after a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from kit.engines.base import Engine
+from kit.launch.container_spec import ContainerSpec, llamacpp_spec, vllm_spec
+from kit.launch.docker_launcher import DockerLauncher, ImageInfo, RunningContainer
+from kit.launch.provider import EngineSession
+
+SpecFactory = Callable[[str], ContainerSpec]  # container name -> spec
+EngineFactory = Callable[[RunningContainer], Engine]
+
+
+class ContainerHandle:
+    """A running engine container seen as a server: alive? and the tail of its log."""
+
+    def __init__(self, running: RunningContainer):
+        self.running = running
+
+    def alive(self) -> bool:
+        try:
+            self.running.container.reload()
+        except Exception:  # noqa: BLE001 - a container the daemon no longer knows is not alive
+            return False
+        return (self.running.container.attrs.get("State") or {}).get("Status") == "running"
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            raw = self.running.container.logs(stdout=True, stderr=True, tail=lines)
+        except Exception:  # noqa: BLE001 - only used to decorate error messages
+            return ""
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _llamacpp_engine(running: RunningContainer) -> Engine:
+    from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
+
+    return LlamaCppEngine(running.base_url, restartable=True)
+
+
+def _vllm_engine(prefix_caching: bool, dev_mode: bool) -> EngineFactory:
+    def make(running: RunningContainer) -> Engine:
+        from kit.engines.vllm import VllmEngine  # noqa: PLC0415
+
+        return VllmEngine(running.base_url, prefix_caching=prefix_caching, dev_mode=dev_mode, restartable=True)
+
+    return make
+
+
+def container_name(run_id: str, label: str) -> str:
+    """A Docker-legal container name for one session of a run."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"kit-{run_id}-{label}")
+
+
+class DockerProvider:
+    """Starts one engine container per session (llama.cpp or vLLM image) through a DockerLauncher."""
+
+    fresh_servers = True
+
+    def __init__(self, launcher: DockerLauncher, run_id: str, make_spec: SpecFactory, make_engine: EngineFactory,
+                 *, image_options: dict[str, Any] | None = None, startup_timeout_s: float = 900.0,
+                 details: dict[str, Any] | None = None):
+        """`image_options` go to `launcher.ensure_image` (dockerfile, context, buildargs, pull)."""
+        self.launcher = launcher
+        self.run_id = run_id
+        self.make_spec = make_spec
+        self.make_engine = make_engine
+        self.image_options = image_options or {}
+        self.startup_timeout_s = startup_timeout_s
+        self.details = details or {}
+        self._image: ImageInfo | None = None
+
+    @classmethod
+    def llamacpp(cls, launcher: DockerLauncher, run_id: str, model_file: str | Path, **options: Any) -> DockerProvider:
+        """llama-server containers (kit/llamacpp image); `options` go to `llamacpp_spec` or the provider."""
+        own = {k: options.pop(k) for k in ("image_options", "startup_timeout_s", "details") if k in options}
+        return cls(launcher, run_id,
+                   lambda name: llamacpp_spec(run_id=run_id, model_file=model_file, name=name, **options),
+                   _llamacpp_engine, **own)
+
+    @classmethod
+    def vllm(cls, launcher: DockerLauncher, run_id: str, model: str, prefix_caching: bool,
+             **options: Any) -> DockerProvider:
+        """`vllm serve` containers (kit/vllm image); `options` go to `vllm_spec` or the provider."""
+        own = {k: options.pop(k) for k in ("image_options", "startup_timeout_s", "details") if k in options}
+        dev_mode = bool(options.get("dev_mode", False))
+        return cls(launcher, run_id,
+                   lambda name: vllm_spec(run_id=run_id, model=model, prefix_caching=prefix_caching, name=name,
+                                          **options),
+                   _vllm_engine(prefix_caching, dev_mode), **own)
+
+    def describe(self) -> dict[str, Any]:
+        spec = self.make_spec(container_name(self.run_id, "SESSION"))
+        return {"kind": "docker", "engine": spec.engine, "image": spec.image, "run_id": self.run_id,
+                "spec": spec.to_manifest(), **self.details}
+
+    def image(self) -> ImageInfo:
+        """The engine image (built or pulled once per provider when missing)."""
+        if self._image is None:
+            spec = self.make_spec(container_name(self.run_id, "image"))
+            self._image = self.launcher.ensure_image(spec.image, **self.image_options)
+        return self._image
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        spec = self.make_spec(container_name(self.run_id, label))
+        image = self.image()
+        log_path = Path(log_dir) / f"container-{label}.log"
+        try:
+            running = self.launcher.start(spec)
+        except Exception:
+            self.cleanup()  # a container may exist in "created" state after a failed start
+            raise
+        engine: Engine | None = None
+        try:
+            self.launcher.wait_healthy(running, self.startup_timeout_s)
+            engine = self.make_engine(running)
+            launch = {"image_info": asdict(image), "container": self.launcher.describe(running),
+                      "log": log_path.name, **engine.info()}
+            yield EngineSession(engine=engine, launch=launch, server=ContainerHandle(running))
+        finally:
+            if engine is not None:
+                engine.close()
+            try:
+                self.launcher.stop(running, log_path=log_path)
+            except Exception:
+                self.cleanup()
+                raise
+
+    def cleanup(self) -> list[str]:
+        """Remove every container left over from this run (by its run-id label)."""
+        return self.launcher.cleanup(self.run_id)
