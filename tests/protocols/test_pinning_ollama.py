@@ -143,3 +143,16 @@ def test_states_that_prefill_time_cannot_separate_are_not_claimed(tmp_path):
     assert table["gate"]["status"] == "VOID" and "overlap" in " ".join(table["gate"]["reasons"])
     assert table["arms"]["differ"] is None
     assert table["verdict"]["advice"][0].startswith("Prefill times could not tell")
+
+
+def test_a_check_against_a_url_records_its_provider_and_refuses_resume(tmp_path):
+    from kit.errors import KitError
+    from kit.manifest import Manifest
+
+    result = run_against(SimulatedOllama(), tmp_path)
+    manifest = Manifest.load(result.run_dir)
+    assert manifest.data["options"]["provider"] == "ollama"
+    assert manifest.data["engine"]["kind"] == "ollama" and manifest.data["engine"]["model"] == "llama3.2"
+    manifest.update(status="failed")  # as if it had stopped half-way
+    with pytest.raises(KitError, match="reached by URL"):
+        runner.resume(result.run_dir, say=lambda _: None)
