@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from kit import runner
 from kit.engines.ollama import OllamaEngine
