@@ -119,6 +119,56 @@ def run(protocol: str, **kwargs) -> None:
     _run(protocol, **kwargs)
 
 
+@cli.command()
+@click.argument("url", required=False)
+@click.option("--kind", type=click.Choice(["auto", "llamacpp", "ollama", "vllm", "openai"]), default="auto",
+              show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
+@click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
+@click.option("--cycles", type=int, help="Cycles of the cache-instance protocol (default 5).")
+@click.option("--per-arm", type=int, help="Same-prompt calls in each arm of a cycle (default 10).")
+@click.option("--max-tokens", type=int, help="Length of the measured answer (default 256).")
+@click.option("--calibration-rounds", type=int, help="Fresh instances for the timing calibration (default 3).")
+@click.option("--always-fresh", type=int, help="Calls in the always-fresh regime (default 5; 0 skips it).")
+@click.option("--steady", type=int, help="Calls in the steady-state regime (default 10; 0 skips it).")
+@click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
+@click.option("--unload-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
+@click.option("--port", type=int, help="Port for the server the kit starts.")
+@click.option("--threads", type=int, help="CPU threads for the server the kit starts.")
+@click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
+def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
+          unload_timeout, server_bin, port, threads, out) -> None:
+    """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
+
+    Without URL the embedded llama-server is checked (restarted before every pass). Runs
+    protocols/pinning.yaml and prints the states with their prefill-time signatures, determinism per
+    state, the manipulation gate, whether a state change flips the output bytes, and pinning advice.
+    """
+    from kit import check as checking  # noqa: PLC0415 - keep `kit --help` fast
+    from kit import console, runner  # noqa: PLC0415
+
+    resolved = checking.resolve_kind(url, kind)
+    options = runner.RunOptions(
+        protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin,
+        model=model if resolved == "embedded" else None,
+        overrides={**checking.kind_overrides(resolved),
+                   **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
+        provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
+    reporter = console.PinningReporter()
+    try:
+        result = runner.run(options, emit=reporter, say=reporter.console.print)
+    finally:
+        reporter.close()
+    if result.table is not None and result.status == "finished":
+        reporter.console.print(console.pinning_verdict(result.table))
+    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    if result.status == "interrupted":
+        raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
+    if result.status != "finished":
+        raise KitError(f"the check {result.status}: {result.reason}")
+
+
 @cli.command("resume")
 @click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 def resume_run(run_dir: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,6 +21,8 @@ from kit.events import (
     EpisodeVerdict,
     Event,
     ItemVerdict,
+    PassSummary,
+    PinningCall,
     PlanEstimate,
     RequestDone,
     RunEnded,
@@ -136,6 +138,89 @@ def reset_table(table: dict[str, Any]) -> Table:
     return view
 
 
+class PinningReporter(ConsoleReporter):
+    """Shows a pinning run: one line per pass with its measured outputs (A, B, ... in order of first
+    appearance) and the cache state of each call."""
+
+    def __init__(self, console: Console | None = None):
+        super().__init__(console)
+        self.names: dict[str, str] = {}
+        self.calls: list[str] = []
+
+    def _name(self, digest: str) -> str:
+        return self.names.setdefault(digest, chr(ord("A") + len(self.names)) if len(self.names) < 26 else "?")
+
+    def __call__(self, event: Event) -> None:
+        print_ = self.progress.console.print
+        if isinstance(event, RunStarted):
+            plan = event.plan
+            print_(f"[bold]{event.protocol}[/]: {plan['calibration_rounds']} calibration round(s), {plan['cycles']} "
+                   f"cycle(s) × 2 arms × {plan['per_arm']} calls, {plan['always_fresh']} always-fresh call(s), "
+                   f"{plan['steady']} steady-state call(s); up to {plan['max_tokens']} tokens each\n"
+                   f"run folder: {event.run_dir}")
+            self.progress.start()
+            self.task = self.progress.add_task("starting engine", total=plan["requests"])
+        elif isinstance(event, PinningCall):
+            self.progress.advance(self.task)
+            self.progress.update(self.task, description=f"{event.session} {event.role}")
+            ms = f"{event.prefill_ms:.0f}ms" if event.prefill_ms is not None else "?ms"
+            label = self._name(event.output_sha256) if event.output_sha256 else "·"
+            self.calls.append(f"{label}[dim]({event.state or '?'} {ms})[/]")
+        elif isinstance(event, PassSummary):
+            reload = "[green]reload confirmed[/]" if event.reload_confirmed else "[red]reload NOT confirmed[/]"
+            print_(f"{event.session} ({event.phase}, {reload}): " + " ".join(self.calls))
+            self.calls = []
+        elif isinstance(event, SessionStarted):
+            self.progress.update(self.task, description=f"{event.session}")
+        elif isinstance(event, SessionEnded):
+            if event.status != "OK":
+                print_(f"{event.session}: [red]{event.status}[/] — {event.reason}")
+        elif isinstance(event, RunEnded):
+            self.close()
+
+
+def _share(summary: dict[str, Any]) -> str:
+    if not summary.get("n"):
+        return "—"
+    lo, hi = summary["wilson95"]
+    return f"{summary['modal_count']}/{summary['n']} [{lo:.2f}, {hi:.2f}]"
+
+
+def pinning_verdict(table: dict[str, Any]) -> Group:
+    """The short verdict of `kit check`: states with their prefill signatures, determinism per state,
+    the gate, whether the arms differ and where they fork, the pinned regimes, and the advice."""
+    states = Table(title="Cache states found (cycle calls of the measured prompt)", title_justify="left")
+    for column in ("state", "calls", "prefill ms median [min–max]", "outputs", "modal share [95% CI]"):
+        states.add_column(column)
+    for s in table["states"]:
+        ms = s.get("prefill_ms")
+        sig = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
+        states.add_row(s["state"], ", ".join(s["roles"]), sig, f"{s['distinct']} (modal {s['modal_output']})",
+                       _share(s))
+    gate = table["gate"]
+    style = "green" if gate["status"] == "PASS" else "red"
+    lines = [f"gate: [{style}]{gate['status']}[/] — reloads confirmed {gate['reloads_confirmed'][0]}/"
+             f"{gate['reloads_confirmed'][1]}; arm states {gate['arm_states']}"
+             + (f"; {'; '.join(gate['reasons'])}" if gate["reasons"] else "")]
+    arms = table["arms"]
+    if arms.get("differ") is None:
+        lines.append(f"arms: {arms.get('withheld', 'not measured')}")
+    else:
+        fork = arms.get("fork")
+        lines.append(f"arms: pure {_share(arms['pure'])} output {arms['pure'].get('modal_output')}, contaminated "
+                     f"{_share(arms['contaminated'])} output {arms['contaminated'].get('modal_output')}; "
+                     + (f"[yellow]differ[/], fork at character {fork['char']}, token {fork['token']}"
+                        if arms["differ"] else "identical"))
+        flips = [c for c in table["cycles"] if c["flip_at_interposed_only"]]
+        lines.append(f"flip at the interposed call (and nowhere else in the arms): {len(flips)} of "
+                     f"{len(table['cycles'])} cycles")
+    regimes = table["regimes"]
+    lines.append(f"pinned regimes: always-fresh {_share(regimes['always_fresh'])}, "
+                 f"steady-state {_share(regimes['steady'])}")
+    lines += [f"• {line}" for line in table["verdict"]["advice"]]
+    return Group(states, *lines)
+
+
 def _rate(comparison: dict[str, Any]) -> tuple[str, str, str]:
     if "skipped" in comparison:
         return "—", "—", comparison["skipped"]
@@ -170,4 +255,4 @@ def grid_table(table: dict[str, Any]) -> Table:
     return view
 
 
-RENDERERS = {"restored-state control": reset_table, "grid": grid_table}
+RENDERERS = {"restored-state control": reset_table, "grid": grid_table, "pinning": pinning_verdict}

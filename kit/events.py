@@ -91,6 +91,31 @@ class SessionEnded:
 
 
 @dataclass(frozen=True)
+class PinningCall:
+    """One call of the pinning protocol: its role, the cache state it was labelled with, its output."""
+
+    session: str
+    phase: str
+    role: str
+    arm_index: int
+    state: str | None
+    confidence: float | None
+    prefill_ms: float | None
+    output_sha256: str | None  # None for the excluded different-prompt calls
+
+
+@dataclass(frozen=True)
+class PassSummary:
+    """A pinning pass is done: its status, whether its reload was confirmed, its measured outputs in order."""
+
+    session: str
+    phase: str
+    status: str
+    reload_confirmed: bool
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RunEnded:
     run_dir: Path
     status: str
@@ -98,7 +123,7 @@ class RunEnded:
 
 
 Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | EpisodeDone | EpisodeVerdict | PlanEstimate
-         | SessionEnded | RunEnded)
+         | SessionEnded | RunEnded | PinningCall | PassSummary)
 Emit = Callable[[Event], None]
 
 

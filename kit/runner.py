@@ -39,6 +39,7 @@ class RunOptions:
     port: int | None = None
     threads: int | None = None
     out: Path | None = None
+    provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class RunResult:
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
+    if options.provider is not None:
+        return options.provider
     if options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
@@ -95,7 +98,11 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     saved = manifest.data["protocol"]
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
     procedure = kinds.procedure(protocol)
-    options = RunOptions(**{**manifest.data.get("options", {}), "protocol": saved["file"]})
+    saved_options = dict(manifest.data.get("options", {}))
+    if saved_options.pop("provider", None):
+        raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
+                       "the kit cannot rebuild that connection to resume it", "start a new check")
+    options = RunOptions(**{**saved_options, "protocol": saved["file"]})
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
     redone = []
@@ -117,8 +124,10 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
 
 
 def _options_json(options: RunOptions) -> dict[str, Any]:
-    return {key: str(value) if isinstance(value, Path) else value
-            for key, value in options.__dict__.items() if key not in ("protocol", "overrides")}
+    saved = {key: str(value) if isinstance(value, Path) else value
+             for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider")}
+    saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
+    return saved
 
 
 def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit,

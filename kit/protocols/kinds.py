@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from kit.protocols import grid, reset, spec
+from kit.protocols import grid, pinning, reset, spec
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid}
+PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning}
 MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
 
 

@@ -1,0 +1,66 @@
+"""The engine owner's verdict: what the pinning results say, in a few sentences, and the pinning advice
+that follows. Derived from the results table only (no records, no engine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _share(summary: dict[str, Any]) -> str:
+    if not summary.get("n"):
+        return "not measured"
+    lo, hi = summary["wilson95"]
+    return f"{summary['modal_count']}/{summary['n']} (95% CI {lo:.2f}-{hi:.2f})"
+
+
+def transient_interloper(cycles: list[dict[str, Any]]) -> bool | None:
+    """Does the state a different prompt leaves give way to another state within the contaminated arm?"""
+    seen = []
+    for cycle in cycles:
+        states = [s for s, call in zip(cycle["states"], cycle["calls"]) if call.startswith("contaminated")]
+        if states:
+            seen.append(len(set(states)) > 1)
+    return any(seen) if seen else None
+
+
+def verdict(table: dict[str, Any]) -> dict[str, Any]:
+    states = [s for s in table["states"] if s.get("n")]
+    deterministic = [s["state"] for s in states if s["modal_share"] == 1.0]
+    modal_by_state = {s["state"]: s["modal_output"] for s in states}
+    flips = len(set(modal_by_state.values())) > 1 if len(states) > 1 else None
+    regimes = table["regimes"]
+    gate = table["gate"]
+    advice: list[str] = []
+    merged = (table.get("calibration") or {}).get("merged") or []
+    if not table["telemetry"] and merged:
+        advice.append("Prefill times could not tell " + "; ".join(" and ".join(m) for m in merged) +
+                      " apart on this machine: those states are reported together, not as separate states.")
+    if gate["status"] != "PASS":
+        advice.append("Manipulation gate VOID: " + "; ".join(gate["reasons"]) + ".")
+    if any(s["state"] == "unknown" for s in states):
+        advice.append("Some calls could not be assigned a state: the engine reports neither cached tokens nor "
+                      "a prefill time the calibration covers.")
+    nondeterministic = [s for s in states if s["modal_share"] < 1.0 and s["state"] != "unknown"]
+    for s in nondeterministic:
+        advice.append(f"State {s['state']} is not deterministic ({_share(s)}): pinning the cache state alone "
+                      "will not make this output reproducible.")
+    if flips:
+        advice.append("The cache state selects the bytes: " + ", ".join(f"{k} -> output {v}" for k, v in
+                                                                        modal_by_state.items()) + ". Pin the regime.")
+        advice.append(f"Always-fresh (reload before every call) measured {_share(regimes['always_fresh'])}; "
+                      f"steady-state (one instance that sees one prompt family) measured {_share(regimes['steady'])}.")
+        advice.append("Keep every other prompt (health checks, warm-up pings) away from a pinned instance, record "
+                      "the state of every call next to its output hash, and re-baseline after a server restart.")
+    elif flips is False:
+        advice.append("Every state found gave the same output for this prompt and length: the state does not flip "
+                      "these bytes here (a longer answer or a near-tie can still flip them).")
+    if transient_interloper(table["cycles"]):
+        advice.append("Only the first call after the different prompt shows a different prefill; later calls "
+                      "reuse the KV that call built, so their prefill time looks like the pure arm's while their "
+                      "cache lineage (and possibly their bytes) differs: judge the state by history, not by "
+                      "prefill time alone.")
+    return {"states_found": len([s for s in states if s["state"] != "unknown"]),
+            "states": {s["state"]: {"modal_share": s["modal_share"], "n": s["n"], "output": s["modal_output"],
+                                    "prefill_ms_median": (s.get("prefill_ms") or {}).get("median")} for s in states},
+            "deterministic_states": deterministic, "state_change_flips_bytes": flips,
+            "gate": gate["status"], "advice": advice}

@@ -1,0 +1,197 @@
+"""Client for an Ollama server (`/api/chat`, `/api/generate`, `/api/ps`, `/api/show`, `/api/version`).
+
+Ollama's quirks, handled here so nothing downstream sees them:
+- Durations come in nanoseconds (`prompt_eval_duration`, `eval_duration`, `load_duration`); the
+  `Completion` carries milliseconds.
+- `prompt_eval_count` shows the whole prompt even when most of it was restored from the cache, so
+  Ollama has no cached-token telemetry: `cached_tokens` and `prefill_tokens` stay None, and only
+  `prompt_eval_duration` tells the cache states apart.
+- Emitted tokens come back as strings only (with `logprobs: true`, since Ollama 0.12.11); no ids.
+- Unloading is a request with `keep_alive: 0`; its answer does not prove the model left memory, so
+  `unload()` polls `/api/ps` until the model is gone and says whether that was confirmed in time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+
+from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.errors import EngineError
+
+NS_PER_MS = 1_000_000
+
+
+def _ms(ns: Any) -> float | None:
+    return ns / NS_PER_MS if isinstance(ns, (int, float)) else None
+
+
+def _entry(item: dict[str, Any]) -> TokenLogprob:
+    top = tuple(TopLogprob(token=t.get("token", ""), logprob=t["logprob"]) for t in item.get("top_logprobs") or ())
+    return TokenLogprob(token=item.get("token", ""), logprob=item["logprob"], top=top)
+
+
+def normalize(body: dict[str, Any]) -> Completion:
+    """Turn a final (non-streamed) `/api/chat` or `/api/generate` answer into a Completion."""
+    message = body.get("message")
+    text = message.get("content", "") if isinstance(message, dict) else body.get("response", "")
+    entries = tuple(_entry(item) for item in body.get("logprobs") or ())
+    return Completion(
+        text=text or "",
+        token_ids=None,
+        tokens=tuple(e.token for e in entries),
+        logprobs=entries,
+        finish_reason=body.get("done_reason"),
+        cached_tokens=None,  # prompt_eval_count counts restored tokens too: unknown, never 0
+        prompt_tokens=body.get("prompt_eval_count"),
+        prefill_tokens=None,
+        prefill_ms=_ms(body.get("prompt_eval_duration")),
+        decode_tokens=body.get("eval_count"),
+        decode_ms=_ms(body.get("eval_duration")),
+        raw=body,
+    )
+
+
+@dataclass(frozen=True)
+class UnloadResult:
+    """What an unload achieved: `confirmed` only when `/api/ps` stopped listing the model in time."""
+
+    confirmed: bool
+    seconds: float
+    polls: int
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "keep_alive 0, then poll /api/ps", "confirmed": self.confirmed,
+                "seconds": round(self.seconds, 3), "polls": self.polls, "detail": self.detail}
+
+
+def same_model(listed: dict[str, Any], model: str) -> bool:
+    """Does a `/api/ps` or `/api/tags` entry stand for `model` (a name without a tag means `:latest`)?"""
+    wanted = {model, model if ":" in model else f"{model}:latest"}
+    return bool(wanted & {listed.get("name"), listed.get("model")})
+
+
+class OllamaEngine:
+    """One model on an Ollama server at `base_url`."""
+
+    name = "ollama"
+
+    def __init__(self, base_url: str, model: str, *, timeout: float = 600.0, keep_alive: str | None = None,
+                 transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
+        """`transport` replaces the network (tests); `sleep`/`clock` drive the unload poll."""
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.keep_alive = keep_alive
+        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
+                                         token_ids=False, reset_endpoint=False, restartable=False)
+        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+                                  transport=transport)
+        self._sleep, self._clock = sleep, clock
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"Ollama at {self.base_url} did not answer {path} ({type(exc).__name__}: {exc})",
+                              "check that `ollama serve` is running and the URL is right") from exc
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = {"error": response.text[:300]}
+        if response.status_code != 200:
+            message = payload.get("error") if isinstance(payload, dict) else None
+            fix = (f"pull it first: `ollama pull {self.model}`" if response.status_code == 404
+                   else "check the request settings and the server log")
+            raise EngineError(f"Ollama {path} answered HTTP {response.status_code}: {message or response.text[:200]}",
+                              fix)
+        return payload
+
+    def _options(self, max_tokens: int, seed: int, temperature: float) -> dict[str, Any]:
+        return {"temperature": temperature, "seed": seed, "num_predict": max_tokens}
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def chat_body(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42,
+                  temperature: float = 0.0, top_logprobs: int = 0) -> dict[str, Any]:
+        """The exact JSON body `chat()` sends to `/api/chat`."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False,
+                                "options": self._options(max_tokens, seed, temperature)}
+        if top_logprobs:
+            body.update(logprobs=True, top_logprobs=top_logprobs)
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        return body
+
+    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42, temperature: float = 0.0,
+             top_logprobs: int = 0) -> Completion:
+        """One chat turn through the model's own template (`/api/chat`, not streamed)."""
+        return normalize(self._call("POST", "/api/chat", self.chat_body(
+            messages, max_tokens=max_tokens, seed=seed, temperature=temperature, top_logprobs=top_logprobs)))
+
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body `complete()` sends to `/api/generate` (raw: the prompt is already templated)."""
+        body: dict[str, Any] = {"model": self.model, "prompt": request.prompt, "raw": True, "stream": False,
+                                "options": self._options(request.max_tokens, request.seed, request.temperature)}
+        if request.stop:
+            body["options"]["stop"] = list(request.stop)
+        if request.top_logprobs:
+            body.update(logprobs=True, top_logprobs=request.top_logprobs)
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        return body
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        if request.cache_prompt is False:
+            raise EngineError("Ollama cannot skip its prompt cache for one request",
+                              "reload the model (keep_alive 0) to get a full evaluation")
+        return normalize(self._call("POST", "/api/generate", self.request_body(request)))
+
+    # -- the instance ---------------------------------------------------------------------------
+
+    def running(self) -> list[dict[str, Any]]:
+        """The models `/api/ps` lists as loaded."""
+        return list(self._call("GET", "/api/ps").get("models") or [])
+
+    def loaded(self) -> bool:
+        return any(same_model(entry, self.model) for entry in self.running())
+
+    def unload(self, timeout: float = 30.0, poll: float = 0.25) -> UnloadResult:
+        """Ask Ollama to unload the model, then poll `/api/ps` until it is gone or `timeout` passes."""
+        started = self._clock()
+        answer = self._call("POST", "/api/generate", {"model": self.model, "keep_alive": 0})
+        polls = 0
+        while True:
+            polls += 1
+            if not self.loaded():
+                return UnloadResult(True, self._clock() - started, polls,
+                                    f"{self.model} gone from /api/ps (done_reason {answer.get('done_reason')!r})")
+            if self._clock() - started >= timeout:
+                return UnloadResult(False, self._clock() - started, polls,
+                                    f"{self.model} still listed by /api/ps after {timeout:.0f} s")
+            self._sleep(poll)
+
+    def show(self) -> dict[str, Any]:
+        return self._call("POST", "/api/show", {"model": self.model})
+
+    def version(self) -> str | None:
+        return self._call("GET", "/api/version").get("version")
+
+    def info(self) -> dict[str, Any]:
+        """Version, model details, template and parameters (recorded in the manifest)."""
+        show = self.show()
+        template = show.get("template") or ""
+        return {"engine": self.name, "url": self.base_url, "version": self.version(), "model": self.model,
+                "details": show.get("details"), "parameters": show.get("parameters"), "template": template,
+                "template_sha256": hashlib.sha256(template.encode()).hexdigest(),
+                "capabilities": self.capabilities.__dict__.copy()}
+
+    def close(self) -> None:
+        self._http.close()

@@ -1,0 +1,98 @@
+"""Providers for engines the kit did not start but can still put in a known state between sessions.
+
+- `OllamaProvider`: every session begins with a confirmed unload (`keep_alive: 0`, then `/api/ps`
+  polled until the model is gone), so the session's first request loads a fresh instance.
+- `VllmResetProvider`: every session begins with `POST /reset_prefix_cache` (vLLM dev mode); the
+  endpoint's 200 proves nothing, so the reload counts as confirmed only once the session's first
+  request shows 0 cached tokens (the protocol checks that from telemetry).
+- `ChatUrlProvider`: any OpenAI-compatible URL; the kit cannot reload it, and says so.
+
+Each session's `launch["reload"]` says what was done and whether it was confirmed.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from kit.engines.ollama import OllamaEngine
+from kit.engines.openai_compat import OpenAICompatEngine
+from kit.launch.provider import EngineSession
+
+
+class OllamaProvider:
+    """One model on an Ollama server; each session starts from a confirmed unload."""
+
+    fresh_servers = False  # the server stays; the model instance is reloaded
+
+    def __init__(self, url: str, model: str, unload_timeout: float = 30.0,
+                 make_engine: Callable[[str, str], OllamaEngine] | None = None):
+        self.url, self.model, self.unload_timeout = url, model, unload_timeout
+        self._make = make_engine or (lambda url, model: OllamaEngine(url, model))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "ollama", "url": self.url, "model": self.model, "reload": "keep_alive 0, confirmed by /api/ps",
+                "unload_timeout_s": self.unload_timeout}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        engine = self._make(self.url, self.model)
+        try:
+            unloaded = engine.unload(timeout=self.unload_timeout)
+            yield EngineSession(engine=engine, launch={"reload": unloaded.to_json(), **engine.info()})
+        finally:
+            engine.close()
+
+
+class VllmResetProvider:
+    """A running vLLM server in dev mode; each session starts with a prefix-cache reset."""
+
+    fresh_servers = False
+
+    def __init__(self, url: str, model: str | None = None, transport: Any = None):
+        """`transport` replaces the network (tests)."""
+        self.url, self.model, self.transport = url, model, transport
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "vllm", "url": self.url, "model": self.model,
+                "reload": "POST /reset_prefix_cache (needs VLLM_SERVER_DEV_MODE=1), confirmed by 0 cached tokens"}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        from kit.engines.vllm import VllmEngine  # noqa: PLC0415 - only this provider needs it
+
+        control = VllmEngine(self.url, model=self.model, dev_mode=True, transport=self.transport)
+        engine = OpenAICompatEngine(self.url, model=self.model, transport=self.transport, metrics=control)
+        try:
+            control.reset_prefix_cache()
+            reload = {"method": "POST /reset_prefix_cache", "confirmed": None,
+                      "detail": "a 200 proves nothing: confirmed only if the next request shows 0 cached tokens",
+                      "confirm_by_telemetry": True}
+            yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
+        finally:
+            engine.close()
+            control.close()
+
+
+class ChatUrlProvider:
+    """Any OpenAI-compatible chat URL: no reload is possible, so the protocol cannot verify its cycles."""
+
+    fresh_servers = False
+
+    def __init__(self, url: str, model: str | None = None):
+        self.url, self.model = url, model
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "openai-compatible", "url": self.url, "model": self.model,
+                "reload": "none: the kit cannot reload an engine it reaches only through the OpenAI protocol"}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        engine = OpenAICompatEngine(self.url, model=self.model)
+        try:
+            reload = {"method": "none", "confirmed": False,
+                      "detail": "the OpenAI protocol has no reload; the instance's history is unknown"}
+            yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
+        finally:
+            engine.close()

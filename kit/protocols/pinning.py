@@ -1,0 +1,235 @@
+"""The cache-instance protocol (seed 002): how many prompt-cache states an engine has, whether each is
+deterministic, and whether one different prompt flips an instance's bytes.
+
+Passes, each on a freshly reloaded instance (a restarted server, or a confirmed Ollama unload):
+- calibration rounds: {fresh call; repeated calls; one different prompt; the measured prompt again},
+  short answers: the labelled calls the prefill-time classes are fitted on;
+- C cycles: {burn-in call of the measured prompt (excluded); P same-prompt calls ("pure"); one
+  different-prompt call (excluded); P same-prompt calls ("contaminated")};
+- the two pinned regimes: always-fresh (one call per reloaded instance) and steady-state (one
+  instance that only ever sees the measured prompt).
+Every call is one record; results come from the records only (kit.analysis.pinning).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kit.analysis import pinning as pinning_results
+from kit.cache_state import Calibration, classify, from_telemetry
+from kit.engines.base import Completion
+from kit.errors import EngineError
+from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
+from kit.manifest import now
+from kit.protocols.pinning_calls import ask, output_sha256
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.spec import ProtocolBase, Strict
+from kit.records import RecordWriter, read_records
+
+SYSTEM_PROMPT = (
+    "You are a careful technical writer for an engineering team. You answer in plain prose, without "
+    "lists, headings or code. You explain the mechanism first and the consequence second, you prefer "
+    "short concrete sentences, and you never invent citations, numbers or product names. When a question "
+    "has a subtle point, you name it explicitly before you explain it. Keep every answer self-contained "
+    "so that a reader who sees only your answer understands it."
+)
+MEASURED_PROMPT = (
+    "Explain why floating-point addition is not associative, and what that means for getting the same "
+    "result twice when a sum is computed in parallel on different hardware."
+)
+OTHER_PROMPT = "Classify the sentiment of this review as positive, negative or neutral: 'The battery lasts all day.'"
+
+
+class Prompts(Strict):
+    system: str = SYSTEM_PROMPT
+    measured: str = MEASURED_PROMPT
+    other: str = OTHER_PROMPT
+
+
+class Calibrate(Strict):
+    rounds: int = Field(3, ge=1, description="fresh instances used for labelled calibration calls")
+    repeats: int = Field(2, ge=1, description="repeated same-prompt calls per round")
+    max_tokens: int = Field(1, ge=1, description="answer length of calibration calls (only prefill matters)")
+
+
+class Regimes(Strict):
+    always_fresh: int = Field(5, ge=0, description="calls, each on a freshly reloaded instance")
+    steady: int = Field(10, ge=0, description="calls on one instance that sees only the measured prompt")
+
+
+class PinningProtocol(ProtocolBase):
+    """The cache-instance protocol with its calibration and the two pinned regimes."""
+
+    protocol: Literal["pinning"]
+    prompts: Prompts = Prompts()
+    cycles: int = Field(5, ge=1)
+    per_arm: int = Field(10, ge=1, description="P: same-prompt calls in each arm of a cycle")
+    max_tokens: int = Field(256, ge=1)
+    other_max_tokens: int = Field(16, ge=1)
+    top_logprobs: int = Field(1, ge=0, le=20)
+    reuse_tolerance: int = Field(8, ge=0, description="prompt tokens a full-KV reuse may re-evaluate")
+    gate_on: Literal["states", "prefill_times"] = Field(
+        "states", description="arms must separate by cache state (with KV lineage), or by raw prefill time as in "
+                              "seed 002 (stricter: fails where only the first call after the interloper is slow)")
+    calibration: Calibrate = Calibrate()
+    regimes: Regimes = Regimes()
+
+
+MODEL = PinningProtocol
+
+
+@dataclass(frozen=True)
+class Call:
+    """One planned call: its role, whether it sends the measured prompt, and its index within its arm."""
+
+    role: str
+    measured: bool
+    arm_index: int = 0
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    pass_id: str
+    phase: str  # calibration, cycle, always_fresh, steady
+    calls: tuple[Call, ...]
+
+
+def schedule(protocol: PinningProtocol) -> list[PassPlan]:
+    """Every pass of a run in order, each starting from a reloaded instance."""
+    cal = protocol.calibration
+    calibration_calls = (Call("cal_fresh", True), *(Call("cal_repeat", True, i) for i in range(1, cal.repeats + 1)),
+                         Call("cal_other", False), Call("cal_after_other", True))
+    passes = [PassPlan(f"cal{r}", "calibration", calibration_calls) for r in range(1, cal.rounds + 1)]
+    P = protocol.per_arm
+    cycle = (Call("burn_in", True), *(Call("pure", True, i) for i in range(1, P + 1)), Call("other", False),
+             *(Call("contaminated", True, i) for i in range(1, P + 1)))
+    passes += [PassPlan(f"c{c}", "cycle", cycle) for c in range(1, protocol.cycles + 1)]
+    passes += [PassPlan(f"fresh{i}", "always_fresh", (Call("fresh", True, i),))
+               for i in range(1, protocol.regimes.always_fresh + 1)]
+    if protocol.regimes.steady:
+        passes.append(PassPlan("steady", "steady", (Call("steady_burn_in", True),
+                                                    *(Call("steady", True, i) for i in range(1, protocol.regimes.steady + 1)))))
+    return passes
+
+
+def prepare(protocol: PinningProtocol, inputs: RunInputs) -> Prepared:
+    passes = schedule(protocol)
+    plan = {"passes": len(passes), "cycles": protocol.cycles, "per_arm": protocol.per_arm,
+            "calibration_rounds": protocol.calibration.rounds, "always_fresh": protocol.regimes.always_fresh,
+            "steady": protocol.regimes.steady, "requests": sum(len(p.calls) for p in passes),
+            "max_tokens": protocol.max_tokens}
+    workload = {"source": "pinning prompts", "prompts": protocol.prompts.model_dump()}
+    return Prepared(plan=plan, workload=workload, payload=passes, seeds={"request_seed": protocol.seed})
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return pinning_results.write(run_dir)
+
+
+def _messages(protocol: PinningProtocol, measured: bool) -> list[dict[str, str]]:
+    user = protocol.prompts.measured if measured else protocol.prompts.other
+    return [{"role": "system", "content": protocol.prompts.system}, {"role": "user", "content": user}]
+
+
+def reload_status(ctx: RunContext, launch: dict[str, Any]) -> dict[str, Any]:
+    """What the provider did before this pass, and whether it is confirmed."""
+    if "reload" in launch:
+        return dict(launch["reload"])
+    if ctx.provider.fresh_servers:
+        return {"method": "server restart", "confirmed": True,
+                "detail": f"new server process {launch.get('pid')} started and answered /health"}
+    return {"method": "none", "confirmed": False,
+            "detail": "the kit did not start this engine and cannot reload it; the instance's history is unknown"}
+
+
+def calibration_from_run(run_dir: Path, tolerance: int) -> Calibration | None:
+    """Fit the timing classes on the calibration records written so far (None if none has a prefill time)."""
+    _, passes, records = pinning_results.load(run_dir)
+    return pinning_results.fit_calibration(passes, records, tolerance)
+
+
+def run(protocol: PinningProtocol, prepared: Prepared, ctx: RunContext) -> None:
+    """Run every pass in order; a pass whose reload is not confirmed is VOID (its records are kept)."""
+    calibration: Calibration | None = None
+    fitted = False
+    for plan in prepared.payload:
+        if plan.phase != "calibration" and not fitted:
+            calibration = calibration_from_run(ctx.run_dir, protocol.reuse_tolerance)
+            ctx.manifest.update(calibration=calibration.to_json() if calibration else None)
+            fitted = True
+        if plan.pass_id not in ctx.done:  # a resumed run keeps the passes it finished
+            _pass(protocol, ctx, plan, calibration, len(prepared.payload))
+
+
+def _label(protocol: PinningProtocol, completion: Completion, calibration: Calibration | None) -> dict[str, Any]:
+    telemetry = from_telemetry(completion.cached_tokens, completion.prompt_tokens, protocol.reuse_tolerance)
+    timing = classify(calibration, completion.prefill_ms) if calibration else None
+    chosen = telemetry or timing
+    return {"state": chosen.state if chosen else None, "confidence": chosen.confidence if chosen else None,
+            "source": chosen.source if chosen else "none",
+            "telemetry": telemetry.to_json() if telemetry else None, "timing": timing.to_json() if timing else None}
+
+
+def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibration: Calibration | None,
+          total: int) -> None:
+    file = f"records/{plan.pass_id}.jsonl"
+    index = len(ctx.manifest.data.get("passes", {})) + 1
+    ctx.manifest.set_pass(plan.pass_id, phase=plan.phase, file=file, status="running", started=now(),
+                          fresh_server=ctx.provider.fresh_servers)
+    outputs: list[str] = []
+    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, RecordWriter(ctx.run_dir / file) as writer:
+        reload = reload_status(ctx, live.launch)
+        ctx.manifest.set_pass(plan.pass_id, launch=live.launch, reload=reload)
+        ctx.emit(SessionStarted(plan.pass_id, index, total, live.launch))
+        for seq, call in enumerate(plan.calls):
+            short = plan.phase == "calibration"
+            max_tokens = (protocol.calibration.max_tokens if short else
+                          protocol.max_tokens if call.measured else protocol.other_max_tokens)
+            started, clock = now(), time.monotonic()
+            try:
+                completion, request = ask(live.engine, _messages(protocol, call.measured), max_tokens=max_tokens,
+                                          seed=protocol.seed, top_logprobs=protocol.top_logprobs)
+            except EngineError as exc:
+                if not live.alive():
+                    raise EngineError(f"the engine died during pass {plan.pass_id} ({call.role})",
+                                      "see its log in the run folder; records so far are kept") from exc
+                raise
+            state = _label(protocol, completion, calibration)
+            digest = output_sha256(completion.text)
+            data = completion.to_json()
+            data.pop("raw", None)
+            writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning",
+                          "phase": plan.phase, "role": call.role, "arm_index": call.arm_index, "seq": seq,
+                          "measured": call.measured, "prompt_sha256": request["prompt_sha256"],
+                          "request": {"endpoint": request["endpoint"], "body": request["body"]},
+                          "completion": data, "output_sha256": digest, "raw": completion.raw, "state": state,
+                          "started": started, "wall_seconds": round(time.monotonic() - clock, 4), "error": None})
+            if call.measured:
+                outputs.append(digest)
+            ctx.emit(PinningCall(plan.pass_id, plan.phase, call.role, call.arm_index, state["state"],
+                                 state["confidence"], completion.prefill_ms, digest if call.measured else None))
+        status, reason = _pass_status(reload, writer, ctx.run_dir / file)
+    ctx.manifest.set_pass(plan.pass_id, status=status, reason=reason, reload=reload, records=writer.count,
+                          ended=now())
+    ctx.emit(PassSummary(plan.pass_id, plan.phase, status, bool(reload.get("confirmed")), tuple(outputs)))
+    ctx.emit(SessionEnded(plan.pass_id, status, reason))
+
+
+def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tuple[str, str | None]:
+    """OK when the reload before the pass is confirmed; a reset that only telemetry can confirm is confirmed
+    when the pass's first request reused nothing."""
+    if reload.get("confirm_by_telemetry"):
+        first = read_records(path).records[0]["completion"] if writer.count else {}
+        reload["confirmed"] = first.get("cached_tokens") == 0
+        if not reload["confirmed"]:
+            return "VOID", (f"the cache reset was not confirmed: the first request showed "
+                            f"{first.get('cached_tokens')!r} cached tokens, not 0")
+        return "OK", None
+    if not reload.get("confirmed"):
+        return "VOID", f"reload not confirmed ({reload.get('method')}): {reload.get('detail')}"
+    return "OK", None

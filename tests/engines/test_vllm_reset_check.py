@@ -1,0 +1,73 @@
+"""The pinning protocol's vLLM path, which cannot run here: a prefix-cache reset per pass (dev mode), chat
+requests through the OpenAI-compatible client, and cached tokens read from `/metrics` deltas. The
+network is httpx.MockTransport serving the vLLM 0.11.0 fixtures of tests/fixtures/vllm (see its README:
+shapes from vLLM's sources, values illustrative); the chat body is constructed in the OpenAI chat shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from kit.launch.instance import VllmResetProvider
+from kit.protocols.pinning import _pass_status
+from kit.records import RecordWriter
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1760031310, "model": "Qwen/Qwen2.5-7B-Instruct",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Floating-point"}, "logprobs": None,
+                     "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 64, "total_tokens": 66, "completion_tokens": 2, "prompt_tokens_details": None}}
+
+
+class FakeVllm:
+    def __init__(self):
+        self.metrics = ["metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt",
+                        "metrics_after_warm.txt"]
+        self.paths: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        self.paths.append(path)
+        if path == "/metrics":
+            return httpx.Response(200, text=(FIXTURES / self.metrics.pop(0)).read_text())
+        if path == "/reset_prefix_cache":
+            return httpx.Response(200)
+        if path == "/v1/models":
+            return httpx.Response(200, json=json.loads((FIXTURES / "models.json").read_text()))
+        if path == "/version":
+            return httpx.Response(200, json=json.loads((FIXTURES / "version.json").read_text()))
+        if path == "/v1/chat/completions":
+            return httpx.Response(200, json=CHAT)
+        return httpx.Response(404)
+
+
+def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metrics(tmp_path):
+    fake = FakeVllm()
+    provider = VllmResetProvider("http://vllm.test:8000", transport=httpx.MockTransport(fake))
+    messages = [{"role": "user", "content": "Why is floating-point addition not associative?"}]
+    with provider.session("c1", tmp_path) as live:
+        assert live.launch["reload"]["confirm_by_telemetry"] is True
+        assert live.launch["reload"]["confirmed"] is None  # a 200 proves nothing yet
+        cold = live.engine.chat(messages, max_tokens=2)
+        warm = live.engine.chat(messages, max_tokens=2)
+    assert fake.paths.index("/reset_prefix_cache") < fake.paths.index("/v1/chat/completions")
+    assert cold.cached_tokens == 0 and cold.prefill_tokens == 64
+    assert warm.cached_tokens == 48 and warm.prefill_tokens == 16
+
+
+def _records(tmp_path, cached):
+    path = tmp_path / f"r{cached}.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write({"completion": {"cached_tokens": cached}})
+    return writer, path
+
+
+def test_a_reset_counts_as_confirmed_only_when_the_first_request_reused_nothing(tmp_path):
+    reload = {"method": "POST /reset_prefix_cache", "confirmed": None, "confirm_by_telemetry": True}
+    assert _pass_status(dict(reload), *_records(tmp_path, 0)) == ("OK", None)
+    status, reason = _pass_status(dict(reload), *_records(tmp_path, 48))
+    assert status == "VOID" and "48 cached tokens, not 0" in reason
+    status, reason = _pass_status(dict(reload), *_records(tmp_path, None))
+    assert status == "VOID" and "None" in reason

@@ -1,0 +1,68 @@
+"""`kit check` plumbing without an engine: which provider a URL gets, option overrides, the
+OpenAI-compatible response normalizer (on the OpenAI chat shape llama-server answers), and bad input."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from kit.check import kind_overrides, overrides, provider_for, resolve_kind
+from kit.cli import cli
+from kit.engines.openai_compat import normalize_chat
+from kit.errors import ConfigError
+from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
+from kit.launch.provider import ExternalProvider
+
+
+def test_kinds_resolve_from_url_and_option():
+    assert resolve_kind(None, "auto") == "embedded"
+    assert resolve_kind("http://localhost:11434", "auto") == "ollama"
+    assert resolve_kind("http://localhost:8000", "auto") == "openai"
+    assert resolve_kind("http://localhost:8000", "vllm") == "vllm"
+    with pytest.raises(ConfigError, match="needs the engine's URL"):
+        resolve_kind(None, "ollama")
+
+
+def test_each_kind_gets_its_provider():
+    assert isinstance(provider_for("http://h:11434", "ollama", "llama3.2", 5), OllamaProvider)
+    assert isinstance(provider_for("http://h:8000", "vllm", None, 5), VllmResetProvider)
+    assert isinstance(provider_for("http://h:8080", "llamacpp", None, 5), ExternalProvider)
+    assert isinstance(provider_for("http://h:8000", "openai", "m", 5), ChatUrlProvider)
+    with pytest.raises(ConfigError, match="--model"):
+        provider_for("http://h:11434", "ollama", None, 5)
+
+
+def test_overrides_map_options_onto_the_protocol():
+    assert overrides(None, None, None, None, None, None, None) == {}
+    assert overrides(2, 3, 24, 1, 0, 4, "default") == {
+        "cycles": 2, "per_arm": 3, "max_tokens": 24, "calibration": {"rounds": 1},
+        "regimes": {"always_fresh": 0, "steady": 4}, "engine": {"cache_ram": None}}
+    assert overrides(None, None, None, None, None, None, "0")["engine"] == {"cache_ram": 0}
+    with pytest.raises(ConfigError, match="cache-ram"):
+        overrides(None, None, None, None, None, None, "lots")
+    assert kind_overrides("vllm") == {"reuse_tolerance": 16}  # vLLM reuses whole 16-token blocks
+    assert kind_overrides("ollama") == {} and kind_overrides("embedded") == {}
+
+
+def test_openai_chat_answers_normalize_with_and_without_llama_server_timings():
+    body = {"choices": [{"message": {"role": "assistant", "content": "Hi there"}, "finish_reason": "length",
+                         "logprobs": {"content": [
+                             {"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "top_logprobs": [
+                                 {"token": "Hi", "logprob": -0.1, "bytes": [72, 105]}]},
+                             {"token": " there", "logprob": -0.5, "bytes": [32], "top_logprobs": []}]}}],
+            "usage": {"prompt_tokens": 62, "completion_tokens": 2, "total_tokens": 64},
+            "timings": {"cache_n": 61, "prompt_n": 1, "prompt_ms": 18.2, "predicted_ms": 25.0}}
+    completion = normalize_chat(body)
+    assert completion.text == "Hi there" and completion.tokens == ("Hi", " there")
+    assert completion.cached_tokens == 61 and completion.prefill_tokens == 1 and completion.prefill_ms == 18.2
+    del body["timings"]
+    bare = normalize_chat(body)
+    assert bare.cached_tokens is None and bare.prefill_ms is None  # unknown, never 0
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 48}
+    assert normalize_chat(body).cached_tokens == 48
+
+
+def test_check_refuses_an_ollama_url_without_a_model():
+    result = CliRunner().invoke(cli, ["check", "http://localhost:11434"])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ConfigError) and "--model" in str(result.exception)
