@@ -62,7 +62,7 @@ class Verdict:
         return out
 
 
-def _schema_version(schema: Any) -> int | None:
+def schema_version(schema: Any) -> int | None:
     if isinstance(schema, str) and schema.startswith("kit.bundle/"):
         tail = schema.rsplit("/", 1)[1]
         return int(tail) if tail.isdigit() else None
@@ -76,7 +76,7 @@ def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> 
     except ValueError:
         index = None
     schema = index.get("schema") if isinstance(index, dict) else None
-    version = _schema_version(schema)
+    version = schema_version(schema)
     if trusted and version is not None and version > SCHEMA_VERSION:
         raise NewerBundle(f"this bundle was written by a newer kit (schema {schema}; this kit reads {SCHEMA})",
                           "upgrade the kit (pip install -U cache-divergence-kit) and verify again")
