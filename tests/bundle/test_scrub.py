@@ -1,0 +1,42 @@
+"""Secret scrubbing: which variables count as secret, and how their values are replaced."""
+
+from __future__ import annotations
+
+from kit.bundle.scrub import is_env_dump, scrub, secret_values
+
+ENV = {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz0123456789", "OPENAI_API_KEY": "sk-test-0123456789abcdef",
+       "MY_SERVICE_SECRET": "p@ss\"word-long", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG",
+       "AWS_REGION": "eu-west-1-long-name", "PATH": "/usr/bin:/bin", "SHORT_TOKEN": "abc", "HOME": "/root"}
+
+
+def test_secret_looking_names_are_picked_and_others_left():
+    assert set(secret_values(ENV)) == {"HF_TOKEN", "OPENAI_API_KEY", "MY_SERVICE_SECRET", "AWS_SECRET_ACCESS_KEY"}
+
+
+def test_values_are_replaced_by_name_also_inside_json_strings():
+    secrets = secret_values(ENV)
+    data = ('{"note": "p@ss\\"word-long", "k": "sk-test-0123456789abcdef"}\nAuth: hf_abcdefghijklmnopqrstuvwxyz0123456789'
+            ).encode()
+    clean, found = scrub(data, "x.log", secrets)
+    for value in ENV.values():
+        if len(value) >= 8 and value not in ("/usr/bin:/bin", "eu-west-1-long-name"):
+            assert value.encode() not in clean
+    assert b"[REDACTED:MY_SERVICE_SECRET]" in clean and b"[REDACTED:HF_TOKEN]" in clean
+    assert {r.what for r in found} == {"MY_SERVICE_SECRET", "OPENAI_API_KEY", "HF_TOKEN"}
+
+
+def test_token_shapes_are_redacted_even_when_not_in_the_environment():
+    data = b"token=hf_ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ key=AKIAABCDEFGHIJKLMNOP ok"
+    clean, found = scrub(data, "x.log", {})
+    assert clean == b"token=[REDACTED:huggingface-token] key=[REDACTED:aws-access-key] ok"
+    assert {r.what for r in found} == {"huggingface-token", "aws-access-key"}
+
+
+def test_clean_data_is_untouched():
+    data = b'{"tokens": [1, 2, 3], "text": "The answer is 42"}'
+    assert scrub(data, "r.jsonl", secret_values(ENV)) == (data, [])
+
+
+def test_environment_dumps_are_recognised():
+    assert all(is_env_dump(n) for n in (".env", "run.env", "environ.txt", "env", "environment.json", "printenv.out"))
+    assert not any(is_env_dump(n) for n in ("server-s1.log", "manifest.json", "s1.jsonl", "environmental.md"))
