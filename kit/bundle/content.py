@@ -30,6 +30,8 @@ class BundledRun:
 
     def tables(self) -> dict[str, Any]:
         """Parsed JSON and CSV analysis outputs, by path within the run."""
+        import csv  # noqa: PLC0415
+
         from kit.bundle.compare import parse_csv  # noqa: PLC0415
 
         out: dict[str, Any] = {}
@@ -39,7 +41,7 @@ class BundledRun:
                     out[name] = json.loads(data)
                 elif name.endswith(".csv"):
                     out[name] = parse_csv(data)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, csv.Error):
                 continue
         return out
 

@@ -45,3 +45,8 @@ def test_csv_cells_compare_as_numbers():
 def test_unreadable_json_is_a_mismatch():
     [mismatch] = compare_file("f.json", b"{not json", b"{}")
     assert mismatch.file == "f.json"
+
+
+def test_a_damaged_csv_is_a_mismatch_not_a_crash():
+    [mismatch] = compare_file("t.csv", b"a,b\r1,2\x0b", b"a,b\n1,2\n")
+    assert mismatch.file == "t.csv" and "unreadable" in mismatch.bundled
