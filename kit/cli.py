@@ -71,7 +71,7 @@ def _run(protocol: str, gsm8k, items, sessions, max_tokens, model, server_bin, e
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
-    """Every run ends with a bundle next to its folder; failing to write one never fails the run."""
+    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
 
     try:
@@ -141,7 +141,7 @@ def build_cpu_backend() -> None:
 @cli.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="The bundle to write (default: <first run folder>.tar.gz next to it).")
+              help="The bundle to write (default: bundles/<first run folder>.tar.gz beside it).")
 def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
     """Pack RUN_DIRS into one .tar.gz a reviewer can check without your machine.
 

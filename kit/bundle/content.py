@@ -80,6 +80,7 @@ def summary(run: BundledRun) -> dict[str, Any]:
     passes = m.get("passes", {})
     builds = sorted({str(p.get("launch", {}).get("build_info")) for p in passes.values()
                      if p.get("launch", {}).get("build_info")})
+    argvs = [p.get("launch", {}).get("argv") for p in passes.values() if p.get("launch", {}).get("argv")]
     images = sorted({str(p.get("launch", {}).get("image_digest")) for p in passes.values()
                      if p.get("launch", {}).get("image_digest")})
     return {
@@ -94,6 +95,7 @@ def summary(run: BundledRun) -> dict[str, Any]:
         "engine": engine.get("engine") or engine.get("kind"),
         "engine builds": ", ".join(builds) or None,
         "image digests": ", ".join(images) or engine.get("image_digest"),
+        "server flags": " ".join(str(a) for a in argvs[0][1:]) if argvs else None,
         "model": engine.get("model_name") or engine.get("model"),
         "model sha256": engine.get("model_sha256"),
         "seeds": json.dumps(m.get("seeds", {}), sort_keys=True),

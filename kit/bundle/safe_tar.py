@@ -6,9 +6,13 @@ accepted; absolute names, `..`, links, devices and FIFOs are refused by name.
 
 from __future__ import annotations
 
+import gzip
 import tarfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from kit.errors import KitError
 
@@ -79,13 +83,20 @@ def list_members(tar: tarfile.TarFile) -> Listing:
     return Listing(roots.pop(), files)
 
 
-def open_bundle(path: Path) -> tarfile.TarFile:
+@contextmanager
+def open_bundle(path: Path) -> Iterator[tarfile.TarFile]:
+    """The archive opened for reading; a damaged or truncated file is a KitError, not a traceback."""
+    if not path.is_file():
+        raise KitError(f"no bundle at {path}", "pass the .tar.gz written by `kit bundle`")
     try:
-        return tarfile.open(path, mode="r:gz")
-    except FileNotFoundError as exc:
-        raise KitError(f"no bundle at {path}", "pass the .tar.gz written by `kit bundle`") from exc
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise KitError(f"{path} is not a readable .tar.gz ({exc})", "pass the .tar.gz written by `kit bundle`") from exc
+        with gzip.open(path) as stream:  # read to the end once so gzip checks its CRC and length
+            while stream.read(1 << 20):
+                pass
+        with tarfile.open(path, mode="r:gz") as tar:
+            yield tar
+    except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise KitError(f"{path} is damaged or not a .tar.gz ({type(exc).__name__}: {exc})",
+                       "get an intact copy of the bundle") from exc
 
 
 def read_file(tar: tarfile.TarFile, listing: Listing, rel: str) -> bytes:

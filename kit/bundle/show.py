@@ -26,12 +26,14 @@ def _result_lines(name: str, data: Any) -> list[str]:
     lines = [f"  {name}"]
     if isinstance(data, dict):
         for key, value in data.items():
+            if key == "files":
+                continue
             if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
                 lines.append(f"    {key}:")
                 lines.extend(f"      {line}" for line in _text_table(value))
             elif isinstance(value, dict):
                 lines.append(f"    {key}: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in value.items()))
-            elif key != "files":
+            else:
                 lines.append(f"    {key}: {json.dumps(value, ensure_ascii=False)}")
     return lines
 

@@ -37,10 +37,10 @@ def bundle_name(out: Path) -> str:
 
 
 def default_path(run_dirs: list[Path]) -> Path:
-    """Where a bundle goes when no -o is given: next to the (first) run folder."""
+    """Where a bundle goes when no -o is given: `bundles/` beside the (first) run folder."""
     first = run_dirs[0]
     stem = first.name if len(run_dirs) == 1 else f"{first.name}-and-{len(run_dirs) - 1}-more"
-    return first.parent / f"{stem}{SUFFIX}"
+    return first.parent / "bundles" / f"{stem}{SUFFIX}"
 
 
 def _protocol_file(manifest: dict[str, Any]) -> tuple[str, bytes] | None:
@@ -114,7 +114,7 @@ def _tar(out: Path, root: str, files: dict[str, bytes]) -> None:
 
 def write_bundle(run_dirs: list[Path], out: Path | None = None,
                  environ: Mapping[str, str] | None = None) -> BundleResult:
-    """Bundle run folders into one `.tar.gz` (default: next to the first run folder)."""
+    """Bundle run folders into one `.tar.gz` (default: bundles/<first run>.tar.gz beside the run folders)."""
     if not run_dirs:
         raise ConfigError("no run folder given", "pass one or more run folders made by `kit run`")
     out = out or default_path(run_dirs)

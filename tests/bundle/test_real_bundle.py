@@ -175,7 +175,7 @@ def test_cli_bundle_and_the_bundle_written_after_a_run(run_copies, tmp_path):
     assert verified.exit_code == 0 and verified.output.splitlines()[-1].startswith("OK: ")
     said = []
     _bundle_after_run(run_copies[1], said.append)
-    automatic = run_copies[1].parent / f"{run_copies[1].name}.tar.gz"
+    automatic = run_copies[1].parent / "bundles" / f"{run_copies[1].name}.tar.gz"
     assert automatic.is_file() and str(automatic) in said[0]
     assert verify_bundle(automatic).ok
 

@@ -14,6 +14,7 @@ from kit.bundle import CHECKSUMS, INDEX, checksums, safe_tar
 from kit.bundle.show import describe
 from kit.bundle.verify import NewerBundle, verify_bundle
 from kit.cli import cli
+from kit.errors import KitError
 
 
 def _archive(path: Path, entries: list[tarfile.TarInfo], payload: bytes = b"owned\n") -> Path:
@@ -100,3 +101,19 @@ def test_a_bundle_from_a_newer_kit_gets_a_clear_message(tmp_path):
 def test_a_current_schema_bundle_without_runs_verifies(tmp_path):
     verdict = verify_bundle(_bundle_with_schema(tmp_path / "empty.tar.gz", "kit.bundle/1"))
     assert verdict.ok and verdict.files_checked == 1
+
+
+def test_a_damaged_archive_is_an_error_not_a_traceback(tmp_path):
+    bundle = _archive(tmp_path / "fine.tar.gz", [_file("b/sub/data.txt", 200_000)], payload=bytes(range(256)) * 782)
+    data = bytearray(bundle.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(KitError, match="damaged or not a .tar.gz"):
+        safe_tar.extract(damaged, tmp_path / "dest")
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(bundle.read_bytes()[: len(data) // 2])
+    with pytest.raises(KitError, match="damaged or not a .tar.gz"):
+        verify_bundle(truncated)
+    with pytest.raises(KitError, match="no bundle at"):
+        verify_bundle(tmp_path / "absent.tar.gz")
