@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from kit.bundle import RUNS
+from kit.bundle.compare import parse_csv
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 COMPUTED_FOLDERS = ("results/", "analysis/")
@@ -30,10 +32,6 @@ class BundledRun:
 
     def tables(self) -> dict[str, Any]:
         """Parsed JSON and CSV analysis outputs, by path within the run."""
-        import csv  # noqa: PLC0415
-
-        from kit.bundle.compare import parse_csv  # noqa: PLC0415
-
         out: dict[str, Any] = {}
         for name, data in self.computed().items():
             try:

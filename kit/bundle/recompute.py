@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from kit.manifest import Manifest
 from kit.protocols import kinds
 
 Step = Callable[[Path], object]
@@ -21,8 +22,6 @@ COMPUTED = ("results", "analysis")
 
 def _procedure_results(run_dir: Path) -> object:
     """The procedure's own results (e.g. results/reset_table.json), for the kind in the manifest."""
-    from kit.manifest import Manifest  # noqa: PLC0415
-
     kind = Manifest.load(run_dir).data["protocol"]["kind"]
     return kinds.PROCEDURES[kind].results(run_dir)
 

@@ -63,14 +63,17 @@ def _grid_table(grid: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _is_rows(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(r, dict) for r in value)
+
+
 def render_value(data: Any) -> str:
     """A JSON result as tables: scalars as a key/value table, lists of objects as row tables."""
-    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+    if _is_rows(data):
         return _rows_table(data)
     if not isinstance(data, dict):
         return _kv_table({"value": data})
-    scalars = {k: v for k, v in data.items() if not (isinstance(v, dict) or
-                                                     (isinstance(v, list) and v and all(isinstance(r, dict) for r in v)))}
+    scalars = {k: v for k, v in data.items() if not (isinstance(v, dict) or _is_rows(v))}
     parts = [_kv_table(scalars)] if scalars else []
     for key, value in data.items():
         if key in scalars:

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--no-first-run", f"--user-data-dir={profile}", "--proxy-server=127.0.0.1:9",
             "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars"]
-    return subprocess.run(base + args, capture_output=True, text=True, timeout=120)
+    return subprocess.run(base + args, capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture

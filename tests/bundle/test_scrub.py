@@ -15,8 +15,8 @@ def test_secret_looking_names_are_picked_and_others_left():
 
 def test_values_are_replaced_by_name_also_inside_json_strings():
     secrets = secret_values(ENV)
-    data = ('{"note": "p@ss\\"word-long", "k": "sk-test-0123456789abcdef"}\nAuth: hf_abcdefghijklmnopqrstuvwxyz0123456789'
-            ).encode()
+    data = (b'{"note": "p@ss\\"word-long", "k": "sk-test-0123456789abcdef"}\n'
+            b"Auth: hf_abcdefghijklmnopqrstuvwxyz0123456789")
     clean, found = scrub(data, "x.log", secrets)
     for value in ENV.values():
         if len(value) >= 8 and value not in ("/usr/bin:/bin", "eu-west-1-long-name"):
