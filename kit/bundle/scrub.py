@@ -27,7 +27,7 @@ TOKEN_SHAPES = {
     "aws-access-key": re.compile(rb"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     "private-key": re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
 }
-ENV_DUMP_NAMES = re.compile(r"(^\.env$|\.env$|^env(iron(ment)?)?(\.\w+)?$|^printenv)", re.IGNORECASE)
+ENV_DUMP_NAMES = re.compile(r"(\.env$|^(env|environ|environment|printenv)([._-].*)?$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

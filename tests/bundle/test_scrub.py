@@ -38,5 +38,6 @@ def test_clean_data_is_untouched():
 
 
 def test_environment_dumps_are_recognised():
-    assert all(is_env_dump(n) for n in (".env", "run.env", "environ.txt", "env", "environment.json", "printenv.out"))
+    assert all(is_env_dump(n) for n in (".env", "run.env", "environ.txt", "env", "environment.json", "printenv.out",
+                                       "env_dump.txt", "ENVIRON-2.log"))
     assert not any(is_env_dump(n) for n in ("server-s1.log", "manifest.json", "s1.jsonl", "environmental.md"))
