@@ -29,7 +29,12 @@ def sha256_file(path: Path) -> str:
 
 
 def render(files: dict[str, bytes]) -> bytes:
-    body = "".join(f"{sha256(data)}  {name}\n" for name, data in sorted(files.items()))
+    return render_digests({name: sha256(data) for name, data in files.items()})
+
+
+def render_digests(digests: dict[str, str]) -> bytes:
+    """The checksum list for files given as name -> sha256."""
+    body = "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items()))
     return (body + f"{SEAL_PREFIX}{sha256(body.encode())}\n").encode()
 
 

@@ -16,11 +16,16 @@ COMPUTED_FOLDERS = ("results/", "analysis/")
 
 @dataclass
 class BundledRun:
-    """One run folder inside a bundle: its id, parsed manifest and files (path within the run -> bytes)."""
+    """One run folder inside a bundle: its id, parsed manifest, the files held in memory (path within the
+    run -> bytes) and the names of the large ones that are not (records, logs)."""
 
     run_id: str
     manifest: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)
+    not_held: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return sorted(set(self.files) | set(self.not_held))
 
     @property
     def prefix(self) -> str:

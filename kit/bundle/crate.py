@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from kit.bundle import CRATE
-from kit.bundle.checksums import sha256
 from kit.bundle.content import BundledRun
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"
@@ -35,7 +34,7 @@ def _run_entities(run: BundledRun) -> list[dict[str, Any]]:
     engine, prov = m.get("engine", {}), m.get("provenance", {})
     kit_id, engine_id = "#kit", f"#engine-{run.run_id}"
     entities: list[dict[str, Any]] = []
-    objects = [run.prefix + n for n in run.files if n.startswith(("protocol/", "records/"))]
+    objects = [run.prefix + n for n in run.names() if n.startswith(("protocol/", "records/"))]
     instruments = [kit_id, engine_id]
     builds = sorted({p.get("launch", {}).get("build_info") for p in m.get("passes", {}).values()} - {None})
     entities.append({"@id": engine_id, "@type": "SoftwareApplication",
@@ -63,8 +62,8 @@ def _run_entities(run: BundledRun) -> list[dict[str, Any]]:
     return entities
 
 
-def build(files: dict[str, bytes], runs: list[BundledRun], index: dict[str, Any]) -> bytes:
-    """The crate metadata for a bundle whose files (other than the crate itself) are `files`."""
+def build(files: dict[str, tuple[int, str]], runs: list[BundledRun], index: dict[str, Any]) -> bytes:
+    """The crate metadata for a bundle whose other files are `files` (name -> (size, sha256))."""
     kit = index.get("kit", {})
     names = sorted(set(files) | {"SHA256SUMS"})
     run_dirs = [run.prefix for run in runs]
@@ -80,11 +79,11 @@ def build(files: dict[str, bytes], runs: list[BundledRun], index: dict[str, Any]
     ]
     for run in runs:
         graph.append({"@id": run.prefix, "@type": "Dataset", "name": f"run folder {run.run_id}",
-                      "hasPart": _ref([run.prefix + n for n in sorted(run.files)])})
+                      "hasPart": _ref([run.prefix + n for n in run.names()])})
     for name in names:
         entity: dict[str, Any] = {"@id": name, "@type": "File", "encodingFormat": _format(name)}
         if name in files:
-            entity.update(contentSize=str(len(files[name])), sha256=sha256(files[name]))
+            entity.update(contentSize=str(files[name][0]), sha256=files[name][1])
         graph.append(entity)
     for run in runs:
         graph.extend(_run_entities(run))

@@ -1,4 +1,8 @@
-"""Writing a bundle: run folders in, one sealed `.tar.gz` out, with no secret in it."""
+"""Writing a bundle: run folders in, one sealed `.tar.gz` out, with no secret in it.
+
+Files are read, scrubbed and written to the archive one at a time; only the small ones (manifest,
+protocol, results, analysis) stay in memory for the report, README and RO-Crate metadata.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from kit.manifest import Manifest, now
 from kit.provenance import kit_source
 
 SUFFIX = ".tar.gz"
+NOT_HELD = ("records/", "logs/")
 
 
 @dataclass
@@ -52,7 +57,7 @@ def _protocol_file(manifest: dict[str, Any]) -> tuple[str, bytes] | None:
     return f"protocol/{protocol.get('name') or 'protocol'}{suffix}", content.encode("utf-8")
 
 
-def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, bytes]:
+def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, Path]:
     """Every regular file of a run folder by relative path, leaving out links, temp files and env dumps."""
     files = {}
     for path in sorted(run_dir.rglob("*")):
@@ -66,50 +71,57 @@ def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, bytes]:
         elif is_env_dump(path.name):
             skipped.append(f"{run_dir.name}/{rel} (looks like an environment dump; never bundled)")
         else:
-            files[rel] = path.read_bytes()
+            files[rel] = path
     return files
 
 
-def collect_runs(run_dirs: list[Path], skipped: list[str]) -> list[BundledRun]:
-    runs: list[BundledRun] = []
+def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    """The runs' manifests; refuses a run still in progress and a run given twice."""
+    manifests, seen = [], set()
     for run_dir in run_dirs:
         manifest = Manifest.load(run_dir).data
         if manifest.get("status") not in ("finished", "failed", "interrupted"):
             raise ConfigError(f"{run_dir} is still running (status {manifest.get('status')!r})",
                               "bundle it once the run has ended")
-        if any(r.run_id == run_dir.name for r in runs):
+        if run_dir.name in seen:
             raise ConfigError(f"run {run_dir.name} is given twice", "pass each run folder once")
-        files = _run_files(run_dir, skipped)
-        protocol = _protocol_file(manifest)
-        if protocol and protocol[0] not in files:
-            files[protocol[0]] = protocol[1]
-        runs.append(BundledRun(run_dir.name, manifest, files))
-    return runs
+        seen.add(run_dir.name)
+        manifests.append(manifest)
+    return manifests
 
 
-def _scrub_all(runs: list[BundledRun], secrets: Mapping[str, bytes], redactions: list[Redaction]) -> None:
-    for run in runs:
-        for name, data in list(run.files.items()):
-            clean, found = scrub(data, run.prefix + name, secrets)
-            run.files[name] = clean
-            redactions.extend(found)
-        run.manifest = json.loads(run.files["manifest.json"])
+class _Archive:
+    """A .tar.gz being written under one top-level folder; remembers each file's size and sha256."""
+
+    def __init__(self, tar: tarfile.TarFile, root: str):
+        self.tar, self.root, self.stamp = tar, root, int(time.time())
+        self.entries: dict[str, tuple[int, str]] = {}
+
+    def add(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(f"{self.root}/{name}")
+        info.size, info.mode, info.mtime = len(data), 0o644, self.stamp
+        self.tar.addfile(info, io.BytesIO(data))
+        self.entries[name] = (len(data), checksums.sha256(data))
 
 
-def _tar(out: Path, root: str, files: dict[str, bytes]) -> None:
-    tmp = out.with_name(f".{out.name}.tmp")
-    stamp = int(time.time())
-    with tarfile.open(tmp, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        folders = sorted({"/".join(n.split("/")[:i]) for n in files for i in range(1, n.count("/") + 1)})
-        for folder in [""] + folders:
-            info = tarfile.TarInfo(f"{root}/{folder}".rstrip("/"))
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, stamp
-            tar.addfile(info)
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{root}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o644, stamp
-            tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, out)
+def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets: Mapping[str, bytes],
+             redactions: list[Redaction], skipped: list[str]) -> BundledRun:
+    run = BundledRun(run_dir.name, manifest)
+    sources: dict[str, Path | bytes] = dict(_run_files(run_dir, skipped))
+    protocol = _protocol_file(manifest)
+    if protocol and protocol[0] not in sources:
+        sources[protocol[0]] = protocol[1]
+    for rel, source in sorted(sources.items()):
+        data = source.read_bytes() if isinstance(source, Path) else source
+        data, found = scrub(data, run.prefix + rel, secrets)
+        redactions.extend(found)
+        archive.add(run.prefix + rel, data)
+        if rel.startswith(NOT_HELD):
+            run.not_held.append(rel)
+        else:
+            run.files[rel] = data
+    run.manifest = json.loads(run.files["manifest.json"])
+    return run
 
 
 def write_bundle(run_dirs: list[Path], out: Path | None = None,
@@ -120,27 +132,31 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None,
     out = out or default_path(run_dirs)
     if not out.name.endswith(SUFFIX):
         raise ConfigError(f"{out} does not end in {SUFFIX}", f"name the bundle like results{SUFFIX}")
+    manifests = check_runs(run_dirs)
+    secrets = secret_values(environ)
     skipped: list[str] = []
     redactions: list[Redaction] = []
-    runs = collect_runs(run_dirs, skipped)
-    secrets = secret_values(environ)
-    _scrub_all(runs, secrets, redactions)
-    index: dict[str, Any] = {
-        "schema": SCHEMA, "created": now(), "kit": kit_source(),
-        "runs": [{"run_id": r.run_id, "kind": r.manifest.get("protocol", {}).get("kind"),
-                  "status": r.manifest.get("status"), "results": sorted(r.computed())} for r in runs],
-        "redactions": [{"file": r.file, "what": r.what, "count": r.count} for r in redactions],
-        "left_out": skipped,
-    }
-    files = {f"{RUNS}/{r.run_id}/{name}": data for r in runs for name, data in r.files.items()}
-    files[INDEX] = (json.dumps(index, indent=2, ensure_ascii=False) + "\n").encode()
-    files[README] = readme.render(runs, index, bundle_name(out))
-    files[REPORT] = report.render(runs, index).encode("utf-8")
-    files[CRATE] = crate.build(files, runs, index)
-    for name in (INDEX, README, REPORT, CRATE):  # made from scrubbed inputs; scanned again all the same
-        files[name], found = scrub(files[name], name, secrets)
-        redactions.extend(found)
-    files[CHECKSUMS] = checksums.render(files)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _tar(out, bundle_name(out), files)
-    return BundleResult(out, sorted(files), redactions, skipped)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with tarfile.open(tmp, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            archive = _Archive(tar, bundle_name(out))
+            runs = [_add_run(archive, d, m, secrets, redactions, skipped) for d, m in zip(run_dirs, manifests)]
+            index: dict[str, Any] = {
+                "schema": SCHEMA, "created": now(), "kit": kit_source(),
+                "runs": [{"run_id": r.run_id, "kind": r.manifest.get("protocol", {}).get("kind"),
+                          "status": r.manifest.get("status"), "results": sorted(r.computed())} for r in runs],
+                "redactions": [{"file": r.file, "what": r.what, "count": r.count} for r in redactions],
+                "left_out": skipped,
+            }
+            made = {INDEX: (json.dumps(index, indent=2, ensure_ascii=False) + "\n").encode(),
+                    README: readme.render(runs, index, archive.root),
+                    REPORT: report.render(runs, index).encode("utf-8")}
+            for name, data in made.items():  # made from scrubbed inputs; scanned again all the same
+                archive.add(name, scrub(data, name, secrets)[0])
+            archive.add(CRATE, scrub(crate.build(archive.entries, runs, index), CRATE, secrets)[0])
+            archive.add(CHECKSUMS, checksums.render_digests({n: e[1] for n, e in archive.entries.items()}))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return BundleResult(out, sorted(archive.entries), redactions, skipped)
