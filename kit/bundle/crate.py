@@ -32,8 +32,12 @@ def _ref(ids: list[str]) -> list[dict[str, str]]:
 def _run_entities(run: BundledRun) -> list[dict[str, Any]]:
     m = run.manifest
     engine, prov = m.get("engine", {}), m.get("provenance", {})
-    kit_id, engine_id = "#kit", f"#engine-{run.run_id}"
-    entities: list[dict[str, Any]] = []
+    kit_id, engine_id = f"#kit-{run.run_id}", f"#engine-{run.run_id}"
+    kit = prov.get("kit", {})
+    entities: list[dict[str, Any]] = [{"@id": kit_id, "@type": "SoftwareApplication", "name": "cache-divergence-kit",
+                                       "version": kit.get("version"), "identifier": kit.get("git_commit"),
+                                       "description": "the kit that ran " + run.run_id
+                                       + (" (with local changes)" if kit.get("git_dirty") else "")}]
     objects = [run.prefix + n for n in run.names() if n.startswith(("protocol/", "records/"))]
     instruments = [kit_id, engine_id]
     builds = sorted({p.get("launch", {}).get("build_info") for p in m.get("passes", {}).values()} - {None})
@@ -73,8 +77,8 @@ def build(files: dict[str, tuple[int, str]], runs: list[BundledRun], index: dict
          "description": "Raw records, logs, protocols, results and an offline report from the cache-divergence "
                         "reproducibility kit. `kit verify` re-checks every checksum and recomputes the results.",
          "datePublished": index.get("created"), "hasPart": _ref(run_dirs + [n for n in names if "/" not in n]),
-         "mentions": _ref([f"#run-{r.run_id}" for r in runs])},
-        {"@id": "#kit", "@type": "SoftwareApplication", "name": "cache-divergence-kit",
+         "mentions": _ref([f"#run-{r.run_id}" for r in runs] + ["#bundle-writer"])},
+        {"@id": "#bundle-writer", "@type": "SoftwareApplication", "name": "cache-divergence-kit (wrote this bundle)",
          "version": kit.get("version"), "identifier": kit.get("git_commit")},
     ]
     for run in runs:

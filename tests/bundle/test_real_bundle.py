@@ -186,3 +186,13 @@ def test_a_run_still_in_progress_is_not_bundled(run_copies, tmp_path):
     result = CliRunner().invoke(cli, ["bundle", str(run_copies[0]), "-o", str(tmp_path / "x.tar.gz")])
     assert result.exit_code != 0 and "still running" in str(result.exception)
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+def test_crate_names_the_kit_that_ran_each_run(real_runs, real_bundle):
+    _, files = read_members(real_bundle)
+    graph = {entity["@id"]: entity for entity in json.loads(files[CRATE])["@graph"]}
+    for run_dir in real_runs:
+        kit = Manifest.load(run_dir).data["provenance"]["kit"]
+        entity = graph[f"#kit-{run_dir.name}"]
+        assert (entity["version"], entity["identifier"]) == (kit["version"], kit["git_commit"])
+        assert {"@id": f"#kit-{run_dir.name}"} in graph[f"#run-{run_dir.name}"]["instrument"]
