@@ -109,7 +109,10 @@ def check_checksums(root: Path, files: list[str], verdict: Verdict) -> None:
 def check_protocol(run: BundledRun, verdict: Verdict) -> None:
     expected = run.manifest.get("protocol", {}).get("sha256")
     found = [name for name in run.files if name.startswith("protocol/")]
-    if expected and found and checksums.sha256(run.files[found[0]]) != expected:
+    if not (expected and found):
+        return
+    text = run.files[found[0]]
+    if expected not in (checksums.sha256(text), checksums.sha256(text.replace(b"\n", b"\r\n"))):
         verdict.problems.append(Problem(run.prefix + found[0], "differs from the protocol sha256 in the manifest"))
 
 

@@ -196,3 +196,20 @@ def test_crate_names_the_kit_that_ran_each_run(real_runs, real_bundle):
         entity = graph[f"#kit-{run_dir.name}"]
         assert (entity["version"], entity["identifier"]) == (kit["version"], kit["git_commit"])
         assert {"@id": f"#kit-{run_dir.name}"} in graph[f"#run-{run_dir.name}"]["instrument"]
+
+
+def test_missing_extra_and_swapped_protocol_files_are_named(real_bundle, tmp_path):
+    root, files = read_members(real_bundle)
+    run_id = json.loads(files[INDEX])["runs"][0]["run_id"]
+    log, protocol = f"runs/{run_id}/logs/server-s1.log", f"runs/{run_id}/protocol/reset.yaml"
+    changed = {k: v for k, v in files.items() if k != log}
+    changed[f"runs/{run_id}/results/extra.json"] = b"{}"
+    verdict = verify_bundle(repack(root, changed, tmp_path / "changed.tar.gz"))
+    assert {(p.file, p.what) for p in verdict.problems} == {
+        (log, "listed in the checksums but missing"),
+        (f"runs/{run_id}/results/extra.json", "not in the checksum list")}
+    swapped = {**files, protocol: files[protocol] + b"# edited after the run\n"}
+    swapped[CHECKSUMS] = checksums.render({k: v for k, v in swapped.items() if k != CHECKSUMS})
+    verdict = verify_bundle(repack(root, swapped, tmp_path / "swapped.tar.gz"))
+    assert [(p.file, p.what) for p in verdict.problems] == [
+        (protocol, "differs from the protocol sha256 in the manifest")]
