@@ -31,7 +31,8 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
         f"- `{INDEX}`: the bundle's index; `{CRATE}`: RO-Crate 1.1 provenance; `{CHECKSUMS}`: sha256 of "
         "every file, sealed by a last line over the list itself.",
         "", "## How to re-check it", "",
-        "With the kit installed (`pip install cache-divergence-kit` or a checkout):", "",
+        "With the kit installed (`pip install cache-divergence-kit` or a checkout; best the version and commit "
+        "named above, since another version may lay its results out differently, which shows as mismatches):", "",
         "    kit verify THIS_BUNDLE.tar.gz", "",
         "checks every checksum, recomputes every result from the raw records with the bundled protocol and "
         "seeds, and compares every number; it prints OK or each mismatch (file, key, bundled value, "
