@@ -21,10 +21,10 @@ def _run(out: Path, overrides: dict) -> Path:
 
 @pytest.fixture(scope="session")
 def real_runs(tmp_path_factory, embedded_binary) -> list[Path]:
-    """Two finished real reset runs: 3 items x 2 sessions, and 2 items x 1 session."""
+    """Two finished real reset runs: 2 items x 2 sessions, and 2 items x 1 session."""
     out = tmp_path_factory.mktemp("real-runs")
     small = {"max_tokens": 12, "engine": {"ctx_size": 1024}}
-    return [_run(out, {**small, "workload": {"items": 3}, "sessions": 2}),
+    return [_run(out, {**small, "workload": {"items": 2}, "sessions": 2}),
             _run(out, {**small, "workload": {"items": 2}, "sessions": 1})]
 
 

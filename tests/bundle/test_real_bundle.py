@@ -101,26 +101,29 @@ def test_rewritten_numbers_with_fresh_checksums_are_caught_by_recomputation(real
 
 def test_planted_secrets_never_enter_the_bundle(run_copies, tmp_path):
     secret, other = "hf_PlantedSecretToken0123456789abcdefXYZ", "planted-api-key-value-987654"
+    third = "not-in-this-shell-4242"  # only in the run's files, under a secret-looking name
     run_dir = run_copies[0]
     log = run_dir / "logs" / "server-s1.log"
     log.write_text(log.read_text() + f"\nAuthorization: Bearer {secret}\nkey={other}\n")
     manifest = Manifest.load(run_dir).data
     manifest["engine"]["note"] = f"launched with HF_TOKEN={secret}"
     manifest["engine"]["headers"] = {"X-Api-Key": other}
+    manifest["engine"]["config"] = {"Env": [f"HUGGING_FACE_HUB_TOKEN={third}", "PATH=/usr/bin"]}
     write_json_atomic(run_dir / "manifest.json", manifest)
     (run_dir / ".env").write_text(f"HF_TOKEN={secret}\n")
     (run_dir / "environment.json").write_text(json.dumps({"HF_TOKEN": secret}))
     written = write_bundle(run_copies, tmp_path / "scrubbed.tar.gz",
                            environ={"HF_TOKEN": secret, "SERVICE_API_KEY": other, "PATH": "/usr/bin"})
     raw = gzip.decompress(written.path.read_bytes())
-    assert secret.encode() not in raw and other.encode() not in raw
+    assert secret.encode() not in raw and other.encode() not in raw and third.encode() not in raw
     _, files = read_members(written.path)
     assert not any(n.endswith((".env", "environment.json")) for n in files)
     assert len(written.skipped) == 2
     redacted = {(r.file.split("/")[-1], r.what) for r in written.redactions}
     assert redacted == {("server-s1.log", "HF_TOKEN"), ("server-s1.log", "SERVICE_API_KEY"),
-                        ("manifest.json", "HF_TOKEN"), ("manifest.json", "SERVICE_API_KEY")}
-    assert len(json.loads(files[INDEX])["redactions"]) == 4
+                        ("manifest.json", "HF_TOKEN"), ("manifest.json", "SERVICE_API_KEY"),
+                        ("manifest.json", "HUGGING_FACE_HUB_TOKEN")}
+    assert len(json.loads(files[INDEX])["redactions"]) == 5
     assert b"[REDACTED:HF_TOKEN]" in files[f"runs/{run_dir.name}/manifest.json"]
     assert verify_bundle(written.path).ok  # redaction keeps the bundle consistent
 

@@ -41,3 +41,15 @@ def test_environment_dumps_are_recognised():
     assert all(is_env_dump(n) for n in (".env", "run.env", "environ.txt", "env", "environment.json", "printenv.out",
                                        "env_dump.txt", "ENVIRON-2.log"))
     assert not any(is_env_dump(n) for n in ("server-s1.log", "manifest.json", "s1.jsonl", "environmental.md"))
+
+
+def test_values_assigned_to_secret_names_are_redacted_without_the_variable_here():
+    data = (b'{"Env": ["HF_HUB_TOKEN=abcdefgh12345678", "PATH=/usr/local/bin:/usr/bin", "MAX_TOKENS=4096"],\n'
+            b' "MY_SERVICE_SECRET": "s3cr3t-value-here", "bos_token": "<|im_start|>endoftextlong"}\n'
+            b"export OPENAI_API_KEY=zzzzzzzzzzzz9; NUM_TOKENS=12345678\n")
+    clean, found = scrub(data, "m.json", {})
+    assert clean == (b'{"Env": ["HF_HUB_TOKEN=[REDACTED:HF_HUB_TOKEN]", "PATH=/usr/local/bin:/usr/bin", '
+                     b'"MAX_TOKENS=4096"],\n "MY_SERVICE_SECRET": "[REDACTED:MY_SERVICE_SECRET]", '
+                     b'"bos_token": "<|im_start|>endoftextlong"}\n'
+                     b"export OPENAI_API_KEY=[REDACTED:OPENAI_API_KEY]; NUM_TOKENS=12345678\n")
+    assert {r.what for r in found} == {"HF_HUB_TOKEN", "MY_SERVICE_SECRET", "OPENAI_API_KEY"}
