@@ -74,11 +74,26 @@ def _report(execute) -> None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
     reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    _bundle_after_run(result.run_dir, reporter.console.print)
     if result.status == "interrupted":
         raise RunInterrupted(f"the run was interrupted: {result.reason}",
                              f"continue it with `kit resume {result.run_dir}`")
     if result.status != "finished":
         raise KitError(f"the run {result.status}: {result.reason}", f"fix that, then `kit resume {result.run_dir}`")
+
+
+def _bundle_after_run(run_dir: Path, say) -> None:
+    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
+    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+
+    try:
+        written = write_bundle([run_dir])
+    except (KitError, OSError) as exc:
+        say(f"no bundle written: {exc}")
+        return
+    say(f"bundle: {written.path}  (check it anywhere with `kit verify {written.path.name}`)")
+    for redaction in written.redactions:
+        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -259,6 +274,53 @@ def install_workload(workload: str) -> None:
     click.echo(f"BFCL {install.version} in {install.site_dir}")
     for name, digest in sorted(install.dataset_sha256.items()):
         click.echo(f"  {digest}  {name}")
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+              help="The bundle to write (default: bundles/<first run folder>.tar.gz beside it).")
+def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
+    """Pack RUN_DIRS into one .tar.gz a reviewer can check without your machine.
+
+    Holds the manifests, raw records, logs, protocols as run, results and analysis, an offline HTML
+    report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
+    """
+    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+
+    written = write_bundle(list(run_dirs), output)
+    for line in written.skipped:
+        click.echo(f"left out: {line}")
+    for redaction in written.redactions:
+        click.echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    click.echo(f"bundle: {written.path}  ({len(written.files)} files)")
+
+
+@cli.command()
+@click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
+def verify(bundle_file: Path) -> None:
+    """Check a bundle: every checksum, and every result recomputed from the raw records.
+
+    Prints OK, or each problem and each mismatch (file, key, bundled value, recomputed value);
+    exits 1 on any.
+    """
+    from kit.bundle.verify import verify_bundle  # noqa: PLC0415
+
+    verdict = verify_bundle(bundle_file)
+    for line in verdict.lines():
+        click.echo(line)
+    if not verdict.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
+def show(bundle_file: Path) -> None:
+    """Print a bundle's headline results and provenance without unpacking it."""
+    from kit.bundle.show import describe  # noqa: PLC0415
+
+    for line in describe(bundle_file):
+        click.echo(line)
 
 
 def _attach_subcommands() -> None:

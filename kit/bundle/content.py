@@ -1,0 +1,112 @@
+"""What a bundle holds, in memory: its runs (manifest and files) and the bundle-level files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.bundle import RUNS
+from kit.bundle.compare import parse_csv
+
+FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+COMPUTED_FOLDERS = ("results/", "analysis/")
+
+
+@dataclass
+class BundledRun:
+    """One run folder inside a bundle: its id, parsed manifest, the files held in memory (path within the
+    run -> bytes) and the names of the large ones that are not (records, logs)."""
+
+    run_id: str
+    manifest: dict[str, Any]
+    files: dict[str, bytes] = field(default_factory=dict)
+    not_held: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return sorted(set(self.files) | set(self.not_held))
+
+    @property
+    def prefix(self) -> str:
+        return f"{RUNS}/{self.run_id}/"
+
+    def computed(self) -> dict[str, bytes]:
+        """The analysis outputs: every file under results/ and analysis/."""
+        return {name: data for name, data in sorted(self.files.items()) if name.startswith(COMPUTED_FOLDERS)}
+
+    def tables(self) -> dict[str, Any]:
+        """Parsed JSON and CSV analysis outputs, by path within the run."""
+        out: dict[str, Any] = {}
+        for name, data in self.computed().items():
+            try:
+                if name.endswith(".json"):
+                    out[name] = json.loads(data)
+                elif name.endswith(".csv"):
+                    out[name] = parse_csv(data)
+            except (ValueError, UnicodeDecodeError, csv.Error):
+                continue
+        return out
+
+    def figures(self) -> dict[str, tuple[str, bytes]]:
+        """Figures among the analysis outputs: path -> (media type, bytes)."""
+        out = {}
+        for name, data in self.computed().items():
+            suffix = name[name.rfind("."):].lower() if "." in name else ""
+            if suffix in FIGURE_TYPES:
+                out[name] = (FIGURE_TYPES[suffix], data)
+        return out
+
+
+def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
+    """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/."""
+    runs: dict[str, BundledRun] = {}
+    for name, data in sorted(files.items()):
+        parts = name.split("/", 2)
+        if len(parts) < 3 or parts[0] != RUNS:
+            continue
+        run = runs.setdefault(parts[1], BundledRun(parts[1], {}))
+        run.files[parts[2]] = data
+    for run in runs.values():
+        try:
+            run.manifest = json.loads(run.files.get("manifest.json", b"{}"))
+        except ValueError:
+            run.manifest = {}
+    return list(runs.values())
+
+
+def summary(run: BundledRun) -> dict[str, Any]:
+    """The provenance a reviewer looks at first, flattened from a manifest."""
+    m = run.manifest
+    prov = m.get("provenance", {})
+    engine = m.get("engine", {})
+    passes = m.get("passes", {})
+    builds = sorted({str(p.get("launch", {}).get("build_info")) for p in passes.values()
+                     if p.get("launch", {}).get("build_info")})
+    argvs = [p.get("launch", {}).get("argv") for p in passes.values() if p.get("launch", {}).get("argv")]
+    images = sorted({str(p.get("launch", {}).get("image_digest")) for p in passes.values()
+                     if p.get("launch", {}).get("image_digest")})
+    return {
+        "run": run.run_id,
+        "status": m.get("status"),
+        "reason": m.get("reason"),
+        "protocol": f"{m.get('protocol', {}).get('name')} (kind {m.get('protocol', {}).get('kind')})",
+        "protocol sha256": m.get("protocol", {}).get("sha256"),
+        "overrides": json.dumps(m.get("protocol", {}).get("overrides", {}), sort_keys=True),
+        "started": m.get("started"),
+        "ended": m.get("ended"),
+        "engine": engine.get("engine") or engine.get("kind"),
+        "engine builds": ", ".join(builds) or None,
+        "image digests": ", ".join(images) or engine.get("image_digest"),
+        "server flags": " ".join(str(a) for a in argvs[0][1:]) if argvs else None,
+        "model": engine.get("model_name") or engine.get("model"),
+        "model sha256": engine.get("model_sha256"),
+        "seeds": json.dumps(m.get("seeds", {}), sort_keys=True),
+        "passes": ", ".join(f"{k}: {v.get('status')}" for k, v in passes.items()),
+        "kit": f"{prov.get('kit', {}).get('version')} (commit {prov.get('kit', {}).get('git_commit')}"
+               f"{', with local changes' if prov.get('kit', {}).get('git_dirty') else ''})",
+        "host": f"{prov.get('host', {}).get('cpu')}, {prov.get('host', {}).get('cores')} cores, "
+                f"{prov.get('host', {}).get('platform')}",
+        "GPUs": "; ".join(prov.get("host", {}).get("gpus") or []) or "none",
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.get("packages", {}).items())),
+    }

@@ -1,0 +1,47 @@
+"""The README a reviewer reads first: what was run, on what, and how to re-check it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.bundle import CHECKSUMS, CRATE, INDEX, REPORT, RUNS
+from kit.bundle.content import BundledRun, summary
+
+
+def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> bytes:
+    lines = [f"# Results bundle {bundle_name}", "",
+             f"Written {index.get('created')} by the cache-divergence reproducibility kit "
+             f"{index.get('kit', {}).get('version')} (commit {index.get('kit', {}).get('git_commit')}).", "",
+             "## What was run", ""]
+    for run in runs:
+        info = summary(run)
+        lines.append(f"### {run.run_id}")
+        lines.append("")
+        lines.extend(f"- {key}: {value}" for key, value in info.items() if key != "run" and value not in (None, ""))
+        lines.append("")
+    lines += [
+        "## What is in here", "",
+        f"- `{REPORT}`: the results as tables and figures; open it in any browser, no network needed.",
+        f"- `{RUNS}/<run>/manifest.json`: the run's settings, engine, model sha256, seeds, host, GPUs, package "
+        "versions and each pass's launch details and status (only passes with status OK are results).",
+        f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the raw engine "
+        "response, token ids and log-probabilities, cache telemetry and the cache-state gate.",
+        f"- `{RUNS}/<run>/logs/`: the engines' own logs. `{RUNS}/<run>/protocol/`: the protocol file as run.",
+        f"- `{RUNS}/<run>/results/` and `analysis/`: what the kit computed from the records.",
+        f"- `{INDEX}`: the bundle's index; `{CRATE}`: RO-Crate 1.1 provenance; `{CHECKSUMS}`: sha256 of "
+        "every file, sealed by a last line over the list itself.",
+        "", "## How to re-check it", "",
+        "With the kit installed (`pip install cache-divergence-kit` or a checkout; best the version and commit "
+        "named above, since another version may lay its results out differently, which shows as mismatches):", "",
+        "    kit verify THIS_BUNDLE.tar.gz", "",
+        "checks every checksum, recomputes every result from the raw records with the bundled protocol and "
+        "seeds, and compares every number; it prints OK or each mismatch (file, key, bundled value, "
+        "recomputed value) and exits non-zero on any mismatch. `kit show THIS_BUNDLE.tar.gz` prints the "
+        "headline results and provenance without unpacking.", "",
+        f"Without the kit: `sha256sum -c {CHECKSUMS}` inside the unpacked folder checks the files (the last line, "
+        "the seal over the list, is a comment to it). Checksums catch damage and careless edits; they "
+        "do not prove who made the bundle.", "",
+        "Secrets: the kit never copies environment dumps and replaces any value of a secret-looking "
+        "environment variable (tokens, API keys) found in a file with `[REDACTED:<name>]`; "
+        f"`{INDEX}` lists every such replacement (by variable name, never the value).", ""]
+    return "\n".join(lines).encode()

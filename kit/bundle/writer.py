@@ -1,0 +1,162 @@
+"""Writing a bundle: run folders in, one sealed `.tar.gz` out, with no secret in it.
+
+Files are read, scrubbed and written to the archive one at a time; only the small ones (manifest,
+protocol, results, analysis) stay in memory for the report, README and RO-Crate metadata.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+from kit.bundle import CHECKSUMS, CRATE, INDEX, README, REPORT, SCHEMA, checksums, crate, readme, report
+from kit.bundle.content import BundledRun
+from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
+from kit.errors import ConfigError
+from kit.manifest import Manifest, now
+from kit.provenance import kit_source
+
+SUFFIX = ".tar.gz"
+NOT_HELD = ("records/", "logs/")
+
+
+@dataclass
+class BundleResult:
+    """What `write_bundle` did: the file, what went in, what was redacted and what was left out (and why)."""
+
+    path: Path
+    files: list[str]
+    redactions: list[Redaction] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def bundle_name(out: Path) -> str:
+    name = out.name
+    return name[: -len(SUFFIX)] if name.endswith(SUFFIX) else out.stem
+
+
+def default_path(run_dirs: list[Path]) -> Path:
+    """Where a bundle goes when no -o is given: `bundles/` beside the (first) run folder."""
+    first = run_dirs[0]
+    stem = first.name if len(run_dirs) == 1 else f"{first.name}-and-{len(run_dirs) - 1}-more"
+    return first.parent / "bundles" / f"{stem}{SUFFIX}"
+
+
+def _protocol_file(manifest: dict[str, Any]) -> tuple[str, bytes] | None:
+    protocol = manifest.get("protocol", {})
+    content = protocol.get("content")
+    if content is None:
+        return None
+    suffix = PurePosixPath(str(protocol.get("file", ""))).suffix or ".yaml"
+    return f"protocol/{protocol.get('name') or 'protocol'}{suffix}", content.encode("utf-8")
+
+
+def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, Path]:
+    """Every regular file of a run folder by relative path, leaving out links, temp files and env dumps."""
+    files = {}
+    for path in sorted(run_dir.rglob("*")):
+        rel = path.relative_to(run_dir).as_posix()
+        if path.is_symlink():
+            skipped.append(f"{run_dir.name}/{rel} (a link; bundles hold only regular files)")
+        elif not path.is_file():
+            continue
+        elif path.name.startswith(".") and path.name.endswith(".tmp"):
+            skipped.append(f"{run_dir.name}/{rel} (an unfinished temporary file)")
+        elif is_env_dump(path.name):
+            skipped.append(f"{run_dir.name}/{rel} (looks like an environment dump; never bundled)")
+        else:
+            files[rel] = path
+    return files
+
+
+def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    """The runs' manifests; refuses a run still in progress and a run given twice."""
+    manifests, seen = [], set()
+    for run_dir in run_dirs:
+        manifest = Manifest.load(run_dir).data
+        if manifest.get("status") not in ("finished", "failed", "interrupted"):
+            raise ConfigError(f"{run_dir} is still running (status {manifest.get('status')!r})",
+                              "bundle it once the run has ended")
+        if run_dir.name in seen:
+            raise ConfigError(f"run {run_dir.name} is given twice", "pass each run folder once")
+        seen.add(run_dir.name)
+        manifests.append(manifest)
+    return manifests
+
+
+class _Archive:
+    """A .tar.gz being written under one top-level folder; remembers each file's size and sha256."""
+
+    def __init__(self, tar: tarfile.TarFile, root: str):
+        self.tar, self.root, self.stamp = tar, root, int(time.time())
+        self.entries: dict[str, tuple[int, str]] = {}
+
+    def add(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(f"{self.root}/{name}")
+        info.size, info.mode, info.mtime = len(data), 0o644, self.stamp
+        self.tar.addfile(info, io.BytesIO(data))
+        self.entries[name] = (len(data), checksums.sha256(data))
+
+
+def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets: Mapping[str, bytes],
+             redactions: list[Redaction], skipped: list[str]) -> BundledRun:
+    run = BundledRun(run_dir.name, manifest)
+    sources: dict[str, Path | bytes] = dict(_run_files(run_dir, skipped))
+    protocol = _protocol_file(manifest)
+    if protocol and protocol[0] not in sources:
+        sources[protocol[0]] = protocol[1]
+    for rel, source in sorted(sources.items()):
+        data = source.read_bytes() if isinstance(source, Path) else source
+        data, found = scrub(data, run.prefix + rel, secrets)
+        redactions.extend(found)
+        archive.add(run.prefix + rel, data)
+        if rel.startswith(NOT_HELD):
+            run.not_held.append(rel)
+        else:
+            run.files[rel] = data
+    run.manifest = json.loads(run.files["manifest.json"])
+    return run
+
+
+def write_bundle(run_dirs: list[Path], out: Path | None = None,
+                 environ: Mapping[str, str] | None = None) -> BundleResult:
+    """Bundle run folders into one `.tar.gz` (default: bundles/<first run>.tar.gz beside the run folders)."""
+    if not run_dirs:
+        raise ConfigError("no run folder given", "pass one or more run folders made by `kit run`")
+    out = out or default_path(run_dirs)
+    if not out.name.endswith(SUFFIX):
+        raise ConfigError(f"{out} does not end in {SUFFIX}", f"name the bundle like results{SUFFIX}")
+    manifests = check_runs(run_dirs)
+    secrets = secret_values(environ)
+    skipped: list[str] = []
+    redactions: list[Redaction] = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with tarfile.open(tmp, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            archive = _Archive(tar, bundle_name(out))
+            runs = [_add_run(archive, d, m, secrets, redactions, skipped) for d, m in zip(run_dirs, manifests)]
+            index: dict[str, Any] = {
+                "schema": SCHEMA, "created": now(), "kit": kit_source(),
+                "runs": [{"run_id": r.run_id, "kind": r.manifest.get("protocol", {}).get("kind"),
+                          "status": r.manifest.get("status"), "results": sorted(r.computed())} for r in runs],
+                "redactions": [{"file": r.file, "what": r.what, "count": r.count} for r in redactions],
+                "left_out": skipped,
+            }
+            made = {INDEX: (json.dumps(index, indent=2, ensure_ascii=False) + "\n").encode(),
+                    README: readme.render(runs, index, archive.root),
+                    REPORT: report.render(runs, index).encode("utf-8")}
+            for name, data in made.items():  # made from scrubbed inputs; scanned again all the same
+                archive.add(name, scrub(data, name, secrets)[0])
+            archive.add(CRATE, scrub(crate.build(archive.entries, runs, index), CRATE, secrets)[0])
+            archive.add(CHECKSUMS, checksums.render_digests({n: e[1] for n, e in archive.entries.items()}))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return BundleResult(out, sorted(archive.entries), redactions, skipped)
