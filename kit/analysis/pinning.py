@@ -14,7 +14,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kit.cache_state import HISTORY_STATE, Calibration, calibrate, classify, from_telemetry, separation
+from kit.cache_state import (
+    HISTORY_STATE,
+    Calibration,
+    calibrate,
+    classify,
+    from_telemetry,
+    separation,
+)
 from kit.divergence import emitted, first_difference
 from kit.manifest import Manifest, write_json_atomic
 from kit.records import read_records

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import CHECKSUMS, INDEX, SCHEMA, SCHEMA_VERSION, checksums, recompute, safe_tar
+from kit.bundle import (
+    CHECKSUMS,
+    INDEX,
+    SCHEMA,
+    SCHEMA_VERSION,
+    checksums,
+    recompute,
+    safe_tar,
+)
 from kit.bundle.compare import Mismatch, compare_file
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.errors import KitError

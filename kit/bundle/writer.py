@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from kit.bundle import CHECKSUMS, CRATE, INDEX, README, REPORT, SCHEMA, checksums, crate, readme, report
+from kit.bundle import (
+    CHECKSUMS,
+    CRATE,
+    INDEX,
+    README,
+    REPORT,
+    SCHEMA,
+    checksums,
+    crate,
+    readme,
+    report,
+)
 from kit.bundle.content import BundledRun
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
 from kit.errors import ConfigError

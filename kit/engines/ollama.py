@@ -20,7 +20,13 @@ from typing import Any, Callable
 
 import httpx
 
-from kit.engines.base import Capabilities, Completion, CompletionRequest, TokenLogprob, TopLogprob
+from kit.engines.base import (
+    Capabilities,
+    Completion,
+    CompletionRequest,
+    TokenLogprob,
+    TopLogprob,
+)
 from kit.errors import EngineError
 
 NS_PER_MS = 1_000_000

@@ -134,3 +134,14 @@ def test_gate_rules():
     assert gate("on", 0, 40, isolated)[0] is False  # ... unless its cache state must be isolated
     assert gate("on", 1, 0, gates)[0] is False
     assert gate("on", 1, None, gates)[0] is False  # unknown telemetry never passes
+
+
+def test_a_bundle_of_the_grid_run_verifies_and_detects_a_changed_record(grid_run, tmp_path):
+    from kit.bundle.verify import verify_bundle
+    from kit.bundle.writer import write_bundle
+
+    result, _ = grid_run
+    written = write_bundle([result.run_dir], tmp_path / "grid.tar.gz")
+    verdict = verify_bundle(written.path)
+    assert verdict.ok, verdict.lines()
+    assert any(name.endswith("records/off1.jsonl") for name in written.files)
