@@ -42,6 +42,9 @@ class RunOptions:
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
 
 
+PATH_OPTIONS = ("gsm8k", "server_bin", "out")
+
+
 @dataclass(frozen=True)
 class RunResult:
     run_dir: Path
@@ -102,7 +105,8 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
-    options = RunOptions(**{**saved_options, "protocol": saved["file"]})
+    paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
+    options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"]})
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
     redone = []

@@ -14,13 +14,14 @@ from kit.records import read_records
 pytestmark = pytest.mark.engine
 
 
-def test_interrupted_run_resumes_without_double_counting(tmp_path, embedded_binary):
+def test_interrupted_run_resumes_without_double_counting(tmp_path, embedded_binary, gsm8k_file):
     def stop_in_second_session(event):
         if isinstance(event, RequestDone) and event.session == "s2" and event.seq == 3:
             raise KeyboardInterrupt  # what Ctrl-C does mid-request
 
-    options = runner.RunOptions(protocol="demo", out=tmp_path,
-                                overrides={"workload": {"items": 2}, "max_tokens": 4})
+    options = runner.RunOptions(protocol="reset", out=tmp_path, gsm8k=gsm8k_file,  # paths survive the manifest
+                                overrides={"workload": {"items": 2}, "sessions": 2, "max_tokens": 4,
+                                           "engine": {"ctx_size": 1024}})
     stopped = runner.run(options, emit=stop_in_second_session, say=lambda _: None)
     assert stopped.status == "interrupted"
     manifest = json.loads((stopped.run_dir / "manifest.json").read_text())

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from kit.engines.base import Capabilities, Completion, TokenLogprob, TopLogprob
+from kit.engines.openai_shapes import first_choice, usage_cached_tokens
 from kit.errors import EngineError
 
 
@@ -28,13 +29,9 @@ def _entry(item: dict[str, Any]) -> TokenLogprob:
 
 def normalize_chat(body: dict[str, Any]) -> Completion:
     """Turn a `/v1/chat/completions` answer into a Completion (no network)."""
-    try:
-        choice = body["choices"][0]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise EngineError("the server answered without choices", "is this an OpenAI-compatible chat URL?") from exc
+    choice = first_choice(body, "the server", "is this an OpenAI-compatible chat URL?")
     usage = body.get("usage") or {}
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = usage_cached_tokens(body)
     timings = body.get("timings") or {}
     if cached is None and isinstance(timings.get("cache_n"), int):
         cached = timings["cache_n"]

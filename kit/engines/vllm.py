@@ -31,6 +31,7 @@ from kit.engines.base import (
     TokenLogprob,
     TopLogprob,
 )
+from kit.engines.openai_shapes import first_choice, usage_cached_tokens
 from kit.errors import EngineError
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"
@@ -263,14 +264,9 @@ class VllmEngine:
 
 def normalize_completion(body: dict[str, Any]) -> Completion:
     """Turn a vLLM /v1/completions body into a `Completion` (no network)."""
-    try:
-        choice = body["choices"][0]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise EngineError("vLLM answered without choices", "check that the URL is a vLLM completions server") from exc
+    choice = first_choice(body, "vLLM", "check that the URL is a vLLM completions server")
     usage = body.get("usage") or {}
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    cached = int(cached) if isinstance(cached, int) else None
+    cached = usage_cached_tokens(body)
     block = choice.get("logprobs") or {}
     tokens = tuple(str(t) for t in block.get("tokens") or ())
     token_logprobs = list(block.get("token_logprobs") or ())
