@@ -22,6 +22,9 @@ RUN_OPTIONS = [
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
     click.option("--server-bin", type=click.Path(path_type=Path),
                  help="A llama-server binary to launch instead of the embedded one."),
+    click.option("--launcher", type=click.Choice(["native", "docker"]), default="native", show_default=True,
+                 help="How the kit starts llama-server: native (the embedded engine or --server-bin) or docker "
+                      "(an image built from Dockerfile.llamacpp, GPU passthrough; needs a Docker daemon)."),
     click.option("--engine-url", help="Use an already running llama-server at this URL (the kit cannot restart it)."),
     click.option("--port", type=int, help="Port for the server the kit starts (default: a free one)."),
     click.option("--threads", type=int, help="CPU threads for the server (default: all cores)."),
@@ -48,13 +51,13 @@ def _overrides(items: int | None, episodes: int | None, sessions: int | None,
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, engine_url, port, threads,
-         out) -> None:
+def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, launcher, engine_url, port,
+         threads, out) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens),
-                                gsm8k=gsm8k, model=model, server_bin=server_bin, engine_url=engine_url, port=port,
-                                threads=threads, out=out)
+                                gsm8k=gsm8k, model=model, server_bin=server_bin, launcher=launcher,
+                                engine_url=engine_url, port=port, threads=threads, out=out)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
 
 

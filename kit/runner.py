@@ -6,6 +6,7 @@ The runner never imports a user interface: it reports through events.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +18,7 @@ from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, now
 from kit.models import ensure_model
-from kit.paths import outputs_dir
+from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.procedure import RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
@@ -40,6 +41,7 @@ class RunOptions:
     threads: int | None = None
     out: Path | None = None
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
+    launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
@@ -62,6 +64,8 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
+    if options.launcher == "docker":
+        return _docker_provider(model.path, protocol, details)
     if options.server_bin:
         binary, env = options.server_bin, None
         details["engine"] = "llama-server (user binary)"
@@ -74,6 +78,17 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
     return NativeProvider(spec, details)
+
+
+def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
+    """llama-server in a container per session (built from Dockerfile.llamacpp, GPU passthrough)."""
+    from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
+    from kit.launch.docker_provider import DockerProvider  # noqa: PLC0415
+
+    return DockerProvider.llamacpp(
+        launcher or DockerLauncher.from_env(), uuid.uuid4().hex[:12], model, ctx_size=protocol.engine.ctx_size,
+        cache_ram_mib=protocol.engine.cache_ram, seed=protocol.seed, details=details,
+        image_options={"dockerfile": "Dockerfile.llamacpp", "context": str(REPO_ROOT)})
 
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
