@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -335,7 +336,15 @@ def _attach_subcommands() -> None:
 _attach_subcommands()
 
 
+def _stop_on_terminate(signum, frame) -> None:
+    """SIGTERM / SIGHUP stop a run like Ctrl-C: servers the kit started are stopped, records kept,
+    and the manifest says interrupted (a plain kill would leave the engine running)."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    for terminate in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(terminate, _stop_on_terminate)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -96,3 +96,20 @@ def test_engine_that_dies_mid_run_keeps_records_and_says_why(tmp_path, embedded_
     assert len(records.records) == 5 and not records.torn_tail
     session = result.table["sessions"][0]
     assert session["status"] == "failed" and "paths_differ" not in session  # never reported as a result
+
+
+@pytest.mark.engine
+def test_terminating_the_kit_stops_its_engine_and_marks_the_run_interrupted(tmp_path, embedded_binary):
+    proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "demo", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:  # wait until the engine is up and serving
+        if line.startswith("session s1"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == 130
+    manifest = json.loads(next(tmp_path.glob("demo-*/manifest.json")).read_text())
+    assert manifest["status"] == "interrupted"
+    pid = manifest["passes"]["s1"]["launch"]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server it started is gone
