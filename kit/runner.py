@@ -6,6 +6,7 @@ The runner never imports a user interface: it reports through events.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +20,7 @@ from kit.manifest import Manifest, new_run_dir
 from kit.models import ensure_model
 from kit.paths import outputs_dir
 from kit.protocols import kinds
-from kit.protocols.procedure import RunContext, RunInputs
+from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
 
@@ -39,6 +40,7 @@ class RunOptions:
     port: int | None = None
     threads: int | None = None
     out: Path | None = None
+    stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     emit(RunStarted(run_dir, path.stem, prepared.plan))
     status, reason, table = "finished", None, None
     try:
-        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit))
-    except KeyboardInterrupt:
+        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit,
+                                                     options.stop or threading.Event()))
+    except (KeyboardInterrupt, RunStopped):
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
         status, reason = "failed", exc.line()

@@ -199,6 +199,7 @@ def _pass(protocol, ctx, live, worker, episodes, render, pass_id: str, arm: str,
     first_violation: list[str] = []
     with RecordWriter(ctx.run_dir / file) as writer, RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
         for done, episode in enumerate(episodes, start=1):
+            ctx.checkpoint()
             requests: list = []
 
             def on_request(info, request: CompletionRequest, completion: Completion) -> None:
@@ -225,6 +226,7 @@ def _pass(protocol, ctx, live, worker, episodes, render, pass_id: str, arm: str,
                 requests.append((sha, completion_emitted(completion)))
                 ctx.emit(RequestDone(pass_id, episode.id, arm, counts["requests"], completion.cached_tokens,
                                      completion.prefill_ms, ok))
+                ctx.checkpoint()  # the record is written; stop before the episode's next request
 
             clock = time.monotonic()
             try:
