@@ -26,7 +26,7 @@ class KitApp(App):
     """The launcher. Tests pass `caps` (skip the doctor), `clock`, `run_fn` and folders."""
 
     TITLE = "kit"
-    BINDINGS = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", priority=True)]
+    BINDINGS = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, caps: Capabilities | None = None, run_fn: Callable | None = None,
                  clock: Callable[[], float] = time.monotonic, protocols_folder: Path | None = None,

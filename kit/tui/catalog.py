@@ -75,7 +75,7 @@ class Entry:
         return f"{self.measures}.\nNeeds {self.needs}; {self.estimate}."
 
 
-def _estimate(kind: str, data: dict[str, Any]) -> str:
+def estimate(kind: str, data: dict[str, Any]) -> str:
     """A rough duration on the embedded CPU engine (two cores): the order of magnitude, not a promise."""
     if kind == "reset":
         items = (data.get("workload") or {}).get("items", 100)
@@ -118,10 +118,10 @@ def entry(path: Path, procedures: Sequence[str], caps: Capabilities) -> Entry:
         why_not = "checking this machine…"
     elif notes["ways"] and not any(need in " ".join(caps.ways) for need in notes["ways"]):
         why_not = f"needs {notes['needs']}, which `kit doctor` does not find here"
-    estimate = _estimate(kind, data)
+    cost = estimate(kind, data)
     if why_not is None and not caps.ways:
-        estimate += "; no local engine here (see `kit doctor`): give your own endpoint URL"
-    return Entry(path.stem, path, kind, description, notes["measures"], notes["needs"], estimate,
+        cost += "; no local engine here (see `kit doctor`): give your own endpoint URL"
+    return Entry(path.stem, path, kind, description, notes["measures"], notes["needs"], cost,
                  why_not is None, why_not)
 
 

@@ -125,6 +125,7 @@ class Setup:
     repeats: str = ""  # sessions (reset); passes come from the protocol for the grid
     max_tokens: str = ""
     out: str = ""
+    passes: int = 4  # the grid's passes, from the protocol file (shown, not edited)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -177,4 +178,18 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
     if kind == "reset":
         return Setup(protocol, kind, size=str(workload.get("items", 100)), repeats=str(data.get("sessions", 3)),
                      max_tokens=str(data.get("max_tokens", 1024)), out=str(out))
-    return Setup(protocol, kind, size=str(workload.get("episodes", 80)), out=str(out))
+    return Setup(protocol, kind, size=str(workload.get("episodes", 80)), out=str(out),
+                 passes=len(data.get("passes") or ()) or 4)
+
+
+def estimate_line(setup: Setup) -> str:
+    """The duration this setup would take on a CPU, as the picker estimates it (before any measurement)."""
+    from kit.tui.catalog import estimate  # noqa: PLC0415
+
+    try:
+        numbers = overrides(setup)
+    except ValueError:
+        return "fix the numbers to see an estimate"
+    if setup.kind == "grid":
+        numbers = {**numbers, "passes": [None] * setup.passes}
+    return f"this setup: {estimate(setup.kind, numbers)}"

@@ -110,11 +110,11 @@ class LiveState:
         self.stage = f"{event.session} {event.unit} {event.phase}"
 
     def _on_ItemVerdict(self, event: ItemVerdict) -> None:
-        parts = [f"recompute {'reproduces' if event.recompute_reproduces else 'NOT reproduced'}",
-                 f"hit {'reproduces' if event.hit_reproduces else 'NOT reproduced'}",
-                 f"paths differ at token {event.first_difference}" if event.paths_differ else "paths identical"]
+        mark = {True: "✓", False: "✗"}
+        paths = f"paths differ at token {event.first_difference}" if event.paths_differ else "paths identical"
+        text = f"recompute {mark[event.recompute_reproduces]}  hit {mark[event.hit_reproduces]}  {paths}"
         diverged = event.paths_differ or not (event.recompute_reproduces and event.hit_reproduces)
-        self.verdicts.append(VerdictRow(event.session, event.unit, "path & run-to-run", "; ".join(parts), diverged))
+        self.verdicts.append(VerdictRow(event.session, event.unit, "path+repeat", text, diverged))
 
     def _on_EpisodeDone(self, event: EpisodeDone) -> None:
         if self.unit_name == "episodes":

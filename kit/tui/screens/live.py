@@ -55,11 +55,12 @@ class LiveScreen(Screen):
     LiveScreen #progress-row { height: 1; padding: 0 1; }
     LiveScreen #progress-row ProgressBar { width: auto; }
     LiveScreen #numbers { width: 1fr; padding-left: 1; }
+    LiveScreen #stage { height: 1; padding: 0 1; color: $text-muted; }
     LiveScreen #divergence { height: 1fr; min-height: 4; border: round $primary; }
     LiveScreen #lower { height: auto; }
     LiveScreen CacheStrip { border: round $secondary; height: 5; padding: 0 1; }
     LiveScreen #gates { height: auto; max-height: 4; padding: 0 1; }
-    LiveScreen #log { height: 5; border: round $panel; }
+    LiveScreen #log { height: 5; border: round $panel; overflow-x: hidden; }
     """
 
     def __init__(self, options, run_fn: Callable, clock: Callable[[], float], watch_logs: bool = True):
@@ -80,6 +81,7 @@ class LiveScreen(Screen):
         with Horizontal(id="progress-row"):
             yield ProgressBar(show_eta=False, show_percentage=True, id="bar")
             yield Static(id="numbers")
+        yield Static(id="stage")
         yield DataTable(id="divergence", cursor_type="row", zebra_stripes=True)
         with Vertical(id="lower"):
             yield CacheStrip(id="strip")
@@ -88,9 +90,10 @@ class LiveScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "kit", f"running {self.options.protocol}"
+        self.title, self.sub_title = "kit", f"running {Path(self.options.protocol).stem}"
         table = self.query_one("#divergence", DataTable)
         table.border_title = "Divergence (fills in as comparisons become possible)"
+        table.border_subtitle = "waiting for the first comparison"
         table.add_columns("pass", "unit", "compares", "verdict")
         self.query_one("#strip").border_title = "Cache state per request"
         self.query_one("#log").border_title = "Engine log"
@@ -122,6 +125,8 @@ class LiveScreen(Screen):
             table = self.query_one("#divergence", DataTable)
             table.add_row(row.where, row.unit, row.compares, verdict)
             table.move_cursor(row=table.row_count - 1)
+            diverged, compared = self.state.diverged_count()
+            table.border_subtitle = f"{diverged} of {compared} differ"
         if isinstance(event, RunEnded):
             self.stop.set()
         self.render_state()
@@ -144,7 +149,7 @@ class LiveScreen(Screen):
         plan = ", ".join(f"{k.replace('_', ' ')} {', '.join(map(str, v)) if isinstance(v, list) else v}"
                          for k, v in state.plan.items() if v not in (None, []))
         where = f"\nrun folder: {state.run_dir}" if state.run_dir else ""
-        self.query_one("#plan", Static).update(f"[b]{state.protocol or self.options.protocol}[/b]: "
+        self.query_one("#plan", Static).update(f"[b]{state.protocol or Path(self.options.protocol).stem}[/b]: "
                                                f"{plan or 'preparing'}{where}")
         self.query_one("#bar", ProgressBar).update(total=state.total, progress=state.done)
         self.query_one("#strip", CacheStrip).show(state.requests)
@@ -171,9 +176,10 @@ class LiveScreen(Screen):
             status = f"{state.ended.status}"
         else:
             status = state.stage
-        text = (f"{state.done}/{state.total or '?'} {state.unit_name}  elapsed {_clock(state.elapsed())}  "
-                f"eta {_clock(state.eta_seconds())}  diverged {diverged}/{compared}  {status}")
-        self.query_one("#numbers", Static).update(text)
+        self.query_one("#numbers", Static).update(
+            f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}")
+        self.query_one("#stage", Static).update(
+            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {status}")
 
     def show_log(self) -> None:
         path = newest_log(self.state.run_dir)
@@ -185,7 +191,7 @@ class LiveScreen(Screen):
         self._log_seen = (path, lines)
         log = self.query_one("#log", RichLog)
         log.clear()
-        log.write(f"[{path.name}]")
+        log.border_title = f"Engine log ({path.name})"
         for line in lines:
             log.write(line)
 

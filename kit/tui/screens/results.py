@@ -42,8 +42,8 @@ class ResultsScreen(Screen):
     """Shows one finished (or stopped) run."""
 
     BINDINGS = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
-                Binding("n", "new_run", "New run"), Binding("question_mark", "app.help", "Help"),
-                Binding("q", "app.quit", "Quit")]
+                Binding("n", "new_run", "New run"), Binding("escape", "app.pop_screen", "Live view"),
+                Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
     ResultsScreen VerticalScroll { padding: 0 1; }
     ResultsScreen Static { margin-bottom: 1; }

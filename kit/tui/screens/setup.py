@@ -17,15 +17,14 @@ from kit.tui import form
 from kit.tui.catalog import Entry
 
 FIELDS = {  # field -> (label, placeholder)
-    "model": ("Model (registry name or GGUF path; empty = SmolLM2-135M Q4_1)", "smollm2-135m-instruct-q4_1"),
+    "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
     "url": ("Endpoint URL", "http://127.0.0.1:8080"),
-    "server_bin": ("llama-server binary of your GPU build", "/path/to/llama-server"),
+    "server_bin": ("Server binary", "llama-server of your GPU build"),
     "size": ("Items", ""),
-    "repeats": ("Sessions (each a fresh server, its own seeded order)", ""),
-    "max_tokens": ("Max tokens per answer", ""),
-    "out": ("Output folder (the run folder goes inside)", ""),
+    "repeats": ("Sessions", "each on a fresh server, in its own seeded order"),
+    "max_tokens": ("Max tokens", "per answer"),
+    "out": ("Output folder", "the run folder goes inside"),
 }
-
 
 def known_models() -> set[str]:
     try:
@@ -43,46 +42,55 @@ class SetupScreen(Screen):
                 Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     SetupScreen VerticalScroll { padding: 0 1; }
-    SetupScreen .field { height: auto; margin-bottom: 1; }
-    SetupScreen .field Label { color: $text-muted; }
-    SetupScreen .problem { color: $error; height: auto; }
+    SetupScreen .field { height: auto; }
+    SetupScreen .row { height: 1; }
+    SetupScreen .row Label { width: 15; color: $text-muted; }
+    SetupScreen .row Input { border: none; height: 1; padding: 0 1; width: 1fr; background: $boost; }
+    SetupScreen .row Input:focus { background: $primary 30%; }
+    SetupScreen .row Input.-invalid { background: $error 20%; }
+    SetupScreen .row Select { width: 1fr; }
+    SetupScreen .row SelectCurrent { border: none; height: 1; padding: 0 1; background: $boost; }
+    SetupScreen .row Select:focus > SelectCurrent { background: $primary 30%; }
+    SetupScreen .problem { color: $error; height: auto; padding-left: 15; }
     SetupScreen .problem.-ok { display: none; }
-    SetupScreen #buttons { height: 3; }
-    SetupScreen #summary { height: auto; color: $text-muted; }
+    SetupScreen #buttons { height: 3; margin-top: 1; }
+    SetupScreen #summary { height: auto; color: $text-muted; margin-bottom: 1; }
+    SetupScreen #estimate { height: auto; margin-top: 1; }
     """
 
     def __init__(self, entry: Entry, out: Path):
         super().__init__()
         self.entry = entry
         data = yaml.safe_load(entry.path.read_text()) or {}
-        self.setup = form.defaults(entry.name, entry.kind, data, out)
+        self.setup = form.defaults(str(entry.path), entry.kind, data, out)
         self.models = known_models()
 
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll():
             yield Static(id="summary")
-            with Vertical(classes="field", id="w-engine"):
-                yield Label("Engine")
-                yield Select([(c.label, c.key) for c in form.ENGINES], value=self.setup.engine, allow_blank=False,
-                             id="f-engine")
-                yield Static(classes="problem -ok", id="p-engine")
-            with Vertical(classes="field", id="w-endpoint_kind"):
-                yield Label("Endpoint kind")
-                yield Select([(v, k) for k, v in form.ENDPOINT_KINDS.items()], value=self.setup.endpoint_kind,
-                             allow_blank=False, id="f-endpoint_kind")
-                yield Static(classes="problem -ok", id="p-endpoint_kind")
+            for name, label, choices in (
+                    ("engine", "Engine", [(c.label, c.key) for c in form.ENGINES]),
+                    ("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])):
+                with Vertical(classes="field", id=f"w-{name}"):
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        yield Select(choices, value=getattr(self.setup, name), allow_blank=False, id=f"f-{name}",
+                                     compact=True)
+                    yield Static(classes="problem -ok", id=f"p-{name}")
             for name, (label, placeholder) in FIELDS.items():
                 if name in ("repeats", "max_tokens") and self.entry.kind != "reset":
                     continue
                 if name == "size" and self.entry.kind == "grid":
                     label = "Episodes"
                 with Vertical(classes="field", id=f"w-{name}"):
-                    yield Label(label)
-                    suggester = SuggestFromList(sorted(self.models)) if name == "model" else None
-                    yield Input(value=getattr(self.setup, name), placeholder=placeholder, id=f"f-{name}",
-                                suggester=suggester)
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        suggester = SuggestFromList(sorted(self.models)) if name == "model" else None
+                        yield Input(value=getattr(self.setup, name), placeholder=placeholder, id=f"f-{name}",
+                                    suggester=suggester, compact=True)
                     yield Static(classes="problem -ok", id=f"p-{name}")
+            yield Static(id="estimate")
             with Horizontal(id="buttons"):
                 yield Button("Run (ctrl+r)", variant="success", id="start")
                 yield Button("Back (esc)", id="back")
@@ -90,8 +98,9 @@ class SetupScreen(Screen):
 
     def on_mount(self) -> None:
         self.title, self.sub_title = "kit", f"set up {self.entry.name}"
-        self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.explanation()}")
+        self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
         self.refresh_form()
+        self.query_one("#f-engine").focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         setattr(self.setup, event.input.id.removeprefix("f-"), event.value)
@@ -118,6 +127,8 @@ class SetupScreen(Screen):
             if inputs:
                 inputs.first().set_class(name in found, "-invalid")
         self.query_one("#start", Button).disabled = bool(found)
+        self.query_one("#estimate", Static).update(
+            form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run")
         return found
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
