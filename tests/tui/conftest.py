@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from textual.geometry import Region
 
 from kit.tui.catalog import EMBEDDED, Capabilities
 
@@ -27,8 +27,8 @@ def cpu_caps() -> Capabilities:
     return Capabilities((EMBEDDED,))
 
 
-def static_text(screen, selector: str, width: int = 120) -> str:
-    """The plain text a Static on `screen` shows."""
-    console = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)  # noqa: SIM115
-    console.print(screen.query_one(selector).visual)
-    return console.export_text()
+def static_text(screen, selector: str) -> str:
+    """The plain text a widget on `screen` shows, line by line, as it is drawn."""
+    widget = screen.query_one(selector)
+    lines = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return "\n".join(strip.text.rstrip() for strip in lines)
