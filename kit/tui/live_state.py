@@ -130,7 +130,8 @@ class LiveState:
         else:
             text = f"diverged at request {event.request_index} ({event.kind})"
         a, b = event.passes
-        self.verdicts.append(VerdictRow(f"{a} vs {b}", event.unit, event.comparison, text, event.diverged))
+        self.verdicts.append(VerdictRow(f"{a} vs {b}", event.unit, event.comparison, f"{event.comparison}: {text}",
+                                        event.diverged))
 
     def _on_PlanEstimate(self, event: PlanEstimate) -> None:
         self.estimate = event

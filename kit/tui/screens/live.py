@@ -56,11 +56,11 @@ class LiveScreen(Screen):
     LiveScreen #progress-row ProgressBar { width: auto; }
     LiveScreen #numbers { width: 1fr; padding-left: 1; }
     LiveScreen #stage { height: 1; padding: 0 1; color: $text-muted; }
-    LiveScreen #divergence { height: 1fr; min-height: 4; border: round $primary; }
+    LiveScreen #divergence { height: 1fr; min-height: 4; border: round $primary; overflow-x: hidden; }
     LiveScreen #lower { height: auto; }
     LiveScreen CacheStrip { border: round $secondary; height: 5; padding: 0 1; }
     LiveScreen #gates { height: auto; max-height: 4; padding: 0 1; }
-    LiveScreen #log { height: 5; border: round $panel; overflow-x: hidden; }
+    LiveScreen #log { height: 4; border: round $panel; overflow-x: hidden; }
     """
 
     def __init__(self, options, run_fn: Callable, clock: Callable[[], float], watch_logs: bool = True):
@@ -94,7 +94,7 @@ class LiveScreen(Screen):
         table = self.query_one("#divergence", DataTable)
         table.border_title = "Divergence (fills in as comparisons become possible)"
         table.border_subtitle = "waiting for the first comparison"
-        table.add_columns("pass", "unit", "compares", "verdict")
+        table.add_columns("pass", "unit", "verdict")
         self.query_one("#strip").border_title = "Cache state per request"
         self.query_one("#log").border_title = "Engine log"
         self.render_state()
@@ -109,11 +109,17 @@ class LiveScreen(Screen):
         emit = lambda event: self.app.call_from_thread(self.on_run_event, event)  # noqa: E731
         say = lambda line: self.app.call_from_thread(self.on_say, line)  # noqa: E731
         try:
-            result = self.run_fn(self.options, emit=emit, say=say)
-        except Exception as exc:  # noqa: BLE001 - shown to the user; the runner already wrote the manifest
-            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
-            return
-        self.app.call_from_thread(self.on_finished, result)
+            try:
+                result = self.run_fn(self.options, emit=emit, say=say)
+            except Exception as exc:  # noqa: BLE001 - shown to the user; the runner already wrote the manifest
+                self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+                return
+            self.app.call_from_thread(self.on_finished, result)
+        except RuntimeError:  # the app closed while the run was stopping: nothing left to show it on
+            pass
+
+    def on_unmount(self) -> None:
+        self.stop.set()  # leaving the app stops the run cleanly (records kept, manifest says interrupted)
 
     # -- on the UI thread -------------------------------------------------------------------
 
@@ -123,7 +129,7 @@ class LiveScreen(Screen):
             row = self.state.verdicts[-1]
             verdict = Text(row.verdict, style="yellow" if row.diverged else "green")
             table = self.query_one("#divergence", DataTable)
-            table.add_row(row.where, row.unit, row.compares, verdict)
+            table.add_row(row.where, row.unit, verdict)
             table.move_cursor(row=table.row_count - 1)
             diverged, compared = self.state.diverged_count()
             table.border_subtitle = f"{diverged} of {compared} differ"

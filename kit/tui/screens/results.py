@@ -42,7 +42,7 @@ class ResultsScreen(Screen):
     """Shows one finished (or stopped) run."""
 
     BINDINGS = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
-                Binding("n", "new_run", "New run"), Binding("escape", "app.pop_screen", "Live view"),
+                Binding("n", "new_run", "New run"), Binding("escape", "app.pop_screen", "Back"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
     ResultsScreen VerticalScroll { padding: 0 1; }
@@ -69,6 +69,10 @@ class ResultsScreen(Screen):
         status.append(result.status, style=f"bold {STATUS_STYLE.get(result.status, '')}")
         if result.reason:
             status.append(f": {result.reason}")
+        for row in (result.table or {}).get("sessions", []) + (result.table or {}).get("passes", []):
+            if row.get("status") not in (None, "OK") and row.get("reason"):
+                name = row.get("session") or row.get("pass")
+                status.append(f"\n{name} {row['status']}: {row['reason']}", style="red")
         if result.status == "interrupted":
             status.append("\nThe records written so far are complete; the counts below cover them only.",
                           style="dim")
@@ -77,7 +81,7 @@ class ResultsScreen(Screen):
         render = RENDERERS.get(table.get("table"))
         self.query_one("#table", Static).update(render(table) if render else Text("no result table", style="dim"))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),
-                                                     plot(table)))
+                                                     plot(table, self.app.size.width - 4)))
         self.query_one("#paths", Static).update(self.paths_text())
 
     def paths_text(self) -> Text:

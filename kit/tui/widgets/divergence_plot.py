@@ -29,13 +29,18 @@ def rows_for(table: dict[str, Any]) -> list[tuple[str, int, int, float, float]]:
     return rows
 
 
-def plot(table: dict[str, Any], width: int = 36) -> Text:
-    """The plot as styled text; `width` is the number of columns for 0..100%."""
+def _suffix(k: int, n: int, lo: float, hi: float) -> str:
+    return f"| {100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({k}/{n})"
+
+
+def plot(table: dict[str, Any], columns: int = 100) -> Text:
+    """The plot as styled text, fitted into `columns` terminal columns (the bar gets what is left)."""
     rows = rows_for(table)
     text = Text()
     if not rows:
         return text.append("nothing to plot: no session or comparison finished with counts", style="dim")
     label_width = max(len(r[0]) for r in rows)
+    width = max(10, min(50, columns - label_width - 2 - max(len(_suffix(*r[1:])) for r in rows)))
     text.append(" " * (label_width + 1) + "0%" + " " * (width - 4) + "100%\n", style="dim")
     for label, k, n, lo, hi in rows:
         cells = [" "] * width
@@ -46,6 +51,6 @@ def plot(table: dict[str, Any], width: int = 36) -> Text:
         cells[round(k / n * (width - 1))] = "●"
         text.append(f"{label:<{label_width}} |")
         text.append("".join(cells), style="bold yellow" if k else "green")
-        text.append(f"| {100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({k}/{n})\n")
+        text.append(_suffix(k, n, lo, hi) + "\n")
     text.append("95% intervals (Wilson; exact bound at 0 or n events)", style="dim")
     return text
