@@ -25,8 +25,10 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | setup | `ctrl+r` | run (refused while a field shows a problem) |
 | setup | `esc` | back to the picker |
 | live run | `s` | stop after the current request: records kept, manifest says interrupted |
+| live run | `r` | the results (once the run has ended) |
 | results | `o` / `c` | open the results folder / copy the run folder's path |
 | results | `n` | set up another run |
+| results | `esc` | back to the live view of the run |
 
 The mouse works too: click protocols, fields and buttons.
 

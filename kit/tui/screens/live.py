@@ -11,7 +11,7 @@ from typing import Callable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Static
 
@@ -48,7 +48,7 @@ def tail(path: Path, lines: int = 6, max_bytes: int = 16384) -> list[str]:
 class LiveScreen(Screen):
     """Runs `options` with `run_fn` (the runner's `run`) in a worker and shows it as it happens."""
 
-    BINDINGS = [Binding("s", "stop", "Stop"), Binding("enter", "results", "Results", show=False),
+    BINDINGS = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
                 Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     LiveScreen #plan { height: auto; padding: 0 1; }
@@ -56,11 +56,10 @@ class LiveScreen(Screen):
     LiveScreen #progress-row ProgressBar { width: auto; }
     LiveScreen #numbers { width: 1fr; padding-left: 1; }
     LiveScreen #stage { height: 1; padding: 0 1; color: $text-muted; }
-    LiveScreen #divergence { height: 1fr; min-height: 4; border: round $primary; overflow-x: hidden; }
-    LiveScreen #lower { height: auto; }
+    LiveScreen #divergence { height: 2fr; min-height: 5; border: round $primary; overflow-x: hidden; }
     LiveScreen CacheStrip { border: round $secondary; height: 5; padding: 0 1; }
     LiveScreen #gates { height: auto; max-height: 4; padding: 0 1; }
-    LiveScreen #log { height: 4; border: round $panel; overflow-x: hidden; }
+    LiveScreen #log { height: 1fr; min-height: 4; max-height: 24; border: round $panel; overflow-x: hidden; }
     """
 
     def __init__(self, options, run_fn: Callable, clock: Callable[[], float], watch_logs: bool = True):
@@ -83,10 +82,9 @@ class LiveScreen(Screen):
             yield Static(id="numbers")
         yield Static(id="stage")
         yield DataTable(id="divergence", cursor_type="row", zebra_stripes=True)
-        with Vertical(id="lower"):
-            yield CacheStrip(id="strip")
-            yield Static(id="gates")
-            yield RichLog(id="log", max_lines=200, wrap=False, markup=False)
+        yield CacheStrip(id="strip")
+        yield Static(id="gates")
+        yield RichLog(id="log", max_lines=200, wrap=False, markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -148,6 +146,7 @@ class LiveScreen(Screen):
     def on_finished(self, result) -> None:
         self.result = result
         self.render_state()
+        self.refresh_bindings()
         self.app.show_results(result)
 
     def render_state(self) -> None:
@@ -191,11 +190,11 @@ class LiveScreen(Screen):
         path = newest_log(self.state.run_dir)
         if path is None:
             return
-        lines = tail(path)
+        log = self.query_one("#log", RichLog)
+        lines = tail(path, max(2, log.size.height))
         if (path, lines) == self._log_seen:
             return
         self._log_seen = (path, lines)
-        log = self.query_one("#log", RichLog)
         log.clear()
         log.border_title = f"Engine log ({path.name})"
         for line in lines:
@@ -206,6 +205,14 @@ class LiveScreen(Screen):
             self.stop.set()
             self.notify("stopping after the current request; records so far are kept", title="Stop")
             self.render_numbers()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """Stop only while running; Results only once there are some."""
+        if action == "stop":
+            return self.result is None and self.error is None and self.state.ended is None
+        if action == "results":
+            return self.result is not None
+        return True
 
     def action_results(self) -> None:
         if self.result is not None:
