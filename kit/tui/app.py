@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding
@@ -26,7 +27,7 @@ class KitApp(App):
     """The launcher. Tests pass `caps` (skip the doctor), `clock`, `run_fn` and folders."""
 
     TITLE = "kit"
-    BINDINGS = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    BINDINGS: ClassVar[list[Binding]] = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, caps: Capabilities | None = None, run_fn: Callable | None = None,
                  clock: Callable[[], float] = time.monotonic, protocols_folder: Path | None = None,
@@ -69,7 +70,7 @@ class KitApp(App):
 
     def start_run(self, options) -> None:
         if self.run_fn is None:
-            from kit.runner import run  # noqa: PLC0415 - imported when a run starts
+            from kit.runner import run
 
             self.run_fn = run
         self.live = LiveScreen(options, self.run_fn, self.clock, self.watch_logs)

@@ -3,9 +3,10 @@ whether this machine can run it (from the same checks as `kit doctor`). No Textu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -47,8 +48,8 @@ class Capabilities:
 
 def machine_capabilities() -> Capabilities:
     """The doctor's checks without starting an engine (a few seconds: Docker ping, nvidia-smi)."""
-    from kit import doctor  # noqa: PLC0415 - slow imports only when the launcher looks
-    from kit.launch import embedded  # noqa: PLC0415
+    from kit import doctor
+    from kit.launch import embedded
 
     ways = [w for w in doctor.runnable(doctor.run_checks(doctor.default_probes(), start_engine=False))
             if w != EMBEDDED]
@@ -128,7 +129,7 @@ def entry(path: Path, procedures: Sequence[str], caps: Capabilities) -> Entry:
 def catalog(caps: Capabilities, folder: Path | None = None, procedures: Sequence[str] | None = None) -> list[Entry]:
     """Every protocol file in protocols/, runnable ones first, each group in name order."""
     if procedures is None:
-        from kit.protocols import kinds  # noqa: PLC0415
+        from kit.protocols import kinds
 
         procedures = list(kinds.PROCEDURES)
     entries = [entry(path, procedures, caps) for path in sorted((folder or protocols_dir()).glob("*.yaml"))]
@@ -137,7 +138,7 @@ def catalog(caps: Capabilities, folder: Path | None = None, procedures: Sequence
 
 def validate(name: str) -> str | None:
     """Does this protocol load and validate? None, or the one-line error."""
-    from kit.protocols import kinds  # noqa: PLC0415
+    from kit.protocols import kinds
 
     try:
         kinds.load(name)

@@ -162,7 +162,7 @@ def overrides(setup: Setup) -> dict[str, Any]:
 
 def run_options(setup: Setup):
     """RunOptions for a form without problems."""
-    from kit.runner import RunOptions  # noqa: PLC0415
+    from kit.runner import RunOptions
 
     endpoint = setup.engine == "endpoint"
     return RunOptions(protocol=setup.protocol, overrides=overrides(setup),
@@ -184,7 +184,7 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
 
 def estimate_line(setup: Setup) -> str:
     """The duration this setup would take on a CPU, as the picker estimates it (before any measurement)."""
-    from kit.tui.catalog import estimate  # noqa: PLC0415
+    from kit.tui.catalog import estimate
 
     try:
         numbers = overrides(setup)

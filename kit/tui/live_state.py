@@ -4,9 +4,10 @@ on recorded event sequences; the screen only renders it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kit.events import (
     EpisodeDone,

@@ -14,7 +14,6 @@ from pathlib import Path
 from kit.events import ItemVerdict, RequestDone, RunEnded, RunStarted, SessionEnded, SessionStarted
 from kit.runner import RunOptions, RunResult
 from kit.tui.app import KitApp
-from kit.tui.screens.live import LiveScreen
 from tests.tui.conftest import PROTOCOLS, SetClock
 
 RUN_DIR = Path("/runs/reset-20260101-000000")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -39,7 +41,7 @@ A pass whose gate fails is **VOID**: its records are kept but never counted as a
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,question_mark,q", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen VerticalScroll { width: 90%; max-width: 100; height: 90%; border: round $primary;

@@ -5,8 +5,9 @@ and a clean stop. The run happens in a thread worker; events come back with `cal
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -48,7 +49,7 @@ def tail(path: Path, lines: int = 6, max_bytes: int = 16384) -> list[str]:
 class LiveScreen(Screen):
     """Runs `options` with `run_fn` (the runner's `run`) in a worker and shows it as it happens."""
 
-    BINDINGS = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
+    BINDINGS: ClassVar[list[Binding]] = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
                 Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     LiveScreen #plan { height: auto; padding: 0 1; }
@@ -104,8 +105,8 @@ class LiveScreen(Screen):
     # -- the worker (another thread) -------------------------------------------------------
 
     def _work(self) -> None:
-        emit = lambda event: self.app.call_from_thread(self.on_run_event, event)  # noqa: E731
-        say = lambda line: self.app.call_from_thread(self.on_say, line)  # noqa: E731
+        emit = lambda event: self.app.call_from_thread(self.on_run_event, event)
+        say = lambda line: self.app.call_from_thread(self.on_say, line)
         try:
             try:
                 result = self.run_fn(self.options, emit=emit, say=say)

@@ -3,6 +3,8 @@ can run it. Protocols that cannot run here are listed and explained but not star
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,7 +31,7 @@ def _label(entry: Entry) -> Text:
 class PickerScreen(Screen):
     """Choose a protocol; Enter opens its setup form."""
 
-    BINDINGS = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
+    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
     PickerScreen #protocols { height: auto; max-height: 12; border: round $primary; }

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 from rich.console import Group
 from rich.text import Text
@@ -41,7 +42,7 @@ def bundles(run_dir: Path) -> list[Path]:
 class ResultsScreen(Screen):
     """Shows one finished (or stopped) run."""
 
-    BINDINGS = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
+    BINDINGS: ClassVar[list[Binding]] = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
                 Binding("n", "new_run", "New run"), Binding("escape", "app.pop_screen", "Back"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """

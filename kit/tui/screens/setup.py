@@ -4,6 +4,7 @@ defaults run as they are. Start is refused while any field explains a problem.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 from textual.app import ComposeResult
@@ -28,7 +29,7 @@ FIELDS = {  # field -> (label, placeholder)
 
 def known_models() -> set[str]:
     try:
-        from kit.models import load_registry  # noqa: PLC0415
+        from kit.models import load_registry
 
         return set(load_registry().models)
     except Exception:  # noqa: BLE001 - a broken registry only costs the suggestions
@@ -38,7 +39,7 @@ def known_models() -> set[str]:
 class SetupScreen(Screen):
     """The form for one protocol."""
 
-    BINDINGS = [Binding("ctrl+r", "start", "Run", priority=True), Binding("escape", "back", "Back"),
+    BINDINGS: ClassVar[list[Binding]] = [Binding("ctrl+r", "start", "Run", priority=True), Binding("escape", "back", "Back"),
                 Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     SetupScreen VerticalScroll { padding: 0 1; }
