@@ -97,7 +97,8 @@ class LiveState:
         self.stage = "starting the engine"
 
     def _on_SessionStarted(self, event: SessionStarted) -> None:
-        self.gates[event.session] = PassGate(event.session)
+        if self.unit_name == "requests":  # reset: a session is a pass; a grid's shared server is not
+            self.gates[event.session] = PassGate(event.session)
         self.stage = f"session {event.session} ({event.index}/{event.total})"
 
     def _on_RequestDone(self, event: RequestDone) -> None:

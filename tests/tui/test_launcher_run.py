@@ -26,6 +26,7 @@ async def _until(pilot, condition, timeout: float = 240.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting for the launcher"
         await pilot.pause(0.2)
+    await pilot.pause(0.3)  # let a newly pushed screen finish mounting before the test reads or leaves it
 
 
 def _counts_from_records(run_dir) -> dict[str, list[int]]:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.events import EpisodeVerdict, ItemVerdict, RequestDone, RunEnded, RunStarted, SessionEnded, SessionStarted
+from kit.events import (
+    EpisodeDone,
+    EpisodeVerdict,
+    ItemVerdict,
+    RequestDone,
+    RunEnded,
+    RunStarted,
+    SessionEnded,
+    SessionStarted,
+)
 from kit.tui import form
 from kit.tui.catalog import Capabilities, catalog
 from kit.tui.live_state import LiveState
@@ -78,3 +87,15 @@ def test_live_state_counts_verdicts_gates_and_eta():
     state.apply(SessionStarted("s2", 2, 2, {}))
     state.apply(RunEnded(Path("/runs/r"), "interrupted", "stopped"))
     assert state.gates["s2"].status == "interrupted"
+
+
+def test_grid_gates_are_per_pass_not_per_server():
+    state = LiveState(clock=SetClock())
+    state.apply(RunStarted(Path("/runs/g"), "grid", {"passes": ["on1", "off1"], "episodes": 2}))
+    state.apply(SessionStarted("grid", 1, 1, {}))
+    state.apply(RequestDone("on1", "ep0", "on", 1, 0, 900.0, True))
+    assert state.done == 0 and state.total == 4  # the grid counts episodes, not requests
+    state.apply(EpisodeDone("on1", "ep0", 1, 2, 3, "finished", True))
+    state.apply(SessionEnded("on1", "OK", None))
+    assert state.done == 1
+    assert set(state.gates) == {"on1"} and state.gates["on1"].status == "OK"

@@ -74,6 +74,8 @@ class LiveScreen(Screen):
         self.result = None
         self.error: str | None = None
         self._log_seen: tuple[Path | None, list[str]] = (None, [])
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", f"running {Path(self.options.protocol).stem}"
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -89,7 +91,6 @@ class LiveScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "kit", f"running {Path(self.options.protocol).stem}"
         table = self.query_one("#divergence", DataTable)
         table.border_title = "Divergence (fills in as comparisons become possible)"
         table.border_subtitle = "waiting for the first comparison"

@@ -20,11 +20,13 @@ def _label(entry: Entry) -> Text:
     text = Text()
     text.append(f"{entry.name:<12}", style="bold" if entry.runnable else "dim")
     text.append(f" {entry.kind:<8}", style="dim")
+    why = entry.why_not or ""
     if entry.runnable:
         text.append(" ready", style="green")
+    elif why.startswith("checking"):
+        text.append(" checking this machine…", style="dim")
     else:
-        text.append(" cannot run here" if "not available" not in (entry.why_not or "") else " not available yet",
-                    style="yellow")
+        text.append(" not available yet" if "not available" in why else " cannot run here", style="yellow")
     return text
 
 
@@ -43,6 +45,8 @@ class PickerScreen(Screen):
         super().__init__()
         self.caps = caps
         self.entries: list[Entry] = []
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", "pick a protocol"
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -53,7 +57,6 @@ class PickerScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "kit", "pick a protocol"
         self.query_one("#protocols", OptionList).border_title = "Protocols"
         self.query_one("#details").border_title = "What it does"
         self.set_capabilities(self.caps)

@@ -53,6 +53,8 @@ class ResultsScreen(Screen):
     def __init__(self, result):
         super().__init__()
         self.result = result
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", f"results of {self.result.run_dir.name}"
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -65,7 +67,6 @@ class ResultsScreen(Screen):
 
     def on_mount(self) -> None:
         result = self.result
-        self.title, self.sub_title = "kit", f"results of {result.run_dir.name}"
         status = Text("run ")
         status.append(result.status, style=f"bold {STATUS_STYLE.get(result.status, '')}")
         if result.reason:

@@ -65,6 +65,8 @@ class SetupScreen(Screen):
         data = yaml.safe_load(entry.path.read_text()) or {}
         self.setup = form.defaults(str(entry.path), entry.kind, data, out)
         self.models = known_models()
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", f"set up {self.entry.name}"
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -98,7 +100,6 @@ class SetupScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "kit", f"set up {self.entry.name}"
         self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
         self.refresh_form()
         self.query_one("#f-engine").focus()
