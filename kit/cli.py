@@ -108,9 +108,14 @@ def cli(ctx: click.Context) -> None:
 
     Prefix caching can make the same request give different answers depending on hidden server
     state. `kit demo` shows it on the embedded CPU engine in a few minutes; `kit run PROTOCOL`
-    runs any protocol in protocols/.
+    runs any protocol in protocols/. `kit` alone, in a terminal, opens the launcher.
     """
     if ctx.invoked_subcommand is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            from kit.tui.app import main as launcher  # noqa: PLC0415 - Textual loads only for the launcher
+
+            launcher()
+            return
         click.echo(ctx.get_help())
 
 

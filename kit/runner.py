@@ -6,6 +6,7 @@ The runner never imports a user interface: it reports through events.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from kit.manifest import Manifest, new_run_dir, now
 from kit.models import ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
-from kit.protocols.procedure import RunContext, RunInputs
+from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
 
@@ -42,6 +43,7 @@ class RunOptions:
     out: Path | None = None
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
+    stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
@@ -104,10 +106,11 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
         seeds=prepared.seeds, provenance=collect())
-    return _execute(protocol, procedure, prepared, provider, manifest, emit)
+    return _execute(protocol, procedure, prepared, provider, manifest, emit, stop=options.stop)
 
 
-def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
+def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
+           stop: threading.Event | None = None) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass cut short is run again
     from its start, its earlier records moved to records/superseded/ (kept, never counted)."""
     manifest = Manifest.load(run_dir)
@@ -139,24 +142,26 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
                     "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers})
     manifest.update(status="started", reason=None, resumed=history)
-    return _execute(protocol, procedure, prepared, provider, manifest, emit, done=set(manifest.data.get("passes", {})))
+    return _execute(protocol, procedure, prepared, provider, manifest, emit, done=set(manifest.data.get("passes", {})),
+                    stop=stop)
 
 
 def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
-             for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider")}
+             for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider", "stop")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     return saved
 
 
 def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit,
-             done: set[str] | None = None) -> RunResult:
+             done: set[str] | None = None, stop: threading.Event | None = None) -> RunResult:
     run_dir = manifest.run_dir
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     try:
-        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set()))
-    except KeyboardInterrupt:
+        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
+                                                     stop=stop or threading.Event()))
+    except (KeyboardInterrupt, RunStopped):
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
         status, reason = "failed", exc.line()

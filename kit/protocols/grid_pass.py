@@ -98,6 +98,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
 
     with RecordWriter(ctx.run_dir / file) as writer, RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
         for done, episode in enumerate(episodes, start=1):
+            ctx.checkpoint()
             if protocol.sentinel:
                 sentinel = CompletionRequest(prompt=SENTINEL_PROMPT, max_tokens=1, cache_prompt=True,
                                              top_logprobs=protocol.top_logprobs, seed=protocol.seed)
@@ -110,6 +111,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                     "calls": info.calls, "decode_error": info.decode_error, "tool_results": list(info.tool_results),
                     "prompt_tokens_counted": info.prompt_tokens})
                 walked.append((sha, completion_emitted(completion)))
+                ctx.checkpoint()  # the record is written; stop before the episode's next request
 
             clock = time.monotonic()
             try:

@@ -190,6 +190,7 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
             short = plan.phase == "calibration"
             max_tokens = (protocol.calibration.max_tokens if short else
                           protocol.max_tokens if call.measured else protocol.other_max_tokens)
+            ctx.checkpoint()
             started, clock = now(), time.monotonic()
             try:
                 completion, request = ask(live.engine, _messages(protocol, call.measured), max_tokens=max_tokens,

@@ -6,6 +6,7 @@ Prepared`, `run(protocol, prepared, ctx)` and `results(run_dir) -> dict` (which 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,23 @@ class Prepared:
     seeds: dict[str, Any] = field(default_factory=dict)
 
 
+class RunStopped(Exception):
+    """The person asked the run to stop (from a launcher's Stop key); handled like Ctrl-C."""
+
+
 @dataclass
 class RunContext:
-    """Where to write, which engines, whom to tell, and which passes a resumed run already has."""
+    """Where to write, which engines, whom to tell, which passes a resumed run already has, and
+    whether someone asked to stop."""
 
     run_dir: Path
     manifest: Manifest
     provider: EngineProvider
     emit: Emit
     done: set[str] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def checkpoint(self) -> None:
+        """Procedures call this between requests: raise RunStopped once a stop was asked for."""
+        if self.stop.is_set():
+            raise RunStopped()

@@ -143,6 +143,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                                                  {"role": "user", "content": item.question}])
             outputs = []
             for phase_index, phase in enumerate(protocol.phases):
+                ctx.checkpoint()
                 request = CompletionRequest(prompt=prompt, max_tokens=protocol.max_tokens,
                                             cache_prompt=phase.cache_prompt, top_logprobs=protocol.top_logprobs,
                                             seed=protocol.seed)

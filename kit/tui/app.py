@@ -1,0 +1,108 @@
+"""The launcher app: picker → setup → live run → results. A thin shell over the runner (which never
+imports Textual), the doctor's checks and the result tables the CLI prints."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding
+
+from kit.paths import outputs_dir
+from kit.tui.catalog import Capabilities, Entry, machine_capabilities
+from kit.tui.screens.help import HelpScreen
+from kit.tui.screens.live import LiveScreen
+from kit.tui.screens.picker import PickerScreen
+from kit.tui.screens.results import ResultsScreen
+from kit.tui.screens.setup import SetupScreen
+
+DEFAULT_THEME = "ansi-dark"  # the terminal's own palette and background
+
+
+class KitApp(App):
+    """The launcher. Tests pass `caps` (skip the doctor), `clock`, `run_fn` and folders."""
+
+    TITLE = "kit"
+    BINDINGS: ClassVar[list[Binding]] = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(self, caps: Capabilities | None = None, run_fn: Callable | None = None,
+                 clock: Callable[[], float] = time.monotonic, protocols_folder: Path | None = None,
+                 outputs: Path | None = None, watch_logs: bool = True):
+        super().__init__()
+        self.caps = caps or Capabilities((), checked=False)
+        self._look = caps is None
+        self.run_fn = run_fn
+        self.clock = clock
+        self.protocols_folder = protocols_folder
+        self.outputs = outputs or outputs_dir()
+        self.watch_logs = watch_logs
+        self.live: LiveScreen | None = None
+        self.quit_after_run = False
+
+    def on_mount(self) -> None:
+        self.theme = os.environ.get("KIT_TUI_THEME", DEFAULT_THEME)
+        self.push_screen(PickerScreen(self.caps))
+        if self._look:
+            self.run_worker(self._look_at_machine, thread=True, group="doctor")
+
+    def _look_at_machine(self) -> None:
+        try:
+            caps = machine_capabilities()
+        except Exception as exc:  # noqa: BLE001 - the picker still works; say why it could not look
+            self.call_from_thread(self.notify, f"could not check this machine: {exc}", severity="warning")
+            caps = Capabilities(())
+        self.call_from_thread(self.set_capabilities, caps)
+
+    def set_capabilities(self, caps: Capabilities) -> None:
+        self.caps = caps
+        for screen in self.screen_stack:
+            if isinstance(screen, PickerScreen):
+                screen.set_capabilities(caps)
+
+    # -- navigation ------------------------------------------------------------------------
+
+    def open_setup(self, entry: Entry) -> None:
+        self.push_screen(SetupScreen(entry, self.outputs))
+
+    def start_run(self, options) -> None:
+        if self.run_fn is None:
+            from kit.runner import run
+
+            self.run_fn = run
+        self.live = LiveScreen(options, self.run_fn, self.clock, self.watch_logs)
+        self.push_screen(self.live)
+
+    def show_results(self, result) -> None:
+        if self.quit_after_run:
+            self.exit(result)
+            return
+        self.push_screen(ResultsScreen(result))
+
+    def back_to_picker(self) -> None:
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        self.live = None
+
+    def running(self) -> bool:
+        return self.live is not None and self.live.result is None and self.live.error is None
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        if self.running():
+            self.quit_after_run = True
+            self.live.action_stop()
+            self.notify("quitting once the run has stopped cleanly", title="Quit")
+            return
+        self.exit()
+
+
+def main() -> None:
+    """`kit` with no arguments in a terminal."""
+    KitApp().run()

@@ -1,0 +1,1 @@
+"""The launcher's screens: picker → setup → live run → results, plus help."""

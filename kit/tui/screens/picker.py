@@ -1,0 +1,114 @@
+"""Protocol picker: every protocol file with what it measures, needs and costs, and whether this machine
+can run it. Protocols that cannot run here are listed and explained but not startable."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
+
+from kit.tui.catalog import Capabilities, Entry, catalog
+
+
+def _label(entry: Entry) -> Text:
+    text = Text()
+    text.append(f"{entry.name:<12}", style="bold" if entry.runnable else "dim")
+    text.append(f" {entry.kind:<8}", style="dim")
+    why = entry.why_not or ""
+    if entry.runnable:
+        text.append(" ready", style="green")
+    elif why.startswith("checking"):
+        text.append(" checking this machine…", style="dim")
+    else:
+        text.append(" not available yet" if "not available" in why else " cannot run here", style="yellow")
+    return text
+
+
+class PickerScreen(Screen):
+    """Choose a protocol; Enter opens its setup form."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
+                Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
+    DEFAULT_CSS = """
+    PickerScreen #protocols { height: auto; max-height: 12; border: round $primary; }
+    PickerScreen #details { border: round $secondary; padding: 0 1; }
+    PickerScreen #machine { height: auto; color: $text-muted; padding: 0 1; }
+    """
+
+    def __init__(self, caps: Capabilities):
+        super().__init__()
+        self.caps = caps
+        self.entries: list[Entry] = []
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", "pick a protocol"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="machine")
+        yield OptionList(id="protocols")
+        with VerticalScroll(id="details"):
+            yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#protocols", OptionList).border_title = "Protocols"
+        self.query_one("#details").border_title = "What it does"
+        self.set_capabilities(self.caps)
+
+    def set_capabilities(self, caps: Capabilities) -> None:
+        self.caps = caps
+        self.entries = catalog(caps, self.app.protocols_folder)
+        options = self.query_one("#protocols", OptionList)
+        highlighted = options.highlighted or 0
+        options.clear_options()
+        options.add_options([Option(_label(e), id=e.name) for e in self.entries])
+        if self.entries:
+            options.highlighted = min(highlighted, len(self.entries) - 1)
+        machine = ("this machine: " + (", ".join(caps.ways) or "no local engine (an endpoint URL still works)")
+                   if caps.checked else "this machine: checking what it can run (kit doctor)…")
+        self.query_one("#machine", Static).update(machine)
+        self._show_detail()
+
+    def on_option_list_option_highlighted(self, _event: OptionList.OptionHighlighted) -> None:
+        self._show_detail()
+
+    def on_option_list_option_selected(self, _event: OptionList.OptionSelected) -> None:
+        self.action_choose()
+
+    def current(self) -> Entry | None:
+        index = self.query_one("#protocols", OptionList).highlighted
+        return self.entries[index] if index is not None and index < len(self.entries) else None
+
+    def _show_detail(self) -> None:
+        entry = self.current()
+        text = Text()
+        if entry is not None:
+            text.append(f"{entry.name}", style="bold")
+            text.append(f"  ({entry.kind}, {entry.path.name})\n", style="dim")
+            text.append(entry.explanation() + "\n")
+            if entry.description:
+                text.append(entry.description + "\n", style="italic")
+            if entry.runnable:
+                text.append("Enter: set it up and run", style="green")
+            else:
+                text.append(f"Cannot start: {entry.why_not}", style="yellow")
+        self.query_one("#detail", Static).update(text)
+
+    def action_choose(self) -> None:
+        entry = self.current()
+        if entry is None:
+            return
+        if not entry.runnable:
+            self.notify(entry.why_not or "cannot run here", title=f"{entry.name} cannot start", severity="warning")
+            return
+        self.app.open_setup(entry)
+
+    def action_doctor(self) -> None:
+        ways = ", ".join(self.caps.ways) or "nothing local"
+        self.notify(f"can run: {ways}. Run `kit doctor` in a shell for every check and its fix.", title="Machine")

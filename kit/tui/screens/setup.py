@@ -1,0 +1,151 @@
+"""Setup form: engine, model, workload size, repeats, output folder. Checked as the user types; the
+defaults run as they are. Start is refused while any field explains a problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import yaml
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+
+from kit.tui import form
+from kit.tui.catalog import Entry
+
+FIELDS = {  # field -> (label, placeholder)
+    "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
+    "url": ("Endpoint URL", "http://127.0.0.1:8080"),
+    "server_bin": ("Server binary", "llama-server of your GPU build"),
+    "size": ("Items", ""),
+    "repeats": ("Sessions", "each on a fresh server, in its own seeded order"),
+    "max_tokens": ("Max tokens", "per answer"),
+    "out": ("Output folder", "the run folder goes inside"),
+}
+
+def known_models() -> set[str]:
+    try:
+        from kit.models import load_registry
+
+        return set(load_registry().models)
+    except Exception:  # noqa: BLE001 - a broken registry only costs the suggestions
+        return set()
+
+
+class SetupScreen(Screen):
+    """The form for one protocol."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("ctrl+r", "start", "Run", priority=True), Binding("escape", "back", "Back"),
+                Binding("question_mark", "app.help", "Help")]
+    DEFAULT_CSS = """
+    SetupScreen VerticalScroll { padding: 0 1; }
+    SetupScreen .field { height: auto; }
+    SetupScreen .row { height: 1; }
+    SetupScreen .row Label { width: 15; color: $text-muted; }
+    SetupScreen .row Input { border: none; height: 1; padding: 0 1; width: 1fr; background: $boost; }
+    SetupScreen .row Input:focus { background: $primary 30%; }
+    SetupScreen .row Input.-invalid { background: $error 20%; }
+    SetupScreen .row Select { width: 1fr; }
+    SetupScreen .row SelectCurrent { border: none; height: 1; padding: 0 1; background: $boost; }
+    SetupScreen .row Select:focus > SelectCurrent { background: $primary 30%; }
+    SetupScreen .problem { color: $error; height: auto; padding-left: 15; }
+    SetupScreen .problem.-ok { display: none; }
+    SetupScreen #buttons { height: 3; margin-top: 1; }
+    SetupScreen #summary { height: auto; color: $text-muted; margin-bottom: 1; }
+    SetupScreen #estimate { height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, entry: Entry, out: Path):
+        super().__init__()
+        self.entry = entry
+        data = yaml.safe_load(entry.path.read_text()) or {}
+        self.setup = form.defaults(str(entry.path), entry.kind, data, out)
+        self.models = known_models()
+        # set before mounting: the Header reads them once it has mounted its parts
+        self.title, self.sub_title = "kit", f"set up {self.entry.name}"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(id="summary")
+            for name, label, choices in (
+                    ("engine", "Engine", [(c.label, c.key) for c in form.ENGINES]),
+                    ("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])):
+                with Vertical(classes="field", id=f"w-{name}"):
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        yield Select(choices, value=getattr(self.setup, name), allow_blank=False, id=f"f-{name}",
+                                     compact=True)
+                    yield Static(classes="problem -ok", id=f"p-{name}")
+            for name, (label, placeholder) in FIELDS.items():
+                if name in ("repeats", "max_tokens") and self.entry.kind != "reset":
+                    continue
+                if name == "size" and self.entry.kind == "grid":
+                    label = "Episodes"
+                with Vertical(classes="field", id=f"w-{name}"):
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        suggester = SuggestFromList(sorted(self.models)) if name == "model" else None
+                        yield Input(value=getattr(self.setup, name), placeholder=placeholder, id=f"f-{name}",
+                                    suggester=suggester, compact=True)
+                    yield Static(classes="problem -ok", id=f"p-{name}")
+            yield Static(id="estimate")
+            with Horizontal(id="buttons"):
+                yield Button("Run (ctrl+r)", variant="success", id="start")
+                yield Button("Back (esc)", id="back")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
+        self.refresh_form()
+        self.query_one("#f-engine").focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        setattr(self.setup, event.input.id.removeprefix("f-"), event.value)
+        self.refresh_form()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        setattr(self.setup, event.select.id.removeprefix("f-"), event.value)
+        self.refresh_form()
+
+    def refresh_form(self) -> dict[str, str]:
+        """Show only the fields the chosen engine uses; put each problem under its field."""
+        engine = self.setup.engine
+        visible = {"endpoint_kind": engine == "endpoint", "url": engine == "endpoint",
+                   "model": engine != "endpoint", "server_bin": engine == "native"}
+        for name, shown in visible.items():
+            self.query_one(f"#w-{name}").display = shown
+        found = form.problems(self.setup, self.app.caps, self.models)
+        for widget in self.query(".problem"):
+            problem = found.get(widget.id.removeprefix("p-"))
+            widget.update(f"✗ {problem}" if problem else "")
+            widget.set_class(problem is None, "-ok")
+        for name in FIELDS:
+            inputs = self.query(f"#f-{name}")
+            if inputs:
+                inputs.first().set_class(name in found, "-invalid")
+        self.query_one("#start", Button).disabled = bool(found)
+        self.query_one("#estimate", Static).update(
+            form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run")
+        return found
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self.action_start()
+        else:
+            self.action_back()
+
+    def action_start(self) -> None:
+        found = self.refresh_form()
+        if found:
+            name, problem = next(iter(found.items()))
+            self.notify(problem, title=f"cannot start: {name.replace('_', ' ')}", severity="error")
+            return
+        self.app.start_run(form.run_options(self.setup))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,1 @@
+"""Small launcher widgets: the cache-state strip and the divergence plot."""

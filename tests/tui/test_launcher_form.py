@@ -1,0 +1,94 @@
+"""The launcher driven with Textual's Pilot, no engine: the picker refuses protocols it cannot run, and
+the setup form refuses an invalid URL or model path inline, with the reason under the field."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import Button, Input, Select
+
+from kit.tui.app import KitApp
+from kit.tui.screens.picker import PickerScreen
+from kit.tui.screens.setup import SetupScreen
+from tests.tui.conftest import PROTOCOLS, static_text
+
+
+def _app(caps, tmp_path) -> KitApp:
+    return KitApp(caps=caps, protocols_folder=PROTOCOLS, outputs=tmp_path, watch_logs=False)
+
+
+def test_a_protocol_of_a_kind_the_kit_cannot_run_is_shown_explained_and_not_started(cpu_caps, tmp_path):
+    async def drive():
+        app = _app(cpu_caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("down", "down")  # grid-cpu, reset, sweep
+            screen = app.screen
+            assert screen.current().name == "sweep"
+            assert "not available yet" in static_text(screen, "#detail")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, PickerScreen)  # not started
+            await pilot.press("up")
+            assert screen.current().name == "reset"
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, SetupScreen) and app.screen.entry.name == "reset"
+
+    asyncio.run(drive())
+
+
+def test_an_invalid_url_is_refused_inline_with_an_explanation(cpu_caps, tmp_path):
+    async def drive():
+        app = _app(cpu_caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("down", "enter")  # grid-cpu, reset
+            await pilot.pause()
+            assert app.screen.entry.name == "reset"
+            screen = app.screen
+            assert app.focused is screen.query_one("#f-engine", Select)
+            await pilot.press("enter")  # open the engine list
+            await pilot.press("down", "down", "down", "down", "enter")  # "my own endpoint"
+            await pilot.pause()
+            assert screen.setup.engine == "endpoint"
+            assert screen.query_one("#w-url").display and not screen.query_one("#w-model").display
+            screen.query_one("#f-url", Input).focus()
+            await pilot.press(*"localhost:8080")
+            await pilot.pause()
+            assert "not an http(s) URL" in static_text(screen, "#p-url")
+            assert screen.query_one("#start", Button).disabled
+            await pilot.press("ctrl+r")
+            await pilot.pause()
+            assert app.screen is screen and app.live is None  # refused: no run started
+            await pilot.press("ctrl+u", *"http://127.0.0.1:8080")
+            await pilot.pause()
+            assert static_text(screen, "#p-url").strip() == ""
+            assert not screen.query_one("#start", Button).disabled
+
+    asyncio.run(drive())
+
+
+def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, tmp_path):
+    not_gguf = tmp_path / "weights.gguf"
+    not_gguf.write_text("these are not weights")
+
+    async def drive():
+        app = _app(cpu_caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("down", "enter")
+            await pilot.pause()
+            screen = app.screen
+            await pilot.press("tab")  # engine -> model
+            assert app.focused is screen.query_one("#f-model", Input)
+            await pilot.press(*str(tmp_path / "nowhere.gguf"))
+            await pilot.pause()
+            assert "no file at" in static_text(screen, "#p-model")
+            assert screen.query_one("#start", Button).disabled
+            await pilot.press("ctrl+u", *str(not_gguf))
+            await pilot.pause()
+            assert "is not a GGUF file" in static_text(screen, "#p-model")
+            await pilot.press("ctrl+r")
+            await pilot.pause()
+            assert app.screen is screen and app.live is None
+
+    asyncio.run(drive())

@@ -1,0 +1,101 @@
+"""The launcher's rules without a screen: catalog, form checks, live state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kit.events import (
+    EpisodeDone,
+    EpisodeVerdict,
+    ItemVerdict,
+    RequestDone,
+    RunEnded,
+    RunStarted,
+    SessionEnded,
+    SessionStarted,
+)
+from kit.tui import form
+from kit.tui.catalog import Capabilities, catalog
+from kit.tui.live_state import LiveState
+from tests.tui.conftest import PROTOCOLS, SetClock
+
+
+def test_catalog_lists_every_file_and_refuses_kinds_the_kit_cannot_run(cpu_caps):
+    entries = {e.name: e for e in catalog(cpu_caps, PROTOCOLS)}
+    assert set(entries) == {"reset", "grid-cpu", "sweep"}
+    assert entries["reset"].runnable and entries["grid-cpu"].runnable
+    assert not entries["sweep"].runnable and "not available yet" in entries["sweep"].why_not
+    assert "16 requests" in entries["reset"].explanation()
+    assert [e.name for e in catalog(cpu_caps, PROTOCOLS)][-1] == "sweep"  # runnable ones first
+
+
+def test_catalog_waits_for_the_doctor_before_anything_can_start():
+    entries = catalog(Capabilities((), checked=False), PROTOCOLS)
+    assert not any(e.runnable for e in entries)
+
+
+def test_url_check_explains_what_is_wrong():
+    assert form.check_url("http://127.0.0.1:8080") is None
+    assert "not an http(s) URL" in form.check_url("localhost:8080")
+    assert "no host" in form.check_url("http://")
+    assert "port" in form.check_url("http://host:99999")
+    assert "without a path" in form.check_url("http://host:8080/v1/completions")
+
+
+def test_model_check_accepts_registry_names_and_gguf_files_only(tmp_path):
+    gguf, text = tmp_path / "m.gguf", tmp_path / "notes.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
+    text.write_text("hello")
+    known = {"smollm2-135m-instruct-q4_1"}
+    assert form.check_model("", known) is None
+    assert form.check_model("smollm2-135m-instruct-q4_1", known) is None
+    assert form.check_model(str(gguf), known) is None
+    assert "not a GGUF file" in form.check_model(str(text), known)
+    assert "no file at" in form.check_model(str(tmp_path / "missing.gguf"), known)
+    assert "not a model in the registry" in form.check_model("llama-9000", known)
+
+
+def test_defaults_run_and_become_overrides(tmp_path, cpu_caps):
+    setup = form.defaults(str(PROTOCOLS / "reset.yaml"), "reset", {"workload": {"items": 2}, "sessions": 2,
+                                                                 "max_tokens": 8}, tmp_path)
+    assert form.problems(setup, cpu_caps, set()) == {}
+    options = form.run_options(setup)
+    assert options.overrides == {"workload": {"items": 2}, "sessions": 2, "max_tokens": 8}
+    assert options.engine_url is None and options.out == tmp_path
+    setup.engine, setup.url = "endpoint", "http://127.0.0.1:8080/"
+    assert form.run_options(setup).engine_url == "http://127.0.0.1:8080"
+    setup.engine = "vllm-container"
+    assert "cannot start it yet" in form.problems(setup, cpu_caps, set())["engine"]
+
+
+def test_live_state_counts_verdicts_gates_and_eta():
+    clock = SetClock()
+    state = LiveState(clock=clock)
+    state.apply(RunStarted(Path("/runs/r"), "reset", {"requests": 8, "sessions": 2}))
+    state.apply(SessionStarted("s1", 1, 2, {}))
+    for seq, cached in enumerate((0, 40, 0, None), start=1):
+        state.apply(RequestDone("s1", "a", "p", seq, cached, 5.0, cached != 0 or seq != 2))
+    clock.now += 40
+    state.apply(ItemVerdict("s1", "a", 1, 1, True, True, True, 3))
+    state.apply(EpisodeVerdict("path", ("on1", "off1"), "ep", False, None, None, None))
+    state.apply(SessionEnded("s1", "VOID", "1 of 4 requests violated the gate"))
+    assert state.cache_counts() == {"cold": 2, "hit": 1, "checkpoint": 0, "unknown": 1}
+    assert state.eta_seconds() == 40  # 4 of 8 requests in 40 s
+    assert state.diverged_count() == (1, 2)
+    assert "paths differ at token 3" in state.verdicts[0].verdict
+    assert state.gates["s1"].status == "VOID"
+    state.apply(SessionStarted("s2", 2, 2, {}))
+    state.apply(RunEnded(Path("/runs/r"), "interrupted", "stopped"))
+    assert state.gates["s2"].status == "interrupted"
+
+
+def test_grid_gates_are_per_pass_not_per_server():
+    state = LiveState(clock=SetClock())
+    state.apply(RunStarted(Path("/runs/g"), "grid", {"passes": ["on1", "off1"], "episodes": 2}))
+    state.apply(SessionStarted("grid", 1, 1, {}))
+    state.apply(RequestDone("on1", "ep0", "on", 1, 0, 900.0, True))
+    assert state.done == 0 and state.total == 4  # the grid counts episodes, not requests
+    state.apply(EpisodeDone("on1", "ep0", 1, 2, 3, "finished", True))
+    state.apply(SessionEnded("on1", "OK", None))
+    assert state.done == 1
+    assert set(state.gates) == {"on1"} and state.gates["on1"].status == "OK"
