@@ -26,7 +26,7 @@ class EngineChoice:
 ENGINES = (
     EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED, True),
     EngineChoice("native", "native GPU build (llama-server binary)", "native llama.cpp CUDA build", True),
-    EngineChoice("llamacpp-container", "llama.cpp container", "Docker GPU engines (llama.cpp, vLLM)", False),
+    EngineChoice("llamacpp-container", "llama.cpp container", "Docker GPU engines (llama.cpp, vLLM)", True),
     EngineChoice("vllm-container", "vLLM container", "Docker GPU engines (llama.cpp, vLLM)", False),
     EngineChoice("endpoint", "my own endpoint (URL + kind)", None, True),
 )
@@ -169,6 +169,7 @@ def run_options(setup: Setup):
                       model=None if endpoint or not setup.model.strip() else setup.model.strip(),
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
                       engine_url=setup.url.strip().rstrip("/") if endpoint else None,
+                      launcher="docker" if setup.engine == "llamacpp-container" else "native",
                       out=Path(setup.out).expanduser())
 
 

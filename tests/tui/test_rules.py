@@ -66,6 +66,9 @@ def test_defaults_run_and_become_overrides(tmp_path, cpu_caps):
     assert form.run_options(setup).engine_url == "http://127.0.0.1:8080"
     setup.engine = "vllm-container"
     assert "cannot start it yet" in form.problems(setup, cpu_caps, set())["engine"]
+    setup.engine = "llamacpp-container"  # wired to the runner's Docker launcher, but this machine has no daemon
+    assert "cannot run it" in form.problems(setup, cpu_caps, set())["engine"]
+    assert form.run_options(setup).launcher == "docker"
 
 
 def test_live_state_counts_verdicts_gates_and_eta():
