@@ -110,6 +110,35 @@ def run(protocol: str, **kwargs) -> None:
     _run(protocol, **kwargs)
 
 
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for findings.json, tables/ and figures/ (default: analysis/ inside the first run folder).")
+@click.option("--no-figures", is_flag=True, help="Skip drawing the figures (matplotlib not needed).")
+def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool) -> None:
+    """Compute the paper's tables (III-VII), figures (1-3) and findings.json from RUN_DIRS.
+
+    Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
+    folders works too). VOID passes are excluded and listed; tables a run cannot feed are skipped with
+    the reason.
+    """
+    from kit.analysis import findings  # noqa: PLC0415
+
+    target = out or (run_dirs[0] / "analysis")
+    result = findings.analyze(list(run_dirs), target, figures=not no_figures)
+    click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
+    for item in result["skipped_inputs"]:
+        click.echo(f"skipped {item['path']}: {item['reason']}")
+    for item in result["excluded_passes"]:
+        click.echo(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}")
+    for name, table in result["tables"].items():
+        click.echo(f"table {name}: {len(table['rows'])} rows" +
+                   "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
+    for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
+        click.echo(f"{name} skipped: {reason}")
+    click.echo(f"written: {target}/findings.json, tables/, figures/")
+
+
 @cli.group()
 def engines() -> None:
     """Engine builds and checks."""
