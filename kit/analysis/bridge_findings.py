@@ -1,7 +1,8 @@
 """Findings of single-turn runs (the reset protocol's four phases per item): Table IV, the
 restored-state control per session, and Table VII, the GSM8K bridge with correctness flips.
 
-Table IV reuses :mod:`kit.analysis.reset_table`. Table VII counts an item's path divergence as
+Table IV counts as :mod:`kit.analysis.reset_table` does (and reuses its across-session count), from
+each session read once. Table VII counts an item's path divergence as
 cache-caused only when each path agreed with itself (cold == cold2, warm == warm2) and the paths
 differ; correctness comes from the stored response text, compared numerically with the item's
 reference answer (re-derived from the workload the manifest names), when an answer extractor is
@@ -19,13 +20,33 @@ from kit.analysis.collect import RunFolder
 from kit.analysis.passes import PassData
 
 
-def table_iv_row(run: RunFolder) -> dict[str, Any]:
-    """One reset run (one weight format): per-session counts and items identical across sessions."""
-    rows, paths = reset_table.session_rows(run.path)
-    ok = [r for r in rows if r.get("status") == "OK"]
-    return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": ok,
-            "items": [r["items"] for r in ok], "recompute_reproduces": [r["recompute_reproduces"] for r in ok],
-            "hit_reproduces": [r["hit_reproduces"] for r in ok], "paths_differ": [r["paths_differ"] for r in ok],
+def item_paths(session: PassData) -> dict[str, dict[str, list[tuple]]]:
+    """unit -> {"cold": [outputs in phase order], "warm": [...]}, for items whose four phases all succeeded
+    (the shape :func:`kit.analysis.reset_table.across_sessions` takes)."""
+    paths = {}
+    for unit in session.order:
+        requests = session.units[unit]
+        if any(r.outcome not in (None, "ok") for r in requests):
+            continue
+        cold = [r.tokens for r in requests if r.expect == "cold"]
+        warm = [r.tokens for r in requests if r.expect == "warm"]
+        if len(cold) == 2 and len(warm) == 2:
+            paths[unit] = {"cold": cold, "warm": warm}
+    return paths
+
+
+def table_iv_row(run: RunFolder, sessions: dict[str, PassData]) -> dict[str, Any]:
+    """One reset run (one weight format): per-session counts and items identical across OK sessions."""
+    paths = {pid: item_paths(session) for pid, session in sessions.items()}
+    counts = {pid: {"session": pid, "items": len(units),
+                    "recompute_reproduces": sum(p["cold"][0] == p["cold"][1] for p in units.values()),
+                    "hit_reproduces": sum(p["warm"][0] == p["warm"][1] for p in units.values()),
+                    "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values())}
+              for pid, units in paths.items()}
+    ok = list(counts.values())
+    return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": [c["session"] for c in ok],
+            "items": [c["items"] for c in ok], "recompute_reproduces": [c["recompute_reproduces"] for c in ok],
+            "hit_reproduces": [c["hit_reproduces"] for c in ok], "paths_differ": [c["paths_differ"] for c in ok],
             "across_sessions": reset_table.across_sessions(paths)}
 
 

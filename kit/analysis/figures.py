@@ -131,6 +131,10 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
         hi = [100 * ((b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]) - b["hazard"]) for b in hb
               if b["positions"]]
         left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f)
+        if len(formats) <= 2:
+            for x, b in zip(xs, (b for b in hb if b["positions"])):
+                left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
+                              xytext=(0, 2), textcoords="offset points", rotation=90)
     left.set_xticks(range(len(bins)), [_bin_label(b) for b in bins], fontsize=8)
     left.set_xlabel("top-two margin on the recompute path (logits)")
     left.set_ylabel("positions that flip (%)")
@@ -147,12 +151,14 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
                        textcoords="offset points")
     right.set_xticks(range(len(formats)), formats)
     right.set_yscale("symlog", linthresh=1e-3)
+    right.margins(y=0.15)
     right.set_ylabel("|Δ top-two margin| (logits)")
     right.set_title("(b) cache-path change at non-flipped positions\n(median, IQR, 10th-90th percentile)",
                     fontsize=9)
     for ax in (left, right):
         ax.spines[["top", "right"]].set_visible(False)
-    fig.suptitle(f"Mechanism ({source} runs)", fontsize=10)
+    fig.suptitle(f"Mechanism from top-{block.get('top_k', 'k')} log-probabilities ({source} runs)", fontsize=10,
+                 y=1.04)
     files = _save(fig, folder, "fig3_mechanism")
     plt.close(fig)
     return files

@@ -14,6 +14,7 @@ from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
+from kit.analysis.parallel import default_workers, parallel_map
 from kit.analysis.passes import load_pass
 from kit.manifest import now, write_json_atomic
 
@@ -29,6 +30,7 @@ class Settings:
     block_bootstrap_replicates: int = 10_000
     sweep_replicates: int = 2_000
     cluster_replicates: int = 2_000
+    workers: int = 0  # processes reading record files; 0 = one per available CPU
 
 
 @dataclass
@@ -42,6 +44,10 @@ class Timer:
 
 
 def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions], skipped: list) -> None:
+    if run.top_logprobs is not None and run.top_logprobs < 2:
+        skipped.append({"run": run.run_id, "reason": f"top-{run.top_logprobs} log-probabilities: the top-two "
+                                                     "margin needs top-2 or deeper"})
+        return
     if "on1" not in run.ok_passes or "off1" not in run.ok_passes:
         skipped.append({"run": run.run_id, "reason": "mechanism needs OK passes on1 and off1"})
         return
@@ -57,8 +63,9 @@ def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions
 
 def _grid(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
     started = time.perf_counter()
-    grid = [grid_findings.grid_run_findings(run, settings.block_bootstrap_replicates, settings.seed)
-            for run in collection.of_kind("grid")]
+    grid = parallel_map(grid_findings.grid_run_findings,
+                        [(run, settings.block_bootstrap_replicates, settings.seed) for run in collection.of_kind("grid")],
+                        _workers(settings))
     findings["grid"] = grid
     findings["tables"]["III"] = grid_findings.table_iii(grid)
     findings["tables"]["V"] = grid_findings.table_v(grid)
@@ -75,6 +82,10 @@ def _grid(collection: Collection, settings: Settings, timer: Timer, findings: di
     timer.add("grid: mechanism", started)
 
 
+def _workers(settings: Settings) -> int:
+    return settings.workers or default_workers()
+
+
 def _mechanism_block(findings: dict[str, Any], source: str, positions: dict[str, mechanism.Positions],
                      skipped: list, settings: Settings) -> None:
     if not positions and not skipped:
@@ -85,6 +96,20 @@ def _mechanism_block(findings: dict[str, Any], source: str, positions: dict[str,
     findings["mechanism"][source] = block
 
 
+def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
+    """One sweep folder's path divergence, and its mechanism positions when it is the canonical history
+    of its format (or why there are none). Runs in a worker process."""
+    loaded = sweep_findings.load_cell_passes(run, keep_logprobs=canonical)
+    cell = sweep_findings.cell_divergence(run, loaded)
+    on, off = sweep_findings.arm_passes(run)
+    if not canonical or on is None or off is None:
+        return cell, None
+    try:
+        return cell, mechanism.pass_positions(loaded[on], loaded[off])
+    except mechanism.MechanismSkip as exc:
+        return cell, str(exc)
+
+
 def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
     runs = collection.of_kind("sweep")
     if not runs:
@@ -93,18 +118,16 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
     canonical: dict[str, RunFolder] = {}
     for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
         canonical.setdefault(run.format, run)
-    cells, positions, skipped = [], {}, []
-    for run in runs:
-        keep = canonical.get(run.format) is run
-        loaded = sweep_findings.load_cell_passes(run, keep_logprobs=keep)
-        cells.append((run, sweep_findings.cell_divergence(run, loaded)))
-        on, off = sweep_findings.arm_passes(run)
-        if keep and on and off:
-            try:
-                positions.setdefault(run.format, mechanism.Positions()).extend(
-                    mechanism.pass_positions(loaded[on], loaded[off]))
-            except mechanism.MechanismSkip as exc:
-                skipped.append({"run": run.run_id, "reason": str(exc)})
+    jobs = [(run, canonical.get(run.format) is run) for run in runs]
+    read = parallel_map(_sweep_cell, jobs, _workers(settings))
+    cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
+    positions: dict[str, mechanism.Positions] = {}
+    skipped: list = []
+    for (run, _), (_, found) in zip(jobs, read):
+        if isinstance(found, str):
+            skipped.append({"run": run.run_id, "reason": found})
+        elif found is not None:
+            positions.setdefault(run.format, mechanism.Positions()).extend(found)
     timer.add("sweep: read records and walk divergence", started)
     started = time.perf_counter()
     findings["sweep"] = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed)
@@ -115,26 +138,34 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
     timer.add("sweep: mechanism (canonical history)", started)
 
 
+def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
+    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
+    sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0]) for p in order}
+    try:
+        found: Any = mechanism.item_positions(sessions[order[0]])
+    except mechanism.MechanismSkip as exc:
+        found = str(exc)
+    return bridge_findings.table_iv_row(run, sessions), bridge_findings.table_vii_row(run, sessions[order[0]]), found
+
+
 def _reset(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
     runs = collection.of_kind("reset")
     if not runs:
         return
     started = time.perf_counter()
-    findings["tables"]["IV"] = {"rows": [bridge_findings.table_iv_row(run) for run in runs], "skipped": []}
-    rows, positions, skipped = [], {}, []
-    for run in runs:
-        if not run.ok_passes:
-            skipped.append({"run": run.run_id, "reason": "no OK session"})
-            continue
-        first = next(iter(sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))))
-        session = load_pass(run.path, first, run.ok_passes[first], keep_logprobs=True)
-        rows.append(bridge_findings.table_vii_row(run, session))
-        try:
-            positions.setdefault(run.format, mechanism.Positions()).extend(mechanism.item_positions(session))
-        except mechanism.MechanismSkip as exc:
-            skipped.append({"run": run.run_id, "reason": str(exc)})
-    findings["tables"]["VII"] = {"rows": rows, "skipped": []}
-    timer.add("reset/bridge: tables IV and VII", started)
+    usable = [run for run in runs if run.ok_passes]
+    skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
+    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings))
+    findings["tables"]["IV"] = {"rows": [r[0] for r in read], "skipped": list(skipped)}
+    findings["tables"]["VII"] = {"rows": [r[1] for r in read], "skipped": list(skipped)}
+    positions: dict[str, mechanism.Positions] = {}
+    for run, (_, _, found) in zip(usable, read):
+        if isinstance(found, str):
+            skipped.append({"run": run.run_id, "reason": found})
+        else:
+            positions.setdefault(run.format, mechanism.Positions()).extend(found)
+    timer.add("reset/bridge: read sessions, tables IV and VII", started)
     started = time.perf_counter()
     _mechanism_block(findings, "reset", positions, skipped, settings)
     timer.add("reset/bridge: mechanism", started)

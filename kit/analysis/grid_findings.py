@@ -146,6 +146,8 @@ def grid_trend(grid: list[dict[str, Any]], replicates: int, seed: int) -> dict[s
                 entry[name] = compute().to_json()
             except StatsInputError as exc:
                 entry[name] = {"skipped": exc.line()}
+            except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+                entry[name] = {"skipped": f"the fit failed on these data ({type(exc).__name__}: {exc})"}
         results[model] = entry
     return {"models": results, "skipped": skipped}
 

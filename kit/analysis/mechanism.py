@@ -52,6 +52,7 @@ class Positions:
     requests_compared: int = 0
     cache_hit_requests: int = 0
     length_only_differences: int = 0
+    depths: set = field(default_factory=set)  # top-k depths the positions were recorded at
 
     def extend(self, other: "Positions") -> None:
         for name in ("episode", "margin", "flipped", "delta"):
@@ -59,6 +60,7 @@ class Positions:
         self.requests_compared += other.requests_compared
         self.cache_hit_requests += other.cache_hit_requests
         self.length_only_differences += other.length_only_differences
+        self.depths |= other.depths
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"episode": np.asarray(self.episode), "margin": np.asarray(self.margin, dtype=float),
@@ -110,8 +112,7 @@ def episode_positions(episode: str, hit: list[Request], recompute: list[Request]
 
 def pass_positions(hit: PassData, recompute: PassData, cluster_prefix: str = "") -> Positions:
     """Positions of every episode in both passes (hit path `hit`, recompute path `recompute`)."""
-    check_depth(hit, recompute)
-    out = Positions()
+    out = Positions(depths={check_depth(hit, recompute)})
     for unit in hit.order:
         if unit in recompute.units:
             out.extend(episode_positions(cluster_prefix + unit, hit.units[unit], recompute.units[unit]))
@@ -124,7 +125,7 @@ def item_positions(session: PassData, cluster_prefix: str = "") -> Positions:
     if len(depths) != 1 or (next(iter(depths)) or 0) < 2:
         raise MechanismSkip(f"session {session.pass_id}: top-k depth {sorted(map(str, depths))}; "
                             "the top-two margin needs one depth of 2 or more")
-    out = Positions()
+    out = Positions(depths=set(depths))
     for unit in session.order:
         requests = session.units[unit]
         cold = [r for r in requests if r.expect == "cold"]
@@ -146,16 +147,12 @@ def describe(values: np.ndarray) -> dict[str, Any]:
 def summarize(by_format: dict[str, Positions], formats: Iterable[str], replicates: int, seed: int) -> dict[str, Any]:
     """Flip hazard by margin, near-tie share and |Δmargin| per format, with episode-bootstrap intervals,
     ratios to the first format and Page's trend test across formats (three or more)."""
-    from kit.stats import (  # noqa: PLC0415
-        StatsInputError,
-        compare_episode_means,
-        episode_mean_table,
-        flip_hazard_by_margin,
-        page_trend,
-    )
+    from kit.stats import flip_hazard_by_margin  # noqa: PLC0415
 
     order = [f for f in formats if f in by_format and by_format[f].episode]
-    result: dict[str, Any] = {"formats": order, "near_tie_below": NEAR_TIE, "per_format": {}}
+    depths = sorted({d for f in order for d in by_format[f].depths})
+    result: dict[str, Any] = {"formats": order, "near_tie_below": NEAR_TIE, "per_format": {},
+                              "top_k": depths[0] if len(depths) == 1 else depths}
     if not order:
         return result
     rows = {f: by_format[f].arrays() for f in order}
@@ -177,20 +174,33 @@ def summarize(by_format: dict[str, Positions], formats: Iterable[str], replicate
     margin = np.concatenate([rows[f]["margin"] for f in order])
     delta = np.concatenate([rows[f]["delta"] for f in order])
     near = (margin < NEAR_TIE).astype(float)
+    if len(depths) > 1:
+        result["skipped"] = f"formats were recorded at different top-k depths {depths}: no cross-format comparison"
+        return result
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _compare_formats(result, near, delta, ep_plain, group, order, replicates, seed)
+    return result
+
+
+def _compare_formats(result: dict[str, Any], near, delta, episode, group, order: list[str], replicates: int,
+                     seed: int) -> None:
+    """Near-tie share and mean |Δmargin| per format, paired by episode, ratios to the first format, and
+    Page's trend test across three or more formats."""
+    from kit.stats import StatsInputError, compare_episode_means, episode_mean_table, page_trend  # noqa: PLC0415
+
     has_delta = np.isfinite(delta)
     try:
-        result["near_tie_share"] = compare_episode_means(near, ep_plain, group, order[0], order, replicates,
+        result["near_tie_share"] = compare_episode_means(near, episode, group, order[0], order, replicates,
                                                          seed).to_json()
         if has_delta.any() and order[0] in set(group[has_delta].tolist()):
-            result["delta_margin_mean"] = compare_episode_means(delta[has_delta], ep_plain[has_delta],
+            result["delta_margin_mean"] = compare_episode_means(delta[has_delta], episode[has_delta],
                                                                 group[has_delta], order[0], order, replicates,
                                                                 seed).to_json()
         if len(order) >= 3:
-            table, _, _ = episode_mean_table(near, ep_plain, group, order)
+            table, _, _ = episode_mean_table(near, episode, group, order)
             result["near_tie_page"] = page_trend(table).to_json()
             if has_delta.any():
-                table, _, _ = episode_mean_table(delta[has_delta], ep_plain[has_delta], group[has_delta], order)
+                table, _, _ = episode_mean_table(delta[has_delta], episode[has_delta], group[has_delta], order)
                 result["delta_margin_page"] = page_trend(table).to_json()
     except StatsInputError as exc:
-        result["skipped"] = f"cross-format comparison: {exc}"
-    return result
+        result["skipped"] = f"cross-format comparison: {exc.line()}"

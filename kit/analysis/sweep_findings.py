@@ -82,8 +82,11 @@ def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: in
     try:
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
                                               glmm=len(formats) >= 2).to_json()
-    except StatsInputError as exc:
-        result["bootstrap"] = {"skipped": exc.line()}
+    except (StatsInputError, ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+        # rates and differences do not need the random-intercept model: keep them, say why the slope is missing
+        result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
+                                              glmm=False).to_json()
+        result["bootstrap"]["glmm_skipped"] = f"the random-intercept fit failed ({type(exc).__name__}: {exc})"
     try:
         result["permutation"] = sweep_permutation_test(cube).to_json() if len(formats) >= 2 else {
             "skipped": "one format only"}
