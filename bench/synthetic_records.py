@@ -32,7 +32,7 @@ import numpy as np
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")
-SIGMA = {"F16": 0.03, "Q8_0": 0.10, "Q4_K_M": 0.16, "Q3_K_M": 0.14, "BF16": 0.06}
+SIGMA = {"F16": 0.045, "Q8_0": 0.065, "Q4_K_M": 0.09, "Q3_K_M": 0.085, "BF16": 0.06}
 GRID = [("llama.cpp", "Qwen2.5-7B", f) for f in FORMATS] + \
        [("llama.cpp", "Llama-3.1-8B", f) for f in ("Q8_0", "Q4_K_M", "Q3_K_M")] + \
        [("llama.cpp", "Qwen2.5-14B", "Q4_K_M"), ("vLLM", "Qwen2.5-7B", "BF16"), ("vLLM", "Llama-3.1-8B", "BF16")]

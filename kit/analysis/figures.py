@@ -28,17 +28,22 @@ def _save(fig, folder: Path, stem: str) -> list[str]:
 
 
 def _run_label(g: dict[str, Any]) -> str:
+    if g["engine"] != "llama.cpp":
+        return f"{g['engine']} {g['model']}\n{g['format']}"
     cache = "prompt cache off" if g["cache_ram"] == 0 else "prompt cache default"
-    return f"{g['model']} {g['format']}\n{cache}"
+    return f"{g['engine']} {g['model']}\n{g['format']}, {cache}"
 
 
 def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
     """Divergence bars with their intervals for every grid run: run-to-run (off, on) and path."""
+    from kit.analysis.collect import format_rank  # noqa: PLC0415
+
     grid = [g for g in findings.get("grid", []) if any("interval" in c for c in g["comparisons"].values())]
     if not grid:
         raise LookupError("no grid run with a comparison")
+    grid.sort(key=lambda g: (g["engine"], g["model"], format_rank(g["format"]), g["cache_ram"] == 0))
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(grid) + 1.5), 3.6))
+    fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 1.25 * len(grid) + 2)), 4.0))
     width = 0.8 / len(COMPARISON_LABELS)
     colors = ("#9e9e9e", "#4c72b0", "#c44e52")
     for j, ((key, label), color) in enumerate(zip(COMPARISON_LABELS, colors)):
@@ -52,14 +57,18 @@ def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
             err[0].append(100 * (interval["rate"] - interval["lo"]))
             err[1].append(100 * (interval["hi"] - interval["rate"]))
             ax.annotate(f"{interval['k']}/{interval['n']}", (xs[-1], 100 * interval["hi"]), ha="center",
-                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+                        va="bottom", fontsize=6 if len(grid) > 4 else 7, xytext=(0, 2), textcoords="offset points",
+                        rotation=90 if len(grid) > 6 else 0)
         ax.bar(xs, ys, width, yerr=err, capsize=3, color=color, label=label.replace("\n", " "))
-    ax.set_xticks(range(len(grid)), [_run_label(g) for g in grid], fontsize=8)
+    many = len(grid) > 4
+    ax.set_xticks(range(len(grid)), [_run_label(g) for g in grid], fontsize=7 if many else 8,
+                  rotation=30 if many else 0, ha="right" if many else "center")
     ax.set_ylabel("episodes diverged (%)")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
     ax.set_title("Where the divergence comes from (dependence-aware 95% intervals;\n"
-                 "Wilson where the bootstrap is degenerate)", fontsize=9)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+                 "Wilson where the bootstrap is degenerate; labels: diverged/episodes)", fontsize=9, pad=24)
+    ax.legend(fontsize=8, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
     ax.spines[["top", "right"]].set_visible(False)
     files = _save(fig, folder, "fig1_divergence")
     plt.close(fig)
@@ -69,6 +78,8 @@ def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
 def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
     """Path divergence by weight format: per-history dots, the mean with its two-way interval, and the
     single-history grid as a dashed line."""
+    from kit.analysis.collect import format_rank  # noqa: PLC0415
+
     sweep = findings.get("sweep") or {}
     boot = sweep.get("bootstrap") or {}
     grid_rows = (findings["tables"].get("V") or {}).get("rows", [])
@@ -88,12 +99,16 @@ def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
                [100 * f["hi"] - m for m, f in zip(means, boot["formats"])]]
         ax.errorbar(range(len(formats)), means, yerr=err, color="#c44e52", marker="o", capsize=4, zorder=3,
                     label=f"mean of {boot['n_histories']} histories (95% CI, episodes x histories)")
-    grid_by_format = {r["format"]: 100 * r["path_rate"] for r in grid_rows}
-    axis = formats or sorted(grid_by_format, key=lambda f: [r["format"] for r in grid_rows].index(f))
+    sweep_models = {r["model"] for r in findings.get("runs", []) if r["kind"] == "sweep"}
+    grid_by_format: dict[str, float] = {}
+    for r in sorted(grid_rows, key=lambda r: r.get("prompt_cache") != "default"):  # production default first
+        if not sweep_models or r["model"] in sweep_models:
+            grid_by_format.setdefault(r["format"], 100 * r["path_rate"])
+    axis = formats or sorted(grid_by_format, key=format_rank)
     xs = [axis.index(f) for f in axis if f in grid_by_format]
     if xs:
         ax.plot(xs, [grid_by_format[axis[x]] for x in xs], linestyle="--", color="#4c72b0", marker="s",
-                markersize=4, label="grid, one history", zorder=1)
+                markersize=4, label="grid (production default), one history", zorder=1)
     ax.set_xticks(range(len(axis)), axis)
     ax.set_xlabel("weight format")
     ax.set_ylabel("path divergence (% of episodes)")

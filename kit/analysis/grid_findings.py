@@ -91,7 +91,7 @@ def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
                                                                                    "no path comparison in this run")})
             continue
         row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
-               "run": g["run"], **_rate_cells(c["path"]["interval"], "path_")}
+               "prompt_cache": "disabled" if g["cache_ram"] == 0 else "default", "run": g["run"], **_rate_cells(c["path"]["interval"], "path_")}
         for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):
             if key in c and "interval" in c[key]:
                 row.update(_rate_cells(c[key]["interval"], prefix))

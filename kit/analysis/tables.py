@@ -77,10 +77,10 @@ def table_iv(t: dict[str, Any]) -> Layout:
 def table_v(t: dict[str, Any]) -> Layout:
     layout = Layout("V", "Episode-level divergence per configuration: run-to-run (cache off, cache on) and path "
                          "divergence, envelope of circular block bootstrap and Wilson 95% intervals.",
-                    ["Engine", "Model", "Weights", "n", "cache off (%)", "cache on (%)", "95% CI", "path (%)",
+                    ["Engine", "Model", "Weights", "prompt cache", "n", "cache off (%)", "cache on (%)", "95% CI", "path (%)",
                      "95% CI"], notes=_skips(t))
     for r in t["rows"]:
-        layout.rows.append([r["engine"], r["model"], r["format"], str(r["n"]), pct(r.get("off_rate")),
+        layout.rows.append([r["engine"], r["model"], r["format"], r["prompt_cache"], str(r["n"]), pct(r.get("off_rate")),
                             pct(r.get("on_rate")), ci(r.get("on_lo"), r.get("on_hi")), pct(r["path_rate"]),
                             ci(r["path_lo"], r["path_hi"])])
     return layout
