@@ -115,7 +115,15 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for findings.json, tables/ and figures/ (default: analysis/ inside the first run folder).")
 @click.option("--no-figures", is_flag=True, help="Skip drawing the figures (matplotlib not needed).")
-def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool) -> None:
+@click.option("--block-replicates", type=int, default=10_000, show_default=True,
+              help="Circular block bootstrap replicates for single-pass rates.")
+@click.option("--sweep-replicates", type=int, default=2_000, show_default=True,
+              help="Two-way bootstrap replicates for the sweep (each refits the GLMM).")
+@click.option("--cluster-replicates", type=int, default=2_000, show_default=True,
+              help="Episode-bootstrap replicates for the mechanism and the grid trend.")
+@click.option("--workers", type=int, default=0, help="Processes reading record files (default: one per CPU).")
+def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, block_replicates: int,
+            sweep_replicates: int, cluster_replicates: int, workers: int) -> None:
     """Compute the paper's tables (III-VII), figures (1-3) and findings.json from RUN_DIRS.
 
     Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
@@ -125,7 +133,9 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool) -> N
     from kit.analysis import findings  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "analysis")
-    result = findings.analyze(list(run_dirs), target, figures=not no_figures)
+    settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
+                                 cluster_replicates=cluster_replicates, workers=workers)
+    result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
     for item in result["skipped_inputs"]:
         click.echo(f"skipped {item['path']}: {item['reason']}")

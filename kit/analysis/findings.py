@@ -62,6 +62,8 @@ def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions
 
 
 def _grid(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+    if not collection.of_kind("grid"):
+        return
     started = time.perf_counter()
     grid = parallel_map(grid_findings.grid_run_findings,
                         [(run, settings.block_bootstrap_replicates, settings.seed) for run in collection.of_kind("grid")],
