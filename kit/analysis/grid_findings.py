@@ -136,14 +136,14 @@ def grid_trend(grid: list[dict[str, Any]], replicates: int, seed: int) -> dict[s
         sc, y = np.tile(scores, len(episodes)), table.ravel()
         entry: dict[str, Any] = {"formats": formats, "scores": scores.tolist(), "episodes": len(episodes),
                                  "diverged_per_format": table.sum(axis=0).tolist()}
-        for name, compute in (("glmm", lambda: fit_random_intercept_logit(ep, sc, y)),
-                              ("conditional_logit", lambda: fit_conditional_logit(ep, sc, y)),
-                              ("permutation", lambda: permutation_trend_test(table)),
-                              ("episode_bootstrap", lambda: sweep_bootstrap(table[None], scores, formats,
-                                                                            replicates=replicates, seed=seed,
-                                                                            glmm=False))):
+        fits = {"glmm": (fit_random_intercept_logit, (ep, sc, y), {}),
+                "conditional_logit": (fit_conditional_logit, (ep, sc, y), {}),
+                "permutation": (permutation_trend_test, (table,), {}),
+                "episode_bootstrap": (sweep_bootstrap, (table[None], scores, formats),
+                                      {"replicates": replicates, "seed": seed, "glmm": False})}
+        for name, (fit, args, kwargs) in fits.items():
             try:
-                entry[name] = compute().to_json()
+                entry[name] = fit(*args, **kwargs).to_json()
             except StatsInputError as exc:
                 entry[name] = {"skipped": exc.line()}
             except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:

@@ -54,7 +54,7 @@ class Positions:
     length_only_differences: int = 0
     depths: set = field(default_factory=set)  # top-k depths the positions were recorded at
 
-    def extend(self, other: "Positions") -> None:
+    def extend(self, other: Positions) -> None:
         for name in ("episode", "margin", "flipped", "delta"):
             getattr(self, name).extend(getattr(other, name))
         self.requests_compared += other.requests_compared
@@ -186,7 +186,12 @@ def _compare_formats(result: dict[str, Any], near, delta, episode, group, order:
                      seed: int) -> None:
     """Near-tie share and mean |Δmargin| per format, paired by episode, ratios to the first format, and
     Page's trend test across three or more formats."""
-    from kit.stats import StatsInputError, compare_episode_means, episode_mean_table, page_trend  # noqa: PLC0415
+    from kit.stats import (  # noqa: PLC0415
+        StatsInputError,
+        compare_episode_means,
+        episode_mean_table,
+        page_trend,
+    )
 
     has_delta = np.isfinite(delta)
     try:

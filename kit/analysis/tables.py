@@ -65,10 +65,10 @@ def table_iv(t: dict[str, Any]) -> Layout:
                      "same in all: recompute", "same in all: cache hit"], notes=_skips(t))
     for r in t["rows"]:
         across = r["across_sessions"]
-        same = (lambda key: f"{across[key]}/{across['items']}" if key in across else DASH)
+        same = [f"{across[key]}/{across['items']}" if key in across else DASH
+                for key in ("recompute_same_in_all", "hit_same_in_all")]
         layout.rows.append([r["model"], r["format"], slashes(r["items"]), slashes(r["recompute_reproduces"]),
-                            slashes(r["hit_reproduces"]), slashes(r["paths_differ"]), same("recompute_same_in_all"),
-                            same("hit_same_in_all")])
+                            slashes(r["hit_reproduces"]), slashes(r["paths_differ"]), *same])
         if "note" in across:
             layout.notes.append(f"{r['run']}: {across['note']}")
     return layout
