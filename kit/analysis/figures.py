@@ -145,7 +145,7 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
               if b["positions"]]
         hi = [100 * ((b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]) - b["hazard"]) for b in hb
               if b["positions"]]
-        left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f)
+        left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f, color=f"C{j}")
         if len(formats) <= 2:
             for x, b in zip(xs, (b for b in hb if b["positions"])):
                 left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
@@ -159,9 +159,9 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
     for i, s in enumerate(stats):
         if not s.get("n"):
             continue
-        right.vlines(i, s["p10"], s["p90"], color="#4c72b0", linewidth=1)
-        right.vlines(i, s["q1"], s["q3"], color="#4c72b0", linewidth=6)
-        right.plot(i, s["median"], marker="o", color="white", markeredgecolor="#4c72b0", zorder=3)
+        right.vlines(i, s["p10"], s["p90"], color=f"C{i}", linewidth=1)
+        right.vlines(i, s["q1"], s["q3"], color=f"C{i}", linewidth=6)
+        right.plot(i, s["median"], marker="o", color="white", markeredgecolor=f"C{i}", zorder=3)
         right.annotate(f"n={s['n']}", (i, s["p90"]), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
                        textcoords="offset points")
     right.set_xticks(range(len(formats)), formats)
