@@ -112,7 +112,7 @@ def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
     ax.set_xticks(range(len(axis)), axis)
     ax.set_xlabel("weight format")
     ax.set_ylabel("path divergence (% of episodes)")
-    ax.set_ylim(0, 100)
+    ax.set_ylim(-3, 103)
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     ax.spines[["top", "right"]].set_visible(False)
     files = _save(fig, folder, "fig2_formats")
@@ -150,6 +150,7 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
             for x, b in zip(xs, (b for b in hb if b["positions"])):
                 left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
                               xytext=(0, 2), textcoords="offset points", rotation=90)
+    left.set_ylim(0, max(5.0, left.get_ylim()[1]))
     left.set_xticks(range(len(bins)), [_bin_label(b) for b in bins], fontsize=8)
     left.set_xlabel("top-two margin on the recompute path (logits)")
     left.set_ylabel("positions that flip (%)")

@@ -58,8 +58,13 @@ def folders(tmp_path_factory):
     return root
 
 
-def test_sweep_table_vi_counts(folders):
-    findings = compute([folders / "sweep"], FAST)
+@pytest.fixture(scope="module")
+def sweep_findings(folders):
+    return compute([folders / "sweep"], FAST)
+
+
+def test_sweep_table_vi_counts(sweep_findings):
+    findings = sweep_findings
     sweep = findings["sweep"]
     assert sweep["formats"] == ["F16", "Q4_K_M"] and sweep["random_histories"] == [1, 2]
     assert sweep["per_history_counts"] == {"F16": [2, 1], "Q4_K_M": [5, 5]}
@@ -77,8 +82,8 @@ def test_sweep_table_vi_counts(folders):
         in sweep["skipped"] and 3 not in sweep["histories"]
 
 
-def test_sweep_mechanism_uses_the_canonical_history(folders):
-    block = compute([folders / "sweep"], FAST)["mechanism"]["sweep"]
+def test_sweep_mechanism_uses_the_canonical_history(sweep_findings):
+    block = sweep_findings["mechanism"]["sweep"]
     assert block["formats"] == ["F16", "Q4_K_M"] and block["top_k"] == 5
     # canonical history: F16 flips in e0 only, Q4_K_M in e0..e3; each flip at the 2nd position of request 0
     assert block["per_format"]["F16"]["flips"] == 1 and block["per_format"]["Q4_K_M"]["flips"] == 4
