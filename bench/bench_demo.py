@@ -7,8 +7,8 @@ is a first verdict within 60 s of launch and the whole demo under 5 minutes on t
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import statistics
 import subprocess
 import sys

@@ -203,6 +203,45 @@ def resume_run(run_dir: Path) -> None:
     _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print))
 
 
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for findings.json, tables/ and figures/ (default: analysis/ inside the first run folder).")
+@click.option("--no-figures", is_flag=True, help="Skip drawing the figures (matplotlib not needed).")
+@click.option("--block-replicates", type=int, default=10_000, show_default=True,
+              help="Circular block bootstrap replicates for single-pass rates.")
+@click.option("--sweep-replicates", type=int, default=2_000, show_default=True,
+              help="Two-way bootstrap replicates for the sweep (each refits the GLMM).")
+@click.option("--cluster-replicates", type=int, default=2_000, show_default=True,
+              help="Episode-bootstrap replicates for the mechanism and the grid trend.")
+@click.option("--workers", type=int, default=0, help="Processes reading record files (default: one per CPU).")
+def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, block_replicates: int,
+            sweep_replicates: int, cluster_replicates: int, workers: int) -> None:
+    """Compute the paper's tables (III-VII), figures (1-3) and findings.json from RUN_DIRS.
+
+    Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
+    folders works too). VOID passes are excluded and listed; tables a run cannot feed are skipped with
+    the reason.
+    """
+    from kit.analysis import findings  # noqa: PLC0415
+
+    target = out or (run_dirs[0] / "analysis")
+    settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
+                                 cluster_replicates=cluster_replicates, workers=workers)
+    result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
+    click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
+    for item in result["skipped_inputs"]:
+        click.echo(f"skipped {item['path']}: {item['reason']}")
+    for item in result["excluded_passes"]:
+        click.echo(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}")
+    for name, table in result["tables"].items():
+        click.echo(f"table {name}: {len(table['rows'])} rows" +
+                   "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
+    for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
+        click.echo(f"{name} skipped: {reason}")
+    click.echo(f"written: {target}/findings.json, tables/, figures/")
+
+
 @cli.group()
 def engines() -> None:
     """Engine builds and checks."""

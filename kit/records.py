@@ -15,6 +15,19 @@ from typing import Any, Iterator
 
 from kit.errors import ConfigError
 
+try:  # a faster parser where installed (records of a paper-scale run are gigabytes)
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _fast_loads = json.loads
+
+
+def _loads(line: bytes) -> Any:
+    """Parse one line; lines orjson refuses (e.g. NaN/Infinity, which json.dumps writes) go to json."""
+    try:
+        return _fast_loads(line)
+    except ValueError:
+        return json.loads(line)
+
 SCHEMA = "kit.record/1"
 SUPPORTED = {SCHEMA}
 
@@ -71,16 +84,16 @@ def read_records(path: Path) -> RecordFile:
         lines.pop()
     elif lines:
         try:
-            json.loads(lines[-1])
+            _loads(lines[-1])
         except ValueError:
             lines.pop()
             torn = True
     records = []
     for number, raw in enumerate(lines, start=1):
         try:
-            record = json.loads(raw)
+            record = _loads(raw)
         except ValueError as exc:
-            raise ConfigError(f"{path}:{number} is not a valid record ({exc.msg})",
+            raise ConfigError(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
                               "the file is damaged; restore it from the bundle or rerun that pass") from exc
         if record.get("schema") not in SUPPORTED:
             raise ConfigError(f"{path}:{number} has record schema {record.get('schema')!r}",

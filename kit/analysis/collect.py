@@ -1,0 +1,156 @@
+"""Run folders given to `kit analyze`, recognised by what their manifests say they hold.
+
+A folder is a *reset* run (the restored-state control, or the GSM8K bridge when its items come from
+GSM8K), a *grid* run, or a *sweep cell*: a grid-like folder whose manifest carries
+``"sweep": {"format": ..., "history": k}`` (layout in docs/analysis.md). Anything else is listed as
+skipped with its reason. VOID passes are never analysed; they are collected here with their reasons.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+from kit.manifest import Manifest
+
+# Weight formats in the paper's order of decreasing precision; scores are positions among those present.
+FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
+                "Q2_K")
+_FORMAT_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(f.replace("_", "[-_.]") for f in sorted(
+    FORMAT_ORDER, key=len, reverse=True)) + r")(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def format_rank(label: str) -> int:
+    """Position of a weight format in FORMAT_ORDER (unknown formats sort last)."""
+    upper = label.upper()
+    return FORMAT_ORDER.index(upper) if upper in FORMAT_ORDER else len(FORMAT_ORDER)
+
+
+def weight_format(manifest: dict[str, Any]) -> str:
+    """The run's weight format: the sweep's label, else the engine's `format`, else read off the model name."""
+    sweep = manifest.get("sweep") or {}
+    if sweep.get("format"):
+        return str(sweep["format"])
+    engine = manifest.get("engine") or {}
+    if engine.get("format"):
+        return str(engine["format"])
+    for key in ("model_name", "model", "model_path"):
+        match = _FORMAT_RE.search(Path(str(engine.get(key) or "")).name)
+        if match:
+            return re.sub(r"[-.]", "_", match.group(1).upper())
+    return "unknown"
+
+
+def model_label(manifest: dict[str, Any]) -> str:
+    """A short model name for tables: the engine's model name without its format suffix."""
+    engine = manifest.get("engine") or {}
+    name = str(engine.get("model_name") or Path(str(engine.get("model") or "unknown")).name)
+    name = re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
+    return _FORMAT_RE.sub("", name).strip("-._") or name
+
+
+@dataclass
+class RunFolder:
+    """One run folder: its manifest, what it holds, and which of its passes may be analysed."""
+
+    path: Path
+    manifest: dict[str, Any]
+    kind: str  # "reset", "grid" or "sweep"
+    ok_passes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    void_passes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id", self.path.name))
+
+    @property
+    def format(self) -> str:
+        return weight_format(self.manifest)
+
+    @property
+    def model(self) -> str:
+        return model_label(self.manifest)
+
+    @property
+    def engine_name(self) -> str:
+        engine = self.manifest.get("engine") or {}
+        return str(engine.get("engine_kind") or ("vLLM" if "vllm" in str(engine.get("engine", "")).lower()
+                                                 else "llama.cpp"))
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return (self.manifest.get("protocol") or {}).get("resolved") or {}
+
+    @property
+    def sweep(self) -> dict[str, Any]:
+        return self.manifest.get("sweep") or {}
+
+    @property
+    def top_logprobs(self) -> int | None:
+        value = self.resolved.get("top_logprobs", (self.manifest.get("plan") or {}).get("top_logprobs"))
+        return int(value) if value is not None else None
+
+    @property
+    def cache_ram(self) -> Any:
+        """The server-level prompt cache setting (MiB); None means llama.cpp's default (enabled)."""
+        engine = self.manifest.get("engine") or {}
+        return engine.get("cache_ram", (self.resolved.get("engine") or {}).get("cache_ram"))
+
+    @property
+    def gsm8k(self) -> bool:
+        return (self.manifest.get("workload") or {}).get("source") == "gsm8k"
+
+
+@dataclass
+class Collection:
+    """Everything `kit analyze` was given, sorted by kind, with what was skipped and why."""
+
+    runs: list[RunFolder] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[RunFolder]:
+        return [r for r in self.runs if r.kind == kind]
+
+    def void_passes(self) -> list[dict[str, Any]]:
+        return [v for r in self.runs for v in r.void_passes]
+
+
+def read_run(path: Path) -> RunFolder:
+    """Read one run folder's manifest and split its passes into OK ones and excluded ones."""
+    manifest = Manifest.load(path).data
+    kind = (manifest.get("protocol") or {}).get("kind")
+    if kind == "grid" and manifest.get("sweep"):
+        kind = "sweep"
+    if kind not in ("reset", "grid", "sweep"):
+        raise KitError(f"{path}: protocol kind {kind!r} has no analysis yet",
+                       "pass run folders of the reset, grid or sweep protocols")
+    run = RunFolder(path=path, manifest=manifest, kind=kind)
+    for pass_id, info in (manifest.get("passes") or {}).items():
+        file = path / str(info.get("file", ""))
+        if info.get("status") == "OK" and info.get("file") and file.is_file():
+            run.ok_passes[pass_id] = info
+        else:
+            reason = info.get("reason") or ("record file missing" if info.get("status") == "OK"
+                                            else f"status {info.get('status')}")
+            run.void_passes.append({"run": run.run_id, "pass": pass_id, "status": info.get("status"),
+                                    "reason": reason})
+    return run
+
+
+def collect(paths: list[Path]) -> Collection:
+    """Recognise each folder (or each run folder directly inside a folder that holds several)."""
+    collection = Collection()
+    for path in paths:
+        candidates = [path] if (path / "manifest.json").is_file() else sorted(
+            p for p in path.iterdir() if (p / "manifest.json").is_file()) if path.is_dir() else []
+        if not candidates:
+            collection.skipped.append({"path": str(path), "reason": "no manifest.json here or one level below"})
+        for candidate in candidates:
+            try:
+                collection.runs.append(read_run(candidate))
+            except KitError as exc:
+                collection.skipped.append({"path": str(candidate), "reason": exc.line()})
+    return collection

@@ -1,0 +1,192 @@
+"""Figures in the spirit of the paper's Figs. 1–3, drawn from findings (never from records directly),
+as PNG and PDF. matplotlib is imported here only, with the Agg backend (no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
+                     ("path", "path\n(on vs off)"))
+
+
+def _pyplot():
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def _save(fig, folder: Path, stem: str) -> list[str]:
+    files = []
+    for ext in ("png", "pdf"):
+        fig.savefig(folder / f"{stem}.{ext}", dpi=150, bbox_inches="tight")
+        files.append(f"figures/{stem}.{ext}")
+    return files
+
+
+def _run_label(g: dict[str, Any]) -> str:
+    if g["engine"] != "llama.cpp":
+        return f"{g['engine']} {g['model']}\n{g['format']}"
+    cache = "prompt cache off" if g["cache_ram"] == 0 else "prompt cache default"
+    return f"{g['engine']} {g['model']}\n{g['format']}, {cache}"
+
+
+def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
+    """Divergence bars with their intervals for every grid run: run-to-run (off, on) and path."""
+    from kit.analysis.collect import format_rank  # noqa: PLC0415
+
+    grid = [g for g in findings.get("grid", []) if any("interval" in c for c in g["comparisons"].values())]
+    if not grid:
+        raise LookupError("no grid run with a comparison")
+    grid.sort(key=lambda g: (g["engine"], g["model"], format_rank(g["format"]), g["cache_ram"] == 0))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 1.25 * len(grid) + 2)), 4.0))
+    width = 0.8 / len(COMPARISON_LABELS)
+    colors = ("#9e9e9e", "#4c72b0", "#c44e52")
+    for j, ((key, label), color) in enumerate(zip(COMPARISON_LABELS, colors)):
+        xs, ys, err = [], [], [[], []]
+        for i, g in enumerate(grid):
+            interval = (g["comparisons"].get(key) or {}).get("interval")
+            if not interval:
+                continue
+            xs.append(i + (j - 1) * width)
+            ys.append(100 * interval["rate"])
+            err[0].append(100 * (interval["rate"] - interval["lo"]))
+            err[1].append(100 * (interval["hi"] - interval["rate"]))
+            ax.annotate(f"{interval['k']}/{interval['n']}", (xs[-1], 100 * interval["hi"]), ha="center",
+                        va="bottom", fontsize=6 if len(grid) > 4 else 7, xytext=(0, 2), textcoords="offset points",
+                        rotation=90 if len(grid) > 6 else 0)
+        ax.bar(xs, ys, width, yerr=err, capsize=3, color=color, label=label.replace("\n", " "))
+    many = len(grid) > 4
+    ax.set_xticks(range(len(grid)), [_run_label(g) for g in grid], fontsize=7 if many else 8,
+                  rotation=30 if many else 0, ha="right" if many else "center")
+    ax.set_ylabel("episodes diverged (%)")
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_title("Where the divergence comes from (dependence-aware 95% intervals;\n"
+                 "Wilson where the bootstrap is degenerate; labels: diverged/episodes)", fontsize=9, pad=24)
+    ax.legend(fontsize=8, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
+    ax.spines[["top", "right"]].set_visible(False)
+    files = _save(fig, folder, "fig1_divergence")
+    plt.close(fig)
+    return files
+
+
+def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
+    """Path divergence by weight format: per-history dots, the mean with its two-way interval, and the
+    single-history grid as a dashed line."""
+    from kit.analysis.collect import format_rank  # noqa: PLC0415
+
+    sweep = findings.get("sweep") or {}
+    boot = sweep.get("bootstrap") or {}
+    grid_rows = (findings["tables"].get("V") or {}).get("rows", [])
+    if "formats" not in boot and not grid_rows:
+        raise LookupError("no sweep with a two-way bootstrap and no grid path divergence")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    formats = [f["label"] for f in boot.get("formats", [])]
+    if formats:
+        for i, f in enumerate(formats):
+            rates = sweep["per_history_rates"][f]
+            jitter = [(k - (len(rates) - 1) / 2) * 0.02 for k in range(len(rates))]
+            ax.scatter([i + j for j in jitter], [100 * r for r in rates], s=12, color="#9e9e9e", zorder=2,
+                       label="one random history" if i == 0 else None)
+        means = [100 * f["rate"] for f in boot["formats"]]
+        err = [[m - 100 * f["lo"] for m, f in zip(means, boot["formats"])],
+               [100 * f["hi"] - m for m, f in zip(means, boot["formats"])]]
+        ax.errorbar(range(len(formats)), means, yerr=err, color="#c44e52", marker="o", capsize=4, zorder=3,
+                    label=f"mean of {boot['n_histories']} histories (95% CI, episodes x histories)")
+    sweep_models = {r["model"] for r in findings.get("runs", []) if r["kind"] == "sweep"}
+    grid_by_format: dict[str, float] = {}
+    for r in sorted(grid_rows, key=lambda r: r.get("prompt_cache") != "default"):  # production default first
+        if not sweep_models or r["model"] in sweep_models:
+            grid_by_format.setdefault(r["format"], 100 * r["path_rate"])
+    axis = formats or sorted(grid_by_format, key=format_rank)
+    xs = [axis.index(f) for f in axis if f in grid_by_format]
+    if xs:
+        ax.plot(xs, [grid_by_format[axis[x]] for x in xs], linestyle="--", color="#4c72b0", marker="s",
+                markersize=4, label="grid (production default), one history", zorder=1)
+    ax.set_xticks(range(len(axis)), axis)
+    ax.set_xlabel("weight format")
+    ax.set_ylabel("path divergence (% of episodes)")
+    ax.set_ylim(-3, 103)
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    ax.spines[["top", "right"]].set_visible(False)
+    files = _save(fig, folder, "fig2_formats")
+    plt.close(fig)
+    return files
+
+
+def _bin_label(b: dict[str, Any]) -> str:
+    hi = "∞" if b["hi"] is None else f"{b['hi']:g}"
+    return f"[{b['lo']:g},{hi})"
+
+
+def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
+    """(a) Flip hazard by recompute-path margin per format; (b) |Δmargin| at non-flipped positions."""
+    source = next((s for s in ("sweep", "grid", "reset") if (findings["mechanism"].get(s) or {}).get("formats")),
+                  None)
+    if source is None:
+        raise LookupError("no run with top-2 or deeper log-probabilities on both paths")
+    block = findings["mechanism"][source]
+    formats = block["formats"]
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(formats)
+    bins = block["per_format"][formats[0]]["hazard"]["bins"]
+    for j, f in enumerate(formats):
+        hb = block["per_format"][f]["hazard"]["bins"]
+        xs = [i + (j - (len(formats) - 1) / 2) * width for i, b in enumerate(hb) if b["positions"]]
+        ys = [100 * b["hazard"] for b in hb if b["positions"]]
+        lo = [100 * (b["hazard"] - (b["ci_lo"] if b["ci_lo"] is not None else b["hazard"])) for b in hb
+              if b["positions"]]
+        hi = [100 * ((b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]) - b["hazard"]) for b in hb
+              if b["positions"]]
+        left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f, color=f"C{j}")
+        if len(formats) <= 2:
+            for x, b in zip(xs, (b for b in hb if b["positions"])):
+                left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
+                              xytext=(0, 2), textcoords="offset points", rotation=90)
+    left.set_ylim(0, max(5.0, left.get_ylim()[1]))
+    left.set_xticks(range(len(bins)), [_bin_label(b) for b in bins], fontsize=8)
+    left.set_xlabel("top-two margin on the recompute path (logits)")
+    left.set_ylabel("positions that flip (%)")
+    left.set_title("(a) flip hazard by margin (95% CI, bootstrap over episodes)", fontsize=9)
+    left.legend(fontsize=8, frameon=False)
+    stats = [block["per_format"][f]["delta_margin"] for f in formats]
+    for i, s in enumerate(stats):
+        if not s.get("n"):
+            continue
+        right.vlines(i, s["p10"], s["p90"], color=f"C{i}", linewidth=1)
+        right.vlines(i, s["q1"], s["q3"], color=f"C{i}", linewidth=6)
+        right.plot(i, s["median"], marker="o", color="white", markeredgecolor=f"C{i}", zorder=3)
+        right.annotate(f"n={s['n']}", (i, s["p90"]), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
+                       textcoords="offset points")
+    right.set_xticks(range(len(formats)), formats)
+    right.set_yscale("symlog", linthresh=1e-3)
+    right.margins(y=0.15)
+    right.set_ylabel("|Δ top-two margin| (logits)")
+    right.set_title("(b) cache-path change at non-flipped positions\n(median, IQR, 10th-90th percentile)",
+                    fontsize=9)
+    for ax in (left, right):
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.suptitle(f"Mechanism from top-{block.get('top_k', 'k')} log-probabilities ({source} runs)", fontsize=10,
+                 y=1.04)
+    files = _save(fig, folder, "fig3_mechanism")
+    plt.close(fig)
+    return files
+
+
+def write_all(findings: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Draw every figure the findings allow; the others are listed with the reason they were skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Any] = {"skipped": {}}
+    for name, draw in (("fig1", figure_1), ("fig2", figure_2), ("fig3", figure_3)):
+        try:
+            written[name] = draw(findings, folder)
+        except LookupError as exc:
+            written["skipped"][name] = str(exc)
+    return written

@@ -1,0 +1,216 @@
+"""`kit analyze`: read run folders, compute every finding with its interval and the counts behind
+it, and write analysis/findings.json, the tables (III–VII) and the figures (1–3).
+
+Only files are read (manifests and records); the runner is never imported. VOID passes are excluded
+and listed; a table a run cannot feed is skipped with a one-line reason, never filled in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
+from kit.analysis.collect import Collection, RunFolder, collect, format_rank
+from kit.analysis.parallel import default_workers, parallel_map
+from kit.analysis.passes import load_pass
+from kit.manifest import now, write_json_atomic
+
+SCHEMA = "kit.findings/1"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Replicate counts and the seed (the paper's: 10,000 block-bootstrap replicates, 2,000 two-way
+    bootstrap replicates with a GLMM refit each, 2,000 episode-cluster replicates)."""
+
+    seed: int = 20261007
+    block_bootstrap_replicates: int = 10_000
+    sweep_replicates: int = 2_000
+    cluster_replicates: int = 2_000
+    workers: int = 0  # processes reading record files; 0 = one per available CPU
+
+
+@dataclass
+class Timer:
+    """Wall seconds per step, for the report and the benchmark."""
+
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, started: float) -> None:
+        self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
+
+
+def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions], skipped: list) -> None:
+    if run.top_logprobs is not None and run.top_logprobs < 2:
+        skipped.append({"run": run.run_id, "reason": f"top-{run.top_logprobs} log-probabilities: the top-two "
+                                                     "margin needs top-2 or deeper"})
+        return
+    if "on1" not in run.ok_passes or "off1" not in run.ok_passes:
+        skipped.append({"run": run.run_id, "reason": "mechanism needs OK passes on1 and off1"})
+        return
+    hit = load_pass(run.path, "on1", run.ok_passes["on1"], keep_logprobs=True)
+    recompute = load_pass(run.path, "off1", run.ok_passes["off1"], keep_logprobs=True)
+    try:
+        found = mechanism.pass_positions(hit, recompute)
+    except mechanism.MechanismSkip as exc:
+        skipped.append({"run": run.run_id, "reason": str(exc)})
+        return
+    positions.setdefault(run.format, mechanism.Positions()).extend(found)
+
+
+def _grid(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+    if not collection.of_kind("grid"):
+        return
+    started = time.perf_counter()
+    grid = parallel_map(grid_findings.grid_run_findings,
+                        [(run, settings.block_bootstrap_replicates, settings.seed) for run in collection.of_kind("grid")],
+                        _workers(settings))
+    findings["grid"] = grid
+    findings["tables"]["III"] = grid_findings.table_iii(grid)
+    findings["tables"]["V"] = grid_findings.table_v(grid)
+    timer.add("grid: divergence and dependence-aware intervals", started)
+    started = time.perf_counter()
+    findings["grid_trend"] = grid_findings.grid_trend(grid, settings.sweep_replicates, settings.seed)
+    timer.add("grid: trend over formats", started)
+    started = time.perf_counter()
+    positions: dict[str, mechanism.Positions] = {}
+    skipped: list = []
+    for run in collection.of_kind("grid"):
+        _mechanism_for_grid(run, positions, skipped)
+    _mechanism_block(findings, "grid", positions, skipped, settings)
+    timer.add("grid: mechanism", started)
+
+
+def _workers(settings: Settings) -> int:
+    return settings.workers or default_workers()
+
+
+def _mechanism_block(findings: dict[str, Any], source: str, positions: dict[str, mechanism.Positions],
+                     skipped: list, settings: Settings) -> None:
+    if not positions and not skipped:
+        return
+    block = mechanism.summarize(positions, sorted(positions, key=format_rank), settings.cluster_replicates,
+                                settings.seed)
+    block["skipped_runs"] = skipped
+    findings["mechanism"][source] = block
+
+
+def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
+    """One sweep folder's path divergence, and its mechanism positions when it is the canonical history
+    of its format (or why there are none). Runs in a worker process."""
+    loaded = sweep_findings.load_cell_passes(run, keep_logprobs=canonical)
+    cell = sweep_findings.cell_divergence(run, loaded)
+    on, off = sweep_findings.arm_passes(run)
+    if not canonical or on is None or off is None:
+        return cell, None
+    try:
+        return cell, mechanism.pass_positions(loaded[on], loaded[off])
+    except mechanism.MechanismSkip as exc:
+        return cell, str(exc)
+
+
+def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+    runs = collection.of_kind("sweep")
+    if not runs:
+        return
+    started = time.perf_counter()
+    canonical: dict[str, RunFolder] = {}
+    for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
+        canonical.setdefault(run.format, run)
+    jobs = [(run, canonical.get(run.format) is run) for run in runs]
+    read = parallel_map(_sweep_cell, jobs, _workers(settings))
+    cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
+    positions: dict[str, mechanism.Positions] = {}
+    skipped: list = []
+    for (run, _), (_, found) in zip(jobs, read):
+        if isinstance(found, str):
+            skipped.append({"run": run.run_id, "reason": found})
+        elif found is not None:
+            positions.setdefault(run.format, mechanism.Positions()).extend(found)
+    timer.add("sweep: read records and walk divergence", started)
+    started = time.perf_counter()
+    findings["sweep"] = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed)
+    findings["tables"]["VI"] = sweep_findings.table_vi(findings["sweep"])
+    timer.add("sweep: two-way bootstrap with GLMM refits, permutation test", started)
+    started = time.perf_counter()
+    _mechanism_block(findings, "sweep", positions, skipped, settings)
+    timer.add("sweep: mechanism (canonical history)", started)
+
+
+def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
+    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
+    sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0]) for p in order}
+    try:
+        found: Any = mechanism.item_positions(sessions[order[0]])
+    except mechanism.MechanismSkip as exc:
+        found = str(exc)
+    return bridge_findings.table_iv_row(run, sessions), bridge_findings.table_vii_row(run, sessions[order[0]]), found
+
+
+def _reset(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+    runs = collection.of_kind("reset")
+    if not runs:
+        return
+    started = time.perf_counter()
+    usable = [run for run in runs if run.ok_passes]
+    skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
+    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings))
+    findings["tables"]["IV"] = {"rows": [r[0] for r in read], "skipped": list(skipped)}
+    findings["tables"]["VII"] = {"rows": [r[1] for r in read], "skipped": list(skipped)}
+    positions: dict[str, mechanism.Positions] = {}
+    for run, (_, _, found) in zip(usable, read):
+        if isinstance(found, str):
+            skipped.append({"run": run.run_id, "reason": found})
+        else:
+            positions.setdefault(run.format, mechanism.Positions()).extend(found)
+    timer.add("reset/bridge: read sessions, tables IV and VII", started)
+    started = time.perf_counter()
+    _mechanism_block(findings, "reset", positions, skipped, settings)
+    timer.add("reset/bridge: mechanism", started)
+
+
+def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
+    """Every finding from the given run folders (nothing written)."""
+    timer = timer or Timer()
+    started = time.perf_counter()
+    collection = collect(paths)
+    timer.add("recognise run folders", started)
+    findings: dict[str, Any] = {
+        "schema": SCHEMA, "created": now(), "settings": asdict(settings),
+        "runs": [{"run": r.run_id, "path": str(r.path), "kind": r.kind, "format": r.format, "model": r.model,
+                  "sweep": r.sweep or None, "ok_passes": sorted(r.ok_passes)} for r in collection.runs],
+        "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
+        "tables": {}, "mechanism": {},
+    }
+    _grid(collection, settings, timer, findings)
+    _sweep(collection, settings, timer, findings)
+    _reset(collection, settings, timer, findings)
+    for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
+                        ("V", "grid runs"), ("VI", "sweep folders"), ("VII", "reset (GSM8K bridge) runs")):
+        findings["tables"].setdefault(name, {"rows": [], "skipped": [{"reason": f"no {needs} among the inputs"}]})
+    return findings
+
+
+def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figures: bool = True) -> dict[str, Any]:
+    """Compute the findings and write findings.json, tables/ and figures/ under `out`."""
+    from kit.analysis import tables  # noqa: PLC0415
+
+    timer = Timer()
+    findings = compute(paths, settings, timer)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    findings["files"] = {"tables": tables.write_all(findings, out / "tables")}
+    timer.add("write tables", started)
+    if figures:
+        from kit.analysis import figures as figs  # noqa: PLC0415
+
+        started = time.perf_counter()
+        findings["files"]["figures"] = figs.write_all(findings, out / "figures")
+        timer.add("draw figures", started)
+    findings["timings_seconds"] = timer.steps
+    write_json_atomic(out / "findings.json", findings)
+    return findings

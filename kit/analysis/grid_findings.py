@@ -1,0 +1,156 @@
+"""Findings of grid runs: Table V (divergence per configuration), Table III (pass order × the
+server-level prompt cache) and the paired trend over formats on the production-default grid.
+
+Counts come from :func:`kit.analysis.grid.grid_table` (the grid's own results, recomputed from the
+records); each single-pass rate gets the dependence-aware interval over its episode indicators in
+execution order (the first pass's manifest ``order``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kit.analysis import grid as grid_results
+from kit.analysis.collect import RunFolder, format_rank
+
+COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}
+
+
+def _indicators(comparison: dict[str, Any], order: list[str]) -> tuple[list[str], list[int]]:
+    per_episode = comparison.get("per_episode") or {}
+    units = [u for u in order if u in per_episode] or list(per_episode)
+    return units, [int(per_episode[u]["diverged"]) for u in units]
+
+
+def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, Any]:
+    """One grid run: each comparison with counts, Wilson and dependence-aware intervals."""
+    from kit.stats import dependence_aware_interval  # noqa: PLC0415
+
+    table = grid_results.grid_table(run.path)
+    out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
+                           "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
+                           "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),
+                           "flips": table.get("flips")}
+    for name, comparison in table["comparisons"].items():
+        key = COMPARISON_KEYS.get(name, name)
+        if "skipped" in comparison:
+            out["comparisons"][key] = {"passes": comparison["passes"], "skipped": comparison["skipped"]}
+            continue
+        order = list((run.ok_passes.get(comparison["passes"][0]) or {}).get("order") or [])
+        units, indicators = _indicators(comparison, order)
+        entry = {k: comparison[k] for k in ("passes", "episodes", "diverged", "kinds", "first_request_index",
+                                             "first_token_index")}
+        entry["wilson"] = comparison["interval"]
+        entry["episode_ids"] = units
+        entry["indicators_in_execution_order"] = indicators
+        if indicators:
+            entry["interval"] = dependence_aware_interval(indicators, replicates=replicates, seed=seed).to_json()
+        if "identity" in comparison:
+            entry["identity"] = comparison["identity"]
+        out["comparisons"][key] = entry
+    return out
+
+
+def adjacent_on_passes(passes: list[str]) -> bool | None:
+    """Did the two cache-on passes run back to back? None without two cache-on passes."""
+    on = [i for i, arm in enumerate(passes) if str(arm) in ("on", "True")]
+    return None if len(on) < 2 else on[1] - on[0] == 1
+
+
+def table_iii(grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run-to-run cache-on divergence by server-level prompt cache (default / disabled) × pass order."""
+    rows, skipped = [], []
+    for g in grid:
+        comparison = g["comparisons"].get("on_r2r")
+        adjacent = adjacent_on_passes(g["passes"])
+        if not comparison or "interval" not in comparison or adjacent is None:
+            skipped.append({"run": g["run"], "reason": "no run-to-run cache-on comparison (needs two OK cache-on "
+                                                       "passes)"})
+            continue
+        setting = "disabled" if g["cache_ram"] == 0 else "default"
+        rows.append({"model": g["model"], "format": g["format"], "prompt_cache": setting,
+                     "order": "adjacent" if adjacent else "cache-off pass in between", "run": g["run"],
+                     **_rate_cells(comparison["interval"])})
+    return {"rows": rows, "skipped": skipped}
+
+
+def _rate_cells(interval: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    return {f"{prefix}k": interval["k"], f"{prefix}n": interval["n"], f"{prefix}rate": interval["rate"],
+            f"{prefix}lo": interval["lo"], f"{prefix}hi": interval["hi"]}
+
+
+def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """Episode-level divergence per grid configuration (one row per run)."""
+    rows, skipped = [], []
+    for g in sorted(grid, key=lambda g: (g["engine"], g["model"], format_rank(g["format"]))):
+        c = g["comparisons"]
+        if "path" not in c or "interval" not in c["path"]:
+            skipped.append({"run": g["run"], "reason": (c.get("path") or {}).get("skipped",
+                                                                                   "no path comparison in this run")})
+            continue
+        row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
+               "prompt_cache": "disabled" if g["cache_ram"] == 0 else "default", "run": g["run"], **_rate_cells(c["path"]["interval"], "path_")}
+        for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):
+            if key in c and "interval" in c[key]:
+                row.update(_rate_cells(c[key]["interval"], prefix))
+        rows.append(row)
+    return {"rows": rows, "skipped": skipped}
+
+
+def grid_trend(grid: list[dict[str, Any]], replicates: int, seed: int) -> dict[str, Any]:
+    """Paired trend of path divergence over formats, per model with two or more formats (paper §IV-D,
+    production-default grid): random-intercept model, conditional logit, exact permutation test and a
+    bootstrap resampling episodes jointly across formats."""
+    from kit.stats import (  # noqa: PLC0415
+        StatsInputError,
+        fit_conditional_logit,
+        fit_random_intercept_logit,
+        permutation_trend_test,
+        sweep_bootstrap,
+    )
+
+    models: dict[str, dict[str, dict[str, Any]]] = {}
+    skipped = []
+    for g in grid:
+        path = g["comparisons"].get("path") or {}
+        if "interval" not in path:
+            continue
+        per_model = models.setdefault(f"{g['engine']} {g['model']}", {})
+        if g["format"] in per_model:
+            skipped.append({"run": g["run"], "reason": f"another run of {g['format']} is already in the trend"})
+            continue
+        order = list(g["comparisons"]["path"].get("indicators_in_execution_order") or [])
+        per_model[g["format"]] = dict(zip(_units(g), order))
+    results = {}
+    for model, by_format in models.items():
+        formats = sorted(by_format, key=format_rank)
+        if len(formats) < 2:
+            skipped.append({"model": model, "reason": "one format only: no trend to estimate"})
+            continue
+        episodes = sorted(set.intersection(*(set(by_format[f]) for f in formats)))
+        table = np.array([[by_format[f][e] for f in formats] for e in episodes], dtype=int)
+        scores = np.arange(len(formats), dtype=float)
+        ep = np.repeat(np.arange(len(episodes)), len(formats))
+        sc, y = np.tile(scores, len(episodes)), table.ravel()
+        entry: dict[str, Any] = {"formats": formats, "scores": scores.tolist(), "episodes": len(episodes),
+                                 "diverged_per_format": table.sum(axis=0).tolist()}
+        fits = {"glmm": (fit_random_intercept_logit, (ep, sc, y), {}),
+                "conditional_logit": (fit_conditional_logit, (ep, sc, y), {}),
+                "permutation": (permutation_trend_test, (table,), {}),
+                "episode_bootstrap": (sweep_bootstrap, (table[None], scores, formats),
+                                      {"replicates": replicates, "seed": seed, "glmm": False})}
+        for name, (fit, args, kwargs) in fits.items():
+            try:
+                entry[name] = fit(*args, **kwargs).to_json()
+            except StatsInputError as exc:
+                entry[name] = {"skipped": exc.line()}
+            except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+                entry[name] = {"skipped": f"the fit failed on these data ({type(exc).__name__}: {exc})"}
+        results[model] = entry
+    return {"models": results, "skipped": skipped}
+
+
+def _units(g: dict[str, Any]) -> list[str]:
+    return list((g["comparisons"]["path"].get("episode_ids")) or [])

@@ -1,0 +1,75 @@
+"""One pass's requests, read from its records file and kept slim: per unit (episode or item), the
+requests in step order with what divergence and the mechanism need, and the pass's execution order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.divergence import emitted, episode_divergence
+from kit.records import read_records
+
+
+@dataclass(frozen=True)
+class Request:
+    """What analysis needs of one record."""
+
+    prompt_sha256: str
+    tokens: tuple
+    cached_tokens: int | None
+    top_k: int | None
+    logprobs: tuple | None  # one (token key, [(key, logprob) ...top]) per log-probability record
+    phase: str | None
+    expect: str | None
+    text: str
+    outcome: str | None
+
+
+@dataclass
+class PassData:
+    """Requests per unit (step order, or phase order for single-turn items) and the execution order."""
+
+    pass_id: str
+    units: dict[str, list[Request]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    def walk(self, unit: str) -> list[tuple[str, tuple]]:
+        return [(r.prompt_sha256, r.tokens) for r in self.units.get(unit, [])]
+
+
+def _key(entry: dict[str, Any]) -> Any:
+    return entry.get("id") if entry.get("id") is not None else entry.get("token")
+
+
+def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
+    completion = record.get("completion") or {}
+    body = (record.get("request") or {}).get("body") or {}
+    top_k = body.get("n_probs", body.get("logprobs"))
+    logprobs = None
+    if keep_logprobs:
+        logprobs = tuple((_key(e), tuple((_key(t), float(t["logprob"])) for t in e.get("top") or ()))
+                         for e in completion.get("logprobs") or ())
+    return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
+                   cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
+                   logprobs=logprobs, phase=record.get("phase"), expect=record.get("expect"),
+                   text=completion.get("text") or "", outcome=completion.get("outcome"))
+
+
+def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False) -> PassData:
+    """Read a pass's records file; units keep the manifest's execution order (`order`)."""
+    units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
+    for record in read_records(run_dir / info["file"]).records:
+        rank = record.get("phase_index", record.get("step", 0))
+        units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
+    data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})
+    data.order = [str(u) for u in info.get("order", []) if str(u) in data.units] or sorted(data.units)
+    return data
+
+
+def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int], list[dict[str, Any]]]:
+    """Episodes present in both passes in `a`'s execution order, their 0/1 divergence, and the verdicts."""
+    units = [u for u in a.order if u in b.units]
+    verdicts = [episode_divergence(a.walk(u), b.walk(u)) for u in units]
+    return units, [int(v.diverged) for v in verdicts], [v.to_json() for v in verdicts]

@@ -1,0 +1,186 @@
+"""Tables III–VII in the paper's layout, written as CSV (the raw numbers of each row), Markdown and
+LaTeX (the formatted layout). A small writer of our own; no templating engine needed."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DASH = "–"
+
+
+@dataclass
+class Layout:
+    """A formatted table: caption, header and string cells, plus notes (e.g. why rows were skipped)."""
+
+    name: str
+    caption: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def pct(x: Any) -> str:
+    return DASH if x is None else f"{100 * float(x):.1f}"
+
+
+def ci(lo: Any, hi: Any, signed: bool = False) -> str:
+    if lo is None or hi is None:
+        return DASH
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    return f"[{fmt.format(100 * lo)}, {fmt.format(100 * hi)}]"
+
+
+def slashes(values: list[Any]) -> str:
+    return "/".join(str(v) for v in values) if values else DASH
+
+
+def _skips(table: dict[str, Any]) -> list[str]:
+    return [" ".join(f"{k}={v}" for k, v in s.items() if k != "reason") + f": {s['reason']}" if len(s) > 1
+            else s["reason"] for s in table.get("skipped", [])]
+
+
+def table_iii(t: dict[str, Any]) -> Layout:
+    layout = Layout("III", "Run-to-run divergence of the cache-enabled arm (%), server-level prompt cache x pass "
+                           "order, dependence-aware 95% intervals.",
+                    ["Model", "Weights", "Server-level prompt cache", "passes adjacent (%)",
+                     "cache-off pass in between (%)"], notes=_skips(t))
+    cells: dict[tuple, dict[str, str]] = {}
+    for r in t["rows"]:
+        key = (r["model"], r["format"], r["prompt_cache"])
+        cells.setdefault(key, {})[r["order"]] = f"{pct(r['rate'])} {ci(r['lo'], r['hi'])} ({r['k']}/{r['n']})"
+    for (model, fmt, setting), by_order in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        layout.rows.append([model, fmt, setting, by_order.get("adjacent", DASH),
+                            by_order.get("cache-off pass in between", DASH)])
+    return layout
+
+
+def table_iv(t: dict[str, Any]) -> Layout:
+    layout = Layout("IV", "Restored-state control: per-session counts; the last two columns count items whose tokens "
+                          "are identical in all sessions.",
+                    ["Model", "Weights", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
+                     "same in all: recompute", "same in all: cache hit"], notes=_skips(t))
+    for r in t["rows"]:
+        across = r["across_sessions"]
+        same = [f"{across[key]}/{across['items']}" if key in across else DASH
+                for key in ("recompute_same_in_all", "hit_same_in_all")]
+        layout.rows.append([r["model"], r["format"], slashes(r["items"]), slashes(r["recompute_reproduces"]),
+                            slashes(r["hit_reproduces"]), slashes(r["paths_differ"]), *same])
+        if "note" in across:
+            layout.notes.append(f"{r['run']}: {across['note']}")
+    return layout
+
+
+def table_v(t: dict[str, Any]) -> Layout:
+    layout = Layout("V", "Episode-level divergence per configuration: run-to-run (cache off, cache on) and path "
+                         "divergence, envelope of circular block bootstrap and Wilson 95% intervals.",
+                    ["Engine", "Model", "Weights", "prompt cache", "n", "cache off (%)", "cache on (%)", "95% CI", "path (%)",
+                     "95% CI"], notes=_skips(t))
+    for r in t["rows"]:
+        layout.rows.append([r["engine"], r["model"], r["format"], r["prompt_cache"], str(r["n"]), pct(r.get("off_rate")),
+                            pct(r.get("on_rate")), ci(r.get("on_lo"), r.get("on_hi")), pct(r["path_rate"]),
+                            ci(r["path_lo"], r["path_hi"])])
+    return layout
+
+
+def table_vi(t: dict[str, Any]) -> Layout:
+    rows = t["rows"]
+    h = rows[0]["histories"] if rows else 0
+    layout = Layout("VI", "Replicated sweep: path divergence per format; the interval resamples episodes and "
+                          "histories; the difference from the reference is paired by episode and history.",
+                    ["Weights", "canonical history (%)", f"mean of {h} histories (%)", "SD", "range", "95% CI",
+                     "difference (points)", "histories above reference"], notes=_skips(t))
+    for r in rows:
+        ref = r["is_reference"]
+        layout.rows.append([r["format"], pct(r["canonical_rate"]), pct(r["mean"]), pct(r["sd"]),
+                            f"{pct(r['min'])}{DASH}{pct(r['max'])}", ci(r["lo"], r["hi"]),
+                            DASH if ref else f"{100 * r['diff']:+.1f} {ci(r['diff_lo'], r['diff_hi'], True)}",
+                            DASH if ref else f"{r['above_reference']}/{r['histories']}"])
+    return layout
+
+
+def table_vii(t: dict[str, Any]) -> Layout:
+    layout = Layout("VII", "Single-turn bridge: path determinism, cache-attributable path divergence (Wilson 95%), "
+                           "correctness flips and the exact McNemar test.",
+                    ["Model", "Weights", "n", "recompute", "cache hit", "path (%)", "95% CI", "flips",
+                     "correct recompute", "correct cache hit", "McNemar p"], notes=_skips(t))
+    for r in t["rows"]:
+        div = r.get("path_divergence") or {}
+        layout.rows.append([r["model"], r["format"], str(r["n"]), f"{r['recompute_reproduces']}/{r['n']}",
+                            f"{r['hit_reproduces']}/{r['n']}", pct(div.get("rate")), ci(div.get("lo"), div.get("hi")),
+                            str(r.get("flips", DASH)), str(r.get("correct_recompute", DASH)),
+                            str(r.get("correct_hit", DASH)),
+                            f"{r['mcnemar']['p']:.3f}" if "mcnemar" in r else DASH])
+        if "correctness_skipped" in r:
+            layout.notes.append(f"{r['run']}: correctness not computed: {r['correctness_skipped']}")
+    return layout
+
+
+LAYOUTS: dict[str, Callable[[dict[str, Any]], Layout]] = {
+    "III": table_iii, "IV": table_iv, "V": table_v, "VI": table_vi, "VII": table_vii}
+
+
+def markdown(layout: Layout) -> str:
+    lines = [f"**Table {layout.name}.** {layout.caption}", "", "| " + " | ".join(layout.header) + " |",
+             "|" + "|".join("---" for _ in layout.header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in layout.rows]
+    if not layout.rows:
+        lines.append("| " + " | ".join(["(no rows)"] + [""] * (len(layout.header) - 1)) + " |")
+    lines += [""] + [f"- skipped: {note}" for note in layout.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "–": "--"}
+
+
+def tex(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex(layout: Layout) -> str:
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(layout.caption)}}}",
+             rf"\label{{tab:{layout.name.lower()}}}", r"\begin{tabular}{" + "l" * len(layout.header) + "}",
+             r"\hline", " & ".join(tex(h) for h in layout.header) + r" \\", r"\hline"]
+    lines += [" & ".join(tex(c) for c in row) + r" \\" for row in layout.rows]
+    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    lines += [f"% skipped: {note}" for note in layout.notes]
+    return "\n".join(lines) + "\n"
+
+
+def flat(row: dict[str, Any]) -> dict[str, Any]:
+    """Scalar columns of a raw row; lists joined with '/', nested objects left out of the CSV."""
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+            out[key] = "/".join(str(v) for v in value)
+        elif not isinstance(value, (dict, list)):
+            out[key] = value
+    return out
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    flats = [flat(r) for r in rows]
+    fields = list(dict.fromkeys(k for r in flats for k in r))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields or ["no_rows"])
+        writer.writeheader()
+        writer.writerows(flats)
+
+
+def write_all(findings: dict[str, Any], folder: Path) -> dict[str, list[str]]:
+    """Write table_<N>.csv/.md/.tex for every table; returns the file names per table."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, make in LAYOUTS.items():
+        table = findings["tables"][name]
+        layout = make(table)
+        stem = f"table_{name}"
+        write_csv(folder / f"{stem}.csv", table["rows"])
+        (folder / f"{stem}.md").write_text(markdown(layout))
+        (folder / f"{stem}.tex").write_text(latex(layout))
+        written[name] = [f"tables/{stem}.{ext}" for ext in ("csv", "md", "tex")]
+    return written
