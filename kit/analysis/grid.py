@@ -3,13 +3,13 @@ cache-off repeat, and BFCL outcomes per pass with the paired flips between arms.
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kit.analysis.results_files import write_results
 from kit.divergence import emitted, episode_divergence
-from kit.manifest import Manifest, write_json_atomic
+from kit.manifest import Manifest
 from kit.records import read_records
 from kit.stats import exact_mcnemar, rate_interval
 
@@ -134,14 +134,7 @@ CSV_FIELDS = ("comparison", "pass_a", "pass_b", "episodes", "diverged", "rate", 
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the grid results and write results/grid.json and results/grid.csv."""
     table = grid_table(run_dir)
-    out = run_dir / "results"
-    out.mkdir(exist_ok=True)
-    write_json_atomic(out / "grid.json", table)
-    with (out / "grid.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(CSV_FIELDS)
-        for name, c in table["comparisons"].items():
-            interval = c.get("interval") or {}
-            writer.writerow([name, *c["passes"], c.get("episodes", ""), c.get("diverged", ""),
-                             interval.get("rate", ""), interval.get("lo", ""), interval.get("hi", "")])
-    return table
+    rows = [{"comparison": name, "pass_a": c["passes"][0], "pass_b": c["passes"][1], "episodes": c.get("episodes"),
+             "diverged": c.get("diverged"), **{k: (c.get("interval") or {}).get(k) for k in ("rate", "lo", "hi")}}
+            for name, c in table["comparisons"].items()]
+    return write_results(run_dir, table, "grid", "grid", CSV_FIELDS, rows)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kit.analysis.results_files import write_results
 from kit.divergence import emitted, first_difference
-from kit.manifest import Manifest, write_json_atomic
+from kit.manifest import Manifest
 from kit.records import read_records
 from kit.stats import exact_mcnemar
 from kit.workloads.answers import is_correct
@@ -97,11 +97,4 @@ CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reprodu
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the table and write results/reset_table.json and .csv into the run folder."""
     table = reset_table(run_dir)
-    out = run_dir / "results"
-    out.mkdir(exist_ok=True)
-    write_json_atomic(out / "reset_table.json", table)
-    with (out / "reset_table.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(table["sessions"])
-    return table
+    return write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, table["sessions"])

@@ -16,6 +16,7 @@ import pytest
 from kit import runner
 from kit.engines.ollama import OllamaEngine
 from kit.launch.instance import OllamaProvider
+from tests.engines.test_ollama import Clock
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ollama"
 SMALL = {"cycles": 2, "per_arm": 3, "max_tokens": 32, "calibration": {"rounds": 2, "repeats": 2},
@@ -69,17 +70,6 @@ class SimulatedOllama:
         if path == "/api/version":
             return httpx.Response(200, json=fixture("version.json"))
         return httpx.Response(404, json={"error": "not found"})
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def run_against(fake, tmp_path, unload_timeout=2.0):
