@@ -3,6 +3,7 @@ cache-off repeat, and BFCL outcomes per pass with the paired flips between arms.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,12 @@ def flips(on: dict[str, dict], off: dict[str, dict]) -> dict[str, Any]:
             "mcnemar": exact_mcnemar(to_invalid, to_valid).to_json()}
 
 
+def _repeat(pass_id: str) -> int:
+    """The repeat number a pass id carries (`off2` → 2), for manifests written before `repeat` was recorded."""
+    found = re.match(r"(?:on|off)(\d+)", pass_id)
+    return int(found.group(1)) if found else 1
+
+
 def grid_table(run_dir: Path) -> dict[str, Any]:
     manifest = Manifest.load(run_dir)
     infos = manifest.data.get("passes", {})
@@ -113,7 +120,7 @@ def grid_table(run_dir: Path) -> dict[str, Any]:
         "void_passes": [pid for pid, info in infos.items() if info.get("status") != "OK"],
         "comparisons": {},
     }
-    planned = [{"pass_id": pid, "arm": info.get("arm"), "repeat": info.get("repeat", 1),
+    planned = [{"pass_id": pid, "arm": info.get("arm"), "repeat": info.get("repeat") or _repeat(pid),
                 "order": info.get("order_index", 0)} for pid, info in infos.items()]
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
