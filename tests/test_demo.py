@@ -25,4 +25,5 @@ def test_kit_demo_prints_verdicts_and_the_table_of_its_records(tmp_path):
         cells = f"│ {row['session']} "
         line = next(line for line in out.splitlines() if line.startswith(cells))
         numbers = [int(n) for n in re.findall(r"\d+", line.split("OK", 1)[1])]
-        assert numbers == [row["items"], row["recompute_reproduces"], row["hit_reproduces"], row["paths_differ"]]
+        assert numbers == [row["items"], row["recompute_reproduces"], row["hit_reproduces"], row["paths_differ"],
+                           row["cache_caused"]]

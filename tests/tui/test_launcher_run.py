@@ -30,7 +30,7 @@ async def _until(pilot, condition, timeout: float = 240.0) -> None:
 
 
 def _counts_from_records(run_dir) -> dict[str, list[int]]:
-    """Per session: items, recompute reproduces, hit reproduces, paths differ, from the raw records."""
+    """Per session: items, recompute reproduces, hit reproduces, paths differ, cache-caused, from the raw records."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
     counts = {}
     for pass_id, info in manifest["passes"].items():
@@ -39,7 +39,9 @@ def _counts_from_records(run_dir) -> dict[str, list[int]]:
             by_item[record["unit"]][record["expect"]].append(record["completion"]["token_ids"])
         counts[pass_id] = [len(by_item), sum(v["cold"][0] == v["cold"][1] for v in by_item.values()),
                            sum(v["warm"][0] == v["warm"][1] for v in by_item.values()),
-                           sum(v["cold"][0] != v["warm"][0] for v in by_item.values())]
+                           sum(v["cold"][0] != v["warm"][0] for v in by_item.values()),
+                           sum(v["cold"][0] == v["cold"][1] and v["warm"][0] == v["warm"][1]
+                               and v["cold"][0] != v["warm"][0] for v in by_item.values())]
     return counts
 
 

@@ -85,9 +85,9 @@ RESET_TABLE = {
     "table": "restored-state control", "run_id": RUN_DIR.name, "files": {"reset_table": "results/reset_table.json"},
     "sessions": [
         {"session": "s1", "status": "OK", "reason": None, "items": 12, "recompute_reproduces": 12,
-         "hit_reproduces": 11, "paths_differ": 3, "first_difference_tokens": [4, 17, 40]},
+         "hit_reproduces": 11, "paths_differ": 3, "cache_caused": 2, "first_difference_tokens": [4, 17, 40]},
         {"session": "s2", "status": "OK", "reason": None, "items": 12, "recompute_reproduces": 12,
-         "hit_reproduces": 12, "paths_differ": 0, "first_difference_tokens": []},
+         "hit_reproduces": 12, "paths_differ": 0, "cache_caused": 0, "first_difference_tokens": []},
         {"session": "s3", "status": "VOID", "reason": "2 of 48 requests violated the cache-state gate"},
     ],
     "across_sessions": {"sessions": 2, "items": 12, "recompute_same_in_all": 12, "hit_same_in_all": 10},
