@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 SEAL_PREFIX = "# seal sha256 "
 LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
@@ -18,14 +17,6 @@ LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def render(files: dict[str, bytes]) -> bytes:

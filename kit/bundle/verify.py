@@ -24,6 +24,7 @@ from kit.bundle import (
 from kit.bundle.compare import Mismatch, compare_file
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.errors import KitError
+from kit.models.hashing import sha256_file
 
 
 class NewerBundle(KitError):
@@ -106,7 +107,7 @@ def check_checksums(root: Path, files: list[str], verdict: Verdict) -> None:
     for name, digest in sorted(sums.digests.items()):
         if name not in present:
             verdict.problems.append(Problem(name, "listed in the checksums but missing"))
-        elif checksums.sha256_file(root / name) != digest:
+        elif sha256_file(root / name) != digest:
             verdict.problems.append(Problem(name, "content differs from its checksum"))
         else:
             verdict.files_checked += 1

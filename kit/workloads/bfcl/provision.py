@@ -10,7 +10,6 @@ process (`kit.workloads.bfcl.worker`) runs with that folder on its path.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.models.hashing import sha256_file
 
 BFCL_VERSION = "2026.3.23"
 
@@ -136,14 +136,6 @@ def verify_dataset(site: Path) -> dict[str, str]:
             )
         found[relative] = digest
     return found
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _marker_matches(site: Path) -> bool:
