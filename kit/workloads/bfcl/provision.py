@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.errors import KitError
-from kit.models.hashing import sha256_file
 
 BFCL_VERSION = "2026.3.23"
 
@@ -122,6 +121,9 @@ def ensure_bfcl(cache_dir: Path | str | None = None, *, install: bool = True,
 
 def verify_dataset(site: Path) -> dict[str, str]:
     """sha256 of every dataset file the workload reads; raises KitError on a missing or changed file."""
+    # imported here, not at the top: the BFCL worker imports this package and must stay free of kit.models
+    from kit.models.hashing import sha256_file  # noqa: PLC0415
+
     found: dict[str, str] = {}
     for relative, expected in DATASET_SHA256.items():
         path = site / relative
