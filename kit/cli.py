@@ -19,6 +19,8 @@ RUN_OPTIONS = [
     click.option("--items", type=int, help="Number of items (overrides the protocol's workload.items)."),
     click.option("--episodes", type=int, help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
     click.option("--sessions", type=int, help="Number of sessions, each on a fresh server (overrides the protocol)."),
+    click.option("--histories", type=int, help="Episode histories of a sweep: canonical + N-1 random orders "
+                 "(overrides the protocol's histories)."),
     click.option("--max-tokens", type=int, help="Tokens to generate per request (overrides the protocol)."),
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
     click.option("--server-bin", type=click.Path(path_type=Path),
@@ -39,24 +41,24 @@ def run_options(func):
     return func
 
 
-def _overrides(items: int | None, episodes: int | None, sessions: int | None,
-               max_tokens: int | None) -> dict[str, Any]:
+def _overrides(items: int | None, episodes: int | None, sessions: int | None, max_tokens: int | None,
+               histories: int | None = None) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     workload = {key: value for key, value in (("items", items), ("episodes", episodes)) if value is not None}
     if workload:
         overrides["workload"] = workload
-    if sessions is not None:
-        overrides["sessions"] = sessions
-    if max_tokens is not None:
-        overrides["max_tokens"] = max_tokens
+    for key, value in (("sessions", sessions), ("max_tokens", max_tokens), ("histories", histories)):
+        if value is not None:
+            overrides[key] = value
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, episodes, sessions, max_tokens, model, server_bin, launcher, engine_url, port,
-         threads, out) -> None:
+def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, model, server_bin, launcher,
+         engine_url, port, threads, out) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
-    options = runner.RunOptions(protocol=protocol, overrides=_overrides(items, episodes, sessions, max_tokens),
+    options = runner.RunOptions(protocol=protocol,
+                                overrides=_overrides(items, episodes, sessions, max_tokens, histories),
                                 gsm8k=gsm8k, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=engine_url, port=port, threads=threads, out=out)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))

@@ -20,6 +20,7 @@ from kit.events import (
     EpisodeDone,
     EpisodeVerdict,
     Event,
+    Notice,
     ItemVerdict,
     PassSummary,
     PinningCall,
@@ -101,6 +102,8 @@ class ConsoleReporter:
             style = "green" if event.status == "OK" else "red"
             why = f" — {event.reason}" if event.reason else ""
             print_(f"{event.session}: [{style}]{event.status}[/]{why}")
+        elif isinstance(event, Notice):
+            print_(f"[dim]{event.text}[/]")
         elif isinstance(event, RunEnded):
             self.close()
 
@@ -255,4 +258,35 @@ def grid_table(table: dict[str, Any]) -> Table:
     return view
 
 
-RENDERERS = {"restored-state control": reset_table, "grid": grid_table, "pinning": pinning_verdict}
+def sweep_table(table: dict[str, Any]) -> Table:
+    """Path divergence per weight format over histories, then the reference and replicate checks."""
+    view = Table(title="Sweep: path divergence (cache-on pass vs the format's cache-off reference)",
+                 title_justify="left")
+    for column in ("format", "diverged per history", "mean", "SD", "range", "status varies"):
+        view.add_column(column)
+    for label, row in table["formats"].items():
+        if "skipped" in row:
+            view.add_row(label, row["skipped"], "—", "—", "—", "—")
+            continue
+        cells = {c["history"]: c for c in table["cells"].values() if c["format"] == label and "skipped" not in c}
+        per_history = "  ".join(f"h{h} {c['diverged']}/{c['episodes']}" for h, c in sorted(cells.items()))
+        view.add_row(label, per_history, f"{100 * row['mean']:.1f}%", f"{100 * row['sd']:.1f}",
+                     f"{100 * row['min']:.0f}–{100 * row['max']:.0f}%", f"{row['episodes_status_varies']}/{row['episodes']}")
+    notes = []
+    for label, check in table["reference_check"].items():
+        if "skipped" in check:
+            notes.append(f"{label} reference: {check['skipped']}")
+        else:
+            verdict = "identical" if check["identical"] else f"[yellow]{check['diverged']} episodes differ[/]"
+            notes.append(f"{label} reference under two orders: {verdict}")
+    for label, check in table["replicates"].items():
+        if "diverged" in check:
+            notes.append(f"{label} second process, canonical history: {check['diverged']}/{check['episodes']} differ")
+    if table["void_passes"]:
+        notes.append("not analysed: " + ", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"]))
+    view.caption, view.caption_justify = "\n".join(notes), "left"
+    return view
+
+
+RENDERERS = {"restored-state control": reset_table, "grid": grid_table, "pinning": pinning_verdict,
+             "sweep": sweep_table}

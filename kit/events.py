@@ -116,6 +116,13 @@ class PassSummary:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A line worth showing while a run prepares (e.g. a weight format being produced)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class RunEnded:
     run_dir: Path
     status: str
@@ -123,7 +130,7 @@ class RunEnded:
 
 
 Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | EpisodeDone | EpisodeVerdict | PlanEstimate
-         | SessionEnded | RunEnded | PinningCall | PassSummary)
+         | SessionEnded | RunEnded | PinningCall | PassSummary | Notice)
 Emit = Callable[[Event], None]
 
 

@@ -2,12 +2,15 @@
 
 A folder is a *reset* run (the restored-state control, or the GSM8K bridge when its items come from
 GSM8K), a *grid* run, or a *sweep cell*: a grid-like folder whose manifest carries
-``"sweep": {"format": ..., "history": k}`` (layout in docs/analysis.md). Anything else is listed as
-skipped with its reason. VOID passes are never analysed; they are collected here with their reasons.
+``"sweep": {"format": ..., "history": k}`` (layout in docs/analysis.md). A run whose manifest lists
+``cells`` (the sweep and flag × order protocols: many servers in one run) is read as one folder per
+cell, each seeing only its own passes. Anything else is listed as skipped with its reason. VOID passes
+are never analysed; they are collected here with their reasons.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,15 +121,39 @@ class Collection:
         return [v for r in self.runs for v in r.void_passes]
 
 
-def read_run(path: Path) -> RunFolder:
-    """Read one run folder's manifest and split its passes into OK ones and excluded ones."""
+def cell_manifest(manifest: dict[str, Any], name: str, cell: dict[str, Any]) -> dict[str, Any]:
+    """The manifest one cell of a many-server run would have had as a run of its own: its passes only,
+    its engine details (model, cache setting), its sweep label and its arms."""
+    view = copy.deepcopy({k: v for k, v in manifest.items() if k not in ("passes", "cells")})
+    view["run_id"] = f"{manifest.get('run_id', 'run')}/{name}"
+    view["passes"] = {p: manifest.get("passes", {}).get(p, {"status": "not run"}) for p in cell.get("passes", [])}
+    view["engine"] = {**(view.get("engine") or {}), **(cell.get("engine") or {})}
+    view["protocol"] = {**(view.get("protocol") or {}), "kind": "grid"}
+    view["protocol"]["resolved"] = {**(view["protocol"].get("resolved") or {}), **(cell.get("resolved") or {})}
+    if cell.get("sweep"):
+        view["sweep"] = cell["sweep"]
+    return view
+
+
+def read_runs(path: Path) -> list[RunFolder]:
+    """A run folder as analysis sees it: itself, or one view per cell when its manifest lists cells."""
     manifest = Manifest.load(path).data
+    cells = manifest.get("cells") or {}
+    if not cells:
+        return [read_run(path, manifest)]
+    return [read_run(path, cell_manifest(manifest, name, cell)) for name, cell in cells.items()]
+
+
+def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
+    """Read one run folder's manifest (or a cell's view of it) and split its passes into OK ones and
+    excluded ones."""
+    manifest = manifest if manifest is not None else Manifest.load(path).data
     kind = (manifest.get("protocol") or {}).get("kind")
     if kind == "grid" and manifest.get("sweep"):
         kind = "sweep"
     if kind not in ("reset", "grid", "sweep"):
         raise KitError(f"{path}: protocol kind {kind!r} has no analysis yet",
-                       "pass run folders of the reset, grid or sweep protocols")
+                       "pass run folders of the reset, grid, sweep, dequant or flag-order protocols")
     run = RunFolder(path=path, manifest=manifest, kind=kind)
     for pass_id, info in (manifest.get("passes") or {}).items():
         file = path / str(info.get("file", ""))
@@ -150,7 +177,7 @@ def collect(paths: list[Path]) -> Collection:
             collection.skipped.append({"path": str(path), "reason": "no manifest.json here or one level below"})
         for candidate in candidates:
             try:
-                collection.runs.append(read_run(candidate))
+                collection.runs.extend(read_runs(candidate))
             except KitError as exc:
                 collection.skipped.append({"path": str(candidate), "reason": exc.line()})
     return collection

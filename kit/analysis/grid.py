@@ -106,9 +106,9 @@ def _repeat(pass_id: str) -> int:
     return int(found.group(1)) if found else 1
 
 
-def grid_table(run_dir: Path) -> dict[str, Any]:
-    manifest = Manifest.load(run_dir)
-    infos = manifest.data.get("passes", {})
+def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run)."""
+    infos = infos if infos is not None else Manifest.load(run_dir).data.get("passes", {})
     loaded = {pid: load_pass(run_dir, info) for pid, info in infos.items()
               if info.get("status") == "OK" and (run_dir / info["file"]).exists()}
     table: dict[str, Any] = {

@@ -28,7 +28,7 @@ def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, A
     """One grid run: each comparison with counts, Wilson and dependence-aware intervals."""
     from kit.stats import dependence_aware_interval  # noqa: PLC0415
 
-    table = grid_results.grid_table(run.path)
+    table = grid_results.grid_table(run.path, run.manifest.get("passes") or {})
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
                            "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),

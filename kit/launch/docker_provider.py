@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kit.engines.base import Engine
+from kit.errors import ConfigError
 from kit.launch.container_spec import ContainerSpec, llamacpp_spec, vllm_spec
 from kit.launch.docker_launcher import DockerLauncher, ImageInfo, RunningContainer
-from kit.launch.provider import EngineSession
+from kit.launch.provider import KEEP, EngineSession
 
 SpecFactory = Callable[[str], ContainerSpec]  # container name -> spec
 EngineFactory = Callable[[RunningContainer], Engine]
@@ -84,14 +85,21 @@ class DockerProvider:
         self.startup_timeout_s = startup_timeout_s
         self.details = details or {}
         self._image: ImageInfo | None = None
+        self._remake: Callable[[Path | None, Any, dict[str, Any] | None], DockerProvider] | None = None
 
     @classmethod
     def llamacpp(cls, launcher: DockerLauncher, run_id: str, model_file: str | Path, **options: Any) -> DockerProvider:
         """llama-server containers (kit/llamacpp image); `options` go to `llamacpp_spec` or the provider."""
+        given = dict(options)
         own = {k: options.pop(k) for k in ("image_options", "startup_timeout_s", "details") if k in options}
-        return cls(launcher, run_id,
-                   lambda name: llamacpp_spec(run_id=run_id, model_file=model_file, name=name, **options),
-                   _llamacpp_engine, **own)
+        provider = cls(launcher, run_id,
+                       lambda name: llamacpp_spec(run_id=run_id, model_file=model_file, name=name, **options),
+                       _llamacpp_engine, **own)
+        provider._remake = lambda model, cache_ram, details: cls.llamacpp(  # noqa: SLF001
+            launcher, run_id, model or model_file, **{
+                **given, "details": {**given.get("details", {}), **(details or {})},
+                **({} if cache_ram is KEEP else {"cache_ram_mib": cache_ram})})
+        return provider
 
     @classmethod
     def vllm(cls, launcher: DockerLauncher, run_id: str, model: str, prefix_caching: bool,
@@ -108,6 +116,16 @@ class DockerProvider:
         spec = self.make_spec(container_name(self.run_id, "SESSION"))
         return {"kind": "docker", "engine": spec.engine, "image": spec.image, "run_id": self.run_id,
                 "spec": spec.to_manifest(), **self.details}
+
+    def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
+                details: dict[str, Any] | None = None) -> DockerProvider:
+        """Containers of the same image serving another GGUF and/or `--cache-ram` (llama.cpp only)."""
+        if self._remake is None:
+            raise ConfigError("this protocol needs a different model file or cache setting per pass, which the "
+                              "vLLM container provider does not offer", "run it on llama.cpp (native or docker)")
+        other = self._remake(model, cache_ram, details)
+        other._image = self._image  # noqa: SLF001 - the image is the same; build or pull it once
+        return other
 
     def image(self) -> ImageInfo:
         """The engine image (built or pulled once per provider when missing)."""

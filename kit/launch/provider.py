@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import subprocess
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
+from kit.errors import ConfigError
 from kit.launch.native import NativeServer, ServerSpec
 
 
@@ -46,12 +47,21 @@ class EngineSession:
         return self.server.log_tail(lines) if self.server else ""
 
 
+KEEP: Any = object()  # `variant(cache_ram=KEEP)`: leave the server-level prompt cache setting as it is
+
+
 class EngineProvider(Protocol):
     fresh_servers: bool  # does every session get a freshly started server?
 
     def describe(self) -> dict[str, Any]: ...
 
     def session(self, label: str, log_dir: Path) -> Any:  # context manager yielding EngineSession
+        ...
+
+    def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
+                details: dict[str, Any] | None = None) -> EngineProvider:
+        """The same launcher serving another model file and/or another `--cache-ram` (protocols whose
+        passes need different servers: the sweep's weight formats, flag × order's cache settings)."""
         ...
 
 
@@ -68,6 +78,12 @@ class NativeProvider:
         return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),
                 "ctx_size": self.spec.ctx_size, "threads": self.spec.threads, "cache_ram": self.spec.cache_ram,
                 **self.details}
+
+    def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
+                details: dict[str, Any] | None = None) -> NativeProvider:
+        spec = replace(self.spec, model=model or self.spec.model,
+                       cache_ram=self.spec.cache_ram if cache_ram is KEEP else cache_ram)
+        return NativeProvider(spec, {**self.details, **(details or {})})
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
@@ -94,6 +110,13 @@ class ExternalProvider:
     def describe(self) -> dict[str, Any]:
         return {"kind": "external", "url": self.url,
                 "note": "not started by the kit: sessions share one server and its cache history"}
+
+    def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
+                details: dict[str, Any] | None = None) -> ExternalProvider:
+        raise ConfigError("this protocol starts its own servers (other model files or cache settings per pass), "
+                          "but --engine-url points at a server the kit cannot restart",
+                          "drop --engine-url and let the kit start llama-server (embedded, --server-bin, or "
+                          "--launcher docker)")
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:

@@ -60,24 +60,38 @@ Arm = Annotated[Literal["on", "off"], BeforeValidator(_arm)]
 class BfclWorkload(Strict):
     episodes: int = Field(80, ge=1, le=200)
     ids: tuple[str, ...] | None = None  # explicit episode ids instead of the first N in ascending order
+    # (with ids, `episodes` below their number keeps the first ones: `--episodes 1` sizes such a file down)
     prompt_format: Literal["auto", "chatml", "qwen25", "llama31"] = "auto"
     max_tokens_cap: int = Field(4096, ge=1)
     max_requests_per_episode: int | None = Field(None, ge=1)  # a smoke-test cap; the paper has none
 
+    def chosen_ids(self) -> list[str] | None:
+        return list(self.ids[:self.episodes]) if self.ids else None
 
-class GridProtocol(ProtocolBase):
+    @property
+    def count(self) -> int:
+        return len(self.chosen_ids()) if self.ids else self.episodes
+
+
+class BfclPassesProtocol(ProtocolBase):
+    """What every protocol of BFCL passes shares (grid, sweep, flag × order): the workload, how episode
+    orders are drawn, sentinel isolation, log-probability depth and the cache-state gates."""
+
+    workload: BfclWorkload = BfclWorkload()
+    order_seed: int = 20261007
+    sentinel: bool = False  # overwrite the cache with a fixed sentinel prompt before every episode
+    top_logprobs: int = Field(1, ge=1, le=20)
+    gates: GridGates = GridGates()
+
+
+class GridProtocol(BfclPassesProtocol):
     """Cache on/off × repeated passes over the BFCL multi-turn base episodes, under one or more
     episode orders (0 = canonical ascending id; k = random order k drawn with (order_seed, k))."""
 
     protocol: Literal["grid"]
-    workload: BfclWorkload = BfclWorkload()
     passes: tuple[Arm, ...] = ("on", "off", "on", "off")
     orders: tuple[int, ...] = Field((0,), min_length=1)
-    order_seed: int = 20261007
     server: Literal["shared", "per_pass"] = "shared"
-    sentinel: bool = False  # overwrite the cache with a fixed sentinel prompt before every episode
-    top_logprobs: int = Field(1, ge=1, le=20)
-    gates: GridGates = GridGates()
 
 
 MODEL = GridProtocol
@@ -104,20 +118,24 @@ def episode_order(episodes: list, order: int, seed: int) -> list:
     return [episodes[i] for i in np.random.default_rng([seed, order]).permutation(len(episodes))]
 
 
-def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
+def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any]) -> Prepared:
+    """BFCL installed and described, and the plan every BFCL protocol shows (`plan` adds its own keys)."""
     install = ensure_bfcl()
     workload = protocol.workload
-    count = len(workload.ids) if workload.ids else workload.episodes
-    passes = pass_plan(protocol)
-    plan = {"passes": [p.pass_id for p in passes], "episodes": count, "orders": list(protocol.orders),
-            "server": protocol.server, "sentinel": protocol.sentinel,
-            "comparisons": list(grid_results.comparisons([p.as_json() for p in passes])),
-            "top_logprobs": protocol.top_logprobs,
+    count = workload.count
+    plan = {"episodes": count, **plan, "sentinel": protocol.sentinel, "top_logprobs": protocol.top_logprobs,
             "max_tokens_cap": workload.max_tokens_cap, "max_requests_per_episode": workload.max_requests_per_episode}
-    description = {"source": "bfcl multi_turn_base", "episodes": count, "ids": list(workload.ids or ()),
+    description = {"source": "bfcl multi_turn_base", "episodes": count, "ids": workload.chosen_ids() or [],
                    **install.to_manifest()}
     return Prepared(plan=plan, workload=description, payload=install,
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
+
+
+def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
+    passes = pass_plan(protocol)
+    return prepare_bfcl(protocol, {"passes": [p.pass_id for p in passes], "orders": list(protocol.orders),
+                                   "server": protocol.server,
+                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))})
 
 
 def results(run_dir: Path) -> dict[str, Any]:
@@ -136,10 +154,11 @@ def renderer_for(protocol: GridProtocol, engine_details: dict[str, Any]):
 
 
 class LiveComparer:
-    """Keeps each finished episode's (prompt hash, tokens) per pass and emits a verdict per comparison."""
+    """Keeps each finished episode's (prompt hash, tokens) per pass and emits a verdict per comparison
+    (`pairs`: comparison name -> (pass a, pass b))."""
 
-    def __init__(self, protocol: GridProtocol, ctx: RunContext):
-        self.pairs = grid_results.comparisons([p.as_json() for p in pass_plan(protocol)])
+    def __init__(self, pairs: dict[str, tuple[str, str]], ctx: RunContext):
+        self.pairs = pairs
         self.ctx = ctx
         self.done: dict[str, dict[str, list]] = {}
 
@@ -152,19 +171,23 @@ class LiveComparer:
                                              verdict.request_index, verdict.token_index))
 
 
-def estimate(protocol: GridProtocol, engine, prompt: str, episodes: int) -> PlanEstimate:
-    """Measure prefill and decode speed with one uncached request, then a rough duration: per episode
-    ~2 requests per turn of ~3 turns, full prompts recomputed on the cache-off arm."""
-    probe = engine.complete(CompletionRequest(prompt=prompt, max_tokens=16, cache_prompt=False))
+def estimate(workload: BfclWorkload, arms: list[str], live, prompt: str, episodes: int,
+             fresh_server_per_pass: bool) -> PlanEstimate:
+    """Measure prefill and decode speed with one uncached request, then a rough duration of passes of
+    `arms`: per episode ~2 requests per turn of ~3 turns, full prompts recomputed on the cache-off arm,
+    plus the measured server start-up for every pass that starts its own server."""
+    probe = live.engine.complete(CompletionRequest(prompt=prompt, max_tokens=16, cache_prompt=False))
     prefill = (probe.prefill_tokens or 1) / max(probe.prefill_ms or 1.0, 1.0) * 1000
     decode = (probe.decode_tokens or 1) / max(probe.decode_ms or 1.0, 1.0) * 1000
     tokens = probe.prompt_tokens or 0
-    out = min(protocol.workload.max_tokens_cap, 128)
+    out = min(workload.max_tokens_cap, 128)
     per_request = {"off": tokens / prefill + out / decode, "on": 200 / prefill + out / decode}
-    requests = min(6, protocol.workload.max_requests_per_episode or 6)
-    seconds = sum(per_request[arm] * requests * episodes for arm in protocol.passes) * len(protocol.orders)
+    requests = min(6, workload.max_requests_per_episode or 6)
+    startup = float(live.launch.get("startup_seconds") or 0.0) if fresh_server_per_pass else 0.0
+    seconds = sum(per_request[arm] * requests * episodes + startup for arm in arms)
     return PlanEstimate(round(seconds, 1), round(prefill, 1), round(decode, 1),
-                        f"{requests} requests per episode of ~{tokens} prompt tokens, ~{out} new tokens each")
+                        f"{len(arms)} passes; {requests} requests per episode of ~{tokens} prompt tokens, ~{out} "
+                        f"new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
 
 
 def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
@@ -183,20 +206,29 @@ def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPla
             yield plan, live
 
 
-def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
+def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
+          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool) -> None:
+    """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
+    verdicts of the comparisons `pairs` as soon as both passes have an episode; an estimate first."""
     format_name, render = renderer_for(protocol, ctx.provider.describe())
     ctx.manifest.update(prompt_format=format_name)
-    comparer = LiveComparer(protocol, ctx)
+    comparer = LiveComparer(pairs, ctx)
     workload = protocol.workload
     with BfclWorker(prepared.payload, log_path=ctx.run_dir / "logs" / "bfcl-worker.log") as worker, \
-            closing(_sessions(protocol, ctx)) as sessions:
-        canonical = (worker.load_episodes(ids=list(workload.ids)) if workload.ids
+            closing(sessions) as live_sessions:
+        canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
-        for plan, live in sessions:
+        for plan, live in live_sessions:
             if "estimate" not in ctx.manifest.data:
                 first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
-                guess = estimate(protocol, live.engine, first, len(canonical))
+                guess = estimate(workload, arms, live, first, len(canonical), fresh_server_per_pass)
                 ctx.manifest.update(estimate=asdict(guess))
                 ctx.emit(guess)
             episodes = episode_order(canonical, plan.order, protocol.order_seed)
             run_pass(protocol, ctx, live, worker, episodes, render, plan, comparer.episode_finished)
+
+
+def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
+    plans = pass_plan(protocol)
+    drive(protocol, prepared, ctx, _sessions(protocol, ctx), grid_results.comparisons([p.as_json() for p in plans]),
+          [p.arm for p in plans], protocol.server == "per_pass")

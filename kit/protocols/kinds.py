@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from kit.protocols import grid, pinning, reset, spec
+from kit.protocols import grid, pinning, reset, spec, sweep
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning}
+PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning, "sweep": sweep}
 MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
 
 

@@ -13,6 +13,7 @@ from kit.events import (
     EpisodeDone,
     EpisodeVerdict,
     Event,
+    Notice,
     ItemVerdict,
     PlanEstimate,
     RequestDone,
@@ -134,6 +135,9 @@ class LiveState:
         a, b = event.passes
         self.verdicts.append(VerdictRow(f"{a} vs {b}", event.unit, event.comparison, f"{event.comparison}: {text}",
                                         event.diverged))
+
+    def _on_Notice(self, event: Notice) -> None:
+        self.messages.append(event.text)
 
     def _on_PlanEstimate(self, event: PlanEstimate) -> None:
         self.estimate = event

@@ -1,0 +1,151 @@
+"""The replicated sweep (seed 000 §III-E; Table VI): weight formats × episode histories, path divergence.
+
+For every history k (0 = canonical ascending id, k ≥ 1 = random order k drawn with (order_seed, k);
+the same orders for every format) the formats run in row k mod R of the protocol's Williams square.
+Each (format, history) is one cache-on pass compared with that format's cache-off reference; the
+reference itself runs under two orders (the check that it does not depend on history; a mismatch is
+reported). Optionally a second process repeats every format's canonical cache-on pass. Every pass
+gets a freshly started server serving its format's file, so no pass inherits another's cache.
+
+The dequantized-weights control is the same procedure with a format derived from another
+(protocols/dequant.yaml): the weights stay those of the quantized file, only the kernels change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from kit.analysis import sweep_run
+from kit.errors import ConfigError
+from kit.events import Notice, SessionStarted
+from kit.protocols import formats as weight_formats
+from kit.protocols.grid import BfclPassesProtocol, PassPlan, drive, prepare_bfcl
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+
+
+@dataclass(frozen=True)
+class SweepPass(PassPlan):
+    format: str = ""
+    history: int = 0
+    role: Literal["cell", "reference", "replicate"] = "cell"
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SweepProtocol(BfclPassesProtocol):
+    """Formats × histories; formats in Williams order per history; a fresh server per pass."""
+
+    protocol: Literal["sweep"]
+    formats: dict[str, weight_formats.FormatSource] = Field(min_length=1)
+    format_rows: tuple[tuple[str, ...], ...] | None = None  # Williams square rows; history k uses row k mod R
+    histories: int = Field(11, ge=1)  # history 0 (canonical) and random orders 1 .. histories-1
+    reference_orders: tuple[int, ...] = Field((0, 1), min_length=1, max_length=2)
+    replicate: bool = False  # a second process repeats every format's canonical cache-on pass
+    top_logprobs: int = Field(5, ge=1, le=20)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepProtocol:
+        weight_formats.check_labels(self.formats)
+        for row in self.format_rows or ():
+            if sorted(row) != sorted(self.formats):
+                raise ValueError(f"format row {list(row)} must list every format once: {list(self.formats)}")
+        return self
+
+    def row(self, history: int) -> tuple[str, ...]:
+        rows = self.format_rows or (tuple(self.formats),)
+        return rows[history % len(rows)]
+
+
+MODEL = SweepProtocol
+
+
+def pass_plan(protocol: SweepProtocol) -> list[SweepPass]:
+    """Every pass in run order: history by history, formats in the history's row; a format's
+    references run before its first cache-on pass; the replicates last."""
+    plans: list[SweepPass] = []
+    referenced: set[str] = set()
+    for history in range(protocol.histories):
+        for label in protocol.row(history):
+            if label not in referenced:
+                referenced.add(label)
+                plans += [SweepPass(reference_id(label, order), "off", 1, order, label, order, "reference")
+                          for order in protocol.reference_orders]
+            plans.append(SweepPass(cell_id(label, history), "on", 1, history, label, history, "cell"))
+    if protocol.replicate:
+        plans += [SweepPass(f"{label}-h0-on-r2", "on", 2, 0, label, 0, "replicate") for label in protocol.row(0)]
+    return plans
+
+
+def cell_id(label: str, history: int) -> str:
+    return f"{label}-h{history}-on"
+
+
+def reference_id(label: str, order: int) -> str:
+    return f"{label}-ref-o{order}"
+
+
+def comparisons(protocol: SweepProtocol) -> dict[str, tuple[str, str]]:
+    """Path divergence per cell; each format's reference across its two orders; the replicates."""
+    plans = pass_plan(protocol)
+    reference = {p.format: p.pass_id for p in plans if p.role == "reference" and p.order == protocol.reference_orders[0]}
+    pairs = {f"path {p.format} h{p.history}": (p.pass_id, reference[p.format]) for p in plans if p.role == "cell"}
+    if len(protocol.reference_orders) == 2:
+        first, second = protocol.reference_orders
+        pairs.update({f"reference {label} (order {first} vs {second})": (reference_id(label, first),
+                                                                          reference_id(label, second))
+                      for label in protocol.formats})
+    pairs.update({f"replicate {p.format} h0": (cell_id(p.format, 0), p.pass_id)
+                  for p in plans if p.role == "replicate"})
+    return pairs
+
+
+def prepare(protocol: SweepProtocol, inputs: RunInputs) -> Prepared:
+    return prepare_bfcl(protocol, {
+        "formats": list(protocol.formats), "histories": protocol.histories,
+        "format_rows": [list(protocol.row(h)) for h in range(protocol.histories)],
+        "reference_orders": list(protocol.reference_orders), "replicate": protocol.replicate,
+        "server": "fresh server per pass", "passes": [p.pass_id for p in pass_plan(protocol)],
+        "comparisons": list(comparisons(protocol))})
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return sweep_run.write(run_dir)
+
+
+def cells(protocol: SweepProtocol, files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What `kit analyze` reads as separate sweep cells: each cache-on pass with its format's reference."""
+    first = protocol.reference_orders[0]
+    return {f"{p.format}/h{p.history}": {"passes": [p.pass_id, reference_id(p.format, first)],
+                                         "sweep": {"format": p.format, "history": p.history},
+                                         "engine": files[p.format]}
+            for p in pass_plan(protocol) if p.role == "cell"}
+
+
+def _sessions(protocol: SweepProtocol, ctx: RunContext, providers: dict[str, Any]) -> Iterator[tuple[SweepPass, Any]]:
+    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
+    for index, plan in enumerate(todo, start=1):
+        with providers[plan.format].session(plan.pass_id, ctx.run_dir / "logs") as live:
+            ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
+            ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
+            yield plan, live
+
+
+def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
+    if not ctx.provider.fresh_servers:
+        raise ConfigError("the sweep starts a fresh server for every pass, but this engine was started elsewhere",
+                          "drop --engine-url and let the kit start llama-server")
+    files = weight_formats.resolve(protocol.formats, ctx.provider.describe(), say=lambda text: ctx.emit(Notice(text)))
+    ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
+    details = {label: weight_formats.engine_details(label, model) for label, (model, _) in files.items()}
+    ctx.manifest.update(cells=cells(protocol, details))
+    providers = {label: ctx.provider.variant(model=model.path, details=details[label])
+                 for label, (model, _) in files.items()}
+    plans = pass_plan(protocol)
+    drive(protocol, prepared, ctx, _sessions(protocol, ctx, providers), comparisons(protocol),
+          [p.arm for p in plans], fresh_server_per_pass=True)
