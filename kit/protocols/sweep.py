@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from kit.analysis import sweep_run
 from kit.errors import ConfigError
@@ -49,13 +49,20 @@ class SweepProtocol(BfclPassesProtocol):
     replicate: bool = False  # a second process repeats every format's canonical cache-on pass
     top_logprobs: int = Field(5, ge=1, le=20)
 
-    @model_validator(mode="after")
-    def _consistent(self) -> SweepProtocol:
-        weight_formats.check_labels(self.formats)
-        for row in self.format_rows or ():
-            if sorted(row) != sorted(self.formats):
-                raise ValueError(f"format row {list(row)} must list every format once: {list(self.formats)}")
-        return self
+    @field_validator("formats")
+    @classmethod
+    def _labels(cls, formats: dict[str, weight_formats.FormatSource]) -> dict[str, weight_formats.FormatSource]:
+        weight_formats.check_labels(formats)
+        return formats
+
+    @field_validator("format_rows")
+    @classmethod
+    def _rows(cls, rows: tuple[tuple[str, ...], ...] | None, info: ValidationInfo) -> tuple | None:
+        labels = list(info.data.get("formats") or {})
+        for row in rows or ():
+            if sorted(row) != sorted(labels):
+                raise ValueError(f"format row {list(row)} must list every format once: {labels}")
+        return rows
 
     def row(self, history: int) -> tuple[str, ...]:
         rows = self.format_rows or (tuple(self.formats),)

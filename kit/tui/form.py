@@ -110,6 +110,9 @@ def check_out(text: str) -> str | None:
     return None
 
 
+EPISODE_KINDS = ("grid", "sweep", "flag_order")  # protocols sized by a number of BFCL episodes
+
+
 @dataclass
 class Setup:
     """What the form holds: every value as typed."""
@@ -121,8 +124,8 @@ class Setup:
     url: str = ""
     endpoint_kind: str = "llamacpp"
     server_bin: str = ""
-    size: str = ""  # items (reset) or episodes (grid)
-    repeats: str = ""  # sessions (reset); passes come from the protocol for the grid
+    size: str = ""  # items (reset) or episodes (BFCL kinds)
+    repeats: str = ""  # sessions (reset) or histories (sweep); passes come from the protocol for the grid
     max_tokens: str = ""
     out: str = ""
     passes: int = 4  # the grid's passes, from the protocol file (shown, not edited)
@@ -143,8 +146,9 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     if setup.engine == "native":
         found["server_bin"] = check_binary(setup.server_bin)
     found["size"] = check_count(setup.size)
-    if setup.kind == "reset":
+    if setup.kind in ("reset", "sweep"):
         found["repeats"] = check_count(setup.repeats, 1, 100)
+    if setup.kind == "reset":
         found["max_tokens"] = check_count(setup.max_tokens, 1, 32768)
     found["out"] = check_out(setup.out)
     return {name: text for name, text in found.items() if text}
@@ -155,7 +159,9 @@ def overrides(setup: Setup) -> dict[str, Any]:
     if setup.kind == "reset":
         return {"workload": {"items": int(setup.size)}, "sessions": int(setup.repeats),
                 "max_tokens": int(setup.max_tokens), **setup.extra}
-    if setup.kind == "grid":
+    if setup.kind == "sweep":
+        return {"workload": {"episodes": int(setup.size)}, "histories": int(setup.repeats), **setup.extra}
+    if setup.kind in EPISODE_KINDS:
         return {"workload": {"episodes": int(setup.size)}, **setup.extra}
     return dict(setup.extra)
 
@@ -179,8 +185,11 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
     if kind == "reset":
         return Setup(protocol, kind, size=str(workload.get("items", 100)), repeats=str(data.get("sessions", 3)),
                      max_tokens=str(data.get("max_tokens", 1024)), out=str(out))
-    return Setup(protocol, kind, size=str(workload.get("episodes", 80)), out=str(out),
-                 passes=len(data.get("passes") or ()) or 4)
+    episodes = workload.get("episodes", 80)
+    if workload.get("ids"):
+        episodes = min(episodes, len(workload["ids"]))
+    return Setup(protocol, kind, size=str(episodes), out=str(out), passes=len(data.get("passes") or ()) or 4,
+                 repeats=str(data.get("histories", 11)) if kind == "sweep" else "")
 
 
 def estimate_line(setup: Setup) -> str:

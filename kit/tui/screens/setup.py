@@ -82,9 +82,13 @@ class SetupScreen(Screen):
                                      compact=True)
                     yield Static(classes="problem -ok", id=f"p-{name}")
             for name, (label, placeholder) in FIELDS.items():
-                if name in ("repeats", "max_tokens") and self.entry.kind != "reset":
+                if name == "max_tokens" and self.entry.kind != "reset":
                     continue
-                if name == "size" and self.entry.kind == "grid":
+                if name == "repeats" and self.entry.kind not in ("reset", "sweep"):
+                    continue
+                if name == "repeats" and self.entry.kind == "sweep":
+                    label, placeholder = "Histories", "canonical order + N-1 random orders, same for every format"
+                if name == "size" and self.entry.kind in form.EPISODE_KINDS:
                     label = "Episodes"
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):
