@@ -26,10 +26,12 @@ _FORMAT_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(f.replace("_", "[-_.]") 
     FORMAT_ORDER, key=len, reverse=True)) + r")(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def format_rank(label: str) -> int:
-    """Position of a weight format in FORMAT_ORDER (unknown formats sort last)."""
+def format_rank(label: str) -> tuple[int, str]:
+    """Sort key of a weight format: its position in FORMAT_ORDER (unknown formats last), then its name.
+    A dequantized file (`Q4_K_M-deq-F16`) ranks as the format its kernels run (F16), after it."""
     upper = label.upper()
-    return FORMAT_ORDER.index(upper) if upper in FORMAT_ORDER else len(FORMAT_ORDER)
+    kernels = upper.rsplit("-DEQ-", 1)[-1]
+    return (FORMAT_ORDER.index(kernels) if kernels in FORMAT_ORDER else len(FORMAT_ORDER), upper)
 
 
 def weight_format(manifest: dict[str, Any]) -> str:

@@ -75,3 +75,10 @@ def test_a_bad_sweep_file_gets_an_error_naming_the_key(overrides, names):
 def test_a_derived_format_needs_to_know_the_run_model():
     with pytest.raises(ConfigError, match="does not say which model file"):
         resolve({"F16": FormatSource(derive="F16")}, {"kind": "external"})
+
+
+def test_a_dequantized_format_sorts_beside_the_kernels_it_runs():
+    from kit.analysis.collect import format_rank
+
+    labels = ["Q4_K_M", "Q4_K_M-deq-F16", "Q8_0", "F16", "Q3_K_M"]
+    assert sorted(labels, key=format_rank) == ["F16", "Q4_K_M-deq-F16", "Q8_0", "Q4_K_M", "Q3_K_M"]
