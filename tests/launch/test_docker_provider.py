@@ -198,3 +198,18 @@ def test_session_against_a_real_llama_server(client, server_spec, smollm2, tmp_p
             assert live.launch["build_info"] == "b1-7e4c0a9"
             assert live.launch["container"]["base_url"] == server.url
         assert client.containers_made[0].removed
+
+
+def test_a_variant_serves_another_file_and_cache_setting_from_the_same_image(client, gguf, tmp_path):
+    other = tmp_path / "model-deq-F16.gguf"
+    other.write_bytes(b"GGUF")
+    provider = DockerProvider.llamacpp(launcher_for(client), "run42", gguf, cache_ram_mib=0,
+                                       details={"model_name": "model"})
+    variant = provider.variant(model=other, details={"format": "F16"})
+    command = variant.make_spec("x").run_kwargs()["command"]
+    assert "/models/model-deq-F16.gguf" in " ".join(command) and command[command.index("--cache-ram") + 1] == "0"
+    assert variant.describe()["format"] == "F16" and variant.describe()["model_name"] == "model"
+    default_cache = provider.variant(cache_ram=None).make_spec("y").run_kwargs()["command"]
+    assert "--cache-ram" not in default_cache and "/models/model.gguf" in " ".join(default_cache)
+    with pytest.raises(Exception, match="vLLM container provider"):
+        DockerProvider.vllm(launcher_for(client), "run42", "Qwen/Qwen2.5-7B-Instruct", prefix_caching=True).variant()
