@@ -207,9 +207,12 @@ def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPla
 
 
 def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
-          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool) -> None:
+          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool,
+          estimate_provider: Any = None) -> None:
     """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
-    verdicts of the comparisons `pairs` as soon as both passes have an episode; an estimate first."""
+    verdicts of the comparisons `pairs` as soon as both passes have an episode. First, the estimated
+    duration of the passes still to run (`arms`), measured on a server of its own started by
+    `estimate_provider` (default: the run's), so the probe leaves nothing in any pass's cache."""
     format_name, render = renderer_for(protocol, ctx.provider.describe())
     ctx.manifest.update(prompt_format=format_name)
     comparer = LiveComparer(pairs, ctx)
@@ -218,12 +221,13 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
             closing(sessions) as live_sessions:
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
-        for plan, live in live_sessions:
-            if "estimate" not in ctx.manifest.data:
-                first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
+        if arms and "estimate" not in ctx.manifest.data:
+            first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
+            with (estimate_provider or ctx.provider).session("estimate", ctx.run_dir / "logs") as live:
                 guess = estimate(workload, arms, live, first, len(canonical), fresh_server_per_pass)
-                ctx.manifest.update(estimate=asdict(guess))
-                ctx.emit(guess)
+            ctx.manifest.update(estimate=asdict(guess))
+            ctx.emit(guess)
+        for plan, live in live_sessions:
             episodes = episode_order(canonical, plan.order, protocol.order_seed)
             run_pass(protocol, ctx, live, worker, episodes, render, plan, comparer.episode_finished)
 
@@ -231,4 +235,4 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
 def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
     plans = pass_plan(protocol)
     drive(protocol, prepared, ctx, _sessions(protocol, ctx), grid_results.comparisons([p.as_json() for p in plans]),
-          [p.arm for p in plans], protocol.server == "per_pass")
+          [p.arm for p in plans if p.pass_id not in ctx.done], protocol.server == "per_pass")

@@ -153,6 +153,7 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
     ctx.manifest.update(cells=cells(protocol, details))
     providers = {label: ctx.provider.variant(model=model.path, details=details[label])
                  for label, (model, _) in files.items()}
-    plans = pass_plan(protocol)
+    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
     drive(protocol, prepared, ctx, _sessions(protocol, ctx, providers), comparisons(protocol),
-          [p.arm for p in plans], fresh_server_per_pass=True)
+          [p.arm for p in todo], fresh_server_per_pass=True,
+          estimate_provider=providers[todo[0].format] if todo else None)
