@@ -18,13 +18,13 @@ from pydantic import BeforeValidator, Field
 
 from kit.analysis import grid as grid_results
 from kit.divergence import episode_divergence
-from kit.engines.base import CompletionRequest
 from kit.errors import ConfigError
 from kit.events import (
     EpisodeVerdict,
     PlanEstimate,
     SessionStarted,
 )
+from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid_pass import GridGates, run_pass
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
@@ -171,23 +171,18 @@ class LiveComparer:
                                              verdict.request_index, verdict.token_index))
 
 
-def estimate(workload: BfclWorkload, arms: list[str], live, prompt: str, episodes: int,
+def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: int,
              fresh_server_per_pass: bool) -> PlanEstimate:
-    """Measure prefill and decode speed with one uncached request, then a rough duration of passes of
-    `arms`: per episode ~2 requests per turn of ~3 turns, full prompts recomputed on the cache-off arm,
-    plus the measured server start-up for every pass that starts its own server."""
-    probe = live.engine.complete(CompletionRequest(prompt=prompt, max_tokens=16, cache_prompt=False))
-    prefill = (probe.prefill_tokens or 1) / max(probe.prefill_ms or 1.0, 1.0) * 1000
-    decode = (probe.decode_tokens or 1) / max(probe.decode_ms or 1.0, 1.0) * 1000
-    tokens = probe.prompt_tokens or 0
+    """A rough duration of passes of `arms` at the measured speed: per episode ~2 requests per turn of
+    ~3 turns, full prompts recomputed on the cache-off arm, plus a server start per pass that has its own."""
     out = min(workload.max_tokens_cap, 128)
-    per_request = {"off": tokens / prefill + out / decode, "on": 200 / prefill + out / decode}
+    per_request = {"off": speed.request_seconds(speed.prompt_tokens, out), "on": speed.request_seconds(200, out)}
     requests = min(6, workload.max_requests_per_episode or 6)
-    startup = float(live.launch.get("startup_seconds") or 0.0) if fresh_server_per_pass else 0.0
+    startup = speed.startup_seconds if fresh_server_per_pass else 0.0
     seconds = sum(per_request[arm] * requests * episodes + startup for arm in arms)
-    return PlanEstimate(round(seconds, 1), round(prefill, 1), round(decode, 1),
-                        f"{len(arms)} passes; {requests} requests per episode of ~{tokens} prompt tokens, ~{out} "
-                        f"new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
+    return PlanEstimate(round(seconds, 1), round(speed.prefill_tokens_per_s, 1), round(speed.decode_tokens_per_s, 1),
+                        f"{len(arms)} passes; {requests} requests per episode of ~{speed.prompt_tokens} prompt tokens, "
+                        f"~{out} new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
 
 
 def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
@@ -223,8 +218,8 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
                      else worker.load_episodes(count=workload.episodes))
         if arms and "estimate" not in ctx.manifest.data:
             first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
-            with (estimate_provider or ctx.provider).session("estimate", ctx.run_dir / "logs") as live:
-                guess = estimate(workload, arms, live, first, len(canonical), fresh_server_per_pass)
+            speed = probe(estimate_provider or ctx.provider, ctx.run_dir / "logs", first)
+            guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))
             ctx.emit(guess)
         for plan, live in live_sessions:

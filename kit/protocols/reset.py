@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,9 +15,10 @@ from kit.divergence import first_difference
 from kit.engines.base import Completion, CompletionRequest
 from kit.engines.llamacpp import request_body
 from kit.errors import ConfigError, EngineError
-from kit.events import ItemVerdict, RequestDone, SessionEnded, SessionStarted
+from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.manifest import now
 from kit.models.hashing import sha256_file
+from kit.protocols.estimate import Speed, probe
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.records import RecordWriter, prompt_sha256
@@ -117,12 +119,39 @@ def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> dict[str, Any
             "paths_differ": cold[0] != warm[0], "first_difference": first_difference(cold[0], warm[0])}
 
 
+ESTIMATE_FROM_REQUESTS = 100  # smaller runs (the demo) start at once; a stated duration would only delay them
+
+
+def messages(system_prompt: str, item: Item) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": item.question}]
+
+
+def estimate(protocol: ResetProtocol, speed: Speed, items: int, sessions: int) -> PlanEstimate:
+    """Sessions x items x phases at the measured speed: cold phases recompute the prompt, warm ones
+    reuse it; answers assumed ~256 tokens or the cap; a server start per session."""
+    out = min(protocol.max_tokens, 256)
+    per_item = sum(speed.request_seconds(speed.prompt_tokens if p.expect == "cold" else 8, out)
+                   for p in protocol.phases)
+    seconds = sessions * (speed.startup_seconds + items * per_item)
+    return PlanEstimate(round(seconds, 1), round(speed.prefill_tokens_per_s, 1), round(speed.decode_tokens_per_s, 1),
+                        f"{sessions} sessions x {items} items x {len(protocol.phases)} phases; prompts of "
+                        f"~{speed.prompt_tokens} tokens, ~{out} new tokens per answer")
+
+
 def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine dies."""
     system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
-    for index in range(1, protocol.sessions + 1):
-        if f"s{index}" not in ctx.done:
-            _session(protocol, ctx, prepared.payload, system_prompt, index)
+    todo = [index for index in range(1, protocol.sessions + 1) if f"s{index}" not in ctx.done]
+    items = prepared.payload
+    if todo and items and "estimate" not in ctx.manifest.data \
+            and len(todo) * len(items) * len(protocol.phases) >= ESTIMATE_FROM_REQUESTS:
+        speed = probe(ctx.provider, ctx.run_dir / "logs",
+                      lambda engine: engine.apply_template(messages(system_prompt, items[0])))
+        guess = estimate(protocol, speed, len(items), len(todo))
+        ctx.manifest.update(estimate=asdict(guess))
+        ctx.emit(guess)
+    for index in todo:
+        _session(protocol, ctx, items, system_prompt, index)
 
 
 def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:
@@ -139,8 +168,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
         for done, item in enumerate(order, start=1):
-            prompt = live.engine.apply_template([{"role": "system", "content": system_prompt},
-                                                 {"role": "user", "content": item.question}])
+            prompt = live.engine.apply_template(messages(system_prompt, item))
             outputs = []
             for phase_index, phase in enumerate(protocol.phases):
                 ctx.checkpoint()
