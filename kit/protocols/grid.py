@@ -7,8 +7,8 @@ BFCL's verdict. As soon as an episode exists in both passes of a comparison, its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -207,9 +207,12 @@ def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPla
 
 
 def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
-          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool) -> None:
+          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool,
+          estimate_session: Callable[[], AbstractContextManager] | None = None) -> None:
     """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
-    verdicts of the comparisons `pairs` as soon as both passes have an episode; an estimate first."""
+    verdicts of the comparisons `pairs` as soon as both passes have an episode; an estimate first, made
+    on the first pass's server, or on a server of its own from `estimate_session` (for protocols whose
+    servers must all start from the same state)."""
     format_name, render = renderer_for(protocol, ctx.provider.describe())
     ctx.manifest.update(prompt_format=format_name)
     comparer = LiveComparer(pairs, ctx)
@@ -218,12 +221,19 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
             closing(sessions) as live_sessions:
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
+
+        def make_estimate(live) -> None:
+            first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
+            guess = estimate(workload, arms, live, first, len(canonical), fresh_server_per_pass)
+            ctx.manifest.update(estimate=asdict(guess))
+            ctx.emit(guess)
+
+        if estimate_session is not None and "estimate" not in ctx.manifest.data:
+            with estimate_session() as live:
+                make_estimate(live)
         for plan, live in live_sessions:
             if "estimate" not in ctx.manifest.data:
-                first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
-                guess = estimate(workload, arms, live, first, len(canonical), fresh_server_per_pass)
-                ctx.manifest.update(estimate=asdict(guess))
-                ctx.emit(guess)
+                make_estimate(live)
             episodes = episode_order(canonical, plan.order, protocol.order_seed)
             run_pass(protocol, ctx, live, worker, episodes, render, plan, comparer.episode_finished)
 
