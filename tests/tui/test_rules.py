@@ -22,11 +22,11 @@ from tests.tui.conftest import PROTOCOLS, SetClock
 
 def test_catalog_lists_every_file_and_refuses_kinds_the_kit_cannot_run(cpu_caps):
     entries = {e.name: e for e in catalog(cpu_caps, PROTOCOLS)}
-    assert set(entries) == {"reset", "grid-cpu", "sweep"}
+    assert set(entries) == {"reset", "grid-cpu", "batch"}
     assert entries["reset"].runnable and entries["grid-cpu"].runnable
-    assert not entries["sweep"].runnable and "not available yet" in entries["sweep"].why_not
+    assert not entries["batch"].runnable and "not available yet" in entries["batch"].why_not
     assert "16 requests" in entries["reset"].explanation()
-    assert [e.name for e in catalog(cpu_caps, PROTOCOLS)][-1] == "sweep"  # runnable ones first
+    assert [e.name for e in catalog(cpu_caps, PROTOCOLS)][-1] == "batch"  # runnable ones first
 
 
 def test_catalog_waits_for_the_doctor_before_anything_can_start():
