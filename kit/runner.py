@@ -160,7 +160,7 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
         status, reason = "failed", exc.line()
-    except Exception as exc:
+    except BaseException as exc:  # noqa: BLE001 - also SystemExit or a test runner's timeout: never "finished"
         status, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
         raise
     finally:
