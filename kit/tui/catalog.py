@@ -92,7 +92,7 @@ def estimate(kind: str, data: dict[str, Any]) -> str:
         seconds = sessions * (5 + items * phases * (0.3 + tokens / 60))
         return f"{sessions * items * phases} requests, about {_duration(seconds)} on a CPU"
     if kind == "grid":
-        episodes = _episodes(data)
+        episodes = bfcl_episodes(data)
         passes = len(data.get("passes") or ()) or 4
         return f"{episodes} episodes x {passes} passes, about {_duration(episodes * passes * 120)} on a CPU"
     if kind == "sweep":
@@ -100,19 +100,19 @@ def estimate(kind: str, data: dict[str, Any]) -> str:
         histories = data.get("histories", 11)
         references = len(data.get("reference_orders") or (0, 1))
         passes = formats * (histories + references) + (formats if data.get("replicate") else 0)
-        episodes = _episodes(data)
+        episodes = bfcl_episodes(data)
         return (f"{episodes} episodes x {passes} passes (a fresh server each), about "
                 f"{_duration(episodes * passes * 120 + passes * 5)} on a CPU")
     if kind == "flag_order":
         arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
         passes = sum(len(arm.get("passes") or ()) for arm in arms)
-        episodes = _episodes(data)
+        episodes = bfcl_episodes(data)
         return (f"{episodes} episodes x {passes} passes in {len(arms)} arms (a fresh server each), about "
                 f"{_duration(episodes * passes * 120 + len(arms) * 5)} on a CPU")
     return "duration unknown"
 
 
-def _episodes(data: dict[str, Any]) -> int:
+def bfcl_episodes(data: dict[str, Any]) -> int:
     """BFCL episodes a protocol file asks for: its explicit ids (at most `episodes` of them), else `episodes`."""
     workload = data.get("workload") or {}
     ids = workload.get("ids")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from kit.tui.catalog import EMBEDDED, Capabilities
+from kit.tui.catalog import EMBEDDED, Capabilities, bfcl_episodes
 
 GGUF_MAGIC = b"GGUF"
 
@@ -32,6 +32,7 @@ ENGINES = (
 )
 ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
 WIRED_ENDPOINT_KINDS = {"llamacpp"}
+BFCL_KINDS = ("grid", "sweep", "flag_order")  # their size field is the number of BFCL episodes
 
 
 def engine_problem(choice: EngineChoice, caps: Capabilities) -> str | None:
@@ -121,7 +122,7 @@ class Setup:
     url: str = ""
     endpoint_kind: str = "llamacpp"
     server_bin: str = ""
-    size: str = ""  # items (reset) or episodes (grid)
+    size: str = ""  # items (reset) or episodes (grid, sweep, flag_order)
     repeats: str = ""  # sessions (reset); passes come from the protocol for the grid
     max_tokens: str = ""
     out: str = ""
@@ -155,7 +156,7 @@ def overrides(setup: Setup) -> dict[str, Any]:
     if setup.kind == "reset":
         return {"workload": {"items": int(setup.size)}, "sessions": int(setup.repeats),
                 "max_tokens": int(setup.max_tokens), **setup.extra}
-    if setup.kind == "grid":
+    if setup.kind in BFCL_KINDS:
         return {"workload": {"episodes": int(setup.size)}, **setup.extra}
     return dict(setup.extra)
 
@@ -179,7 +180,7 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
     if kind == "reset":
         return Setup(protocol, kind, size=str(workload.get("items", 100)), repeats=str(data.get("sessions", 3)),
                      max_tokens=str(data.get("max_tokens", 1024)), out=str(out))
-    return Setup(protocol, kind, size=str(workload.get("episodes", 80)), out=str(out),
+    return Setup(protocol, kind, size=str(bfcl_episodes(data)), out=str(out),
                  passes=len(data.get("passes") or ()) or 4)
 
 

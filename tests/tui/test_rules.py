@@ -102,3 +102,11 @@ def test_grid_gates_are_per_pass_not_per_server():
     state.apply(SessionEnded("on1", "OK", None))
     assert state.done == 1
     assert set(state.gates) == {"on1"} and state.gates["on1"].status == "OK"
+
+
+def test_bfcl_kinds_take_their_size_as_episodes(tmp_path):
+    for kind, data in (("flag_order", {"workload": {"ids": ["a", "b"]}}), ("sweep", {"workload": {"episodes": 5}})):
+        setup = form.defaults("p.yaml", kind, data, tmp_path)
+        assert form.overrides(setup) == {"workload": {"episodes": int(setup.size)}}
+        assert "episodes x" in form.estimate_line(setup)
+    assert form.defaults("p.yaml", "flag_order", {"workload": {"ids": ["a", "b"]}}, tmp_path).size == "2"
