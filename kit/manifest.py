@@ -80,6 +80,17 @@ class Manifest:
         passes.setdefault(pass_id, {}).update(fields)
         self.save()
 
+    def supersede(self, pass_id: str) -> None:
+        """Drop a pass so it can run again: its record files move to records/superseded/ (kept, never
+        counted) and its manifest entry goes."""
+        info = self.data.get("passes", {}).pop(pass_id, {})
+        superseded = self.run_dir / "records" / "superseded"
+        for key in ("file", "episodes_file"):
+            if info.get(key) and (self.run_dir / info[key]).exists():
+                superseded.mkdir(parents=True, exist_ok=True)
+                (self.run_dir / info[key]).rename(superseded / f"{Path(info[key]).name}.{now().replace(':', '')}")
+        self.save()
+
     def finish(self, status: str, reason: str | None = None) -> None:
         assert status in FINAL_STATES, status
         self.update(status=status, reason=reason, ended=now())

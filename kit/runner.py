@@ -131,12 +131,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
         if info.get("status") in ("OK", "VOID"):
             continue
-        superseded = run_dir / "records" / "superseded"
-        superseded.mkdir(parents=True, exist_ok=True)
-        for key in ("file", "episodes_file"):
-            if info.get(key) and (run_dir / info[key]).exists():
-                (run_dir / info[key]).rename(superseded / f"{Path(info[key]).name}.{now().replace(':', '')}")
-        del manifest.data["passes"][pass_id]
+        manifest.supersede(pass_id)
         redone.append(pass_id)
     history = manifest.data.setdefault("resumed", [])
     history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
@@ -165,7 +160,7 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
         status, reason = "failed", exc.line()
-    except Exception as exc:
+    except BaseException as exc:  # noqa: BLE001 - also SystemExit or a test runner's timeout: never "finished"
         status, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
         raise
     finally:

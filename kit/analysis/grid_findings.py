@@ -59,20 +59,32 @@ def adjacent_on_passes(passes: list[str]) -> bool | None:
     return None if len(on) < 2 else on[1] - on[0] == 1
 
 
+def prompt_cache_setting(cache_ram: Any) -> str:
+    """The server-level prompt cache as Table III names it: `--cache-ram` left at llama.cpp's default
+    (None), disabled (0), or an explicit size."""
+    if cache_ram is None:
+        return "default"
+    return "disabled" if int(cache_ram) == 0 else f"{int(cache_ram)} MiB"
+
+
+def pass_order(passes: list[str]) -> str | None:
+    """Table III's column: were the two cache-on passes adjacent? None without two cache-on passes."""
+    adjacent = adjacent_on_passes(passes)
+    return None if adjacent is None else "adjacent" if adjacent else "cache-off pass in between"
+
+
 def table_iii(grid: list[dict[str, Any]]) -> dict[str, Any]:
     """Run-to-run cache-on divergence by server-level prompt cache (default / disabled) × pass order."""
     rows, skipped = [], []
     for g in grid:
         comparison = g["comparisons"].get("on_r2r")
-        adjacent = adjacent_on_passes(g["passes"])
-        if not comparison or "interval" not in comparison or adjacent is None:
+        order = pass_order(g["passes"])
+        if not comparison or "interval" not in comparison or order is None:
             skipped.append({"run": g["run"], "reason": "no run-to-run cache-on comparison (needs two OK cache-on "
                                                        "passes)"})
             continue
-        setting = "disabled" if g["cache_ram"] == 0 else "default"
-        rows.append({"model": g["model"], "format": g["format"], "prompt_cache": setting,
-                     "order": "adjacent" if adjacent else "cache-off pass in between", "run": g["run"],
-                     **_rate_cells(comparison["interval"])})
+        rows.append({"model": g["model"], "format": g["format"], "prompt_cache": prompt_cache_setting(g["cache_ram"]),
+                     "order": order, "run": g["run"], **_rate_cells(comparison["interval"])})
     return {"rows": rows, "skipped": skipped}
 
 
@@ -91,7 +103,8 @@ def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
                                                                                    "no path comparison in this run")})
             continue
         row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
-               "prompt_cache": "disabled" if g["cache_ram"] == 0 else "default", "run": g["run"], **_rate_cells(c["path"]["interval"], "path_")}
+               "prompt_cache": prompt_cache_setting(g["cache_ram"]), "run": g["run"],
+               **_rate_cells(c["path"]["interval"], "path_")}
         for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):
             if key in c and "interval" in c[key]:
                 row.update(_rate_cells(c[key]["interval"], prefix))

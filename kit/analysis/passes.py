@@ -10,6 +10,7 @@ from typing import Any
 
 from kit.divergence import emitted, episode_divergence
 from kit.records import read_records
+from kit.stats import rate_interval
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,31 @@ def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int
     units = [u for u in a.order if u in b.units]
     verdicts = [episode_divergence(a.walk(u), b.walk(u)) for u in units]
     return units, [int(v.diverged) for v in verdicts], [v.to_json() for v in verdicts]
+
+
+class OkPasses:
+    """The OK passes of a run (their record files present), each read once when first needed."""
+
+    def __init__(self, run_dir: Path, infos: dict[str, dict[str, Any]]):
+        self.run_dir = run_dir
+        self.ok = {p: i for p, i in infos.items() if i.get("status") == "OK" and (run_dir / i.get("file", "")).is_file()}
+        self.loaded: dict[str, PassData] = {}
+
+    def get(self, pass_id: str) -> PassData | None:
+        if pass_id not in self.ok:
+            return None
+        if pass_id not in self.loaded:
+            self.loaded[pass_id] = load_pass(self.run_dir, pass_id, self.ok[pass_id])
+        return self.loaded[pass_id]
+
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """Episode divergence of pass `a` against pass `b` (in `a`'s execution order)."""
+        pa, pb = self.get(a), self.get(b)
+        if pa is None or pb is None:
+            return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}
+        units, indicators, verdicts = divergence_indicators(pa, pb)
+        return {"passes": [a, b], "episodes": len(units), "diverged": sum(indicators),
+                "rate": sum(indicators) / len(units) if units else None,
+                "interval": rate_interval(sum(indicators), len(units)).to_json() if units else None,
+                "status": dict(zip(units, indicators)),
+                "first_request_index": [v["request_index"] for v in verdicts if v["diverged"]]}

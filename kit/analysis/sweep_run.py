@@ -12,38 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from kit.analysis.passes import PassData, divergence_indicators, load_pass
+from kit.analysis.passes import OkPasses
 from kit.analysis.results_files import write_results
 from kit.manifest import Manifest
-from kit.stats import rate_interval
-
-
-class _Passes:
-    """OK passes of a run, each read once when first needed."""
-
-    def __init__(self, run_dir: Path, infos: dict[str, dict[str, Any]]):
-        self.run_dir = run_dir
-        self.ok = {p: i for p, i in infos.items() if i.get("status") == "OK" and (run_dir / i.get("file", "")).is_file()}
-        self.loaded: dict[str, PassData] = {}
-
-    def get(self, pass_id: str) -> PassData | None:
-        if pass_id not in self.ok:
-            return None
-        if pass_id not in self.loaded:
-            self.loaded[pass_id] = load_pass(self.run_dir, pass_id, self.ok[pass_id])
-        return self.loaded[pass_id]
-
-    def compare(self, a: str, b: str) -> dict[str, Any]:
-        """Episode divergence of pass `a` against pass `b` (in `a`'s execution order)."""
-        pa, pb = self.get(a), self.get(b)
-        if pa is None or pb is None:
-            return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}
-        units, indicators, verdicts = divergence_indicators(pa, pb)
-        return {"passes": [a, b], "episodes": len(units), "diverged": sum(indicators),
-                "rate": sum(indicators) / len(units) if units else None,
-                "interval": rate_interval(sum(indicators), len(units)).to_json() if units else None,
-                "status": dict(zip(units, indicators)),
-                "first_request_index": [v["request_index"] for v in verdicts if v["diverged"]]}
 
 
 def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -59,7 +30,7 @@ def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:
 def sweep_table(run_dir: Path) -> dict[str, Any]:
     manifest = Manifest.load(run_dir).data
     infos = manifest.get("passes") or {}
-    passes = _Passes(run_dir, infos)
+    passes = OkPasses(run_dir, infos)
     table: dict[str, Any] = {"table": "sweep", "run_id": run_dir.name,
                              "files": {"sweep": "results/sweep.json", "sweep_csv": "results/sweep.csv"},
                              "formats": {}, "cells": {}, "reference_check": {}, "replicates": {},

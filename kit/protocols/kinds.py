@@ -8,9 +8,10 @@ from typing import Any
 
 import yaml
 
-from kit.protocols import grid, pinning, reset, spec, sweep
+from kit.protocols import flag_order, grid, pinning, reset, spec, sweep
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning, "sweep": sweep}
+PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning, "sweep": sweep,
+                                     "flag_order": flag_order}
 MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
 
 

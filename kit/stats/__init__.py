@@ -33,6 +33,12 @@ from kit.stats.permutation import (
                                        permutation_trend_test,
                                        sweep_permutation_test,
 )
+from kit.stats.position_trend import (
+                                       PositionTrendResult,
+                                       position_trend_test,
+                                       quartile_scores,
+                                       subset_sum_counts,
+)
 from kit.stats.tables import divergence_cube, wide_table
 from kit.stats.trend import PageTrendResult, page_trend
 from kit.stats.twoway_bootstrap import FormatRate, TwoWayBootstrap, sweep_bootstrap
@@ -50,6 +56,7 @@ __all__ = [
     "McNemarResult",
     "PageTrendResult",
     "PermutationTrendResult",
+    "PositionTrendResult",
     "RateInterval",
     "StatsInputError",
     "TwoWayBootstrap",
@@ -67,8 +74,11 @@ __all__ = [
     "page_trend",
     "paired_mcnemar",
     "permutation_trend_test",
+    "position_trend_test",
+    "quartile_scores",
     "rate_interval",
     "sweep_bootstrap",
+    "subset_sum_counts",
     "sweep_permutation_test",
     "wide_table",
     "wilson_interval",

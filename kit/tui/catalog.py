@@ -21,7 +21,13 @@ KIND_NOTES: dict[str, dict[str, Any]] = {
               "needs": "any llama.cpp engine; the embedded CPU engine works", "ways": None},
     "grid": {"measures": "BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
              "needs": "any llama.cpp engine + BFCL (fetched once); long prompts, slow on a CPU", "ways": None},
-    "sweep": {"measures": "divergence across batch sizes / concurrency", "needs": "a GPU engine", "ways": ("gpu",)},
+    "sweep": {"measures": "path divergence across weight formats x episode histories, a fresh server per pass",
+              "needs": "any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
+              "ways": None},
+    "flag_order": {"measures": "Table III: run-to-run cache-on divergence, server-level prompt cache (default / "
+                               "off) x pass order (adjacent / cache-off pass between), a fresh server per arm",
+                   "needs": "any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on "
+                            "a CPU", "ways": None},
     "sentinel": {"measures": "sentinel prompts that detect hidden cache state", "needs": "any engine", "ways": None},
     "dequant": {"measures": "divergence across weight formats of one model", "needs": "models in several formats",
                 "ways": None},
@@ -86,10 +92,31 @@ def estimate(kind: str, data: dict[str, Any]) -> str:
         seconds = sessions * (5 + items * phases * (0.3 + tokens / 60))
         return f"{sessions * items * phases} requests, about {_duration(seconds)} on a CPU"
     if kind == "grid":
-        episodes = (data.get("workload") or {}).get("episodes", 80)
+        episodes = bfcl_episodes(data)
         passes = len(data.get("passes") or ()) or 4
         return f"{episodes} episodes x {passes} passes, about {_duration(episodes * passes * 120)} on a CPU"
+    if kind == "sweep":
+        formats = len(data.get("formats") or {}) or 1
+        histories = data.get("histories", 11)
+        references = len(data.get("reference_orders") or (0, 1))
+        passes = formats * (histories + references) + (formats if data.get("replicate") else 0)
+        episodes = bfcl_episodes(data)
+        return (f"{episodes} episodes x {passes} passes (a fresh server each), about "
+                f"{_duration(episodes * passes * 120 + passes * 5)} on a CPU")
+    if kind == "flag_order":
+        arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
+        passes = sum(len(arm.get("passes") or ()) for arm in arms)
+        episodes = bfcl_episodes(data)
+        return (f"{episodes} episodes x {passes} passes in {len(arms)} arms (a fresh server each), about "
+                f"{_duration(episodes * passes * 120 + len(arms) * 5)} on a CPU")
     return "duration unknown"
+
+
+def bfcl_episodes(data: dict[str, Any]) -> int:
+    """BFCL episodes a protocol file asks for: its explicit ids (at most `episodes` of them), else `episodes`."""
+    workload = data.get("workload") or {}
+    ids = workload.get("ids")
+    return min(len(ids), workload.get("episodes", len(ids))) if ids else workload.get("episodes", 80)
 
 
 def _duration(seconds: float) -> str:

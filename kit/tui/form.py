@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from kit.tui.catalog import EMBEDDED, Capabilities
+from kit.tui.catalog import EMBEDDED, Capabilities, bfcl_episodes
 
 GGUF_MAGIC = b"GGUF"
 
@@ -32,6 +32,7 @@ ENGINES = (
 )
 ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
 WIRED_ENDPOINT_KINDS = {"llamacpp"}
+BFCL_KINDS = ("grid", "sweep", "flag_order")  # their size field is the number of BFCL episodes
 
 
 def engine_problem(choice: EngineChoice, caps: Capabilities) -> str | None:
@@ -110,9 +111,6 @@ def check_out(text: str) -> str | None:
     return None
 
 
-EPISODE_KINDS = ("grid", "sweep", "flag_order")  # protocols sized by a number of BFCL episodes
-
-
 @dataclass
 class Setup:
     """What the form holds: every value as typed."""
@@ -124,7 +122,7 @@ class Setup:
     url: str = ""
     endpoint_kind: str = "llamacpp"
     server_bin: str = ""
-    size: str = ""  # items (reset) or episodes (BFCL kinds)
+    size: str = ""  # items (reset) or episodes (grid, sweep, flag_order)
     repeats: str = ""  # sessions (reset) or histories (sweep); passes come from the protocol for the grid
     max_tokens: str = ""
     out: str = ""
@@ -161,7 +159,7 @@ def overrides(setup: Setup) -> dict[str, Any]:
                 "max_tokens": int(setup.max_tokens), **setup.extra}
     if setup.kind == "sweep":
         return {"workload": {"episodes": int(setup.size)}, "histories": int(setup.repeats), **setup.extra}
-    if setup.kind in EPISODE_KINDS:
+    if setup.kind in BFCL_KINDS:
         return {"workload": {"episodes": int(setup.size)}, **setup.extra}
     return dict(setup.extra)
 
@@ -185,10 +183,7 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
     if kind == "reset":
         return Setup(protocol, kind, size=str(workload.get("items", 100)), repeats=str(data.get("sessions", 3)),
                      max_tokens=str(data.get("max_tokens", 1024)), out=str(out))
-    episodes = workload.get("episodes", 80)
-    if workload.get("ids"):
-        episodes = min(episodes, len(workload["ids"]))
-    return Setup(protocol, kind, size=str(episodes), out=str(out), passes=len(data.get("passes") or ()) or 4,
+    return Setup(protocol, kind, size=str(bfcl_episodes(data)), out=str(out), passes=len(data.get("passes") or ()) or 4,
                  repeats=str(data.get("histories", 11)) if kind == "sweep" else "")
 
 

@@ -22,9 +22,9 @@ def test_a_protocol_of_a_kind_the_kit_cannot_run_is_shown_explained_and_not_star
         app = _app(cpu_caps, tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
-            await pilot.press("down", "down")  # grid-cpu, reset, sweep
+            await pilot.press("down", "down")  # grid-cpu, reset, batch
             screen = app.screen
-            assert screen.current().name == "sweep"
+            assert screen.current().name == "batch"
             assert "not available yet" in static_text(screen, "#detail")
             await pilot.press("enter")
             await pilot.pause()

@@ -46,7 +46,7 @@ def _counts_from_records(run_dir) -> dict[str, list[int]]:
 
 
 def _open_reset(pilot):
-    return pilot.press("down", "enter")  # the picker lists grid-cpu, reset, sweep
+    return pilot.press("down", "enter")  # the picker lists grid-cpu, reset, batch
 
 
 def test_pick_reset_accept_defaults_run_and_the_results_screen_matches_the_records(cpu_caps, tmp_path,

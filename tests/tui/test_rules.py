@@ -22,11 +22,11 @@ from tests.tui.conftest import PROTOCOLS, SetClock
 
 def test_catalog_lists_every_file_and_refuses_kinds_the_kit_cannot_run(cpu_caps):
     entries = {e.name: e for e in catalog(cpu_caps, PROTOCOLS)}
-    assert set(entries) == {"reset", "grid-cpu", "sweep"}
+    assert set(entries) == {"reset", "grid-cpu", "batch"}
     assert entries["reset"].runnable and entries["grid-cpu"].runnable
-    assert not entries["sweep"].runnable and "not available yet" in entries["sweep"].why_not
+    assert not entries["batch"].runnable and "not available yet" in entries["batch"].why_not
     assert "16 requests" in entries["reset"].explanation()
-    assert [e.name for e in catalog(cpu_caps, PROTOCOLS)][-1] == "sweep"  # runnable ones first
+    assert [e.name for e in catalog(cpu_caps, PROTOCOLS)][-1] == "batch"  # runnable ones first
 
 
 def test_catalog_waits_for_the_doctor_before_anything_can_start():
@@ -102,3 +102,12 @@ def test_grid_gates_are_per_pass_not_per_server():
     state.apply(SessionEnded("on1", "OK", None))
     assert state.done == 1
     assert set(state.gates) == {"on1"} and state.gates["on1"].status == "OK"
+
+
+def test_bfcl_kinds_take_their_size_as_episodes(tmp_path):
+    for kind, data in (("flag_order", {"workload": {"ids": ["a", "b"]}}), ("sweep", {"workload": {"episodes": 5}})):
+        setup = form.defaults("p.yaml", kind, data, tmp_path)
+        histories = {"histories": 11} if kind == "sweep" else {}  # a sweep's repeats are its histories
+        assert form.overrides(setup) == {"workload": {"episodes": int(setup.size)}, **histories}
+        assert "episodes x" in form.estimate_line(setup)
+    assert form.defaults("p.yaml", "flag_order", {"workload": {"ids": ["a", "b"]}}, tmp_path).size == "2"

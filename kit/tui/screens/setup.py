@@ -88,7 +88,7 @@ class SetupScreen(Screen):
                     continue
                 if name == "repeats" and self.entry.kind == "sweep":
                     label, placeholder = "Histories", "canonical order + N-1 random orders, same for every format"
-                if name == "size" and self.entry.kind in form.EPISODE_KINDS:
+                if name == "size" and self.entry.kind in form.BFCL_KINDS:
                     label = "Episodes"
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):

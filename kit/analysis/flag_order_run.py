@@ -1,0 +1,147 @@
+"""A flag × order run's own results, computed from its records (seed 000 Table III): per cell (arm) the
+run-to-run divergence of its two cache-on passes with a Wilson interval, the split of the divergent
+episodes over quartiles of execution order with an exact trend test, the path divergence where the arm
+has a cache-off pass, and the requests its first pass issued; per prompt-cache setting, whether the two
+pass orders gave the same cache-on output token for token; and which server each arm ran on.
+
+The dependence-aware intervals of Table III come from `kit analyze`, which reads the run as one grid
+run per cell (manifest `cells`).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from kit.analysis.passes import OkPasses
+from kit.analysis.results_files import write_results
+from kit.manifest import Manifest
+from kit.records import read_records
+from kit.stats import position_trend_test, quartile_scores
+
+QUARTILES = (1, 2, 3, 4)
+
+
+def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str]) -> dict[str, Any]:
+    """The server(s) an arm's passes ran on: process ids and the `--cache-ram` each was started with."""
+    launches = [(infos.get(p) or {}).get("launch") or {} for p in pass_ids]
+    pids = sorted({launch["pid"] for launch in launches if launch.get("pid") is not None})
+    flags = []
+    for launch in launches:
+        argv = [str(a) for a in launch.get("argv") or []]
+        flags.append(argv[argv.index("--cache-ram") + 1] if "--cache-ram" in argv[:-1] else None)
+    return {"pids": pids, "cache_ram_arg": sorted(set(flags), key=str), "one_server": len(pids) == 1}
+
+
+def _requests(run_dir: Path, info: dict[str, Any]) -> int | None:
+    """Requests a pass issued, from its episode records (sentinel requests not counted)."""
+    path = run_dir / str(info.get("episodes_file", ""))
+    if info.get("status") != "OK" or not info.get("episodes_file") or not path.is_file():
+        return None
+    return sum(int(e["requests"]) for e in read_records(path).records)
+
+
+def _tokens(passes: OkPasses, pass_id: str, units: list[str]) -> int:
+    data = passes.get(pass_id)
+    return sum(len(r.tokens) for u in units for r in data.units.get(u, [])) if data else 0
+
+
+def _same_output(passes: OkPasses, a: str, b: str) -> dict[str, Any]:
+    """Are two cache-on passes the same token for token (prompts, emitted tokens, request counts)?"""
+    found = passes.compare(a, b)
+    if "skipped" in found:
+        return found
+    units = list(found["status"])
+    return {"passes": [a, b], "episodes": found["episodes"],
+            "episodes_identical": found["episodes"] - found["diverged"], "tokens": _tokens(passes, a, units),
+            "identical": found["diverged"] == 0}
+
+
+def quartile_split(indicators: list[int]) -> dict[str, Any]:
+    """Divergent episodes per quartile of execution order (1..4) and the exact trend test over them."""
+    scores = quartile_scores(len(indicators))
+    return {"diverged": [sum(y for y, s in zip(indicators, scores) if s == q) for q in QUARTILES],
+            "episodes": [int((scores == q).sum()) for q in QUARTILES],
+            "trend": position_trend_test(indicators, scores).to_json()}
+
+
+def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, dict[str, Any]], cell: dict[str, Any]) -> dict[str, Any]:
+    labels = cell.get("flag_order") or {}
+    on1, on2 = labels["run_to_run"]
+    kinds = dict(zip(cell["passes"], (cell.get("resolved") or {}).get("passes") or []))
+    entry: dict[str, Any] = {"prompt_cache": labels.get("prompt_cache"), "order": labels.get("order"),
+                             "cache_ram": (cell.get("engine") or {}).get("cache_ram"), "passes": cell["passes"],
+                             "server": _server(infos, cell["passes"]),
+                             "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or {})}
+    run_to_run = passes.compare(on1, on2)
+    if "skipped" not in run_to_run and run_to_run["episodes"]:
+        run_to_run["quartiles"] = quartile_split(list(run_to_run["status"].values()))
+    entry["run_to_run"] = run_to_run
+    off = [p for p in cell["passes"] if kinds.get(p) == "off"]
+    if off:
+        entry["path"] = passes.compare(on1, off[0])
+    return entry
+
+
+def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], table: dict[str, Any]) -> dict[str, Any]:
+    """Per setting, each pair of cells that differ only in pass order: their first cache-on passes and
+    their second cache-on passes compared token for token, and the change in run-to-run divergence."""
+    found = {}
+    for a, b in combinations(cells_in, 2):
+        ca, cb = table["cells"][a], table["cells"][b]
+        if ca["prompt_cache"] != cb["prompt_cache"] or ca["order"] == cb["order"]:
+            continue
+        ra, rb = ca["run_to_run"], cb["run_to_run"]
+        pairs = zip(cells_in[a]["flag_order"]["run_to_run"], cells_in[b]["flag_order"]["run_to_run"])
+        entry: dict[str, Any] = {"prompt_cache": ca["prompt_cache"], "cells": [a, b],
+                                 "cache_on": {f"on{i}": _same_output(passes, pa, pb) for i, (pa, pb) in
+                                              enumerate(pairs, start=1)}}
+        checks = [c.get("identical") for c in entry["cache_on"].values()]
+        entry["identical"] = None if None in checks else all(checks)
+        if ra.get("rate") is not None and rb.get("rate") is not None:
+            entry["run_to_run_difference"] = rb["rate"] - ra["rate"]
+        found[f"{ca['prompt_cache']}: {a} vs {b}"] = entry
+    return found
+
+
+def flag_order_table(run_dir: Path) -> dict[str, Any]:
+    manifest = Manifest.load(run_dir).data
+    infos = manifest.get("passes") or {}
+    cells_in = manifest.get("cells") or {}
+    passes = OkPasses(run_dir, infos)
+    table: dict[str, Any] = {"table": "flag_order", "run_id": run_dir.name,
+                             "files": {"flag_order": "results/flag_order.json",
+                                       "flag_order_csv": "results/flag_order.csv"},
+                             "cells": {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()},
+                             "void_passes": [{"pass": p, "status": i.get("status"), "reason": i.get("reason")}
+                                             for p, i in infos.items() if p not in passes.ok]}
+    table["orders"] = _orders(passes, cells_in, table)
+    pids = [tuple(c["server"]["pids"]) for c in table["cells"].values()]
+    table["fresh_server_per_arm"] = (all(c["server"]["one_server"] for c in table["cells"].values())
+                                     and len(set(pids)) == len(pids)) if pids else None
+    return table
+
+
+CSV_FIELDS = ("cell", "prompt_cache", "order", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi",
+              "q1", "q2", "q3", "q4", "trend_p", "path_diverged", "path_episodes", "requests_first_pass")
+
+
+def _row(name: str, c: dict[str, Any]) -> dict[str, Any]:
+    r2r, path = c["run_to_run"], c.get("path") or {}
+    quartiles = r2r.get("quartiles") or {}
+    row = {"cell": name, "prompt_cache": c["prompt_cache"], "order": c["order"], "pass_a": r2r["passes"][0],
+           "pass_b": r2r["passes"][1], "episodes": r2r.get("episodes"), "diverged": r2r.get("diverged"),
+           "rate": r2r.get("rate"), **{k: (r2r.get("interval") or {}).get(k) for k in ("lo", "hi")},
+           "trend_p": (quartiles.get("trend") or {}).get("p"), "path_diverged": path.get("diverged"),
+           "path_episodes": path.get("episodes"), "requests_first_pass": c["requests_first_pass"]}
+    for quartile, count in zip(QUARTILES, quartiles.get("diverged") or []):
+        row[f"q{quartile}"] = count
+    return row
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    """Compute the flag × order results and write results/flag_order.json and results/flag_order.csv."""
+    table = flag_order_table(run_dir)
+    rows = [_row(name, c) for name, c in table["cells"].items()]
+    return write_results(run_dir, table, "flag_order", "flag_order", CSV_FIELDS, rows)

@@ -1,0 +1,168 @@
+"""Flag × order (seed 000 §IV-C, Table III): the server-level prompt cache crossed with pass order.
+
+Each arm is one cell: a `--cache-ram` setting (null = llama.cpp's default, 8192 MiB; 0 = disabled) and
+a sequence of passes holding two cache-on passes, either adjacent (on, on) or with a cache-off pass in
+between (on, off, on). Every arm gets a freshly started server and its passes share it, as in the
+paper, so the second cache-on pass inherits whatever the earlier passes of its arm left in the
+server's caches. Episodes run in the canonical order (ascending id). Per arm, the two cache-on passes
+are compared (run-to-run divergence); an arm with a cache-off pass also gets the path comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from kit.analysis import flag_order_run
+from kit.analysis.grid_findings import pass_order, prompt_cache_setting
+from kit.errors import ConfigError
+from kit.events import Notice, SessionStarted
+from kit.protocols.grid import Arm, BfclPassesProtocol, PassPlan, drive, prepare_bfcl
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.spec import Strict
+
+CANONICAL = 0  # episode order: ascending id, the same in every pass
+
+
+class FlagOrderArm(Strict):
+    """One cell: its name (a prefix of its pass ids), the server's `--cache-ram` and its passes in order."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    cache_ram: int | None = Field(None, ge=0)  # MiB; null keeps llama.cpp's default (8192), 0 disables
+    passes: tuple[Arm, ...]
+
+    @field_validator("passes")
+    @classmethod
+    def _two_cache_on_passes(cls, passes: tuple[str, ...]) -> tuple[str, ...]:
+        if passes.count("on") != 2 or passes.count("off") > 1:
+            raise ValueError(f"an arm runs exactly two cache-on passes and at most one cache-off pass, got "
+                             f"{list(passes)} (e.g. [on, on] or [on, off, on])")
+        return passes
+
+
+DEFAULT_ARMS = (
+    FlagOrderArm(name="default-adjacent", cache_ram=None, passes=("on", "on")),
+    FlagOrderArm(name="default-between", cache_ram=None, passes=("on", "off", "on")),
+    FlagOrderArm(name="disabled-adjacent", cache_ram=0, passes=("on", "on")),
+    FlagOrderArm(name="disabled-between", cache_ram=0, passes=("on", "off", "on")),
+)
+
+
+@dataclass(frozen=True)
+class FlagOrderPass(PassPlan):
+    cell: str = ""
+    cache_ram: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FlagOrderProtocol(BfclPassesProtocol):
+    """The cells of Table III, one fresh server each, canonical episode order."""
+
+    protocol: Literal["flag_order"]
+    arms: tuple[FlagOrderArm, ...] = Field(DEFAULT_ARMS, min_length=1)
+
+    @field_validator("arms")
+    @classmethod
+    def _unique_names(cls, arms: tuple[FlagOrderArm, ...]) -> tuple[FlagOrderArm, ...]:
+        names = [a.name for a in arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arm names must be unique: {names}")
+        return arms
+
+
+MODEL = FlagOrderProtocol
+
+
+def pass_plan(protocol: FlagOrderProtocol) -> list[FlagOrderPass]:
+    """Every pass in run order: arm by arm, each arm's passes in its order (`default-between-on1`,
+    `default-between-off1`, `default-between-on2`, ...)."""
+    plans = []
+    for arm in protocol.arms:
+        seen: dict[str, int] = {}
+        for kind in arm.passes:
+            seen[kind] = seen.get(kind, 0) + 1
+            plans.append(FlagOrderPass(f"{arm.name}-{kind}{seen[kind]}", kind, seen[kind], CANONICAL, arm.name,
+                                       arm.cache_ram))
+    return plans
+
+
+def _arm_passes(protocol: FlagOrderProtocol) -> dict[str, dict[tuple[str, int], str]]:
+    """Per arm: (kind, repeat) -> pass id."""
+    found: dict[str, dict[tuple[str, int], str]] = {}
+    for p in pass_plan(protocol):
+        found.setdefault(p.cell, {})[(p.arm, p.repeat)] = p.pass_id
+    return found
+
+
+def comparisons(protocol: FlagOrderProtocol) -> dict[str, tuple[str, str]]:
+    """Run-to-run cache-on per arm (on1 vs on2) and, where the arm has a cache-off pass, path (on1 vs off1)."""
+    pairs = {}
+    for name, ids in _arm_passes(protocol).items():
+        pairs[f"run-to-run cache-on {name}"] = (ids[("on", 1)], ids[("on", 2)])
+        if ("off", 1) in ids:
+            pairs[f"path {name}"] = (ids[("on", 1)], ids[("off", 1)])
+    return pairs
+
+
+def cells(protocol: FlagOrderProtocol) -> dict[str, dict[str, Any]]:
+    """What `kit analyze` reads as one grid run per arm: its passes, its cache setting, its pass order."""
+    ids = _arm_passes(protocol)
+    return {arm.name: {"passes": [p.pass_id for p in pass_plan(protocol) if p.cell == arm.name],
+                       "engine": {"cache_ram": arm.cache_ram},
+                       "resolved": {"passes": list(arm.passes)},
+                       "flag_order": {"prompt_cache": prompt_cache_setting(arm.cache_ram),
+                                      "order": pass_order(list(arm.passes)),
+                                      "run_to_run": [ids[arm.name][("on", 1)], ids[arm.name][("on", 2)]]}}
+            for arm in protocol.arms}
+
+
+def prepare(protocol: FlagOrderProtocol, inputs: RunInputs) -> Prepared:
+    return prepare_bfcl(protocol, {
+        "arms": {a.name: {"cache_ram": a.cache_ram, "passes": list(a.passes)} for a in protocol.arms},
+        "server": "fresh server per arm", "order": "canonical",
+        "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))})
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return flag_order_run.write(run_dir)
+
+
+def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[FlagOrderPass, Any]]:
+    """(pass, live session) in run order: one fresh server per arm with passes still to run. An arm cut
+    short after some of its passes runs again whole (its passes share one server history); the passes it
+    had finished are kept aside in records/superseded/."""
+    plans = pass_plan(protocol)
+    todo_arms = [a for a in protocol.arms if any(p.pass_id not in ctx.done for p in plans if p.cell == a.name)]
+    for index, arm in enumerate(todo_arms, start=1):
+        own = [p for p in plans if p.cell == arm.name]
+        finished = [p.pass_id for p in own if p.pass_id in ctx.done]
+        if finished:
+            ctx.emit(Notice(f"arm {arm.name} stopped after {', '.join(finished)}: its passes share one server, "
+                            "so the whole arm runs again (earlier records kept in records/superseded/)"))
+            for pass_id in finished:
+                ctx.manifest.supersede(pass_id)
+                ctx.done.discard(pass_id)
+        provider = ctx.provider.variant(cache_ram=arm.cache_ram)
+        with provider.session(arm.name, ctx.run_dir / "logs") as live:
+            ctx.emit(SessionStarted(arm.name, index, len(todo_arms), live.launch))
+            for plan in own:
+                ctx.manifest.set_pass(plan.pass_id, cell=arm.name, cache_ram=arm.cache_ram)
+                yield plan, live
+
+
+def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> None:
+    if not ctx.provider.fresh_servers:
+        raise ConfigError("flag × order starts a fresh server per arm with its own --cache-ram, but this engine "
+                          "was started elsewhere", "drop --engine-url and let the kit start llama-server")
+    ctx.manifest.update(cells=cells(protocol))
+    plans = pass_plan(protocol)
+    # the speed probe gets a server of its own (drive does that): every arm's server starts empty
+    drive(protocol, prepared, ctx, _sessions(protocol, ctx), comparisons(protocol),
+          [p.arm for p in plans if p.pass_id not in ctx.done], fresh_server_per_pass=False,
+          estimate_provider=ctx.provider.variant(cache_ram=0))
