@@ -1,7 +1,9 @@
 """Final answers of math responses: extracted by ordered patterns and compared as numbers.
 
 Accepting only the requested `#### n` form is a known trap (seed 000 §IV-F): models often answer
-correctly in another unambiguous form. The patterns are tried in order; the first that matches wins.
+correctly in another unambiguous form. The patterns are tried in order; the first that matches wins,
+and within it the last occurrence. "The answer is 150% of $80,000 = $1,000" states 1,000: when an
+"answer is" line carries an equation, the number after its last `=` is the answer.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from decimal import Decimal, InvalidOperation
 
 NUMBER = r"-?\$?\s*\d[\d,]*(?:\.\d+)?"
 PATTERNS = (
-    ("hashes", re.compile(rf"####\s*({NUMBER})")),
+    ("hashes", re.compile(rf"(?<!#)####(?!#)\s*({NUMBER})")),  # exactly four: "##### 27" is a heading
     ("boxed", re.compile(rf"\\boxed\{{\s*({NUMBER})\s*\}}")),
-    ("answer is", re.compile(rf"answer is[:\s]*\**\s*({NUMBER})", re.IGNORECASE)),
+    ("answer is", re.compile(rf"answer is[:\s]*\**\s*({NUMBER}(?:[^\n=]*=\s*\**\s*{NUMBER})*)", re.IGNORECASE)),
     ("bold at line end", re.compile(rf"\*\*\s*({NUMBER})\s*\*\*\s*\.?\s*$", re.MULTILINE)),
 )
 
@@ -31,7 +33,8 @@ def extract(response: str) -> tuple[Decimal | None, str | None]:
     for name, pattern in PATTERNS:
         matches = pattern.findall(response)
         if matches:
-            return to_number(matches[-1]), name
+            stated = matches[-1].rsplit("=", 1)[-1].strip().lstrip("*")  # "x = y": y is what is stated
+            return to_number(stated), name
     return None, None
 
 
