@@ -82,7 +82,7 @@ def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: in
     try:
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
                                               glmm=len(formats) >= 2).to_json()
-    except (StatsInputError, ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+    except (StatsInputError, ValueError, np.linalg.LinAlgError) as exc:
         # rates and differences do not need the random-intercept model: keep them, say why the slope is missing
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
                                               glmm=False).to_json()

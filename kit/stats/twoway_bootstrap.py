@@ -30,12 +30,13 @@ import numpy as np
 from kit.stats.cluster_bootstrap import percentile_interval
 from kit.stats.glmm import fit_grouped, fit_slopes_batch, group_clusters
 from kit.stats.inputs import StatsInputError
+from kit.stats.intervals import odds_ratio
 from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns
 from kit.stats.result import JsonResult
 
 DEFAULT_SEED = 20261007
 DEFAULT_REPLICATES = 2000
-BATCH = 48
+BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -85,40 +86,40 @@ def least_squares_slope(rates: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return (rates - rates.mean(axis=-1, keepdims=True)) @ sc / np.dot(sc, sc)
 
 
-def _history_patterns(cube: np.ndarray, scores: np.ndarray) -> tuple[Patterns, np.ndarray]:
-    """Distinct per-episode outcome rows over all histories, and each (history, episode)'s pattern id."""
-    h, e, f = cube.shape
-    rows, pid = np.unique(cube.reshape(h * e, f), axis=0, return_inverse=True)
-    patterns = Patterns(np.tile(scores, (rows.shape[0], 1)).astype(float), rows.astype(float), np.ones(rows.shape))
-    return patterns, pid.reshape(h, e)
+def _history_patterns(rows: np.ndarray, scores: np.ndarray) -> tuple[Patterns, np.ndarray]:
+    """The distinct per-episode outcome rows (episodes x formats) of one history, and each episode's pattern id."""
+    distinct, pid = np.unique(rows, axis=0, return_inverse=True)
+    patterns = Patterns(np.tile(scores, (distinct.shape[0], 1)).astype(float), distinct.astype(float),
+                        np.ones(distinct.shape))
+    return patterns, pid.ravel()
 
 
 def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes):
-    """Average GLMM slope over the drawn histories for every replicate; NaN where a fit failed."""
+    """Average GLMM slope over the drawn histories for every replicate; NaN where a fit failed.
+
+    A replicate's refit in history k sees only k's episode patterns, reweighted by the replicate's
+    episode draw; refits are batched per history and start from k's full-data estimate.
+    """
     h, e, _ = cube.shape
-    patterns, pid = _history_patterns(cube, scores)
-    n_pat = patterns.x.shape[0]
-    starts, per_history = [], []
+    replicates = hist_draws.shape[0]
+    slopes = np.full((replicates, h), np.nan)
+    per_history = []
+    failed = 0
     for k in range(h):
         rows = group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), cube[k].ravel())
         fit = fit_grouped(rows, nodes=nodes, lr_test=False)
         per_history.append(fit.b1)
-        starts.append([fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)])
-    starts = np.array(starts)
-    onehot = np.zeros((h, e, n_pat))
-    onehot[np.arange(h)[:, None], np.arange(e)[None, :], pid] = 1.0
-    jobs = sorted({(r, int(k)) for r in range(hist_draws.shape[0]) for k in hist_draws[r]})
-    slopes = np.full((hist_draws.shape[0], h), np.nan)
-    failed = 0
-    for i in range(0, len(jobs), BATCH):
-        chunk = jobs[i:i + BATCH]
-        reps = np.array([j[0] for j in chunk])
-        hist = np.array([j[1] for j in chunk])
-        counts = np.einsum("be,bep->bp", ep_weights[reps], onehot[hist])
-        b1, ok = fit_slopes_batch(patterns, counts, starts[hist], nodes=nodes)
-        failed += int((~ok).sum())
-        slopes[reps, hist] = np.where(ok, b1, np.nan)
-    averaged = np.array([np.mean(slopes[r, hist_draws[r]]) for r in range(hist_draws.shape[0])])
+        start = [fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)]
+        patterns, pid = _history_patterns(cube[k], scores)
+        onehot = np.zeros((e, patterns.x.shape[0]))
+        onehot[np.arange(e), pid] = 1.0
+        reps = np.flatnonzero((hist_draws == k).any(axis=1))
+        for i in range(0, reps.size, BATCH):
+            chunk = reps[i:i + BATCH]
+            b1, ok = fit_slopes_batch(patterns, ep_weights[chunk] @ onehot, start, nodes=nodes)
+            failed += int((~ok).sum())
+            slopes[chunk, k] = np.where(ok, b1, np.nan)
+    averaged = np.array([np.mean(slopes[r, hist_draws[r]]) for r in range(replicates)])
     return np.array(per_history), averaged, failed
 
 
@@ -175,6 +176,6 @@ def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicat
         formats=tuple(formats), reference=names[reference],
         rate_slope=float(least_squares_slope(rates, sc)), rate_slope_lo=slope_lo, rate_slope_hi=slope_hi,
         b1_mean=b1_mean, b1_lo=b1_lo, b1_hi=b1_hi,
-        odds_ratio=None if b1_mean is None else math.exp(b1_mean),
-        or_lo=None if b1_lo is None else math.exp(b1_lo), or_hi=None if b1_hi is None else math.exp(b1_hi),
+        odds_ratio=None if b1_mean is None else odds_ratio(b1_mean),
+        or_lo=None if b1_lo is None else odds_ratio(b1_lo), or_hi=None if b1_hi is None else odds_ratio(b1_hi),
         b1_per_history=b1_hist, n_histories=h, n_episodes=e, replicates=replicates, failed_fits=failed, seed=seed)
