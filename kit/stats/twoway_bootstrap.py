@@ -94,41 +94,54 @@ def _history_patterns(rows: np.ndarray, scores: np.ndarray) -> tuple[Patterns, n
     return patterns, pid.ravel()
 
 
-def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes):
-    """Average GLMM slope over the drawn histories for every replicate; NaN where a fit failed.
+def history_refits(rows: np.ndarray, scores: np.ndarray, weights: np.ndarray, nodes: int):
+    """One history's GLMM slope, and its refits under episode weights (n, E): slopes (n,), converged (n,).
 
-    A replicate's refit in history k sees only k's episode patterns, reweighted by the replicate's
-    episode draw; refits are batched per history and start from k's full-data estimate.
+    A refit sees only this history's episode patterns, reweighted by the replicate's episode draw; refits
+    are batched and start from the history's full-data estimate.
     """
-    h, e, _ = cube.shape
+    e = rows.shape[0]
+    fit = fit_grouped(group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), rows.ravel()),
+                      nodes=nodes, lr_test=False)
+    start = [fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)]
+    patterns, pid = _history_patterns(rows, scores)
+    onehot = np.zeros((e, patterns.x.shape[0]))
+    onehot[np.arange(e), pid] = 1.0
+    slopes, converged = np.empty(weights.shape[0]), np.empty(weights.shape[0], dtype=bool)
+    for i in range(0, weights.shape[0], BATCH):
+        chunk = slice(i, i + BATCH)
+        slopes[chunk], converged[chunk] = fit_slopes_batch(patterns, weights[chunk] @ onehot, start, nodes=nodes)
+    return fit.b1, slopes, converged
+
+
+def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes, mapper=None):
+    """Average GLMM slope over the drawn histories for every replicate; NaN where a fit failed."""
+    h = cube.shape[0]
     replicates = hist_draws.shape[0]
+    drawn = [np.flatnonzero((hist_draws == k).any(axis=1)) for k in range(h)]
+    jobs = [(cube[k], scores, ep_weights[drawn[k]], nodes) for k in range(h)]
+    results = list((mapper or _serial_map)(history_refits, jobs))
     slopes = np.full((replicates, h), np.nan)
-    per_history = []
     failed = 0
-    for k in range(h):
-        rows = group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), cube[k].ravel())
-        fit = fit_grouped(rows, nodes=nodes, lr_test=False)
-        per_history.append(fit.b1)
-        start = [fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)]
-        patterns, pid = _history_patterns(cube[k], scores)
-        onehot = np.zeros((e, patterns.x.shape[0]))
-        onehot[np.arange(e), pid] = 1.0
-        reps = np.flatnonzero((hist_draws == k).any(axis=1))
-        for i in range(0, reps.size, BATCH):
-            chunk = reps[i:i + BATCH]
-            b1, ok = fit_slopes_batch(patterns, ep_weights[chunk] @ onehot, start, nodes=nodes)
-            failed += int((~ok).sum())
-            slopes[chunk, k] = np.where(ok, b1, np.nan)
+    for k, (_, b1, ok) in enumerate(results):
+        slopes[drawn[k], k] = np.where(ok, b1, np.nan)
+        failed += int((~ok).sum())
     averaged = np.array([np.mean(slopes[r, hist_draws[r]]) for r in range(replicates)])
-    return np.array(per_history), averaged, failed
+    return np.array([b for b, _, _ in results]), averaged, failed
+
+
+def _serial_map(fn, items):
+    return [fn(*item) for item in items]
 
 
 def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicates: int = DEFAULT_REPLICATES,
-                     seed: int = DEFAULT_SEED, glmm: bool = True, nodes: int = 100) -> TwoWayBootstrap:
+                     seed: int = DEFAULT_SEED, glmm: bool = True, nodes: int = 100, mapper=None) -> TwoWayBootstrap:
     """Two-way (episodes x histories) bootstrap of per-format rates, differences, rate slope and GLMM slope.
 
     ``cube[h, e, f]``: 1 if episode e diverged under format f in history h. ``scores`` default to
     0..F-1 (F16, Q8_0, Q4_K_M, Q3_K_M); ``reference`` is the column index of the reference format.
+    ``mapper(fn, [args, ...])`` runs the per-history GLMM refits (:func:`history_refits`; default: one
+    after the other here) and may spread them over processes: the result does not depend on it.
     """
     y = np.asarray(cube)
     if y.ndim != 3 or min(y.shape) == 0:
@@ -168,7 +181,7 @@ def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicat
     b1_hist: tuple[float, ...] = ()
     failed = 0
     if glmm:
-        per_hist_b1, averaged, failed = _glmm_replicates(y, sc, hist_draws, ep_w, nodes)
+        per_hist_b1, averaged, failed = _glmm_replicates(y, sc, hist_draws, ep_w, nodes, mapper)
         b1_hist = tuple(float(b) for b in per_hist_b1)
         b1_mean = float(per_hist_b1.mean())
         b1_lo, b1_hi = percentile_interval(averaged)
