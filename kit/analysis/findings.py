@@ -14,7 +14,7 @@ from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
-from kit.analysis.parallel import default_workers, parallel_map
+from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
 from kit.manifest import now, write_json_atomic
 
@@ -179,6 +179,9 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
+    started = time.perf_counter()
+    import_before_forking("kit.stats", "arch.bootstrap")
+    timer.add("import the statistics modules", started)
     started = time.perf_counter()
     collection = collect(paths)
     timer.add("recognise run folders", started)
