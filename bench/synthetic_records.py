@@ -2,7 +2,8 @@
 
 Writes real run folders: manifest.json (kit.manifest/1) and records/*.jsonl (kit.record/1) with the
 same fields as the kit's real grid and reset runs, including a llama.cpp-shaped `raw` response body
-(content, tokens, prompt, timings, completion_probabilities). Token streams are simulated, not served:
+(content, timings, settings) whose echoes of the prompt, ids and log-probabilities are replaced by their
+digests under `raw_dropped`, as kit.raw_echo does for real runs. Token streams are simulated, not served:
 
 * the recompute path draws, at each position, a top-two margin m (log-normal) and its top-k
   alternatives; it depends only on (format, episode, request), so cache-off passes repeat exactly;
@@ -29,6 +30,8 @@ import random
 from pathlib import Path
 
 import numpy as np
+
+from kit.raw_echo import record_raw
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")
@@ -101,20 +104,22 @@ def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, 
     prompt_tokens = len(prompt) // 4
     timings = {"cache_n": cached, "prompt_n": prompt_tokens - cached, "prompt_ms": 0.05 * (prompt_tokens - cached),
                "predicted_n": len(tokens), "predicted_ms": 12.0 * len(tokens)}
+    body = {"prompt": prompt, "n_predict": 4096, "temperature": 0.0, "seed": 42, "n_probs": top_k,
+            "return_tokens": True, "cache_prompt": cache_prompt}
+    completion = {"text": text, "token_ids": ids[:, 0].tolist(), "tokens": tokens, "logprobs": normalized,
+                  "finish_reason": "stop", "cached_tokens": cached, "prompt_tokens": prompt_tokens,
+                  "prefill_tokens": prompt_tokens - cached, "prefill_ms": timings["prompt_ms"],
+                  "decode_tokens": len(tokens), "decode_ms": timings["predicted_ms"], "outcome": "ok"}
+    raw = {"index": 0, "content": text, "tokens": ids[:, 0].tolist(), "id_slot": 0, "stop": True,
+           "model": "synthetic.gguf", "tokens_predicted": len(tokens), "tokens_evaluated": prompt_tokens,
+           "generation_settings": {"n_predict": 4096, "seed": 42, "temperature": 0.0, "n_probs": top_k},
+           "prompt": prompt, "stop_type": "eos", "tokens_cached": prompt_tokens + len(tokens),
+           "timings": timings, "completion_probabilities": raw_probs}
+    # the engine's echoes of prompt, ids and log-probabilities become digests, as the kit writes them
     return {"schema": "kit.record/1", "run_id": run_id, "pass_id": pass_id, "protocol": protocol, "unit": unit,
             "step": step, **extra, "seq": seq, "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
-            "request": {"endpoint": "/completion", "body": {"prompt": prompt, "n_predict": 4096, "temperature": 0.0,
-                                                             "seed": 42, "n_probs": top_k, "return_tokens": True,
-                                                             "cache_prompt": cache_prompt}},
-            "completion": {"text": text, "token_ids": ids[:, 0].tolist(), "tokens": tokens, "logprobs": normalized,
-                           "finish_reason": "stop", "cached_tokens": cached, "prompt_tokens": prompt_tokens,
-                           "prefill_tokens": prompt_tokens - cached, "prefill_ms": timings["prompt_ms"],
-                           "decode_tokens": len(tokens), "decode_ms": timings["predicted_ms"], "outcome": "ok"},
-            "raw": {"index": 0, "content": text, "tokens": ids[:, 0].tolist(), "id_slot": 0, "stop": True,
-                    "model": "synthetic.gguf", "tokens_predicted": len(tokens), "tokens_evaluated": prompt_tokens,
-                    "generation_settings": {"n_predict": 4096, "seed": 42, "temperature": 0.0, "n_probs": top_k},
-                    "prompt": prompt, "stop_type": "eos", "tokens_cached": prompt_tokens + len(tokens),
-                    "timings": timings, "completion_probabilities": raw_probs},
+            "request": {"endpoint": "/completion", "body": body}, "completion": completion,
+            **record_raw(raw, body, completion),
             "started": "2026-11-30T00:00:00.000+00:00", "wall_seconds": 0.5, "gate": {"ok": True, "reason": None},
             "error": None}
 

@@ -216,7 +216,8 @@ def resume_run(run_dir: Path) -> None:
               help="Two-way bootstrap replicates for the sweep (each refits the GLMM).")
 @click.option("--cluster-replicates", type=int, default=2_000, show_default=True,
               help="Episode-bootstrap replicates for the mechanism and the grid trend.")
-@click.option("--workers", type=int, default=0, help="Processes reading record files (default: one per CPU).")
+@click.option("--workers", type=int, default=0,
+              help="Processes reading record files and refitting the sweep GLMM (default: one per CPU).")
 def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, block_replicates: int,
             sweep_replicates: int, cluster_replicates: int, workers: int) -> None:
     """Compute the paper's tables (III-VII), figures (1-3) and findings.json from RUN_DIRS.

@@ -14,7 +14,7 @@ from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
-from kit.analysis.parallel import default_workers, parallel_map
+from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
 from kit.manifest import now, write_json_atomic
 
@@ -30,7 +30,7 @@ class Settings:
     block_bootstrap_replicates: int = 10_000
     sweep_replicates: int = 2_000
     cluster_replicates: int = 2_000
-    workers: int = 0  # processes reading record files; 0 = one per available CPU
+    workers: int = 0  # processes reading record files and refitting the sweep's GLMM; 0 = one per available CPU
 
 
 @dataclass
@@ -132,7 +132,10 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
             positions.setdefault(run.format, mechanism.Positions()).extend(found)
     timer.add("sweep: read records and walk divergence", started)
     started = time.perf_counter()
-    findings["sweep"] = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed)
+    workers = _workers(settings)
+    findings["sweep"] = sweep_findings.sweep_findings(
+        cells, settings.sweep_replicates, settings.seed,
+        mapper=lambda fn, items: parallel_map(fn, items, workers))
     findings["tables"]["VI"] = sweep_findings.table_vi(findings["sweep"])
     timer.add("sweep: two-way bootstrap with GLMM refits, permutation test", started)
     started = time.perf_counter()
@@ -176,6 +179,9 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
+    started = time.perf_counter()
+    import_before_forking("kit.stats", "arch.bootstrap")
+    timer.add("import the statistics modules", started)
     started = time.perf_counter()
     collection = collect(paths)
     timer.add("recognise run folders", started)

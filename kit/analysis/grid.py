@@ -38,19 +38,25 @@ def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return found
 
 
+def _request(record: dict[str, Any]) -> dict[str, Any]:
+    """What the grid's results need of a request record (the prompt text and raw body are dropped)."""
+    return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "emitted": emitted(record),
+            "logprobs": record["completion"]["logprobs"]}
+
+
 def load_pass(run_dir: Path, info: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
     """(requests per episode in step order, episode records, episode execution order) of one pass."""
     requests: dict[str, list[dict]] = defaultdict(list)
     for record in read_records(run_dir / info["file"]).records:
         if record.get("action") != "sentinel":
-            requests[record["unit"]].append(record)
+            requests[record["unit"]].append(_request(record))
     episodes = {r["unit"]: r for r in read_records(run_dir / info["episodes_file"]).records}
     order = [unit for unit in info.get("order", []) if unit in episodes]
     return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
 
 
-def walk(records: list[dict]) -> list[tuple[str, list]]:
-    return [(r["prompt_sha256"], emitted(r)) for r in records]
+def walk(requests: list[dict]) -> list[tuple[str, list]]:
+    return [(r["prompt_sha256"], r["emitted"]) for r in requests]
 
 
 def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str]) -> dict[str, int]:
@@ -60,12 +66,12 @@ def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str
     for unit in units:
         same_episode = len(a[unit]) == len(b[unit])
         for ra, rb in zip(a[unit], b[unit]):
-            la, lb = ra["completion"]["logprobs"], rb["completion"]["logprobs"]
+            la, lb = ra["logprobs"], rb["logprobs"]
             counts["logprob_records"] += len(la)
             for x, y in zip(la, lb):
                 counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
                 counts["logprobs_identical"] += x == y
-            same_episode &= ra["prompt_sha256"] == rb["prompt_sha256"] and emitted(ra) == emitted(rb) and la == lb
+            same_episode &= ra["prompt_sha256"] == rb["prompt_sha256"] and ra["emitted"] == rb["emitted"] and la == lb
         counts["episodes_identical"] += same_episode
     return counts
 

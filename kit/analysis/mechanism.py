@@ -18,6 +18,7 @@ because llama.cpp's reported log-probabilities depend in their last bits on that
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,14 +32,6 @@ NEAR_TIE = 0.1
 
 class MechanismSkip(Exception):
     """The passes cannot give mechanism inputs (too shallow or unequal top-k); the message says why."""
-
-
-def top_two_margin(top: tuple) -> float:
-    """Top-1 minus top-2 log-probability of one position's alternatives (NaN with fewer than two)."""
-    if len(top) < 2:
-        return float("nan")
-    first, second = sorted((lp for _, lp in top), reverse=True)[:2]
-    return first - second
 
 
 @dataclass
@@ -84,15 +77,14 @@ def compare_request(episode: str, hit: Request, recompute: Request, out: Positio
     out.requests_compared += 1
     is_hit = bool(hit.cached_tokens)
     out.cache_hit_requests += is_hit
-    for (key_h, top_h), (key_r, top_r) in zip(hit.logprobs or (), recompute.logprobs or ()):
-        margin = top_two_margin(top_r)
-        if not np.isfinite(margin):
+    for (key_h, margin_h), (key_r, margin) in zip(hit.logprobs or (), recompute.logprobs or ()):
+        if not math.isfinite(margin):
             continue
         flipped = key_h != key_r
         out.episode.append(episode)
         out.margin.append(max(margin, 0.0))
         out.flipped.append(int(flipped))
-        out.delta.append(abs(top_two_margin(top_h) - margin) if is_hit and not flipped else float("nan"))
+        out.delta.append(abs(margin_h - margin) if is_hit and not flipped else float("nan"))
         if flipped:
             return True
     if len(hit.logprobs or ()) != len(recompute.logprobs or ()):

@@ -21,7 +21,7 @@ class Request:
     tokens: tuple
     cached_tokens: int | None
     top_k: int | None
-    logprobs: tuple | None  # one (token key, [(key, logprob) ...top]) per log-probability record
+    logprobs: tuple | None  # one (token key, top-two margin) per log-probability record
     phase: str | None
     expect: str | None
     text: str
@@ -40,8 +40,19 @@ class PassData:
         return [(r.prompt_sha256, r.tokens) for r in self.units.get(unit, [])]
 
 
-def _key(entry: dict[str, Any]) -> Any:
-    return entry.get("id") if entry.get("id") is not None else entry.get("token")
+def top_two_margin(logprobs: list[float]) -> float:
+    """Top-1 minus top-2 log-probability of one position's alternatives (NaN with fewer than two)."""
+    if len(logprobs) < 2:
+        return float("nan")
+    first, second = sorted(logprobs, reverse=True)[:2]
+    return first - second
+
+
+def _position(entry: dict[str, Any]) -> tuple[Any, float]:
+    """(token key: the id where the engine gave one, else the token string; top-two margin) of one entry."""
+    key = entry.get("id")
+    return (entry.get("token") if key is None else key,
+            top_two_margin([float(t["logprob"]) for t in entry.get("top") or ()]))
 
 
 def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
@@ -50,8 +61,7 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
     top_k = body.get("n_probs", body.get("logprobs"))
     logprobs = None
     if keep_logprobs:
-        logprobs = tuple((_key(e), tuple((_key(t), float(t["logprob"])) for t in e.get("top") or ()))
-                         for e in completion.get("logprobs") or ())
+        logprobs = tuple(map(_position, completion.get("logprobs") or ()))
     return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
                    cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
                    logprobs=logprobs, phase=record.get("phase"), expect=record.get("expect"),
@@ -61,7 +71,7 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
 def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False) -> PassData:
     """Read a pass's records file; units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
-    for record in read_records(run_dir / info["file"]).records:
+    for record in read_records(run_dir / info["file"], logprobs=keep_logprobs).records:
         rank = record.get("phase_index", record.get("step", 0))
         units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
     data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})

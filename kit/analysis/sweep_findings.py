@@ -36,8 +36,9 @@ def cell_divergence(run: RunFolder, loaded: dict[str, PassData]) -> dict[str, An
             "n": len(units), "first_request_index": [v["request_index"] for v in verdicts if v["diverged"]]}
 
 
-def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: int, seed: int) -> dict[str, Any]:
-    """Table VI from the sweep cells' path divergence."""
+def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: int, seed: int,
+                   mapper=None) -> dict[str, Any]:
+    """Table VI from the sweep cells' path divergence (``mapper``: see :func:`kit.stats.sweep_bootstrap`)."""
     from kit.stats import StatsInputError, sweep_bootstrap, sweep_permutation_test  # noqa: PLC0415
 
     skipped = [{"run": run.run_id, "reason": cell["skipped"]} for run, cell in cells if "skipped" in cell]
@@ -81,8 +82,8 @@ def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: in
                                                 for fi, f in enumerate(formats)}})
     try:
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
-                                              glmm=len(formats) >= 2).to_json()
-    except (StatsInputError, ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+                                              glmm=len(formats) >= 2, mapper=mapper).to_json()
+    except (StatsInputError, ValueError, np.linalg.LinAlgError) as exc:
         # rates and differences do not need the random-intercept model: keep them, say why the slope is missing
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
                                               glmm=False).to_json()

@@ -24,8 +24,8 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
         f"- `{REPORT}`: the results as tables and figures; open it in any browser, no network needed.",
         f"- `{RUNS}/<run>/manifest.json`: the run's settings, engine, model sha256, seeds, host, GPUs, package "
         "versions and each pass's launch details and status (only passes with status OK are results).",
-        f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the raw engine "
-        "response, token ids and log-probabilities, cache telemetry and the cache-state gate.",
+        f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the engine's raw "
+        "response (its echoes of what the record holds kept as sha256 digests), token ids and log-probabilities, cache telemetry and the cache-state gate.",
         f"- `{RUNS}/<run>/logs/`: the engines' own logs. `{RUNS}/<run>/protocol/`: the protocol file as run.",
         f"- `{RUNS}/<run>/results/` and `analysis/`: what the kit computed from the records.",
         f"- `{INDEX}`: the bundle's index; `{CRATE}`: RO-Crate 1.1 provenance; `{CHECKSUMS}`: sha256 of "

@@ -14,8 +14,8 @@ from kit.errors import EngineError
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
 from kit.protocols.procedure import RunContext
-from kit.protocols.reset import completion_json
 from kit.protocols.spec import Strict
+from kit.raw_echo import answer_fields
 from kit.records import RecordWriter, prompt_sha256
 from kit.workloads.bfcl import run_episode, score_episode
 
@@ -88,9 +88,10 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
         if extra.get("action") != "sentinel":
             tally.add(request_index, ok, why, f"{unit} request {request_index}")
         sha = prompt_sha256(request.prompt)
+        body = request_body(request)
         writer.write({**base, "unit": unit, "step": request_index, **extra, "seq": tally.requests,
-                      "prompt_sha256": sha, "request": {"endpoint": "/completion", "body": request_body(request)},
-                      "completion": completion_json(completion), "raw": completion.raw, "started": now(),
+                      "prompt_sha256": sha, "request": {"endpoint": "/completion", "body": body},
+                      **answer_fields(completion, body), "started": now(),
                       "gate": {"ok": ok, "reason": why}, "error": None})
         tally.requests += 1
         ctx.emit(RequestDone(pass_id, unit, arm, tally.requests, completion.cached_tokens, completion.prefill_ms, ok))

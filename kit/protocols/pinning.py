@@ -29,6 +29,7 @@ from kit.manifest import now
 from kit.protocols.pinning_calls import ask, output_sha256
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
+from kit.raw_echo import answer_fields
 from kit.records import RecordWriter, read_records
 
 SYSTEM_PROMPT = (
@@ -202,13 +203,11 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
                 raise
             state = _label(protocol, completion, calibration)
             digest = output_sha256(completion.text)
-            data = completion.to_json()
-            data.pop("raw", None)
             writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning",
                           "phase": plan.phase, "role": call.role, "arm_index": call.arm_index, "seq": seq,
                           "measured": call.measured, "prompt_sha256": request["prompt_sha256"],
                           "request": {"endpoint": request["endpoint"], "body": request["body"]},
-                          "completion": data, "output_sha256": digest, "raw": completion.raw, "state": state,
+                          **answer_fields(completion, request["body"]), "output_sha256": digest, "state": state,
                           "started": started, "wall_seconds": round(time.monotonic() - clock, 4), "error": None})
             if call.measured:
                 outputs.append(digest)

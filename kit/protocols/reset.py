@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from kit.analysis import reset_table
 from kit.divergence import first_difference
-from kit.engines.base import Completion, CompletionRequest
+from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import request_body
 from kit.errors import ConfigError, EngineError
 from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
@@ -21,6 +21,7 @@ from kit.models.hashing import sha256_file
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict, Workload
+from kit.raw_echo import answer_fields
 from kit.records import RecordWriter, prompt_sha256
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
@@ -106,12 +107,6 @@ def check_gate(phase: Phase, cached: int | None, gates: Gates) -> tuple[bool, st
     return True, None
 
 
-def completion_json(completion: Completion) -> dict[str, Any]:
-    data = completion.to_json()
-    data.pop("raw", None)
-    return data
-
-
 def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> dict[str, Any]:
     cold = [o for o, p in zip(outputs, protocol.phases) if p.expect == "cold"]
     warm = [o for o, p in zip(outputs, protocol.phases) if p.expect == "warm"]
@@ -175,6 +170,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                 request = CompletionRequest(prompt=prompt, max_tokens=protocol.max_tokens,
                                             cache_prompt=phase.cache_prompt, top_logprobs=protocol.top_logprobs,
                                             seed=protocol.seed)
+                body = request_body(request)
                 started, clock = now(), time.monotonic()
                 try:
                     completion = live.engine.complete(request)
@@ -189,8 +185,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                     "unit": item.id, "reference": item.answer, "step": 0, "phase": phase.name,
                     "phase_index": phase_index,
                     "expect": phase.expect, "seq": requests, "prompt_sha256": prompt_sha256(prompt),
-                    "request": {"endpoint": "/completion", "body": request_body(request)},
-                    "completion": completion_json(completion), "raw": completion.raw,
+                    "request": {"endpoint": "/completion", "body": body}, **answer_fields(completion, body),
                     "started": started, "wall_seconds": round(time.monotonic() - clock, 4),
                     "gate": {"ok": ok, "reason": why}, "error": None,
                 })

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
-from kit.stats.intervals import Z95
+from kit.stats.intervals import Z95, odds_ratio
 from kit.stats.result import JsonResult
 
 
@@ -118,6 +118,6 @@ def fit_conditional_logit(stratum, score, y, max_iter: int = 100, tol: float = 1
             break
     se = 1.0 / math.sqrt(info) if info > 0 else float("nan")
     lo, hi = b - Z95 * se, b + Z95 * se
-    return ConditionalLogitFit(b1=b, se_b1=se, b1_lo=lo, b1_hi=hi, odds_ratio=math.exp(b),
-                               or_lo=math.exp(lo), or_hi=math.exp(hi), log_lik=ll,
+    return ConditionalLogitFit(b1=b, se_b1=se, b1_lo=lo, b1_hi=hi, odds_ratio=odds_ratio(b),
+                               or_lo=odds_ratio(lo), or_hi=odds_ratio(hi), log_lik=ll,
                                n_informative=len(strata), n_strata=total, converged=converged)

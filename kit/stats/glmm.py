@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
+from kit.stats.glmm_maximise import maximise_staged
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
-from kit.stats.intervals import Z95
-from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns, maximise_staged
+from kit.stats.intervals import Z95, odds_ratio
+from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns
 from kit.stats.result import JsonResult
 
 DEFAULT_NODES = 100
@@ -138,9 +139,9 @@ def fit_grouped(grouped: GroupedClusters, nodes: int = DEFAULT_NODES, lr_test: b
     b1 = float(theta[1])
     lo, hi = b1 - Z95 * se, b1 + Z95 * se
     return GlmmFit(
-        b0=float(theta[0]), b1=b1, se_b1=se, b1_lo=lo, b1_hi=hi, odds_ratio=math.exp(b1),
-        or_lo=math.exp(lo) if math.isfinite(lo) else float("nan"),
-        or_hi=math.exp(hi) if math.isfinite(hi) else float("nan"),
+        b0=float(theta[0]), b1=b1, se_b1=se, b1_lo=lo, b1_hi=hi, odds_ratio=odds_ratio(b1),
+        or_lo=odds_ratio(lo) if math.isfinite(lo) else float("nan"),
+        or_hi=odds_ratio(hi) if math.isfinite(hi) else float("nan"),
         sd=0.0 if at_boundary else float(math.exp(theta[2])), sd_at_boundary=at_boundary, log_lik=ll,
         lr_stat=lr_stat, lr_p=lr_p, n_obs=grouped.n_obs, n_clusters=grouped.n_clusters,
         n_patterns=int(grouped.counts.size), nodes=nodes, converged=converged)
@@ -163,5 +164,6 @@ def fit_slopes_batch(patterns: Patterns, counts: np.ndarray, start: np.ndarray,
     """
     counts = np.atleast_2d(np.asarray(counts, dtype=float))
     start = np.broadcast_to(np.asarray(start, dtype=float), (counts.shape[0], 3))
-    theta, _, _, conv, _ = maximise_staged(patterns, counts, start, nodes, np.array([True, True, True]))
+    theta, _, _, conv, _ = maximise_staged(patterns, counts, start, nodes, np.array([True, True, True]),
+                                           final_evaluation=False)
     return theta[:, 1], conv

@@ -16,6 +16,12 @@ Z95 = 1.959964
 """Two-sided 95% normal quantile, as the paper rounds it."""
 
 
+def odds_ratio(log_odds: float) -> float:
+    """exp of a log odds ratio (or of an interval end); +inf past the float range, where math.exp
+    raises OverflowError (a separated fit's slope and Wald bounds can be that large); NaN stays NaN."""
+    return float("inf") if log_odds > 709.0 else math.exp(log_odds)
+
+
 def _check_counts(k: int, n: int) -> None:
     if n <= 0 or k < 0 or k > n:
         raise StatsInputError(f"invalid binomial counts k={k}, n={n}",

@@ -30,12 +30,13 @@ import numpy as np
 from kit.stats.cluster_bootstrap import percentile_interval
 from kit.stats.glmm import fit_grouped, fit_slopes_batch, group_clusters
 from kit.stats.inputs import StatsInputError
+from kit.stats.intervals import odds_ratio
 from kit.stats.quadrature_likelihood import LOG_SD_MIN, Patterns
 from kit.stats.result import JsonResult
 
 DEFAULT_SEED = 20261007
 DEFAULT_REPLICATES = 2000
-BATCH = 48
+BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -85,49 +86,62 @@ def least_squares_slope(rates: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return (rates - rates.mean(axis=-1, keepdims=True)) @ sc / np.dot(sc, sc)
 
 
-def _history_patterns(cube: np.ndarray, scores: np.ndarray) -> tuple[Patterns, np.ndarray]:
-    """Distinct per-episode outcome rows over all histories, and each (history, episode)'s pattern id."""
-    h, e, f = cube.shape
-    rows, pid = np.unique(cube.reshape(h * e, f), axis=0, return_inverse=True)
-    patterns = Patterns(np.tile(scores, (rows.shape[0], 1)).astype(float), rows.astype(float), np.ones(rows.shape))
-    return patterns, pid.reshape(h, e)
+def _history_patterns(rows: np.ndarray, scores: np.ndarray) -> tuple[Patterns, np.ndarray]:
+    """The distinct per-episode outcome rows (episodes x formats) of one history, and each episode's pattern id."""
+    distinct, pid = np.unique(rows, axis=0, return_inverse=True)
+    patterns = Patterns(np.tile(scores, (distinct.shape[0], 1)).astype(float), distinct.astype(float),
+                        np.ones(distinct.shape))
+    return patterns, pid.ravel()
 
 
-def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes):
+def history_refits(rows: np.ndarray, scores: np.ndarray, weights: np.ndarray, nodes: int):
+    """One history's GLMM slope, and its refits under episode weights (n, E): slopes (n,), converged (n,).
+
+    A refit sees only this history's episode patterns, reweighted by the replicate's episode draw; refits
+    are batched and start from the history's full-data estimate.
+    """
+    e = rows.shape[0]
+    fit = fit_grouped(group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), rows.ravel()),
+                      nodes=nodes, lr_test=False)
+    start = [fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)]
+    patterns, pid = _history_patterns(rows, scores)
+    onehot = np.zeros((e, patterns.x.shape[0]))
+    onehot[np.arange(e), pid] = 1.0
+    slopes, converged = np.empty(weights.shape[0]), np.empty(weights.shape[0], dtype=bool)
+    for i in range(0, weights.shape[0], BATCH):
+        chunk = slice(i, i + BATCH)
+        slopes[chunk], converged[chunk] = fit_slopes_batch(patterns, weights[chunk] @ onehot, start, nodes=nodes)
+    return fit.b1, slopes, converged
+
+
+def _glmm_replicates(cube, scores, hist_draws, ep_weights, nodes, mapper=None):
     """Average GLMM slope over the drawn histories for every replicate; NaN where a fit failed."""
-    h, e, _ = cube.shape
-    patterns, pid = _history_patterns(cube, scores)
-    n_pat = patterns.x.shape[0]
-    starts, per_history = [], []
-    for k in range(h):
-        rows = group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), cube[k].ravel())
-        fit = fit_grouped(rows, nodes=nodes, lr_test=False)
-        per_history.append(fit.b1)
-        starts.append([fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)])
-    starts = np.array(starts)
-    onehot = np.zeros((h, e, n_pat))
-    onehot[np.arange(h)[:, None], np.arange(e)[None, :], pid] = 1.0
-    jobs = sorted({(r, int(k)) for r in range(hist_draws.shape[0]) for k in hist_draws[r]})
-    slopes = np.full((hist_draws.shape[0], h), np.nan)
+    h = cube.shape[0]
+    replicates = hist_draws.shape[0]
+    drawn = [np.flatnonzero((hist_draws == k).any(axis=1)) for k in range(h)]
+    jobs = [(cube[k], scores, ep_weights[drawn[k]], nodes) for k in range(h)]
+    results = list((mapper or _serial_map)(history_refits, jobs))
+    slopes = np.full((replicates, h), np.nan)
     failed = 0
-    for i in range(0, len(jobs), BATCH):
-        chunk = jobs[i:i + BATCH]
-        reps = np.array([j[0] for j in chunk])
-        hist = np.array([j[1] for j in chunk])
-        counts = np.einsum("be,bep->bp", ep_weights[reps], onehot[hist])
-        b1, ok = fit_slopes_batch(patterns, counts, starts[hist], nodes=nodes)
+    for k, (_, b1, ok) in enumerate(results):
+        slopes[drawn[k], k] = np.where(ok, b1, np.nan)
         failed += int((~ok).sum())
-        slopes[reps, hist] = np.where(ok, b1, np.nan)
-    averaged = np.array([np.mean(slopes[r, hist_draws[r]]) for r in range(hist_draws.shape[0])])
-    return np.array(per_history), averaged, failed
+    averaged = np.array([np.mean(slopes[r, hist_draws[r]]) for r in range(replicates)])
+    return np.array([b for b, _, _ in results]), averaged, failed
+
+
+def _serial_map(fn, items):
+    return [fn(*item) for item in items]
 
 
 def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicates: int = DEFAULT_REPLICATES,
-                     seed: int = DEFAULT_SEED, glmm: bool = True, nodes: int = 100) -> TwoWayBootstrap:
+                     seed: int = DEFAULT_SEED, glmm: bool = True, nodes: int = 100, mapper=None) -> TwoWayBootstrap:
     """Two-way (episodes x histories) bootstrap of per-format rates, differences, rate slope and GLMM slope.
 
     ``cube[h, e, f]``: 1 if episode e diverged under format f in history h. ``scores`` default to
     0..F-1 (F16, Q8_0, Q4_K_M, Q3_K_M); ``reference`` is the column index of the reference format.
+    ``mapper(fn, [args, ...])`` runs the per-history GLMM refits (:func:`history_refits`; default: one
+    after the other here) and may spread them over processes: the result does not depend on it.
     """
     y = np.asarray(cube)
     if y.ndim != 3 or min(y.shape) == 0:
@@ -167,7 +181,7 @@ def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicat
     b1_hist: tuple[float, ...] = ()
     failed = 0
     if glmm:
-        per_hist_b1, averaged, failed = _glmm_replicates(y, sc, hist_draws, ep_w, nodes)
+        per_hist_b1, averaged, failed = _glmm_replicates(y, sc, hist_draws, ep_w, nodes, mapper)
         b1_hist = tuple(float(b) for b in per_hist_b1)
         b1_mean = float(per_hist_b1.mean())
         b1_lo, b1_hi = percentile_interval(averaged)
@@ -175,6 +189,6 @@ def sweep_bootstrap(cube, scores=None, labels=None, reference: int = 0, replicat
         formats=tuple(formats), reference=names[reference],
         rate_slope=float(least_squares_slope(rates, sc)), rate_slope_lo=slope_lo, rate_slope_hi=slope_hi,
         b1_mean=b1_mean, b1_lo=b1_lo, b1_hi=b1_hi,
-        odds_ratio=None if b1_mean is None else math.exp(b1_mean),
-        or_lo=None if b1_lo is None else math.exp(b1_lo), or_hi=None if b1_hi is None else math.exp(b1_hi),
+        odds_ratio=None if b1_mean is None else odds_ratio(b1_mean),
+        or_lo=None if b1_lo is None else odds_ratio(b1_lo), or_hi=None if b1_hi is None else odds_ratio(b1_hi),
         b1_per_history=b1_hist, n_histories=h, n_episodes=e, replicates=replicates, failed_fits=failed, seed=seed)

@@ -9,6 +9,7 @@ import pytest
 
 from kit import runner
 from kit.manifest import Manifest
+from kit.raw_echo import echo_sha256
 from kit.records import read_records
 from kit.workloads.answers import is_correct
 
@@ -99,7 +100,11 @@ def test_records_carry_what_a_reviewer_needs(gsm8k_run):
             assert completion["cached_tokens"] == 0 and record["request"]["body"]["cache_prompt"] is False
         else:
             assert completion["cached_tokens"] > 0 and record["request"]["body"]["cache_prompt"] is True
-        assert record["raw"]["tokens"] == completion["token_ids"]
+        # the engine's echoes of the prompt, ids and log-probabilities agreed and left only their digests
+        assert record["raw_dropped"]["prompt"] == record["prompt_sha256"]
+        assert record["raw_dropped"]["tokens"] == echo_sha256(completion["token_ids"])
+        assert set(record["raw_dropped"]) == {"prompt", "tokens", "completion_probabilities"}
+        assert not set(record["raw_dropped"]) & set(record["raw"]) and record["raw"]["timings"]
         assert len(record["prompt_sha256"]) == 64
     # every item's four phases used the same prompt bytes
     by_item = defaultdict(set)

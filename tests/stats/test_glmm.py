@@ -156,3 +156,64 @@ def test_fast_and_stable_logistic_forms_agree(monkeypatch):
     stable = evaluate(*args)
     for a, b in zip(fast[:3], stable[:3]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_pattern_grouped_likelihood_equals_the_per_episode_one():
+    """Fitting on pattern counts is only a shortcut: every episode as its own pattern gives the same values."""
+    from kit.stats.quadrature_likelihood import Patterns
+
+    ep, score, y = simulate(40, -0.4, 0.9, 1.2, seed=13)
+    grouped = group_clusters(ep, score, y)
+    assert grouped.counts.size < 40  # identical response patterns were merged
+    rows = np.lexsort((score, ep))
+    x, yy = score[rows].reshape(40, 4).astype(float), y[rows].reshape(40, 4).astype(float)
+    per_episode = Patterns(x, yy, np.ones_like(x))
+    quad = Quadrature.of_size(100)
+    for theta in ([-0.3, 0.7, 0.2], [1.0, -0.4, -2.0], [0.0, 1.2, 1.5]):
+        t = np.array([theta])
+        a = evaluate(grouped.patterns, grouped.counts[None], t, quad, np.zeros((1, grouped.counts.size)))
+        b = evaluate(per_episode, np.ones((1, 40)), t, quad, np.zeros((1, 40)))
+        for got, want in zip(a[:3], b[:3]):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
+
+
+@pytest.mark.parametrize("y", [
+    np.tile([0, 0, 1, 1], 20),  # complete separation: every episode diverges exactly at the two lowest formats
+    np.tile([0, 0, 1, 1], 20) | np.repeat(np.arange(20) % 2, 4) * np.tile([0, 1, 0, 0], 20),  # quasi-complete
+])
+def test_separated_data_fit_without_overflow(y):
+    import warnings
+
+    from kit.stats import fit_conditional_logit, sweep_bootstrap
+
+    ep, score = np.repeat(np.arange(20), 4), np.tile(np.arange(4), 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning either
+        fit = fit_random_intercept_logit(ep, score, y)
+        clogit = fit_conditional_logit(ep, score, y)
+        boot = sweep_bootstrap(np.stack([y.reshape(20, 4)] * 3), replicates=20)
+    # the slope runs off towards +infinity; its odds ratio and upper bound saturate instead of raising
+    assert fit.b1 > 10 and fit.odds_ratio > 1e4 and fit.or_hi == math.inf and fit.lr_p < 1e-10
+    assert clogit.b1 > 10 and clogit.or_hi == math.inf
+    assert boot.b1_mean > 10 and boot.or_hi > 1e4
+    json_ready = fit.to_json()
+    assert json_ready["or_hi"] is None  # non-finite values become null in JSON
+
+
+def test_refits_from_a_far_start_reach_the_same_maximum():
+    """Bootstrap refits start at another data set's estimate: from the sd boundary, or from far above it."""
+    from kit.stats.glmm import fit_slopes_batch
+    from kit.stats.glmm_maximise import maximise_staged
+    from kit.stats.quadrature_likelihood import LOG_SD_MIN
+
+    for sd, seed in ((1.4, 14), (1e-9, 15), (0.3, 16)):
+        g = group_clusters(*simulate(60, -0.5, 0.8, sd, seed=seed))
+        reference = fit_grouped(g, lr_test=False)
+        starts = np.array([[0.0, 0.0, LOG_SD_MIN], [-2.0, 2.0, 3.0], [reference.b0, reference.b1, 0.0]])
+        counts = np.repeat(g.counts[None], 3, axis=0)
+        b1, ok = fit_slopes_batch(g.patterns, counts, starts)
+        assert ok.all() and b1 == pytest.approx([reference.b1] * 3, abs=1e-8)
+        full = maximise_staged(g.patterns, counts, starts, 100, np.array([True] * 3))
+        skipped = maximise_staged(g.patterns, counts, starts, 100, np.array([True] * 3), final_evaluation=False)
+        np.testing.assert_allclose(full[0], skipped[0], atol=1e-9)
+        assert (reference.sd == 0.0) == (sd < 1e-3)

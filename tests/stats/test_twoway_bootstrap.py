@@ -76,3 +76,12 @@ def test_seeded_and_single_history():
     c = sweep_bootstrap(y, replicates=50, seed=2, glmm=False)
     assert a.to_json() == b.to_json() and a.to_json() != c.to_json()
     assert np.isnan(a.formats[0].history_sd) and a.to_json()["formats"][0]["history_sd"] is None
+
+
+def test_refits_spread_over_processes_give_the_same_result():
+    from concurrent.futures import ProcessPoolExecutor
+
+    y = cube(histories=3, episodes=30, seed=4)
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        spread = sweep_bootstrap(y, replicates=40, seed=3, mapper=lambda fn, jobs: pool.map(fn, *zip(*jobs)))
+    assert spread.to_json() == sweep_bootstrap(y, replicates=40, seed=3).to_json()
