@@ -17,6 +17,7 @@ from kit.analysis.collect import RunFolder, format_rank
 from kit.analysis.passes import PassData, divergence_indicators, load_pass
 
 CANONICAL = 0
+SEPARATED_B1 = 15.0  # |slope| beyond this (odds ratio > 3e6 per format step) means no finite estimate
 
 
 def arm_passes(run: RunFolder) -> tuple[str | None, str | None]:
@@ -88,6 +89,11 @@ def sweep_findings(cells: list[tuple[RunFolder, dict[str, Any]]], replicates: in
         result["bootstrap"] = sweep_bootstrap(cube, scores, formats, replicates=replicates, seed=seed,
                                               glmm=False).to_json()
         result["bootstrap"]["glmm_skipped"] = f"the random-intercept fit failed ({type(exc).__name__}: {exc})"
+    b1 = result["bootstrap"].get("b1_mean")
+    if b1 is not None and abs(b1) > SEPARATED_B1:
+        result["bootstrap"]["glmm_note"] = (
+            f"slope {b1:.1f} on the logit scale: the outcomes are (quasi-)separated by format, so the maximum "
+            "likelihood slope is infinite and this value is where the optimiser stopped; read the rates instead")
     try:
         result["permutation"] = sweep_permutation_test(cube).to_json() if len(formats) >= 2 else {
             "skipped": "one format only"}
