@@ -49,14 +49,19 @@ def block_length_floor(n: int) -> int:
 def politis_white_circular(indicators) -> float:
     """Politis–White automatic block length for the circular bootstrap (``arch``), NaN if undefined.
 
-    The estimate is undefined for a constant series (zero variance), which ``arch`` reports as NaN.
+    The estimate is undefined for a constant series (zero variance), which ``arch`` reports as NaN, and
+    for a series too short for its lag window (fewer than 8 values), where ``arch`` raises ValueError;
+    the block length then falls back to the floor.
     """
     from arch.bootstrap import optimal_block_length
 
     x = np.asarray(indicators, dtype=float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        table = optimal_block_length(x)
+        try:
+            table = optimal_block_length(x)
+        except ValueError:
+            return math.nan
     return float(table["circular"].iloc[0])
 
 

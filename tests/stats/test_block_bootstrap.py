@@ -95,3 +95,11 @@ def test_iid_bootstrap_close_to_binomial_spread():
     p = x.mean()
     assert rates.mean() == pytest.approx(p, abs=0.005)
     assert rates.std() == pytest.approx(math.sqrt(p * (1 - p) / 400), rel=0.1)
+
+
+@pytest.mark.parametrize("indicators", [[1, 0], [0, 1, 0], [1, 0, 0, 1, 0, 1, 0]])
+def test_a_series_too_short_for_arch_falls_back_to_the_floor(indicators):
+    # arch's lag window needs 8 values; a two-episode CPU run must still get its interval
+    result = dependence_aware_interval(indicators, replicates=200)
+    assert result.politis_white is None and result.block == block_length_floor(len(indicators))
+    assert result.lo <= result.rate <= result.hi
