@@ -13,6 +13,11 @@ import click
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
 
+CPU_BACKEND = click.option(
+    "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
+    help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
+         "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
+
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
@@ -32,6 +37,7 @@ RUN_OPTIONS = [
     click.option("--port", type=int, help="Port for the server the kit starts (default: a free one)."),
     click.option("--threads", type=int, help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
+    CPU_BACKEND,
 ]
 
 
@@ -54,13 +60,14 @@ def _overrides(items: int | None, episodes: int | None, sessions: int | None, ma
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, model, server_bin, launcher,
-         engine_url, port, threads, out) -> None:
+         engine_url, port, threads, out, cpu_backend) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     options = runner.RunOptions(protocol=protocol,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
                                 gsm8k=gsm8k, model=model, server_bin=server_bin, launcher=launcher,
-                                engine_url=engine_url, port=port, threads=threads, out=out)
+                                engine_url=engine_url, port=port, threads=threads, out=out,
+                                cpu_backend=cpu_backend)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
 
 
@@ -163,8 +170,9 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--port", type=int, help="Port for the server the kit starts.")
 @click.option("--threads", type=int, help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
+@CPU_BACKEND
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out) -> None:
+          unload_timeout, server_bin, port, threads, out, cpu_backend) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -176,7 +184,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
-        protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin,
+        protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
@@ -197,12 +205,16 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 
 @cli.command("resume")
 @click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
-def resume_run(run_dir: Path) -> None:
+@click.option("--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
+              help="auto keeps the CPU backend the run used; naming another one is refused (one run never mixes "
+                   "backends).")
+def resume_run(run_dir: Path, cpu_backend: str) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit import runner  # noqa: PLC0415
 
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print))
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print,
+                                           cpu_backend=cpu_backend))
 
 
 @cli.command()
@@ -252,13 +264,36 @@ def engines() -> None:
 
 @engines.command("build-cpu-backend")
 def build_cpu_backend() -> None:
-    """Build the AVX2 CPU backend the embedded engine needs on CPUs without AVX-512 (about a minute)."""
-    from kit.launch import cpu_backend  # noqa: PLC0415
+    """Build the portable (AVX2) CPU backend of the embedded engine once (about a minute; cmake, make, g++).
 
-    if not cpu_backend.needs_rebuild():
-        click.echo("this CPU has AVX-512: the embedded engine's own CPU backend runs here; nothing to build")
-        return
-    click.echo(f"built: {cpu_backend.build(say=click.echo)}")
+    `--cpu-backend auto` uses it on every CPU that lacks an extension the wheel's own backend uses
+    (e.g. AVX-VNNI on AMD Zen 4, AVX-512 on Zen 3 or Haswell); building it ahead saves that minute later.
+    """
+    from kit.launch import cpu_backend, embedded  # noqa: PLC0415
+
+    name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
+    click.echo(f"auto picks the {name} backend on this CPU: {reason}")
+    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=click.echo)
+    click.echo(f"portable backend: {found.backend.line()}")
+
+
+@engines.command("cpu-isa")
+@click.argument("libraries", nargs=-1, type=click.Path(path_type=Path, exists=True, dir_okay=False))
+def cpu_isa(libraries: tuple[Path, ...]) -> None:
+    """Count the x86 extensions LIBRARIES' machine code uses (default: both CPU backends), and say which this
+    CPU lacks. The wheel's requirement list (kit/launch/wheel_cpu_isa.json) was made this way."""
+    from kit.launch import cpu_backend, cpu_isa as isa, embedded, portable_backend  # noqa: PLC0415
+
+    flags = cpu_backend.cpu_flags()
+    if not libraries:
+        wheel = embedded.locate("wheel", say=lambda _line: None).backend
+        built = portable_backend.built_library()
+        libraries = (Path(wheel.library),) + ((built / portable_backend.LIBRARY,) if built else ())
+    for library in libraries:
+        counts = isa.scan(library)
+        lacking = [flag for flag in counts if flags and flag not in flags]
+        click.echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
+        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing'}" if flags else "  CPU flags unreadable")
 
 
 @cli.command()

@@ -134,11 +134,12 @@ def check_nvcc(probes: Probes) -> Check:
 
 
 def check_build_tools(probes: Probes) -> Check:
-    missing = [tool for tool in ("cmake", "g++") if probes.which(tool) is None]
+    from kit.launch import build_tools  # noqa: PLC0415
+
+    missing = build_tools.missing(probes.which)
     if missing:
-        return Check("build tools", MISSING, f"not found: {', '.join(missing)}",
-                     "apt-get install -y cmake build-essential")
-    return Check("build tools", OK, "cmake and g++ present")
+        return Check("build tools", MISSING, f"not found: {', '.join(missing)}", build_tools.fix(missing))
+    return Check("build tools", OK, f"{', '.join(build_tools.TOOLS)} present")
 
 
 def check_disk(probes: Probes, models: Sequence[str]) -> Check:
@@ -177,8 +178,8 @@ def check_embedded(probes: Probes) -> Check:
     except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
         return Check("embedded engine", MISSING, f"failed: {_short(exc)}",
                      "run `kit demo` to see the full error, or use --server-bin / --engine-url")
-    backend = found.get("cpu_backend")
-    backend_text = "wheel's own CPU backend" if backend == "wheel" else f"rebuilt AVX2 CPU backend ({backend})"
+    backend = found.get("cpu_backend") or {}
+    backend_text = f"{backend.get('name')} CPU backend" + (" (rebuilt here)" if backend.get("rebuilt_here") else "")
     return Check("embedded engine", OK,
                  f"started and answered /props: build {found.get('build_info')}, {backend_text}, "
                  f"ready in {found.get('startup_seconds')} s", data=found)
@@ -281,7 +282,7 @@ def _start_embedded(ctx_size: int = 512) -> dict[str, Any]:
                 props = engine.props()
             finally:
                 engine.close()
-            return {"build_info": props.get("build_info"), "cpu_backend": found.cpu_backend,
+            return {"build_info": props.get("build_info"), "cpu_backend": found.backend.to_json(),
                     "startup_seconds": server.startup_seconds, "binary": str(found.binary)}
 
 

@@ -31,3 +31,7 @@ class RunInterrupted(KitError):
     """The user stopped the run (Ctrl-C); records written so far are kept."""
 
     exit_code = 130
+
+
+class IllegalInstruction(EngineError):
+    """An engine process died of SIGILL: its machine code uses an instruction this CPU lacks."""

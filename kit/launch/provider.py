@@ -13,7 +13,8 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.errors import ConfigError
+from kit.errors import ConfigError, IllegalInstruction
+from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
 
 
@@ -66,13 +67,18 @@ class EngineProvider(Protocol):
 
 
 class NativeProvider:
-    """Starts a llama-server process per session (the embedded engine or any binary + GGUF)."""
+    """Starts a llama-server process per session (the embedded engine or any binary + GGUF).
+
+    `cpu` is the embedded engine's CPU backend (None for a user's binary); every session's launch
+    record names it. A server that dies of SIGILL, at start-up or later, ends its session with
+    IllegalInstruction, which the runner may answer by switching to the portable backend."""
 
     fresh_servers = True
 
-    def __init__(self, spec: ServerSpec, details: dict[str, Any] | None = None):
+    def __init__(self, spec: ServerSpec, details: dict[str, Any] | None = None, cpu: CpuBackend | None = None):
         self.spec = spec
         self.details = details or {}
+        self.cpu = cpu
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),
@@ -83,7 +89,12 @@ class NativeProvider:
                 details: dict[str, Any] | None = None) -> NativeProvider:
         spec = replace(self.spec, model=model or self.spec.model,
                        cache_ram=self.spec.cache_ram if cache_ram is KEEP else cache_ram)
-        return NativeProvider(spec, {**self.details, **(details or {})})
+        return NativeProvider(spec, {**self.details, **(details or {})}, self.cpu)
+
+    def with_cpu(self, binary: Path, env: dict[str, str], cpu: CpuBackend) -> NativeProvider:
+        """The same servers on another CPU backend."""
+        return NativeProvider(replace(self.spec, binary=binary, env=env),
+                              {**self.details, "cpu_backend": cpu.name}, cpu)
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
@@ -93,7 +104,14 @@ class NativeProvider:
         try:
             launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid,
                       "startup_seconds": server.startup_seconds, "log": server.log_path.name, **engine.info()}
+            if self.cpu is not None:
+                launch.update(cpu_backend=self.cpu.name, cpu_backend_sha256=self.cpu.library_sha256)
             yield EngineSession(engine=engine, launch=launch, server=server)
+        except Exception as exc:
+            if server.died_of_sigill():
+                raise IllegalInstruction(f"llama-server died of SIGILL during session {label}",
+                                         f"see its log: {server.log_path}") from exc
+            raise
         finally:
             engine.close()
             server.stop()

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from kit.errors import EngineError
-from kit.launch import cpu_backend, embedded
+from kit.launch import embedded
 from kit.launch.native import ServerSpec
 
 
@@ -16,15 +16,6 @@ def test_missing_wheel_says_which_engine_options_remain(monkeypatch):
         embedded.locate()
     line = caught.value.line()
     assert "not installed" in line and "--server-bin" in line and "--engine-url" in line
-
-
-def test_rebuild_only_without_avx512(tmp_path):
-    assert cpu_backend.needs_rebuild({"avx", "avx2", "fma"}) is True
-    assert cpu_backend.needs_rebuild({"avx2", "avx512f", "avx512bw"}) is False
-    assert cpu_backend.needs_rebuild(set()) is False  # unknown CPU: try the wheel as shipped
-    info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
-    assert cpu_backend.cpu_flags(info) == {"fpu", "sse2", "avx", "avx2"}
 
 
 def test_server_argv_is_loopback_single_slot_seeded(tmp_path):

@@ -57,10 +57,11 @@ def test_bad_archs_are_refused(tmp_path, archs):
 
 
 @pytest.mark.parametrize("present, nvcc_text, message", [
-    ((), NVCC_12, "cmake not found"),
-    (("cmake",), NVCC_12, "nvcc not found"),
-    (("cmake", "nvcc"), NVCC_13, "CUDA 13.0"),
-    (("cmake", "nvcc"), "nvcc: command output without a version", "cannot read the CUDA version"),
+    ((), NVCC_12, "needs cmake, make, c[+][+], not found on PATH; install .*apt-get install -y cmake build-essential"),
+    (("cmake", "make"), NVCC_12, "needs c[+][+], not found"),
+    (("cmake", "make", "c++"), NVCC_12, "nvcc not found"),
+    (("cmake", "make", "c++", "nvcc"), NVCC_13, "CUDA 13.0"),
+    (("cmake", "make", "c++", "nvcc"), "nvcc: command output without a version", "cannot read the CUDA version"),
 ])
 def test_build_refuses_without_prerequisites(tmp_path, present, nvcc_text, message):
     execute = Recorder()
@@ -73,7 +74,7 @@ def test_build_refuses_without_prerequisites(tmp_path, present, nvcc_text, messa
 
 def test_build_runs_the_script_when_prerequisites_are_there(tmp_path):
     execute, said = Recorder(), []
-    binary = gpu_setup.build_llamacpp(tmp_path / "pfx", "89", which=tools("cmake", "nvcc"),
+    binary = gpu_setup.build_llamacpp(tmp_path / "pfx", "89", which=tools("cmake", "make", "c++", "nvcc"),
                                       output=lambda argv: NVCC_12, execute=execute, say=said.append)
     assert execute.calls == [gpu_setup.build_llamacpp_argv(tmp_path / "pfx", "89")]
     assert binary == tmp_path / "pfx" / "bin" / "llama-server"
@@ -82,7 +83,7 @@ def test_build_runs_the_script_when_prerequisites_are_there(tmp_path):
 
 def test_build_failure_is_an_error(tmp_path):
     with pytest.raises(EngineError, match="exit 2"):
-        gpu_setup.build_llamacpp(tmp_path, which=tools("cmake", "nvcc"), output=lambda argv: NVCC_12,
+        gpu_setup.build_llamacpp(tmp_path, which=tools("cmake", "make", "c++", "nvcc"), output=lambda argv: NVCC_12,
                                  execute=Recorder(code=2), say=lambda line: None)
 
 

