@@ -131,6 +131,19 @@ class NativeServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def wait_exit(self, settle: float) -> bool:
+        """Wait up to `settle` seconds for the process to exit; True once it has (or never started)."""
+        if self.process is None:
+            return True
+        try:
+            self.process.wait(settle)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def log_location(self) -> str:
+        return str(self.log_path)
+
     def stop(self, grace: float = 10.0) -> int | None:
         """Terminate, then kill after `grace` seconds. Returns the exit code (None if never started)."""
         proc = self.process
