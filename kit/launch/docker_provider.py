@@ -142,6 +142,7 @@ class DockerProvider:
                               "vLLM container provider does not offer", "run it on llama.cpp (native or docker)")
         other = self._remake(model, cache_ram, details)
         other._image = self._image  # noqa: SLF001 - the image is the same; build or pull it once
+        other.make_engine = self.make_engine  # and so is the engine client that talks to its containers
         return other
 
     def image(self) -> ImageInfo:
