@@ -80,9 +80,12 @@ class LlamaCppEngine:
 
     name = "llama.cpp"
 
-    def __init__(self, base_url: str, timeout: float = 600.0, restartable: bool = False):
+    def __init__(self, base_url: str, timeout: float = 600.0, restartable: bool = False,
+                 transport: httpx.BaseTransport | None = None):
+        """`transport` replaces the network (tests of paths a real server cannot be made to take here)."""
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0))
+        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+                                  transport=transport)
         self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True,
                                          token_ids=True, reset_endpoint=False, restartable=restartable)
 

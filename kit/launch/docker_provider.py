@@ -28,10 +28,15 @@ EngineFactory = Callable[[RunningContainer], Engine]
 
 
 class ContainerHandle:
-    """A running engine container seen as a server: alive? and the tail of its log."""
+    """A running engine container seen as a server (kit.launch.provider.ServerHandle). Its log is at
+    `log_path` once the provider stops the container (at the end of the session, also after an error)."""
 
-    def __init__(self, running: RunningContainer):
+    EXIT_POLL_S = 0.25
+
+    def __init__(self, running: RunningContainer, log_path: Path, launcher: DockerLauncher):
         self.running = running
+        self.log_path = log_path
+        self.launcher = launcher  # its clock and sleep time the exit wait
 
     def alive(self) -> bool:
         try:
@@ -40,12 +45,24 @@ class ContainerHandle:
             return False
         return (self.running.container.attrs.get("State") or {}).get("Status") == "running"
 
+    def wait_exit(self, settle: float) -> bool:
+        """Poll the container's status for up to `settle` seconds; True once it is no longer running."""
+        deadline = self.launcher.clock() + settle
+        while self.alive():
+            if self.launcher.clock() >= deadline:
+                return False
+            self.launcher.sleep(self.EXIT_POLL_S)
+        return True
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             raw = self.running.container.logs(stdout=True, stderr=True, tail=lines)
         except Exception:  # noqa: BLE001 - only used to decorate error messages
             return ""
         return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+    def log_location(self) -> str:
+        return str(self.log_path)
 
 
 def _llamacpp_engine(running: RunningContainer) -> Engine:
@@ -125,6 +142,7 @@ class DockerProvider:
                               "vLLM container provider does not offer", "run it on llama.cpp (native or docker)")
         other = self._remake(model, cache_ram, details)
         other._image = self._image  # noqa: SLF001 - the image is the same; build or pull it once
+        other.make_engine = self.make_engine  # and so is the engine client that talks to its containers
         return other
 
     def image(self) -> ImageInfo:
@@ -150,7 +168,8 @@ class DockerProvider:
             engine = self.make_engine(running)
             launch = {"image_info": asdict(image), "container": self.launcher.describe(running),
                       "log": log_path.name, **engine.info()}
-            yield EngineSession(engine=engine, launch=launch, server=ContainerHandle(running))
+            yield EngineSession(engine=engine, launch=launch,
+                                server=ContainerHandle(running, log_path, self.launcher))
         finally:
             if engine is not None:
                 engine.close()

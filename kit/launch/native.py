@@ -132,14 +132,22 @@ class NativeServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def died_of_sigill(self, settle: float = 2.0) -> bool:
-        """Did the process end by SIGILL? Waits up to `settle` seconds for a dying process to exit."""
+    def wait_exit(self, settle: float) -> bool:
+        """Wait up to `settle` seconds for the process to exit; True once it has (or never started)."""
         if self.process is None:
-            return False
+            return True
         try:
-            return self.process.wait(settle) == -signal.SIGILL
+            self.process.wait(settle)
         except subprocess.TimeoutExpired:
             return False
+        return True
+
+    def log_location(self) -> str:
+        return str(self.log_path)
+
+    def died_of_sigill(self, settle: float = 2.0) -> bool:
+        """Did the process end by SIGILL? Waits up to `settle` seconds for a dying process to exit."""
+        return self.process is not None and self.wait_exit(settle) and self.process.returncode == -signal.SIGILL
 
     def stop(self, grace: float = 10.0) -> int | None:
         """Terminate, then kill after `grace` seconds. Returns the exit code (None if never started)."""

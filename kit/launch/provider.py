@@ -5,7 +5,6 @@ A provider knows binaries, ports and health, nothing about protocols.
 
 from __future__ import annotations
 
-import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,17 +12,28 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.errors import ConfigError, IllegalInstruction
+from kit.errors import ConfigError, EngineError, IllegalInstruction
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
 
 
 class ServerHandle(Protocol):
-    """What a session needs of the server process behind its engine (a NativeServer, a container)."""
+    """What a session may use of the server behind its engine (a NativeServer, a container): nothing else."""
 
     def alive(self) -> bool: ...
 
+    def wait_exit(self, settle: float) -> bool:
+        """Wait up to `settle` seconds for the server to stop; True once it has stopped."""
+        ...
+
     def log_tail(self, lines: int = 20) -> str: ...
+
+    def log_location(self) -> str:
+        """Where a person reads the server's log (a file path, or a command that shows it)."""
+        ...
+
+
+NO_SERVER_LOG = "the engine's own log (the kit did not start this server)"
 
 
 @dataclass
@@ -35,17 +45,28 @@ class EngineSession:
     server: ServerHandle | None = None
 
     def alive(self, settle: float = 2.0) -> bool:
-        """Is the engine still running? Waits up to `settle` seconds for a dying process to exit."""
-        if self.server is None or self.server.process is None:
-            return True
-        try:
-            self.server.process.wait(settle)
-        except subprocess.TimeoutExpired:
-            return True
-        return False
+        """Is the engine still running? Waits up to `settle` seconds for a dying server to exit."""
+        return self.server is None or not self.server.wait_exit(settle)
 
     def log_tail(self, lines: int = 20) -> str:
         return self.server.log_tail(lines) if self.server else ""
+
+    def log_location(self) -> str:
+        return self.server.log_location() if self.server else NO_SERVER_LOG
+
+    @contextmanager
+    def engine_calls(self, where: str) -> Iterator[None]:
+        """Engine calls made inside say where they failed: an EngineError becomes one line naming `where`
+        (e.g. "session s1 (item 3, cold1)") and, for a server the kit started, its log; "died" when it is gone."""
+        try:
+            yield
+        except EngineError as exc:
+            if not self.alive():
+                raise EngineError(f"the engine died during {where}",
+                                  f"see its log: {self.log_location()}; records so far are kept") from exc
+            log = f"its log: {self.log_location()}" if self.server else None
+            fix = "; ".join(part for part in (exc.fix, log) if part) or None
+            raise EngineError(f"during {where}: {exc.message}", fix) from exc
 
 
 KEEP: Any = object()  # `variant(cache_ram=KEEP)`: leave the server-level prompt cache setting as it is

@@ -10,7 +10,6 @@ from typing import Any
 from kit.divergence import completion_emitted
 from kit.engines.base import Completion, CompletionRequest
 from kit.engines.llamacpp import request_body
-from kit.errors import EngineError
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
 from kit.protocols.procedure import RunContext
@@ -103,7 +102,9 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
             if protocol.sentinel:
                 sentinel = CompletionRequest(prompt=SENTINEL_PROMPT, max_tokens=1, cache_prompt=True,
                                              top_logprobs=protocol.top_logprobs, seed=protocol.seed)
-                record(writer, episode.id, sentinel, live.engine.complete(sentinel), -1, {"action": "sentinel"})
+                with live.engine_calls(f"pass {pass_id} (episode {episode.id}, sentinel)"):
+                    answered = live.engine.complete(sentinel)
+                record(writer, episode.id, sentinel, answered, -1, {"action": "sentinel"})
             walked: list = []
 
             def on_request(info, request: CompletionRequest, completion: Completion) -> None:
@@ -115,17 +116,12 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                 ctx.checkpoint()  # the record is written; stop before the episode's next request
 
             clock = time.monotonic()
-            try:
+            with live.engine_calls(f"pass {pass_id} (episode {episode.id})"):
                 result = run_episode(live.engine, worker, episode, render, protocol.engine.ctx_size, pass_id,
                                      count_tokens=lambda text: len(live.engine.tokenize(text)),
                                      on_request=on_request, top_logprobs=protocol.top_logprobs,
                                      cache_prompt=arm == "on", max_tokens_cap=protocol.workload.max_tokens_cap,
                                      max_requests=protocol.workload.max_requests_per_episode)
-            except EngineError as exc:
-                if not live.alive():
-                    raise EngineError(f"the engine died during pass {pass_id} (episode {episode.id})",
-                                      "see the server log in the run folder; records so far are kept") from exc
-                raise
             score = score_episode(worker, result)
             episode_writer.write({**base, "unit": episode.id, "order_index": done - 1, "requests": result.n_requests,
                                   "sentinels": int(protocol.sentinel), "outcome": result.outcome,

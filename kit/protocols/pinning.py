@@ -23,7 +23,6 @@ from pydantic import Field
 from kit.analysis import pinning as pinning_results
 from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion
-from kit.errors import EngineError
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.manifest import now
 from kit.protocols.pinning_calls import ask, output_sha256
@@ -193,14 +192,9 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
                           protocol.max_tokens if call.measured else protocol.other_max_tokens)
             ctx.checkpoint()
             started, clock = now(), time.monotonic()
-            try:
+            with live.engine_calls(f"pass {plan.pass_id} ({call.role})"):
                 completion, request = ask(live.engine, _messages(protocol, call.measured), max_tokens=max_tokens,
                                           seed=protocol.seed, top_logprobs=protocol.top_logprobs)
-            except EngineError as exc:
-                if not live.alive():
-                    raise EngineError(f"the engine died during pass {plan.pass_id} ({call.role})",
-                                      "see its log in the run folder; records so far are kept") from exc
-                raise
             state = _label(protocol, completion, calibration)
             digest = output_sha256(completion.text)
             writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning",

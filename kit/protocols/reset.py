@@ -14,7 +14,7 @@ from kit.analysis import reset_table
 from kit.divergence import first_difference
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import request_body
-from kit.errors import ConfigError, EngineError
+from kit.errors import ConfigError
 from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.manifest import now
 from kit.models.hashing import sha256_file
@@ -134,7 +134,7 @@ def estimate(protocol: ResetProtocol, speed: Speed, items: int, sessions: int) -
 
 
 def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
-    """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine dies."""
+    """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine fails."""
     system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
     todo = [index for index in range(1, protocol.sessions + 1) if f"s{index}" not in ctx.done]
     items = prepared.payload
@@ -163,7 +163,8 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
         for done, item in enumerate(order, start=1):
-            prompt = live.engine.apply_template(messages(system_prompt, item))
+            with live.engine_calls(f"session {pass_id} (item {item.id})"):
+                prompt = live.engine.apply_template(messages(system_prompt, item))
             outputs = []
             for phase_index, phase in enumerate(protocol.phases):
                 ctx.checkpoint()
@@ -172,13 +173,8 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                                             seed=protocol.seed)
                 body = request_body(request)
                 started, clock = now(), time.monotonic()
-                try:
+                with live.engine_calls(f"session {pass_id} (item {item.id}, {phase.name})"):
                     completion = live.engine.complete(request)
-                except EngineError as exc:
-                    if not live.alive():
-                        raise EngineError(f"the engine died during session {pass_id} (item {item.id}, {phase.name})",
-                                          f"see {live.server.log_path}; records so far are kept") from exc
-                    raise
                 ok, why = check_gate(phase, completion.cached_tokens, gates)
                 writer.write({
                     "run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset",

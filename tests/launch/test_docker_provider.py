@@ -213,3 +213,20 @@ def test_a_variant_serves_another_file_and_cache_setting_from_the_same_image(cli
     assert "--cache-ram" not in default_cache and "/models/model.gguf" in " ".join(default_cache)
     with pytest.raises(Exception, match="vLLM container provider"):
         DockerProvider.vllm(launcher_for(client), "run42", "Qwen/Qwen2.5-7B-Instruct", prefix_caching=True).variant()
+
+
+def test_session_waits_for_a_dying_container_and_names_its_log(client, gguf, tmp_path):
+    """`EngineSession.alive(settle)` polls the container's status (on the launcher's clock) through the
+    ServerHandle protocol; `log_location()` is the file the provider writes the container log to."""
+    client.next_states = [{"Status": "running", "Health": {"Status": "healthy"}}]
+    provider = llamacpp_provider(client, gguf, [])
+    with provider.session("s1", tmp_path / "logs") as live:
+        clock = provider.launcher.clock
+        started = clock()
+        assert live.alive(settle=2.0) and clock() - started >= 2.0  # still running after the whole settle
+        container = client.containers_made[0]
+        container.states = [{"Status": "running"}, {"Status": "exited", "ExitCode": 139}]
+        started = clock()
+        assert not live.alive(settle=2.0) and clock() - started < 2.0  # seen exiting within the settle
+        assert live.log_location() == str(tmp_path / "logs" / "container-s1.log")
+    assert (tmp_path / "logs" / "container-s1.log").is_file()
