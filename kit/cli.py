@@ -245,6 +245,8 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                                  cluster_replicates=cluster_replicates, workers=workers)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
+    if result.get("comparability"):
+        click.echo(f"warning: {result['comparability']}")
     for item in result["skipped_inputs"]:
         click.echo(f"skipped {item['path']}: {item['reason']}")
     for item in result["excluded_passes"]:

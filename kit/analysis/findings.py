@@ -17,6 +17,7 @@ from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
 from kit.manifest import now, write_json_atomic
+from kit.provenance import backends_differ
 
 SCHEMA = "kit.findings/1"
 
@@ -191,6 +192,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
                   "sweep": r.sweep or None, "ok_passes": sorted(r.ok_passes)} for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},
+        "comparability": backends_differ([r.manifest for r in collection.runs]),
     }
     _grid(collection, settings, timer, findings)
     _sweep(collection, settings, timer, findings)

@@ -9,6 +9,7 @@ from typing import Any
 
 from kit.bundle import RUNS
 from kit.bundle.compare import parse_csv
+from kit.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 COMPUTED_FOLDERS = ("results/", "analysis/")
@@ -108,5 +109,6 @@ def summary(run: BundledRun) -> dict[str, Any]:
         "host": f"{prov.get('host', {}).get('cpu')}, {prov.get('host', {}).get('cores')} cores, "
                 f"{prov.get('host', {}).get('platform')}",
         "GPUs": "; ".join(prov.get("host", {}).get("gpus") or []) or "none",
+        "CPU backend": cpu_backend_summary(m),
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.get("packages", {}).items())),
     }

@@ -25,6 +25,7 @@ from kit.bundle.compare import Mismatch, compare_file
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.errors import KitError
 from kit.models.hashing import sha256_file
+from kit.provenance import backends_differ
 
 
 class NewerBundle(KitError):
@@ -181,7 +182,11 @@ def verify_bundle(path: Path) -> Verdict:
             and not any(p.file == CHECKSUMS for p in verdict.problems)
         check_schema(files.get(INDEX), index_ok, verdict)
         work = Path(tmp) / "recompute"
-        for run in runs_from_files(files):
+        runs = runs_from_files(files)
+        for run in runs:
             check_protocol(run, verdict)
             check_results(run, root / run.prefix, work, verdict)
+        differ = backends_differ([run.manifest for run in runs])
+        if differ:
+            verdict.notes.append(differ)
     return verdict
