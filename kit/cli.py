@@ -291,11 +291,17 @@ def cpu_isa(libraries: tuple[Path, ...]) -> None:
         wheel = embedded.locate("wheel", say=lambda _line: None).backend
         built = portable_backend.built_library()
         libraries = (Path(wheel.library),) + ((built / portable_backend.LIBRARY,) if built else ())
+    guarded = cpu_backend.wheel_isa()["guarded"]
     for library in libraries:
         counts = isa.scan(library)
-        lacking = [flag for flag in counts if flags and flag not in flags]
         click.echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
-        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing'}" if flags else "  CPU flags unreadable")
+        if not flags:
+            click.echo("  CPU flags unreadable (/proc/cpuinfo)")
+            continue
+        lacking = [flag for flag in counts if flag not in flags and flag not in guarded]
+        skipped = [flag for flag in counts if flag not in flags and flag in guarded]
+        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing it needs'}"
+                   + (f" (also {', '.join(skipped)}, which the code checks for at run time)" if skipped else ""))
 
 
 @cli.command()
