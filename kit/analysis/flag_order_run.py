@@ -18,7 +18,6 @@ from kit.analysis.passes import OkPasses
 from kit.analysis.results_files import write_results
 from kit.manifest import Manifest
 from kit.records import read_records
-from kit.stats import position_trend_test, quartile_scores
 
 QUARTILES = (1, 2, 3, 4)
 
@@ -60,6 +59,8 @@ def _same_output(passes: OkPasses, a: str, b: str) -> dict[str, Any]:
 
 def quartile_split(indicators: list[int]) -> dict[str, Any]:
     """Divergent episodes per quartile of execution order (1..4) and the exact trend test over them."""
+    from kit.stats import position_trend_test, quartile_scores  # noqa: PLC0415 - loads scipy: only when computing
+
     scores = quartile_scores(len(indicators))
     return {"diverged": [sum(y for y, s in zip(indicators, scores) if s == q) for q in QUARTILES],
             "episodes": [int((scores == q).sum()) for q in QUARTILES],

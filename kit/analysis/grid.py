@@ -12,7 +12,6 @@ from kit.analysis.results_files import write_results
 from kit.divergence import emitted, episode_divergence
 from kit.manifest import Manifest
 from kit.records import read_records
-from kit.stats import exact_mcnemar, rate_interval
 
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
                 "path": (("on", 1), ("off", 1))}
@@ -77,6 +76,8 @@ def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str
 
 
 def _compare(a, b, order: list[str]) -> dict[str, Any]:
+    from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
+
     units = [u for u in order if u in a[1] and u in b[1]]
     verdicts = {u: episode_divergence(walk(a[0].get(u, [])), walk(b[0].get(u, []))) for u in units}
     diverged = [v for v in verdicts.values() if v.diverged]
@@ -99,6 +100,8 @@ def outcomes(episodes: dict[str, dict]) -> dict[str, Any]:
 
 
 def flips(on: dict[str, dict], off: dict[str, dict]) -> dict[str, Any]:
+    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads scipy: only when computing
+
     units = sorted(set(on) & set(off))
     to_invalid = sum(bool(off[u]["score"]["valid"]) and not on[u]["score"]["valid"] for u in units)
     to_valid = sum(bool(on[u]["score"]["valid"]) and not off[u]["score"]["valid"] for u in units)

@@ -10,7 +10,6 @@ from typing import Any
 
 from kit.divergence import emitted, episode_divergence
 from kit.records import read_records
-from kit.stats import rate_interval
 
 
 @dataclass(frozen=True)
@@ -103,6 +102,8 @@ class OkPasses:
 
     def compare(self, a: str, b: str) -> dict[str, Any]:
         """Episode divergence of pass `a` against pass `b` (in `a`'s execution order)."""
+        from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
+
         pa, pb = self.get(a), self.get(b)
         if pa is None or pb is None:
             return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}

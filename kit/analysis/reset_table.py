@@ -10,7 +10,6 @@ from kit.analysis.results_files import write_results
 from kit.divergence import emitted, first_difference
 from kit.manifest import Manifest
 from kit.records import read_records
-from kit.stats import exact_mcnemar
 from kit.workloads.answers import is_correct
 
 
@@ -31,6 +30,8 @@ def _paths(records: list[dict]) -> dict[str, dict[str, Any]]:
 
 def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """Correctness per path (answers compared numerically), flips in both directions, exact McNemar."""
+    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads scipy: only when computing
+
     scored = {u: p for u, p in units.items() if p.get("reference") is not None}
     if not scored:
         return None
