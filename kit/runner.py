@@ -22,6 +22,7 @@ from kit.manifest import Manifest, new_run_dir, now
 from kit.models import ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
+from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
@@ -98,8 +99,8 @@ def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
-    procedure = kinds.procedure(protocol)
-    prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    kind = kinds.of(protocol)
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     manifest = Manifest.create(
@@ -108,7 +109,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
         seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
-    return _execute(protocol, procedure, prepared, provider, manifest, emit, say, stop=options.stop)
+    return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop)
 
 
 def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
@@ -125,7 +126,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
     saved = manifest.data["protocol"]
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
-    procedure = kinds.procedure(protocol)
+    kind = kinds.of(protocol)
     saved_options = dict(manifest.data.get("options", {}))
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
@@ -134,7 +135,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
     options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
-    prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
     if recorded and _cpu_record(provider)["library_sha256"] != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
@@ -151,7 +152,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
                     "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers})
     manifest.update(status="started", reason=None, resumed=history)
-    return _execute(protocol, procedure, prepared, provider, manifest, emit, say,
+    return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop)
 
 
@@ -172,8 +173,10 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
     return saved
 
 
-def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
+def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
              done: set[str] | None = None, stop: threading.Event | None = None) -> RunResult:
+    """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
+    them), whatever way the run ended."""
     run_dir = manifest.run_dir
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
@@ -181,8 +184,8 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
     try:
         while True:
             try:
-                procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
-                                                             stop=stop))
+                kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
+                                                        stop=stop))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
@@ -198,7 +201,7 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
         for pass_id, info in manifest.data.get("passes", {}).items():
             if info.get("status") == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
-        table = procedure.results(run_dir)
+        table = kind.results(run_dir)
         manifest.update(results=table.get("files", {}))
         manifest.finish(status, reason)
         emit(RunEnded(run_dir, status, reason))

@@ -1,32 +1,19 @@
-"""Re-running a run's analysis from its raw inputs, per protocol kind.
+"""Re-running a run's analysis from its raw inputs: the results its kind computes at the end of a run.
 
-`STEPS` maps a protocol kind to the steps that rebuild its computed files from a run folder that
-holds only the raw inputs (manifest, records, protocol). Each step writes into that folder, as it
-did after the run; `kit verify` then compares what they wrote with what the bundle holds. A kind
-with more analysis (e.g. `kit analyze` writing analysis/findings.json) adds its step to the tuple.
+`recompute` runs the kind's `results` (kit.protocols.kind; the same entry the runner calls) on a
+run folder that holds only the raw inputs (manifest, records, protocol); it writes into that folder,
+as it did after the run, and `kit verify` then compares what it wrote with what the bundle holds.
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Callable
 
-from kit.manifest import Manifest
 from kit.protocols import kinds
 
-Step = Callable[[Path], object]
 RAW_INPUTS = ("manifest.json", "records", "protocol")
 COMPUTED = ("results", "analysis")
-
-
-def _procedure_results(run_dir: Path) -> object:
-    """The procedure's own results (e.g. results/reset_table.json), for the kind in the manifest."""
-    kind = Manifest.load(run_dir).data["protocol"]["kind"]
-    return kinds.PROCEDURES[kind].results(run_dir)
-
-
-STEPS: dict[str, tuple[Step, ...]] = {kind: (_procedure_results,) for kind in kinds.PROCEDURES}
 
 
 def raw_copy(run_dir: Path, dest: Path) -> Path:
@@ -42,13 +29,10 @@ def raw_copy(run_dir: Path, dest: Path) -> Path:
     return copy
 
 
-def recompute(run_dir: Path, kind: str) -> dict[str, bytes]:
-    """Run every step for `kind` on run_dir (a raw copy); the computed files it wrote, by relative path."""
-    steps = STEPS.get(kind)
-    if steps is None:
-        raise KeyError(kind)
-    for step in steps:
-        step(run_dir)
+def recompute(run_dir: Path) -> dict[str, bytes]:
+    """The results of run_dir's kind (from its manifest), recomputed on run_dir (a raw copy); the computed
+    files they wrote, by relative path. Raises KitError for a kind this kit does not know."""
+    kinds.of_run(run_dir).results(run_dir)
     out = {}
     for folder in COMPUTED:
         base = run_dir / folder

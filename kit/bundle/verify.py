@@ -25,6 +25,7 @@ from kit.bundle.compare import Mismatch, compare_file
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.errors import KitError
 from kit.models.hashing import sha256_file
+from kit.protocols import kinds
 from kit.provenance import backends_differ
 
 
@@ -129,13 +130,13 @@ def check_protocol(run: BundledRun, verdict: Verdict) -> None:
 def check_results(run: BundledRun, run_dir: Path, work: Path, verdict: Verdict) -> None:
     """Recompute the run's results from a copy holding only its raw inputs and compare them."""
     kind = run.manifest.get("protocol", {}).get("kind")
-    if kind not in recompute.STEPS:
+    if kind not in kinds.KINDS:
         verdict.problems.append(Problem(run.prefix + "manifest.json", f"protocol kind {kind!r} cannot be "
                                         "recomputed by this kit (upgrade the kit)"))
         return
     copy = recompute.raw_copy(run_dir, work)
     try:
-        fresh = recompute.recompute(copy, kind)
+        fresh = recompute.recompute(copy)
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the run
         verdict.problems.append(Problem(run.prefix + "records/", f"recomputing failed: {type(exc).__name__}: {exc}"))
         return

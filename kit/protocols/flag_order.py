@@ -21,7 +21,8 @@ from kit.analysis import flag_order_run
 from kit.analysis.grid_findings import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
-from kit.protocols.grid import Arm, BfclPassesProtocol, PassPlan, drive, prepare_bfcl
+from kit.protocols.grid import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
 
@@ -75,8 +76,6 @@ class FlagOrderProtocol(BfclPassesProtocol):
             raise ValueError(f"arm names must be unique: {names}")
         return arms
 
-
-MODEL = FlagOrderProtocol
 
 
 def pass_plan(protocol: FlagOrderProtocol) -> list[FlagOrderPass]:
@@ -166,3 +165,23 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
     drive(protocol, prepared, ctx, _sessions(protocol, ctx), comparisons(protocol),
           [p.arm for p in plans if p.pass_id not in ctx.done], fresh_server_per_pass=False,
           estimate_provider=ctx.provider.variant(cache_ram=0))
+
+
+def estimate_on_cpu(data: dict[str, Any]) -> str:
+    """The launcher's rough duration of a flag × order file on the embedded CPU engine: a fresh server per arm."""
+    arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
+    passes = sum(len(arm.get("passes") or ()) for arm in arms)
+    episodes = bfcl_episodes(data)
+    return (f"{episodes} episodes x {passes} passes in {len(arms)} arms (a fresh server each), about "
+            f"{rough_duration(episodes * passes * 120 + len(arms) * 5)} on a CPU")
+
+
+KIND = Kind(
+    name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
+    render=Lazy("kit.console:flag_order_table"),
+    launcher=Launcher(
+        measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "
+                 "order (adjacent / cache-off pass between), a fresh server per arm",
+        needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
+        estimate=estimate_on_cpu, size=BFCL_EPISODES),
+    analysis=Analysis(None))  # read only through the cells its manifest lists: one grid folder per arm

@@ -26,6 +26,7 @@ from kit.events import (
 )
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid_pass import GridGates, run_pass
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
 from kit.workloads.bfcl import (
@@ -93,8 +94,6 @@ class GridProtocol(BfclPassesProtocol):
     orders: tuple[int, ...] = Field((0,), min_length=1)
     server: Literal["shared", "per_pass"] = "shared"
 
-
-MODEL = GridProtocol
 
 
 def pass_plan(protocol: GridProtocol) -> list[PassPlan]:
@@ -231,3 +230,30 @@ def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
     plans = pass_plan(protocol)
     drive(protocol, prepared, ctx, _sessions(protocol, ctx), grid_results.comparisons([p.as_json() for p in plans]),
           [p.arm for p in plans if p.pass_id not in ctx.done], protocol.server == "per_pass")
+
+
+def bfcl_episodes(data: dict[str, Any]) -> int:
+    """BFCL episodes a protocol file asks for: its explicit ids (at most `episodes` of them), else `episodes`."""
+    workload = data.get("workload") or {}
+    ids = workload.get("ids")
+    return min(len(ids), workload.get("episodes", len(ids))) if ids else workload.get("episodes", 80)
+
+
+BFCL_EPISODES = Number("Episodes", "workload.episodes", bfcl_episodes)  # the size of every BFCL protocol
+
+
+def estimate_on_cpu(data: dict[str, Any]) -> str:
+    """The launcher's rough duration of a grid file on the embedded CPU engine (two cores)."""
+    episodes = bfcl_episodes(data)
+    passes = len(data.get("passes") or ()) or 4
+    return f"{episodes} episodes x {passes} passes, about {rough_duration(episodes * passes * 120)} on a CPU"
+
+
+KIND = Kind(
+    name="grid", model=GridProtocol, prepare=prepare, run=run, results=results, table="grid",
+    render=Lazy("kit.console:grid_table"),
+    launcher=Launcher(
+        measures="BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
+        needs="any llama.cpp engine + BFCL (fetched once); long prompts, slow on a CPU", estimate=estimate_on_cpu,
+        size=BFCL_EPISODES),
+    analysis=Analysis("grid"))

@@ -1,29 +1,62 @@
-"""The protocol kinds the kit can run: each kind's validation model and procedure."""
+"""The protocol kinds the kit can run: one registration each (`KIND` at the bottom of its module,
+kit.protocols.kind), listed once here.
+
+Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
+run, and the results at the end of a run), `kit analyze` (kit.analysis.collect), `kit verify`
+(kit.bundle.recompute), the console (kit.console.results_view) and the launcher (kit.tui.catalog,
+kit.tui.form). To add a kind, see kit/protocols/kind.py.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
+from kit.errors import KitError
+from kit.manifest import Manifest
 from kit.protocols import flag_order, grid, pinning, reset, spec, sweep
+from kit.protocols.kind import Kind
 
-PROCEDURES: dict[str, ModuleType] = {"reset": reset, "grid": grid, "pinning": pinning, "sweep": sweep,
-                                     "flag_order": flag_order}
-MODELS = {kind: module.MODEL for kind, module in PROCEDURES.items()}
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (reset.KIND, grid.KIND, pinning.KIND, sweep.KIND,
+                                                       flag_order.KIND)}
+
+
+def models() -> dict[str, type[spec.ProtocolBase]]:
+    return {name: kind.model for name, kind in KINDS.items()}
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
     """Load and validate a protocol of any known kind: (protocol, file, sha256 of the file)."""
-    return spec.load(name_or_path, MODELS, overrides)
-
-
-def procedure(protocol: spec.ProtocolBase) -> ModuleType:
-    return PROCEDURES[protocol.protocol]
+    return spec.load(name_or_path, models(), overrides)
 
 
 def parse_text(text: str, source: str, overrides: dict[str, Any] | None = None) -> spec.ProtocolBase:
     """Validate protocol YAML held as text (e.g. the copy a run folder's manifest keeps)."""
-    return spec.parse(spec.merge(yaml.safe_load(text), overrides or {}), source, MODELS)
+    return spec.parse(spec.merge(yaml.safe_load(text), overrides or {}), source, models())
+
+
+def of(protocol: spec.ProtocolBase) -> Kind:
+    """The kind of a validated protocol."""
+    return KINDS[protocol.protocol]
+
+
+def named(name: Any, where: str) -> Kind:
+    """The kind a manifest names; `where` (the run folder) goes into the error if this kit has none such."""
+    if name not in KINDS:
+        raise KitError(f"{where}: protocol kind {name!r} is not one this kit knows",
+                       f"this kit knows {', '.join(KINDS)}; use the kit version that made the run")
+    return KINDS[name]
+
+
+def of_run(run_dir: Path) -> Kind:
+    """The kind of a run folder, from its manifest: how `kit verify` reaches the entry the runner used
+    (`of`) at the end of the run; `kit analyze` reaches it by `named` for each folder or cell it reads."""
+    return named((Manifest.load(run_dir).data.get("protocol") or {}).get("kind"), str(run_dir))
+
+
+def for_table(table: dict[str, Any] | None) -> Kind | None:
+    """The kind whose `results` made this table (by its `"table"` name), or None."""
+    name = (table or {}).get("table")
+    return next((kind for kind in KINDS.values() if kind.table == name), None)

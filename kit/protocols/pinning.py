@@ -25,6 +25,7 @@ from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.manifest import now
+from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.pinning_calls import ask, output_sha256
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
@@ -79,8 +80,6 @@ class PinningProtocol(ProtocolBase):
     calibration: Calibrate = Calibrate()
     regimes: Regimes = Regimes()
 
-
-MODEL = PinningProtocol
 
 
 @dataclass(frozen=True)
@@ -227,3 +226,13 @@ def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tu
     if not reload.get("confirmed"):
         return "VOID", f"reload not confirmed ({reload.get('method')}): {reload.get('detail')}"
     return "OK", None
+
+
+KIND = Kind(
+    name="pinning", model=PinningProtocol, prepare=prepare, run=run, results=results, table="pinning",
+    render=Lazy("kit.console:pinning_verdict"),
+    launcher=Launcher(
+        measures="state pinning: the three-state check (cold / hit / checkpoint)",
+        needs="an engine that reports cache state", estimate=None,
+        size=Number("Items", None, 80)),  # shown by the setup form as before; pinning has no one size yet
+    analysis=None)

@@ -1,7 +1,7 @@
 """What every procedure gets from the runner, and what it gives back before it runs.
 
-A procedure is a module with a pydantic `Protocol` model (`MODEL`), `prepare(protocol, inputs) ->
-Prepared`, `run(protocol, prepared, ctx)` and `results(run_dir) -> dict` (which reads files only).
+A kind's procedure is its `prepare(protocol, inputs) -> Prepared` and `run(protocol, prepared, ctx)`,
+registered with its model and its results in one `Kind` (kit.protocols.kind).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, Ses
 from kit.manifest import now
 from kit.models.hashing import sha256_file
 from kit.protocols.estimate import Speed, probe
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.raw_echo import answer_fields
@@ -58,8 +59,6 @@ class ResetProtocol(ProtocolBase):
             raise ValueError("phases must hold two cold and two warm phases (e.g. cold, warm, cold, warm)")
         return self
 
-
-MODEL = ResetProtocol
 
 
 def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
@@ -204,3 +203,27 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     ctx.manifest.set_pass(pass_id, status=status, reason=reason, records=writer.count, violations=violations,
                           ended=now())
     ctx.emit(SessionEnded(pass_id, status, reason))
+
+
+def estimate_on_cpu(data: dict[str, Any]) -> str:
+    """The launcher's rough duration of a reset file on the embedded CPU engine (two cores)."""
+    items = (data.get("workload") or {}).get("items", 100)
+    sessions = data.get("sessions", 3)
+    phases = len(data.get("phases") or ()) or 4
+    tokens = data.get("max_tokens", 1024)
+    seconds = sessions * (5 + items * phases * (0.3 + tokens / 60))
+    return f"{sessions * items * phases} requests, about {rough_duration(seconds)} on a CPU"
+
+
+KIND = Kind(
+    name="reset", model=ResetProtocol, prepare=prepare, run=run, results=results,
+    table="restored-state control", render=Lazy("kit.console:reset_table"),
+    launcher=Launcher(
+        measures="restored-state control: does recompute / cache hit reproduce, do the paths differ",
+        needs="any llama.cpp engine; the embedded CPU engine works", estimate=estimate_on_cpu,
+        size=Number("Items", "workload.items", 100),
+        repeats=Number("Sessions", "sessions", 3, high=100,
+                       placeholder="each on a fresh server, in its own seeded order"),
+        max_tokens=Number("Max tokens", "max_tokens", 1024, high=32768,
+                          placeholder="per answer")),
+    analysis=Analysis("reset"))

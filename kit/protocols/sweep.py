@@ -24,7 +24,8 @@ from kit.analysis import sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.protocols import formats as weight_formats
-from kit.protocols.grid import BfclPassesProtocol, PassPlan, drive, prepare_bfcl
+from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 
 
@@ -68,8 +69,6 @@ class SweepProtocol(BfclPassesProtocol):
         rows = self.format_rows or (tuple(self.formats),)
         return rows[history % len(rows)]
 
-
-MODEL = SweepProtocol
 
 
 def pass_plan(protocol: SweepProtocol) -> list[SweepPass]:
@@ -157,3 +156,26 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
     drive(protocol, prepared, ctx, _sessions(protocol, ctx, providers), comparisons(protocol),
           [p.arm for p in todo], fresh_server_per_pass=True,
           estimate_provider=providers[todo[0].format] if todo else None)
+
+
+def estimate_on_cpu(data: dict[str, Any]) -> str:
+    """The launcher's rough duration of a sweep file on the embedded CPU engine: every pass on a fresh server."""
+    formats = len(data.get("formats") or {}) or 1
+    histories = data.get("histories", 11)
+    references = len(data.get("reference_orders") or (0, 1))
+    passes = formats * (histories + references) + (formats if data.get("replicate") else 0)
+    episodes = bfcl_episodes(data)
+    return (f"{episodes} episodes x {passes} passes (a fresh server each), about "
+            f"{rough_duration(episodes * passes * 120 + passes * 5)} on a CPU")
+
+
+KIND = Kind(
+    name="sweep", model=SweepProtocol, prepare=prepare, run=run, results=results, table="sweep",
+    render=Lazy("kit.console:sweep_table"),
+    launcher=Launcher(
+        measures="path divergence across weight formats x episode histories, a fresh server per pass",
+        needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
+        estimate=estimate_on_cpu, size=BFCL_EPISODES,
+        repeats=Number("Histories", "histories", 11, high=100,
+                       placeholder="canonical order + N-1 random orders, same for every format")),
+    analysis=Analysis("sweep"))

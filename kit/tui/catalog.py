@@ -158,7 +158,7 @@ def catalog(caps: Capabilities, folder: Path | None = None, procedures: Sequence
     if procedures is None:
         from kit.protocols import kinds
 
-        procedures = list(kinds.PROCEDURES)
+        procedures = list(kinds.KINDS)
     entries = [entry(path, procedures, caps) for path in sorted((folder or protocols_dir()).glob("*.yaml"))]
     return sorted(entries, key=lambda e: (not e.runnable, e.name))
 

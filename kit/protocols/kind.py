@@ -1,0 +1,142 @@
+"""What a protocol kind is: everything the kit needs to know about one kind, registered in one place.
+
+A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...). Its module in
+`kit/protocols/` holds the procedure and, at its bottom, one `KIND = Kind(...)` that says:
+
+- `model`: the pydantic model its files validate against (a `spec.ProtocolBase` with
+  `protocol: Literal["<name>"]`);
+- `prepare(protocol, inputs) -> Prepared`: the plan shown before the run and kept in the manifest;
+- `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
+  `records/<pass>.jsonl` (`kit.records.RecordWriter`), every pass ends OK or VOID in the manifest;
+- `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
+  results table (its `"table"` key is `table`). The runner calls it at the end of a run and
+  `kit verify` calls it again on the bundle's raw records (`kit.bundle.recompute`), so both see the
+  same numbers;
+- `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it;
+- `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
+- `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not.
+
+How to add a kind
+-----------------
+1. Write `kit/protocols/<name>.py` with the model, `prepare`, `run` and `results`, and `KIND = Kind(...)`
+   at its bottom. A renderer that lives elsewhere is named with `Lazy("module:function")`, so
+   registering the kind imports nothing heavy; so are statistics: import `kit.stats` inside the
+   functions that compute (`tests/test_import_cost.py` keeps `import kit.runner` free of them).
+2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one list of kinds.
+3. Add `protocols/<file>.yaml` with `protocol: <name>`.
+`tests/protocols/test_kinds.py` shows a complete toy kind going through all of it (docs/protocols.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.spec import ProtocolBase
+
+FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
+Table = dict[str, Any]  # a results table as `results` returns it
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A function named "module:name", imported on its first call: a kind names its console renderer
+    this way, so registering it loads no terminal library."""
+
+    target: str
+
+    def resolve(self) -> Callable[..., Any]:
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number the launcher's setup form asks for: its label and hint, the protocol key it overrides
+    (dotted, e.g. `workload.items`; None: shown but overriding nothing), its default where the file
+    has no value (the model's default) or how to read it off the file, and the highest value allowed
+    (the lowest is 1)."""
+
+    label: str
+    key: str | None
+    default: int | Callable[[FileData], int]
+    high: int = 100_000
+    placeholder: str = ""
+
+    def value(self, data: FileData) -> int:
+        """The file's own number: the form's starting value."""
+        if callable(self.default):
+            return self.default(data)
+        node: Any = data if self.key else None
+        for part in (self.key or "").split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return self.default if node is None else node
+
+    def override(self, number: int) -> dict[str, Any]:
+        """`{"workload": {"items": 7}}` for key `workload.items` (a number with a key)."""
+        nested: Any = number
+        for part in reversed(str(self.key).split(".")):
+            nested = {part: nested}
+        return nested
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """What the launcher's catalog says about a kind (what it measures, what it needs, a rough CPU
+    duration from the file) and the numbers its setup form asks for: the run's size, and where the kind
+    has them, its repeats (sessions, histories) and an answer length."""
+
+    measures: str
+    needs: str
+    estimate: Callable[[FileData], str] | None  # "16 requests, about 40 s on a CPU"; None: duration unknown
+    size: Number
+    repeats: Number | None = None
+    max_tokens: Number | None = None
+    doctor_ways: tuple[str, ...] = ()  # one of these `kit doctor` ways must be open; empty: any engine
+
+    def numbers(self) -> dict[str, Number]:
+        """The form's numbers by the Setup field that holds them (size, repeats, max_tokens)."""
+        found = {"size": self.size, "repeats": self.repeats, "max_tokens": self.max_tokens}
+        return {name: number for name, number in found.items() if number is not None}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """How `kit analyze` reads a run folder of a kind (kit.analysis.collect): as a folder of the findings
+    family `family` ("reset", "grid" or "sweep", kit.analysis.findings; a grid folder whose manifest
+    carries `sweep` is a sweep cell). A run whose manifest lists `cells` is always read as one grid
+    folder per cell; `family=None` says a folder of this kind is read only that way."""
+
+    family: str | None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One protocol kind: its model, its procedure, its results, its console view, its launcher entry
+    and its analysis entry. See the module docstring for what each must do."""
+
+    name: str
+    model: type[ProtocolBase]
+    prepare: Callable[[Any, RunInputs], Prepared]
+    run: Callable[[Any, Prepared, RunContext], None]
+    results: Callable[[Path], Table]
+    table: str  # the `"table"` name of what `results` returns
+    render: Callable[[Table], Any]  # a rich renderable
+    launcher: Launcher
+    analysis: Analysis | None
+
+
+def rough_duration(seconds: float) -> str:
+    """A duration as the launcher states estimates: "40 s", "12 min", "3 h"."""
+    if seconds < 90:
+        return f"{max(1, round(seconds / 10) * 10):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
