@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.tui.catalog import EMBEDDED, Capabilities, bfcl_episodes
+from kit.tui.catalog import EMBEDDED, Capabilities
+
+if TYPE_CHECKING:
+    from kit.protocols.kind import Launcher
 
 GGUF_MAGIC = b"GGUF"
 
@@ -32,7 +35,6 @@ ENGINES = (
 )
 ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
 WIRED_ENDPOINT_KINDS = {"llamacpp"}
-BFCL_KINDS = ("grid", "sweep", "flag_order")  # their size field is the number of BFCL episodes
 
 
 def engine_problem(choice: EngineChoice, caps: Capabilities) -> str | None:
@@ -122,8 +124,8 @@ class Setup:
     url: str = ""
     endpoint_kind: str = "llamacpp"
     server_bin: str = ""
-    size: str = ""  # items (reset) or episodes (grid, sweep, flag_order)
-    repeats: str = ""  # sessions (reset) or histories (sweep); passes come from the protocol for the grid
+    size: str = ""  # the numbers the kind's launcher entry asks for (kit.protocols.kind.Launcher):
+    repeats: str = ""  # e.g. items, sessions and max tokens of a reset; episodes and histories of a sweep
     max_tokens: str = ""
     out: str = ""
     passes: int = 4  # the grid's passes, from the protocol file (shown, not edited)
@@ -143,25 +145,28 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
         found["model"] = check_model(setup.model, known_models)
     if setup.engine == "native":
         found["server_bin"] = check_binary(setup.server_bin)
-    found["size"] = check_count(setup.size)
-    if setup.kind in ("reset", "sweep"):
-        found["repeats"] = check_count(setup.repeats, 1, 100)
-    if setup.kind == "reset":
-        found["max_tokens"] = check_count(setup.max_tokens, 1, 32768)
+    for name, number in kind_launcher(setup.kind).numbers().items():
+        found[name] = check_count(getattr(setup, name), 1, number.high)
     found["out"] = check_out(setup.out)
     return {name: text for name, text in found.items() if text}
 
 
+def kind_launcher(kind: str) -> Launcher:
+    """The kind's launcher entry (which numbers the form asks for), from the registry."""
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415 - the registry loads once a form opens
+
+    return KINDS[kind].launcher
+
+
 def overrides(setup: Setup) -> dict[str, Any]:
     """The protocol overrides the form's numbers stand for."""
-    if setup.kind == "reset":
-        return {"workload": {"items": int(setup.size)}, "sessions": int(setup.repeats),
-                "max_tokens": int(setup.max_tokens), **setup.extra}
-    if setup.kind == "sweep":
-        return {"workload": {"episodes": int(setup.size)}, "histories": int(setup.repeats), **setup.extra}
-    if setup.kind in BFCL_KINDS:
-        return {"workload": {"episodes": int(setup.size)}, **setup.extra}
-    return dict(setup.extra)
+    from kit.protocols.spec import merge  # noqa: PLC0415
+
+    found: dict[str, Any] = {}
+    for name, number in kind_launcher(setup.kind).numbers().items():
+        if number.key is not None:
+            found = merge(found, number.override(int(getattr(setup, name))))
+    return {**found, **setup.extra}
 
 
 def run_options(setup: Setup):
@@ -179,22 +184,16 @@ def run_options(setup: Setup):
 
 def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup:
     """A form that runs as it is: the protocol file's own numbers, the embedded engine, outputs/."""
-    workload = data.get("workload") or {}
-    if kind == "reset":
-        return Setup(protocol, kind, size=str(workload.get("items", 100)), repeats=str(data.get("sessions", 3)),
-                     max_tokens=str(data.get("max_tokens", 1024)), out=str(out))
-    return Setup(protocol, kind, size=str(bfcl_episodes(data)), out=str(out), passes=len(data.get("passes") or ()) or 4,
-                 repeats=str(data.get("histories", 11)) if kind == "sweep" else "")
+    numbers = {name: str(number.value(data)) for name, number in kind_launcher(kind).numbers().items()}
+    return Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, **numbers)
 
 
 def estimate_line(setup: Setup) -> str:
-    """The duration this setup would take on a CPU, as the picker estimates it (before any measurement)."""
-    from kit.tui.catalog import estimate
-
+    """The duration this setup would take on a CPU, as the picker estimates it (before any measurement),
+    from the form's numbers and the file's passes."""
     try:
         numbers = overrides(setup)
     except ValueError:
         return "fix the numbers to see an estimate"
-    if setup.kind == "grid":
-        numbers = {**numbers, "passes": [None] * setup.passes}
-    return f"this setup: {estimate(setup.kind, numbers)}"
+    estimate = kind_launcher(setup.kind).estimate
+    return "this setup: " + (estimate({**numbers, "passes": [None] * setup.passes}) if estimate else "duration unknown")

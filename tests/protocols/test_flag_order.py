@@ -93,11 +93,11 @@ def test_the_cpu_file_is_the_paper_design_at_a_cpu_size():
 def test_the_launcher_lists_both_files_as_runnable_with_an_estimate():
     caps = Capabilities((EMBEDDED,))
     for name, episodes in (("flag-order", 80), ("flag-order-cpu", 2)):
-        listed = entry(protocols_dir() / f"{name}.yaml", list(kinds.KINDS), caps)
+        listed = entry(protocols_dir() / f"{name}.yaml", kinds.KINDS, caps)
         assert listed.runnable and listed.kind == "flag_order", listed.why_not
         assert f"{episodes} episodes x 10 passes in 4 arms" in listed.estimate
         assert "prompt cache" in listed.measures
-    sweep = entry(protocols_dir() / "sweep-cpu.yaml", list(kinds.KINDS), caps)
+    sweep = entry(protocols_dir() / "sweep-cpu.yaml", kinds.KINDS, caps)
     assert sweep.runnable and "weight formats" in sweep.measures
     assert sweep.estimate.startswith("2 episodes x 20 passes")
 

@@ -17,13 +17,13 @@ from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 from kit.tui import form
 from kit.tui.catalog import Entry
 
-FIELDS = {  # field -> (label, placeholder)
+FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
     "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
     "url": ("Endpoint URL", "http://127.0.0.1:8080"),
     "server_bin": ("Server binary", "llama-server of your GPU build"),
-    "size": ("Items", ""),
-    "repeats": ("Sessions", "each on a fresh server, in its own seeded order"),
-    "max_tokens": ("Max tokens", "per answer"),
+    "size": None,
+    "repeats": None,
+    "max_tokens": None,
     "out": ("Output folder", "the run folder goes inside"),
 }
 
@@ -81,15 +81,11 @@ class SetupScreen(Screen):
                         yield Select(choices, value=getattr(self.setup, name), allow_blank=False, id=f"f-{name}",
                                      compact=True)
                     yield Static(classes="problem -ok", id=f"p-{name}")
-            for name, (label, placeholder) in FIELDS.items():
-                if name == "max_tokens" and self.entry.kind != "reset":
+            numbers = form.kind_launcher(self.entry.kind).numbers()
+            for name, fixed in FIELDS.items():
+                if fixed is None and name not in numbers:
                     continue
-                if name == "repeats" and self.entry.kind not in ("reset", "sweep"):
-                    continue
-                if name == "repeats" and self.entry.kind == "sweep":
-                    label, placeholder = "Histories", "canonical order + N-1 random orders, same for every format"
-                if name == "size" and self.entry.kind in form.BFCL_KINDS:
-                    label = "Episodes"
+                label, placeholder = fixed or (numbers[name].label, numbers[name].placeholder)
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):
                         yield Label(label)
