@@ -81,8 +81,9 @@ def _report(execute) -> None:
         result = execute(reporter)
     finally:
         reporter.close()
-    if result.table is not None:
-        reporter.console.print(console.RENDERERS[result.table["table"]](result.table))
+    view = console.results_view(result.table)
+    if view is not None:
+        reporter.console.print(view)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")

@@ -320,5 +320,10 @@ def flag_order_table(table: dict[str, Any]) -> Table:
     return view
 
 
-RENDERERS = {"restored-state control": reset_table, "grid": grid_table, "pinning": pinning_verdict,
-             "sweep": sweep_table, "flag_order": flag_order_table}
+def results_view(table: dict[str, Any] | None) -> Any:
+    """A results table as its kind renders it (the `render` of its registration), or None for a table
+    no registered kind made."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
+
+    kind = kinds.for_table(table)
+    return kind.render(table) if kind else None

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.console import RENDERERS
+from kit.console import results_view
 from kit.tui.widgets.divergence_plot import plot
 
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "failed": "red"}
@@ -80,8 +80,8 @@ class ResultsScreen(Screen):
                           style="dim")
         self.query_one("#status", Static).update(status)
         table = result.table or {}
-        render = RENDERERS.get(table.get("table"))
-        self.query_one("#table", Static).update(render(table) if render else Text("no result table", style="dim"))
+        view = results_view(table)
+        self.query_one("#table", Static).update(view if view is not None else Text("no result table", style="dim"))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),
                                                      plot(table, self.app.size.width - 4)))
         self.query_one("#paths", Static).update(self.paths_text())
