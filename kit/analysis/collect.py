@@ -1,6 +1,7 @@
 """Run folders given to `kit analyze`, recognised by what their manifests say they hold.
 
-A folder is a *reset* run (the restored-state control, or the GSM8K bridge when its items come from
+The manifest's protocol kind, looked up in the registry (kit.protocols.kinds), says through its
+analysis entry which findings family a folder feeds. A folder is a *reset* run (the restored-state control, or the GSM8K bridge when its items come from
 GSM8K), a *grid* run, or a *sweep cell*: a grid-like folder whose manifest carries
 ``"sweep": {"format": ..., "history": k}`` (layout in docs/analysis.md). A run whose manifest lists
 ``cells`` (the sweep and flag × order protocols: many servers in one run) is read as one folder per
@@ -63,7 +64,7 @@ class RunFolder:
 
     path: Path
     manifest: dict[str, Any]
-    kind: str  # "reset", "grid" or "sweep"
+    kind: str  # its findings family: "reset", "grid" or "sweep"
     ok_passes: dict[str, dict[str, Any]] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -146,17 +147,28 @@ def read_runs(path: Path) -> list[RunFolder]:
     return [read_run(path, cell_manifest(manifest, name, cell)) for name, cell in cells.items()]
 
 
+def family(path: Path, manifest: dict[str, Any]) -> str:
+    """The findings family a folder (or a cell's view of one) feeds, from its kind's analysis entry
+    (kit.protocols.kind.Analysis): reset, grid, or sweep for a grid folder that carries `sweep`."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the kinds' modules import analysis modules
+
+    name = (manifest.get("protocol") or {}).get("kind")
+    kind = kinds.named(name, str(path))
+    if kind.analysis is None:
+        readable = [k.name for k in kinds.KINDS.values() if k.analysis is not None]
+        raise KitError(f"{path}: protocol kind {name!r} has no analysis yet",
+                       f"pass run folders of the {', '.join(readable[:-1])} or {readable[-1]} kinds")
+    if kind.analysis.family is None:
+        raise KitError(f"{path}: this {name} run lists no cells (it stopped before its first pass), "
+                       "so it holds nothing to analyse", "pass a run folder that ran at least one pass")
+    return "sweep" if kind.analysis.family == "grid" and manifest.get("sweep") else kind.analysis.family
+
+
 def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
     """Read one run folder's manifest (or a cell's view of it) and split its passes into OK ones and
     excluded ones."""
     manifest = manifest if manifest is not None else Manifest.load(path).data
-    kind = (manifest.get("protocol") or {}).get("kind")
-    if kind == "grid" and manifest.get("sweep"):
-        kind = "sweep"
-    if kind not in ("reset", "grid", "sweep"):
-        raise KitError(f"{path}: protocol kind {kind!r} has no analysis yet",
-                       "pass run folders of the reset, grid, sweep, dequant or flag-order protocols")
-    run = RunFolder(path=path, manifest=manifest, kind=kind)
+    run = RunFolder(path=path, manifest=manifest, kind=family(path, manifest))
     for pass_id, info in (manifest.get("passes") or {}).items():
         file = path / str(info.get("file", ""))
         if info.get("status") == "OK" and info.get("file") and file.is_file():
