@@ -1,0 +1,184 @@
+"""The kind registry: every shipped kind is registered completely, and a toy kind registered here (not
+shipped: one module's worth of code plus its YAML file) is validated, run, has its results computed at
+the end of the run, read by `kit analyze`, recomputed by `kit verify`, listed by the launcher's catalog
+and printed by the console, all through its one registration."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import Field
+from rich.table import Table
+
+from kit.analysis.collect import collect
+from kit.bundle.verify import verify_bundle
+from kit.cli import cli
+from kit.console import results_view
+from kit.errors import ConfigError
+from kit.manifest import Manifest, now, write_json_atomic
+from kit.paths import protocols_dir
+from kit.protocols import kinds
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.spec import ProtocolBase
+from kit.records import RecordWriter, read_records
+from kit.tui import form
+from kit.tui.catalog import EMBEDDED, Capabilities, catalog
+
+
+# --- the toy kind: what a new kind's module holds ---------------------------------------------------
+
+class ToyProtocol(ProtocolBase):
+    """Writes `notes` records, one pass, no engine."""
+
+    protocol: Literal["toy"]
+    notes: int = Field(3, ge=1, le=50)
+
+
+def prepare(protocol: ToyProtocol, inputs: RunInputs) -> Prepared:
+    return Prepared(plan={"requests": protocol.notes}, workload={"source": "toy notes"})
+
+
+def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
+    file = "records/p1.jsonl"
+    ctx.manifest.set_pass("p1", file=file, status="running", started=now())
+    with RecordWriter(ctx.run_dir / file) as writer:
+        for seq in range(protocol.notes):
+            ctx.checkpoint()
+            writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": "p1", "protocol": "toy", "seq": seq,
+                          "text": f"note {seq}", "error": None})
+    ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
+
+
+RESULTS_CALLED: list[Path] = []
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    RESULTS_CALLED.append(run_dir)
+    records = read_records(run_dir / "records/p1.jsonl").records
+    table = {"table": "toy notes", "run_id": run_dir.name, "files": {"toy": "results/toy.json"},
+             "notes": len(records), "last": records[-1]["text"] if records else None}
+    (run_dir / "results").mkdir(exist_ok=True)
+    write_json_atomic(run_dir / "results/toy.json", table)
+    return table
+
+
+def render(table: dict[str, Any]) -> Table:
+    view = Table(title="Toy notes")
+    view.add_column("notes")
+    view.add_column("last")
+    view.add_row(str(table["notes"]), str(table["last"]))
+    return view
+
+
+TOY = Kind(
+    name="toy", model=ToyProtocol, prepare=prepare, run=run, results=results, table="toy notes", render=render,
+    launcher=Launcher(measures="toy notes written without an engine", needs="nothing at all",
+                      estimate=lambda data: f"{data.get('notes', 3)} notes, about {rough_duration(1)} on a CPU",
+                      size=Number("Notes", "notes", 3, high=50)),
+    analysis=Analysis("reset"))
+
+TOY_YAML = "protocol: toy\ndescription: A toy kind that writes notes.\nnotes: 4\n"
+
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path) -> Path:
+    """The toy kind registered, and its protocol file."""
+    monkeypatch.setitem(kinds.KINDS, "toy", TOY)
+    RESULTS_CALLED.clear()
+    folder = tmp_path / "protocols"
+    folder.mkdir()
+    (folder / "toy.yaml").write_text(TOY_YAML)
+    return folder / "toy.yaml"
+
+
+# --- the shipped kinds ---------------------------------------------------------------------------------
+
+def test_every_shipped_kind_is_registered_whole_under_its_own_name():
+    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order"]
+    tables = [kind.table for kind in kinds.KINDS.values()]
+    assert len(set(tables)) == len(tables)
+    for name, kind in kinds.KINDS.items():
+        assert kind.name == name
+        assert kind.model.model_fields["protocol"].annotation == Literal[name]
+        assert callable(kind.render.resolve() if isinstance(kind.render, Lazy) else kind.render)
+        assert kind.launcher.measures and kind.launcher.needs and kind.launcher.size.label
+        assert kind.analysis is None or kind.analysis.family in ("reset", "grid", "sweep", None)
+        assert kinds.for_table({"table": kind.table}) is kind
+
+
+def test_every_protocol_file_loads_as_its_kind():
+    for path in sorted(protocols_dir().glob("*.yaml")):
+        protocol, _, _ = kinds.load(path.stem)
+        assert kinds.of(protocol) is kinds.KINDS[yaml.safe_load(path.read_text())["protocol"]]
+
+
+# --- the toy kind, through every door ------------------------------------------------------------------
+
+def test_a_registered_kind_is_validated_with_the_file_key_and_allowed_values(toy):
+    protocol, path, _ = kinds.load(str(toy))
+    assert isinstance(protocol, ToyProtocol) and protocol.notes == 4 and kinds.of(protocol) is TOY
+    toy.write_text(TOY_YAML.replace("notes: 4", "notes: 0"))
+    with pytest.raises(ConfigError, match=r"toy\.yaml: key 'notes'"):
+        kinds.load(str(toy))
+    toy.write_text(TOY_YAML.replace("protocol: toy", "protocol: toys"))
+    with pytest.raises(ConfigError) as raised:
+        kinds.load(str(toy))
+    assert "toy" in raised.value.line() and "reset" in raised.value.line()
+
+
+def test_a_registered_kind_is_listed_and_sized_by_the_launcher(toy, tmp_path):
+    [entry] = catalog(Capabilities((EMBEDDED,)), toy.parent)
+    assert (entry.kind, entry.runnable, entry.measures, entry.needs) == (
+        "toy", True, "toy notes written without an engine", "nothing at all")
+    assert entry.estimate == "4 notes, about 1 s on a CPU"
+    setup = form.defaults(str(toy), "toy", yaml.safe_load(TOY_YAML), tmp_path)
+    assert setup.size == "4" and form.problems(setup, Capabilities((EMBEDDED,)), set()) == {}
+    setup.size = "51"
+    assert "from 1 to 50" in form.problems(setup, Capabilities((EMBEDDED,)), set())["size"]
+    setup.size = "7"
+    assert form.overrides(setup) == {"notes": 7}
+    assert form.estimate_line(setup) == "this setup: 7 notes, about 1 s on a CPU"
+
+
+def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entry(toy, tmp_path):
+    out = tmp_path / "runs"
+    done = CliRunner().invoke(cli, ["run", str(toy), "--engine-url", "http://127.0.0.1:9", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    [run_dir] = [p for p in out.iterdir() if p.name.startswith("toy-")]
+    # the run: one record file, its pass OK, the results written at its end
+    assert [r["text"] for r in read_records(run_dir / "records/p1.jsonl")] == [f"note {i}" for i in range(4)]
+    manifest = Manifest.load(run_dir).data
+    assert (manifest["status"], manifest["protocol"]["kind"], manifest["passes"]["p1"]["status"]) == (
+        "finished", "toy", "OK")
+    assert manifest["results"] == {"toy": "results/toy.json"} and RESULTS_CALLED == [run_dir]
+    # the console: the kind's own renderer printed the table at the end of `kit run`
+    assert "Toy notes" in done.output and "note 3" in done.output
+    assert isinstance(results_view({"table": "toy notes", "notes": 1, "last": "x"}), Table)
+    # `kit analyze`: the run folder is read the way the kind's analysis entry says
+    [folder] = collect([run_dir]).runs
+    assert (folder.kind, list(folder.ok_passes)) == ("reset", ["p1"])
+    kinds.KINDS["toy"] = dataclasses.replace(TOY, analysis=None)
+    [skipped] = collect([run_dir]).skipped
+    assert "protocol kind 'toy' has no analysis yet" in skipped["reason"]
+    # `kit verify`: the bundle written after the run recomputes the results through the same entry
+    [bundle] = (out / "bundles").iterdir()
+    verdict = verify_bundle(bundle)
+    assert verdict.ok, verdict.lines()
+    assert verdict.results_compared == [f"runs/{run_dir.name}/results/toy.json"]
+    assert len(RESULTS_CALLED) == 2 and RESULTS_CALLED[1].name == run_dir.name and RESULTS_CALLED[1] != run_dir
+
+
+def test_a_run_folder_of_a_kind_this_kit_does_not_know_is_refused_with_the_fix(toy, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_json_atomic(run_dir / "manifest.json", {"schema": "kit.manifest/1", "run_id": "r", "status": "finished",
+                                                  "protocol": {"kind": "batch"}})
+    [skipped] = collect([run_dir]).skipped
+    assert "protocol kind 'batch' is not one this kit knows" in skipped["reason"]
+    assert "toy" in skipped["reason"]
