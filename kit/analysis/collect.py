@@ -1,12 +1,13 @@
 """Run folders given to `kit analyze`, recognised by what their manifests say they hold.
 
 The manifest's protocol kind, looked up in the registry (kit.protocols.kinds), says through its
-analysis entry which findings family a folder feeds. A folder is a *reset* run (the restored-state control, or the GSM8K bridge when its items come from
-GSM8K), a *grid* run, or a *sweep cell*: a grid-like folder whose manifest carries
-``"sweep": {"format": ..., "history": k}`` (layout in docs/analysis.md). A run whose manifest lists
-``cells`` (the sweep and flag × order protocols: many servers in one run) is read as one folder per
-cell, each seeing only its own passes. Anything else is listed as skipped with its reason. VOID passes
-are never analysed; they are collected here with their reasons.
+analysis entry which findings family a folder feeds. A folder is a *reset* run (the restored-state
+control, or the GSM8K bridge when its items come from GSM8K), a *grid* run, or a *sweep cell*: a
+grid-like folder whose manifest carries ``"sweep": {"format": ..., "history": k}`` (layout in
+docs/analysis.md). A run whose manifest lists ``cells`` (the sweep and flag × order protocols: many
+servers in one run) is read as one folder per cell, each seeing only its own passes. Anything else is
+listed as skipped with its reason. VOID passes are never analysed; they are collected here with their
+reasons.
 """
 
 from __future__ import annotations

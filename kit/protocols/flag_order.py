@@ -77,7 +77,6 @@ class FlagOrderProtocol(BfclPassesProtocol):
         return arms
 
 
-
 def pass_plan(protocol: FlagOrderProtocol) -> list[FlagOrderPass]:
     """Every pass in run order: arm by arm, each arm's passes in its order (`default-between-on1`,
     `default-between-off1`, `default-between-on2`, ...)."""

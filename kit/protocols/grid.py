@@ -95,7 +95,6 @@ class GridProtocol(BfclPassesProtocol):
     server: Literal["shared", "per_pass"] = "shared"
 
 
-
 def pass_plan(protocol: GridProtocol) -> list[PassPlan]:
     """Every pass in run order: for each order, the protocol's arms (on1, off1, on2, off2 for the
     paper's order; with several orders the ids carry the order: on1-o0, off1-o0, ...)."""

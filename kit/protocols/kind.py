@@ -19,9 +19,9 @@ A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...). It
 How to add a kind
 -----------------
 1. Write `kit/protocols/<name>.py` with the model, `prepare`, `run` and `results`, and `KIND = Kind(...)`
-   at its bottom. A renderer that lives elsewhere is named with `Lazy("module:function")`, so
-   registering the kind imports nothing heavy; so are statistics: import `kit.stats` inside the
-   functions that compute (`tests/test_import_cost.py` keeps `import kit.runner` free of them).
+   at its bottom. Keep registering cheap: name a renderer that lives in kit.console with
+   `Lazy("kit.console:<function>")`, and import `kit.stats` inside the functions that compute
+   (`tests/test_import_cost.py` keeps `import kit.runner` free of scipy, matplotlib, textual, ...).
 2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one list of kinds.
 3. Add `protocols/<file>.yaml` with `protocol: <name>`.
 `tests/protocols/test_kinds.py` shows a complete toy kind going through all of it (docs/protocols.md).
@@ -74,15 +74,19 @@ class Number:
         """The file's own number: the form's starting value."""
         if callable(self.default):
             return self.default(data)
-        node: Any = data if self.key else None
-        for part in (self.key or "").split("."):
+        if self.key is None:
+            return self.default
+        node: Any = data
+        for part in self.key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         return self.default if node is None else node
 
     def override(self, number: int) -> dict[str, Any]:
-        """`{"workload": {"items": 7}}` for key `workload.items` (a number with a key)."""
+        """`{"workload": {"items": 7}}` for key `workload.items`."""
+        if self.key is None:
+            raise ValueError(f"the form's {self.label!r} overrides no protocol key")
         nested: Any = number
-        for part in reversed(str(self.key).split(".")):
+        for part in reversed(self.key.split(".")):
             nested = {part: nested}
         return nested
 

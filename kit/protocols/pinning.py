@@ -81,7 +81,6 @@ class PinningProtocol(ProtocolBase):
     regimes: Regimes = Regimes()
 
 
-
 @dataclass(frozen=True)
 class Call:
     """One planned call: its role, whether it sends the measured prompt, and its index within its arm."""

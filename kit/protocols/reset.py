@@ -60,7 +60,6 @@ class ResetProtocol(ProtocolBase):
         return self
 
 
-
 def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
     """The items to serve and their description for the manifest (GSM8K file, or generated problems)."""
     workload = protocol.workload

@@ -70,7 +70,6 @@ class SweepProtocol(BfclPassesProtocol):
         return rows[history % len(rows)]
 
 
-
 def pass_plan(protocol: SweepProtocol) -> list[SweepPass]:
     """Every pass in run order: history by history, formats in the history's row; a format's
     references run before its first cache-on pass; the replicates last."""

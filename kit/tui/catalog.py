@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 EMBEDDED = "embedded CPU engine"
 
+
 @dataclass(frozen=True)
 class Capabilities:
     """What this machine can run: the doctor's open ways, plus whether the embedded engine is installed."""

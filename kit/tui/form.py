@@ -128,7 +128,7 @@ class Setup:
     repeats: str = ""  # e.g. items, sessions and max tokens of a reset; episodes and histories of a sweep
     max_tokens: str = ""
     out: str = ""
-    passes: int = 4  # the grid's passes, from the protocol file (shown, not edited)
+    passes: int = 4  # the file's passes, not edited (a grid's estimate counts them)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -196,4 +196,6 @@ def estimate_line(setup: Setup) -> str:
     except ValueError:
         return "fix the numbers to see an estimate"
     estimate = kind_launcher(setup.kind).estimate
-    return "this setup: " + (estimate({**numbers, "passes": [None] * setup.passes}) if estimate else "duration unknown")
+    if estimate is None:
+        return "this setup: duration unknown"
+    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}"
