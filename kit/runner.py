@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kit import sigill_guard
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
-from kit import sigill_guard
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
@@ -81,7 +81,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return NativeProvider(spec, details, cpu if not options.server_bin else None)
+    return NativeProvider(spec, details, cpu)
 
 
 def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
@@ -136,10 +136,11 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
-    if recorded and _cpu_record(provider)["library_sha256"] != recorded["library_sha256"]:
+    now_cpu = _cpu_record(provider)
+    if recorded and (now_cpu or {}).get("library_sha256") != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
                        f"{recorded['library_sha256'][:12]}…, but this machine's differs "
-                       f"({_cpu_record(provider)['library_sha256'][:12]}…): one run never mixes backends",
+                       f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
