@@ -29,12 +29,16 @@ PROVE_FIX = "run `kit doctor` (it starts the engine for one short completion, a 
 RUN_DEMO_FIX = "run `kit demo` to see the full error, or use --server-bin / --engine-url"
 UNPROVEN_MARK = "not proven yet: run `kit doctor`"
 
-# What each way of running needs (check names); `runnable()` says which ways are open.
+# The ways of running an engine, and what each needs (check names); `runnable()` says which are open.
+EMBEDDED_WAY = "embedded CPU engine"
+DOCKER_WAY = "Docker GPU engines (llama.cpp, vLLM)"
+NATIVE_LLAMACPP_WAY = "native llama.cpp CUDA build"
+NATIVE_VLLM_WAY = "native vLLM"
 PATHS: dict[str, tuple[str, ...]] = {
-    "embedded CPU engine": ("embedded engine",),
-    "Docker GPU engines (llama.cpp, vLLM)": ("docker daemon", "nvidia runtime", "gpu"),
-    "native llama.cpp CUDA build": ("gpu", "nvcc", "build tools"),
-    "native vLLM": ("gpu",),
+    EMBEDDED_WAY: ("embedded engine",),
+    DOCKER_WAY: ("docker daemon", "nvidia runtime", "gpu"),
+    NATIVE_LLAMACPP_WAY: ("gpu", "nvcc", "build tools"),
+    NATIVE_VLLM_WAY: ("gpu",),
 }
 
 

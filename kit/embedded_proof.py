@@ -19,14 +19,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kit import __version__
 from kit.errors import EngineError
-from kit.launch import cpu_backend
-from kit.launch.embedded import EmbeddedBinary
 from kit.manifest import now, write_json_atomic
-from kit.models.hashing import sha256_file
+
+if TYPE_CHECKING:
+    from kit.launch.embedded import EmbeddedBinary
 
 SCHEMA = 1
 FOLDER = "doctor"
@@ -41,6 +41,9 @@ def folder(cache: Path) -> Path:
 
 def key_inputs(found: EmbeddedBinary, choice: str, flags: set[str]) -> dict[str, str]:
     """What a proof depends on, each as it is compared (hashes, versions, the choice)."""
+    from kit.launch import cpu_backend  # noqa: PLC0415 - the launcher imports this module; keep it light
+    from kit.models.hashing import sha256_file  # noqa: PLC0415
+
     wheel_library = found.binary.parent / cpu_backend.WHEEL_LIBRARY
     wheel_sha = found.backend.library_sha256 if found.backend.name == "wheel" else sha256_file(wheel_library)
     return {"cpu_flags_sha256": hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest(),

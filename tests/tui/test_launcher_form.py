@@ -8,6 +8,7 @@ import asyncio
 from textual.widgets import Button, Input, Select
 
 from kit.tui.app import KitApp
+from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.setup import SetupScreen
 from tests.tui.conftest import PROTOCOLS, static_text
@@ -92,3 +93,21 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             assert app.screen is screen and app.live is None
 
     asyncio.run(drive())
+
+
+def test_an_unproven_embedded_engine_leaves_only_the_endpoint_and_says_why(tmp_path):
+    caps = Capabilities((), why_not={EMBEDDED: NOT_PROVEN})
+
+    async def drive():
+        app = _app(caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            picker = app.screen
+            assert "endpoint URL only" in static_text(picker, "#protocols")
+            assert NOT_PROVEN in static_text(picker, "#detail").replace("\n", " ")
+            await pilot.press("down", "enter")  # reset: startable with an endpoint URL
+            await pilot.pause()
+            return app.screen.setup.engine, static_text(app.screen, "#p-engine")
+
+    engine, problem = asyncio.run(drive())
+    assert engine == "endpoint" and problem.strip() == ""  # the form starts on the one engine it can use
