@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.widgets import Button, Input, Select
+from textual.widgets import Button, Input, OptionList, Select
 
+from kit.paths import protocols_dir
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities
 from kit.tui.screens.picker import PickerScreen
@@ -93,6 +94,24 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             assert app.screen is screen and app.live is None
 
     asyncio.run(drive())
+
+
+def test_every_protocol_file_is_visible_at_120x40_without_scrolling(cpu_caps, tmp_path):
+    names = sorted(path.stem for path in protocols_dir().glob("*.yaml"))
+
+    async def drive():
+        app = KitApp(caps=cpu_caps, outputs=tmp_path, watch_logs=False)  # the kit's own protocols/
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            options = app.screen.query_one("#protocols", OptionList)
+            assert options.option_count == len(names) >= 13
+            assert app.screen.region.contains_region(options.region)
+            assert options.max_scroll_y == 0 and options.scroll_y == 0
+            shown = static_text(app.screen, "#protocols").splitlines()
+            return [next((row for row in shown if row.strip("│ ").split()[:1] == [name]), None) for name in names]
+
+    rows = asyncio.run(drive())
+    assert all(rows), dict(zip(names, rows))
 
 
 def test_an_unproven_embedded_engine_leaves_only_the_endpoint_and_says_why(tmp_path):

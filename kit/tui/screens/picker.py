@@ -18,8 +18,8 @@ from kit.tui.catalog import Capabilities, Entry, catalog
 
 def _label(entry: Entry) -> Text:
     text = Text()
-    text.append(f"{entry.name:<12}", style="bold" if entry.runnable else "dim")
-    text.append(f" {entry.kind:<8}", style="dim")
+    text.append(f"{entry.name:<15}", style="bold" if entry.runnable else "dim")
+    text.append(f" {entry.kind:<10}", style="dim")
     why = entry.why_not or ""
     if entry.ready:
         text.append(" ready", style="green")
@@ -37,9 +37,11 @@ class PickerScreen(Screen):
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
+    # The list takes the rows it needs, up to half the screen (every protocol file at 120x40, ten rows
+    # at 80x24); the description gets the rest and scrolls when it must.
     DEFAULT_CSS = """
-    PickerScreen #protocols { height: auto; max-height: 12; border: round $primary; }
-    PickerScreen #details { border: round $secondary; padding: 0 1; }
+    PickerScreen #protocols { height: auto; max-height: 50%; border: round $primary; }
+    PickerScreen #details { height: 1fr; border: round $secondary; padding: 0 1; }
     PickerScreen #machine { height: auto; color: $text-muted; padding: 0 1; }
     """
 
