@@ -36,6 +36,11 @@ ENGINES = (
     EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, False),
     EngineChoice("endpoint", "my own endpoint (URL + kind)", None, True),
 )
+CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
+    "auto": "auto (the wheel's where this CPU allows, else portable)",
+    "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
+    "portable": "portable (AVX2, built here once)",
+}
 ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
 WIRED_ENDPOINT_KINDS = {"llamacpp"}
 BFCL_KINDS = ("grid", "sweep", "flag_order")  # their size field is the number of BFCL episodes
@@ -131,6 +136,7 @@ class Setup:
     protocol: str
     kind: str
     engine: str = "embedded"
+    cpu_backend: str = "auto"  # the embedded engine's CPU backend (CPU_BACKENDS)
     model: str = ""
     url: str = ""
     endpoint_kind: str = "llamacpp"
@@ -187,6 +193,7 @@ def run_options(setup: Setup):
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
                       engine_url=setup.url.strip().rstrip("/") if endpoint else None,
                       launcher="docker" if setup.engine == "llamacpp-container" else "native",
+                      cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
                       out=Path(setup.out).expanduser())
 
 

@@ -8,6 +8,7 @@ import asyncio
 from textual.widgets import Button, Input, OptionList, Select
 
 from kit.paths import protocols_dir
+from kit.tui import form
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities
 from kit.tui.screens.picker import PickerScreen
@@ -80,7 +81,7 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             await pilot.press("down", "enter")
             await pilot.pause()
             screen = app.screen
-            await pilot.press("tab")  # engine -> model
+            await pilot.press("tab", "tab")  # engine -> CPU backend -> model
             assert app.focused is screen.query_one("#f-model", Input)
             await pilot.press(*str(tmp_path / "nowhere.gguf"))
             await pilot.pause()
@@ -112,6 +113,27 @@ def test_every_protocol_file_is_visible_at_120x40_without_scrolling(cpu_caps, tm
 
     rows = asyncio.run(drive())
     assert all(rows), dict(zip(names, rows))
+
+
+def test_the_cpu_backend_is_chosen_for_the_embedded_engine_only(cpu_caps, tmp_path):
+    async def drive():
+        app = _app(cpu_caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("down", "enter")  # reset
+            await pilot.pause()
+            screen = app.screen
+            assert screen.query_one("#w-cpu_backend").display and screen.setup.cpu_backend == "auto"
+            await pilot.press("tab", "enter")  # open the CPU backend list: auto, wheel, portable
+            await pilot.press("down", "down", "enter")
+            await pilot.pause()
+            chosen = form.run_options(screen.setup).cpu_backend
+            screen.query_one("#f-engine", Select).value = "endpoint"
+            await pilot.pause()
+            return chosen, screen.query_one("#w-cpu_backend").display, form.run_options(screen.setup).cpu_backend
+
+    chosen, shown_for_endpoint, endpoint_backend = asyncio.run(drive())
+    assert chosen == "portable"
+    assert not shown_for_endpoint and endpoint_backend == "auto"
 
 
 def test_an_unproven_embedded_engine_leaves_only_the_endpoint_and_says_why(tmp_path):

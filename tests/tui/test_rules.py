@@ -19,6 +19,7 @@ import pytest
 from kit import doctor
 from kit.doctor import CommandResult
 from kit.errors import IllegalInstruction
+from kit.launch.cpu_backend import CHOICES
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog
 from kit.tui.live_state import LiveState
@@ -113,6 +114,17 @@ def test_the_form_names_why_the_embedded_engine_is_not_usable():
     assert form.engine_problem(form.ENGINES[0], caps, "reset") == NOT_PROVEN
     assert form.usable_engine("reset", caps) == "endpoint"
     assert form.usable_engine("reset", Capabilities((EMBEDDED,))) == "embedded"
+
+
+def test_the_cpu_backend_choice_reaches_the_runner(tmp_path, cpu_caps):
+    assert tuple(form.CPU_BACKENDS) == CHOICES
+    setup = form.defaults("reset.yaml", "reset", {}, tmp_path)
+    assert setup.cpu_backend == "auto" and form.run_options(setup).cpu_backend == "auto"
+    setup.cpu_backend = "portable"
+    assert form.problems(setup, cpu_caps, set()) == {}
+    assert form.run_options(setup).cpu_backend == "portable"
+    setup.engine, setup.url = "endpoint", "http://127.0.0.1:8080"
+    assert form.run_options(setup).cpu_backend == "auto"  # only the embedded engine has a CPU backend
 
 
 def test_url_check_explains_what_is_wrong():

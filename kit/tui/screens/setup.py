@@ -75,6 +75,7 @@ class SetupScreen(Screen):
             yield Static(id="summary")
             for name, label, choices in (
                     ("engine", "Engine", [(c.label, c.key) for c in form.ENGINES]),
+                    ("cpu_backend", "CPU backend", [(label, key) for key, label in form.CPU_BACKENDS.items()]),
                     ("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])):
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):
@@ -120,8 +121,8 @@ class SetupScreen(Screen):
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
         engine = self.setup.engine
-        visible = {"endpoint_kind": engine == "endpoint", "url": engine == "endpoint",
-                   "model": engine != "endpoint", "server_bin": engine == "native"}
+        visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
+                   "url": engine == "endpoint", "model": engine != "endpoint", "server_bin": engine == "native"}
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
         found = form.problems(self.setup, self.app.caps, self.models)
