@@ -1,47 +1,63 @@
 """The protocol catalog the launcher shows: every protocols/*.yaml, what it measures and needs, and
-whether this machine can run it (from the same checks as `kit doctor`). No Textual here."""
+whether this machine can run it. A protocol is ready only where an engine way it can use is open in
+`kit doctor`'s checks, the embedded engine only once proven by a real completion. No Textual here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kit import doctor
+from kit.doctor import DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
 from kit.errors import KitError
 from kit.paths import protocols_dir
 
-EMBEDDED = "embedded CPU engine"
+EMBEDDED = EMBEDDED_WAY
+ENDPOINT = "your own endpoint URL"  # not a doctor way: always there, never proven here
+STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY)  # llama.cpp engines the kit starts itself
+ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
+NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"
 
-# What each kind measures and needs, in two short lines (the protocol's own description follows).
+# What each kind measures and needs, in two short lines (the protocol's own description follows), and
+# the engine ways it can use.
 KIND_NOTES: dict[str, dict[str, Any]] = {
     "reset": {"measures": "restored-state control: does recompute / cache hit reproduce, do the paths differ",
-              "needs": "any llama.cpp engine; the embedded CPU engine works", "ways": None},
+              "needs": "any llama.cpp engine; the embedded CPU engine works", "ways": ANY_LLAMACPP},
     "grid": {"measures": "BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
-             "needs": "any llama.cpp engine + BFCL (fetched once); long prompts, slow on a CPU", "ways": None},
+             "needs": "any llama.cpp engine + BFCL (fetched once); long prompts, slow on a CPU", "ways": ANY_LLAMACPP},
     "sweep": {"measures": "path divergence across weight formats x episode histories, a fresh server per pass",
               "needs": "any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
-              "ways": None},
+              "ways": STARTED_LLAMACPP},
     "flag_order": {"measures": "Table III: run-to-run cache-on divergence, server-level prompt cache (default / "
                                "off) x pass order (adjacent / cache-off pass between), a fresh server per arm",
                    "needs": "any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on "
-                            "a CPU", "ways": None},
-    "sentinel": {"measures": "sentinel prompts that detect hidden cache state", "needs": "any engine", "ways": None},
+                            "a CPU", "ways": STARTED_LLAMACPP},
+    "sentinel": {"measures": "sentinel prompts that detect hidden cache state", "needs": "any engine",
+                 "ways": (*ANY_LLAMACPP, NATIVE_VLLM_WAY)},
     "dequant": {"measures": "divergence across weight formats of one model", "needs": "models in several formats",
-                "ways": None},
+                "ways": STARTED_LLAMACPP},
     "pinning": {"measures": "state pinning: the three-state check (cold / hit / checkpoint)",
-                "needs": "an engine that reports cache state", "ways": None},
+                "needs": "an engine that reports cache state", "ways": ANY_LLAMACPP},
 }
+
+
+def kind_ways(kind: str) -> tuple[str, ...]:
+    """The engine ways a kind can use (an unknown kind: any llama.cpp engine)."""
+    return KIND_NOTES.get(kind, {}).get("ways") or ANY_LLAMACPP
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What this machine can run: the doctor's open ways, plus whether the embedded engine is installed."""
+    """What this machine can run: the engine ways proven or found by `kit doctor`, and for a way it cannot
+    use (yet), the one line saying why (not proven, its proof failed, not installed)."""
 
     ways: tuple[str, ...]
     checked: bool = True  # False while the doctor is still looking
+    why_not: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def embedded(self) -> bool:
@@ -49,19 +65,24 @@ class Capabilities:
 
     @property
     def gpu(self) -> bool:
-        return any("GPU" in way or "CUDA" in way or "vLLM" in way for way in self.ways)
+        return any(way in self.ways for way in (DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY))
+
+
+def capabilities(checks: Sequence[Check]) -> Capabilities:
+    """The doctor's checks as the launcher uses them: an embedded engine counts only once proven."""
+    waiting = doctor.unproven_ways(checks)
+    ways = tuple(way for way in doctor.runnable(checks) if way not in waiting)
+    why_not = {}
+    if EMBEDDED not in ways:
+        engine = next(c for c in checks if c.name == "embedded engine")
+        why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
+    return Capabilities(ways, why_not=why_not)
 
 
 def machine_capabilities() -> Capabilities:
-    """The doctor's checks without starting an engine (a few seconds: Docker ping, nvidia-smi)."""
-    from kit import doctor
-    from kit.launch import embedded
-
-    ways = [w for w in doctor.runnable(doctor.run_checks(doctor.default_probes(), start_engine=False))
-            if w != EMBEDDED]
-    if embedded.available():
-        ways.insert(0, EMBEDDED)
-    return Capabilities(tuple(ways))
+    """The doctor's checks with the embedded engine proven: its kept proof, else one short completion now
+    (kept for next time). Well under a second with a kept proof, a few seconds without."""
+    return capabilities(doctor.run_checks(doctor.default_probes(), start_engine=True))
 
 
 @dataclass(frozen=True)
@@ -75,8 +96,9 @@ class Entry:
     measures: str
     needs: str
     estimate: str
-    runnable: bool
-    why_not: str | None  # shown when it cannot be started here
+    runnable: bool  # can be started here (ready, or with the user's own endpoint URL only)
+    why_not: str | None  # shown when it is not ready here
+    ready: bool = False  # an engine way it can use is proven here
 
     def explanation(self) -> str:
         return f"{self.measures}.\nNeeds {self.needs}; {self.estimate}."
@@ -139,18 +161,24 @@ def entry(path: Path, procedures: Sequence[str], caps: Capabilities) -> Entry:
     kind = str(data.get("protocol", "?"))
     notes = KIND_NOTES.get(kind, {"measures": f"a {kind} protocol", "needs": "see the file", "ways": None})
     description = " ".join(str(data.get("description", "")).split())
-    why_not = None
+    runnable, ready, why_not = readiness(kind, procedures, caps)
+    return Entry(path.stem, path, kind, description, notes["measures"], notes["needs"], estimate(kind, data),
+                 runnable, why_not, ready)
+
+
+def readiness(kind: str, procedures: Sequence[str], caps: Capabilities) -> tuple[bool, bool, str | None]:
+    """(can start, ready, why not ready) for a kind on this machine: ready where an engine way it can use is
+    open; startable without one only where the user's own endpoint URL will do."""
     if kind not in procedures:
-        why_not = f"not available yet: this kit cannot run '{kind}' protocols"
-    elif not caps.checked:
-        why_not = "checking this machine…"
-    elif notes["ways"] and not any(need in " ".join(caps.ways) for need in notes["ways"]):
-        why_not = f"needs {notes['needs']}, which `kit doctor` does not find here"
-    cost = estimate(kind, data)
-    if why_not is None and not caps.ways:
-        cost += "; no local engine here (see `kit doctor`): give your own endpoint URL"
-    return Entry(path.stem, path, kind, description, notes["measures"], notes["needs"], cost,
-                 why_not is None, why_not)
+        return False, False, f"not available yet: this kit cannot run '{kind}' protocols"
+    if not caps.checked:
+        return False, False, "checking this machine…"
+    ways = kind_ways(kind)
+    if any(way in caps.ways for way in ways):
+        return True, True, None
+    reason = next((caps.why_not[way] for way in ways if way in caps.why_not),
+                  f"needs {KIND_NOTES.get(kind, {}).get('needs', 'an engine')}, which `kit doctor` does not find here")
+    return ENDPOINT in ways, False, reason  # with no proven engine, an endpoint URL can still be given
 
 
 def catalog(caps: Capabilities, folder: Path | None = None, procedures: Sequence[str] | None = None) -> list[Entry]:
@@ -160,7 +188,7 @@ def catalog(caps: Capabilities, folder: Path | None = None, procedures: Sequence
 
         procedures = list(kinds.PROCEDURES)
     entries = [entry(path, procedures, caps) for path in sorted((folder or protocols_dir()).glob("*.yaml"))]
-    return sorted(entries, key=lambda e: (not e.runnable, e.name))
+    return sorted(entries, key=lambda e: (not e.ready, not e.runnable, e.name))
 
 
 def validate(name: str) -> str | None:
