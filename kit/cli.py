@@ -12,6 +12,7 @@ import click
 
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
+from kit.terminal_text import one_line
 
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
@@ -400,10 +401,10 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
 @cli.command()
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
 def verify(bundle_file: Path) -> None:
-    """Check a bundle: every checksum, and every result recomputed from the raw records.
+    """Check a bundle: its archive layout, every checksum, and every result recomputed from the raw records.
 
     Prints OK, or each problem and each mismatch (file, key, bundled value, recomputed value);
-    exits 1 on any.
+    exits 1 on any, and on an archive `kit bundle` did not write (a one-line reason).
     """
     from kit.bundle.verify import verify_bundle  # noqa: PLC0415
 
@@ -416,11 +417,16 @@ def verify(bundle_file: Path) -> None:
 
 @cli.command()
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
-def show(bundle_file: Path) -> None:
-    """Print a bundle's headline results and provenance without unpacking it."""
+@click.option("--no-verify", is_flag=True,
+              help="Show the content without checking checksums and results (the output says UNVERIFIED).")
+def show(bundle_file: Path, no_verify: bool) -> None:
+    """Verify a bundle, then print its headline results and provenance.
+
+    Exits 1 without showing anything when the bundle does not verify (unless --no-verify).
+    """
     from kit.bundle.show import describe  # noqa: PLC0415
 
-    for line in describe(bundle_file):
+    for line in describe(bundle_file, verify=not no_verify):
         click.echo(line)
 
 
@@ -451,7 +457,7 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except KitError as exc:
-        click.echo(f"kit: error: {exc.line()}", err=True)
+        click.echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("kit: stopped", err=True)
