@@ -25,6 +25,7 @@ from kit.protocols import kinds
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
+from kit.secret_urls import redact_url
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
@@ -49,6 +50,7 @@ class RunOptions:
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
+CREDENTIALS_DROPPED = "engine_url_credentials_removed"  # saved options key: --engine-url had secrets, not stored
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,9 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
+    if saved_options.pop(CREDENTIALS_DROPPED, None):
+        raise KitError(f"{run_dir} ran against --engine-url {saved_options.get('engine_url')} whose credentials "
+                       "were never stored, so the kit cannot reconnect to resume it", "start a new run")
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
     options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
@@ -170,6 +175,9 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider", "stop")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
+    if options.engine_url and redact_url(options.engine_url) != options.engine_url:
+        saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
+        saved[CREDENTIALS_DROPPED] = True
     return saved
 
 
