@@ -5,6 +5,7 @@ The runner never imports a user interface: it reports through events.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
@@ -102,11 +103,14 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     procedure = kinds.procedure(protocol)
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
+    if _sha256(content) != digest:
+        raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     manifest = Manifest.create(
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
-                           "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
+                           "content": content, "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
         seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
@@ -126,6 +130,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     if manifest.data["status"] == "finished":
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
     saved = manifest.data["protocol"]
+    check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
     procedure = kinds.procedure(protocol)
     saved_options = dict(manifest.data.get("options", {}))
@@ -159,6 +164,20 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, procedure, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_stored_protocol(run_dir: Path, saved: dict[str, Any]) -> None:
+    """Resume runs the protocol text the manifest keeps only if it still has the sha256 recorded with it."""
+    content, recorded = saved.get("content"), saved.get("sha256")
+    actual = _sha256(content) if isinstance(content, str) else "none (no protocol text)"
+    if actual != recorded:
+        raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
+                       f"records {recorded}; refusing to resume a run whose protocol was changed",
+                       "restore the manifest from a bundle or start a new run")
 
 
 def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: str) -> dict[str, str]:
@@ -207,8 +226,20 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
         for pass_id, info in manifest.data.get("passes", {}).items():
             if info.get("status") == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
-        table = procedure.results(run_dir)
-        manifest.update(results=table.get("files", {}))
+        results_error: BaseException | None = None
+        try:
+            table = procedure.results(run_dir)
+            manifest.update(results=table.get("files", {}))
+        except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
+            table, results_error = None, exc
+            if status != "failed":  # a failure already recorded stays the reason
+                status, reason = "failed", f"writing the results failed: {_reason(exc)}"
         manifest.finish(status, reason)
         emit(RunEnded(run_dir, status, reason))
+        if results_error is not None and not isinstance(results_error, Exception):
+            raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
     return RunResult(run_dir, status, reason, table)
+
+
+def _reason(exc: Exception) -> str:
+    return exc.line() if isinstance(exc, KitError) else f"internal error: {type(exc).__name__}: {exc}"
