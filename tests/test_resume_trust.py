@@ -27,7 +27,8 @@ def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    files = (p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
 
 
 def _stopped_run(tmp_path: Path) -> Path:

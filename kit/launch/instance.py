@@ -33,8 +33,8 @@ class OllamaProvider:
         self._make = make_engine or (lambda url, model: OllamaEngine(url, model))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "ollama", "url": redact_url(self.url), "model": self.model, "reload": "keep_alive 0, confirmed by /api/ps",
-                "unload_timeout_s": self.unload_timeout}
+        return {"kind": "ollama", "url": redact_url(self.url), "model": self.model,
+                "reload": "keep_alive 0, confirmed by /api/ps", "unload_timeout_s": self.unload_timeout}
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
