@@ -3,7 +3,8 @@
 Whenever a URL is recorded (manifest, log, error message, bundle), `redact_url` is applied first:
 - userinfo (`user:password@`) is dropped; scheme, host, port and path are kept;
 - the value of every secret-looking query parameter is replaced by `[REDACTED]` (the parameter's name
-  stays, so a reader knows one was passed); other parameters are kept as written.
+  stays, so a reader knows one was passed); other parameters are kept as written; a fragment of
+  `name=value` pairs (`#access_token=...`) is treated the same way.
 
 A query parameter looks secret when its name, lower-cased with `-` read as `_`, is in
 SECRET_QUERY_PARAMS or has one of SECRET_PARAM_WORDS as one of its `_`-separated words (`x-api-key`,
@@ -13,7 +14,7 @@ SECRET_QUERY_PARAMS or has one of SECRET_PARAM_WORDS as one of its `_`-separated
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
 SECRET_QUERY_PARAMS = frozenset({
@@ -42,13 +43,17 @@ def redact_url(url: str) -> str:
     if not parts.scheme or not parts.netloc:
         return url
     netloc = parts.netloc.rpartition("@")[2]
-    query = "&".join(_redact_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, _redact_pairs(parts.query), _redact_pairs(parts.fragment)))
+
+
+def _redact_pairs(text: str) -> str:
+    """A query (or an OAuth-style `#access_token=...` fragment) with secret-named values redacted."""
+    return "&".join(_redact_pair(pair) for pair in text.split("&")) if text else ""
 
 
 def _redact_pair(pair: str) -> str:
     name, sep, _ = pair.partition("=")
-    return f"{name}={REDACTED}" if sep and secret_param(name) else pair
+    return f"{name}={REDACTED}" if sep and secret_param(unquote_plus(name)) else pair
 
 
 def redact_urls_in(text: str) -> str:

@@ -30,6 +30,8 @@ def test_userinfo_goes_and_secret_parameters_are_redacted_by_name_in_any_case():
     assert redact_url("https://h/p?ACCESS_TOKEN=a&x-api-key=b&client_secret=c&sig=d&Signature=e&auth=f&page=2") == (
         "https://h/p?ACCESS_TOKEN=[REDACTED]&x-api-key=[REDACTED]&client_secret=[REDACTED]&sig=[REDACTED]"
         "&Signature=[REDACTED]&auth=[REDACTED]&page=2")
+    assert redact_url("http://h/?api%5Fkey=a#access_token=b&x=1") == (
+        "http://h/?api%5Fkey=[REDACTED]#access_token=[REDACTED]&x=1")
     assert redact_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"  # nothing secret: unchanged
     assert redact_url("not a url") == "not a url"
     assert {"api_key", "key", "token", "access_token", "secret", "password", "sig", "signature", "auth"} <= (
