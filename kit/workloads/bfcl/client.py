@@ -13,12 +13,13 @@ import queue
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kit
 from kit.errors import KitError
+from kit.workloads.bfcl.call_policy import Refusal
 from kit.workloads.bfcl.provision import BfclInstall
 
 
@@ -75,8 +76,22 @@ class Decoded:
 
 
 @dataclass(frozen=True)
+class Execution:
+    """What one step's calls gave: a result per call, in order, and the calls the policy refused
+    (each answered with BFCL's error text for a failed call, never executed)."""
+
+    results: tuple[str, ...]
+    refused: tuple[Refusal, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: dict) -> Execution:
+        return cls(results=tuple(d["results"]), refused=tuple(Refusal.from_json(r) for r in d["refused"]))
+
+
+@dataclass(frozen=True)
 class Score:
-    """BFCL's verdict on one episode; `decoded` is what the checker saw (turn -> step -> calls)."""
+    """BFCL's verdict on one episode; `decoded` is what the model's steps decoded to (turn -> step ->
+    calls); `refused` the calls among them the checker got only as a failing stand-in."""
 
     valid: bool
     error_type: str | None
@@ -84,12 +99,14 @@ class Score:
     decoded: list
     n_turns: int
     n_truth_turns: int
+    refused: list = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: dict) -> Score:
         return cls(valid=bool(d["valid"]), error_type=d.get("error_type"),
                    error_message=d.get("error_message"), decoded=d.get("decoded", []),
-                   n_turns=d.get("n_turns", 0), n_truth_turns=d.get("n_truth_turns", 0))
+                   n_turns=d.get("n_turns", 0), n_truth_turns=d.get("n_truth_turns", 0),
+                   refused=d.get("refused", []))
 
 
 def worker_environment(install: BfclInstall) -> dict[str, str]:
@@ -245,8 +262,10 @@ class BfclWorker:
     def decode(self, text: str) -> Decoded:
         return Decoded.from_json(self.call("decode", text=text))
 
-    def execute(self, pass_id: str, episode_id: str, calls: list[str] | tuple[str, ...]) -> list[str]:
-        return self.call("execute", pass_id=pass_id, episode_id=episode_id, calls=list(calls))
+    def execute(self, pass_id: str, episode_id: str, calls: list[str] | tuple[str, ...]) -> Execution:
+        """Run one step's calls (those the call policy allows) in the (pass, episode)'s environment."""
+        return Execution.from_json(self.call("execute", pass_id=pass_id, episode_id=episode_id,
+                                             calls=list(calls)))
 
     def release(self, pass_id: str, episode_id: str) -> int:
         return self.call("release", pass_id=pass_id, episode_id=episode_id)
