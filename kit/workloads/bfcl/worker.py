@@ -16,7 +16,8 @@ name; this worker gives every (pass, episode) its own fresh name, and `release` 
 BFCL `eval`s model output, so none reaches it unchecked: text goes to the decoder, and calls to the
 executor (in `execute`, and in `check`/`score`, whose checker executes them again), only as far as the
 call policy (`call_policy.py`) allows. A refused call is answered with the executor's error text and
-listed in the answer's `refused`.
+listed in the answer's `refused`. Before its first request the worker loads everything it needs and
+then confines itself (`confinement.py`); `hello` says what is in force.
 """
 
 from __future__ import annotations
@@ -26,11 +27,17 @@ import itertools
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from kit.workloads.bfcl import call_policy
+from kit.workloads.bfcl.confinement import Confinement, confine
 
 CATEGORY = "multi_turn_base"
+
+# Standard-library modules BFCL's environments import on first use (found by running every ground-truth
+# call of the 200 episodes): loaded before confinement, when the interpreter's files can still be read.
+PRELOADED_MODULES = ("_strptime",)
 
 
 def _id_number(entry_id: str) -> int:
@@ -50,6 +57,7 @@ class BfclSession:
         # docstring and tests) in a process that does not have bfcl_eval on its path.
         import importlib
         import inspect
+        from importlib.metadata import version
 
         from bfcl_eval import utils as bfcl_utils
         from bfcl_eval.constants.default_prompts import DEFAULT_SYSTEM_PROMPT_FORMAT
@@ -69,7 +77,10 @@ class BfclSession:
         self._truth: dict[str, list[list[str]]] = {}
         self._names: dict[tuple[str, str], str] = {}
         self._serial = itertools.count(1)
-        # Every environment class the episodes involve, with its public methods, for the call policy.
+        self.confinement: Confinement | None = None
+        self._version = version("bfcl-eval")
+        # Everything is loaded now, before confinement: the dataset, every environment class the
+        # episodes involve (with its public methods, for the call policy) and the modules they import late.
         self._load_all()
         self._methods: dict[str, frozenset[str]] = {}
         for name in sorted({c for e in self._entries.values() for c in e["involved_classes"]}):
@@ -77,6 +88,8 @@ class BfclSession:
             # the methods BFCL's executor routes bare calls to: inspect.ismethod, no leading underscore
             self._methods[name] = frozenset(m for m, _ in inspect.getmembers(instance, inspect.ismethod)
                                             if not m.startswith("_"))
+        for module in PRELOADED_MODULES:
+            importlib.import_module(module)
         assert call_policy.call_refusal(call_policy.REFUSED_STAND_IN, self._methods) is not None
 
     # -- dataset -----------------------------------------------------------------------------
@@ -253,19 +266,19 @@ class BfclSession:
         }
 
     def hello(self) -> dict:
-        from importlib.metadata import version
-
-        return {"bfcl_eval": version("bfcl-eval"), "python": sys.version.split()[0],
+        return {"bfcl_eval": self._version, "python": sys.version.split()[0],
                 "project_root": os.environ.get("BFCL_PROJECT_ROOT"),
-                "environment_keys": sorted(os.environ)}
+                "environment_keys": sorted(os.environ),
+                "confinement": self.confinement.report if self.confinement else None}
 
 
 OPERATIONS = ("hello", "load_episodes", "system_prompt", "decode", "execute", "release", "score",
               "check")
 
 
-def serve(session: BfclSession, requests, answer) -> None:
-    """Answer each JSON-line request with one JSON line until the input ends."""
+def serve(session: BfclSession, requests, answer, confinement: Confinement | None = None) -> None:
+    """Answer each JSON-line request with one JSON line until the input ends (each under the
+    confinement's per-request hooks, when confined)."""
     for line in requests:
         line = line.strip()
         if not line:
@@ -277,7 +290,11 @@ def serve(session: BfclSession, requests, answer) -> None:
             op = req["op"]
             if op not in OPERATIONS:
                 raise ValueError(f"unknown operation {op!r}")
+            if confinement is not None:
+                confinement.before_operation()
             result = getattr(session, op)(**req.get("args", {}))
+            if confinement is not None:
+                confinement.after_operation()
             reply = {"id": req_id, "ok": True, "result": result}
         except Exception as e:
             reply = {"id": req_id, "ok": False, "error": str(e), "kind": type(e).__name__}
@@ -294,12 +311,13 @@ def main() -> int:
         print("BFCL_PROJECT_ROOT must be set (BFCL writes into its project root)", file=sys.stderr)
         return 2
     session = BfclSession()
+    session.confinement = confine(Path(os.environ["HOME"]))
 
     def answer(text: str) -> None:
         channel.write(text + "\n")
         channel.flush()
 
-    serve(session, sys.stdin, answer)
+    serve(session, sys.stdin, answer, session.confinement)
     return 0
 
 
