@@ -214,6 +214,8 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
     workload = protocol.workload
     with BfclWorker(prepared.payload, log_path=ctx.run_dir / "logs" / "bfcl-worker.log") as worker, \
             closing(sessions) as live_sessions:
+        # what the BFCL worker is (versions, environment, confinement in force) goes into the workload
+        ctx.manifest.update(workload={**ctx.manifest.data.get("workload", {}), "worker": worker.hello()})
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
         if arms and "estimate" not in ctx.manifest.data:

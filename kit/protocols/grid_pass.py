@@ -111,6 +111,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                 sha, _ = record(writer, episode.id, request, completion, info.request_index, {
                     "turn": info.turn_index, "turn_step": info.step_index, "action": info.action,
                     "calls": info.calls, "decode_error": info.decode_error, "tool_results": list(info.tool_results),
+                    "tool_refused": [r.as_json() for r in info.tool_refused],
                     "prompt_tokens_counted": info.prompt_tokens})
                 walked.append((sha, completion_emitted(completion)))
                 ctx.checkpoint()  # the record is written; stop before the episode's next request
