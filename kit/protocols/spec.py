@@ -106,6 +106,7 @@ def parse(data: Any, source: str, models: dict[str, type[Strict]],
     except ValidationError as exc:
         first = exc.errors()[0]
         where = _where(first)
+        first["msg"] = first["msg"].removeprefix("Value error, ")
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         option = (options or {}).get(where)
         if option:
