@@ -3,6 +3,7 @@ folder exists. Each error names the option and says how to fix it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from pathlib import Path
@@ -37,7 +38,8 @@ def check_port(port: int, option: str = "--port") -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise ConfigError(f"{option} {port}: the port cannot be used ({exc.strerror or exc})",
+            why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror or exc})"
+            raise ConfigError(f"{option} {port}: port {port} {why}",
                               f"pass another {option}, stop what listens there, or leave {option} out") from None
 
 
@@ -49,16 +51,16 @@ def check_threads(threads: int, option: str = "--threads") -> None:
 
 def check_binary(path: Path, option: str = "--server-bin") -> None:
     if not path.exists():
-        raise ConfigError(f"{option} {path}: no such file", "give the path of a llama-server binary")
+        raise ConfigError(f"{option} {path}: llama-server binary not found", "give the path of a llama-server binary")
     if not path.is_file():
         raise ConfigError(f"{option} {path} is not a file", "give the path of a llama-server binary")
     if not os.access(path, os.X_OK):
         raise ConfigError(f"{option} {path} is not executable", f"chmod +x {path}, or give another binary")
 
 
-def check_input_file(path: Path, option: str) -> None:
+def check_input_file(path: Path, option: str, what: str = "file") -> None:
     if not path.is_file():
-        raise ConfigError(f"{option} {path}: no such file", f"give the path of an existing file to {option}")
+        raise ConfigError(f"{option} {path}: {what} not found", f"give {option} the path of an existing {what}")
 
 
 def check_out(path: Path, option: str = "--out") -> None:
@@ -82,7 +84,7 @@ def check_run_options(options: Any) -> None:
     if options.out is not None:
         check_out(Path(options.out))
     if options.gsm8k is not None:
-        check_input_file(Path(options.gsm8k), "--gsm8k")
+        check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
     if options.provider is not None:
         return
     if options.engine_url:
