@@ -250,8 +250,10 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     the reason.
     """
     from kit.analysis import findings  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "analysis")
+    check_out(target, "--out" if out else "RUN_DIRS")
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
@@ -399,7 +401,10 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
     report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
     """
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
 
+    if output is not None:
+        check_out(output.parent, "--output")
     written = write_bundle(list(run_dirs), output)
     for line in written.skipped:
         click.echo(f"left out: {line}")
