@@ -28,12 +28,17 @@ CPU_BACKEND = click.option(
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
-    click.option("--items", type=_within(1, limits.ITEMS_MAX), help="Number of items (overrides the protocol's workload.items)."),
-    click.option("--episodes", type=_within(1, limits.EPISODES_MAX), help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
-    click.option("--sessions", type=_within(1, limits.SESSIONS_MAX), help="Number of sessions, each on a fresh server (overrides the protocol)."),
-    click.option("--histories", type=_within(1, limits.HISTORIES_MAX), help="Episode histories of a sweep: canonical + N-1 random orders "
+    click.option("--items", type=_within(1, limits.ITEMS_MAX),
+                 help="Number of items (overrides the protocol's workload.items)."),
+    click.option("--episodes", type=_within(1, limits.EPISODES_MAX),
+                 help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
+    click.option("--sessions", type=_within(1, limits.SESSIONS_MAX),
+                 help="Number of sessions, each on a fresh server (overrides the protocol)."),
+    click.option("--histories", type=_within(1, limits.HISTORIES_MAX),
+                 help="Episode histories of a sweep: canonical + N-1 random orders "
                  "(overrides the protocol's histories)."),
-    click.option("--max-tokens", type=_within(1, limits.CTX_MAX), help="Tokens to generate per request (overrides the protocol)."),
+    click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
+                 help="Tokens to generate per request (overrides the protocol)."),
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
     click.option("--server-bin", type=click.Path(path_type=Path),
                  help="A llama-server binary to launch instead of the embedded one."),
@@ -41,8 +46,10 @@ RUN_OPTIONS = [
                  help="How the kit starts llama-server: native (the embedded engine or --server-bin) or docker "
                       "(an image built from Dockerfile.llamacpp, GPU passthrough; needs a Docker daemon)."),
     click.option("--engine-url", help="Use an already running llama-server at this URL (the kit cannot restart it)."),
-    click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts (default: a free one)."),
-    click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server (default: all cores)."),
+    click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX),
+                 help="Port for the server the kit starts (default: a free one)."),
+    click.option("--threads", type=_within(1, limits.THREADS_MAX),
+                 help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
 ]
@@ -165,14 +172,18 @@ def run(protocol: str, **kwargs) -> None:
               show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
 @click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
 @click.option("--cycles", type=_within(1, limits.CALLS_MAX), help="Cycles of the cache-instance protocol (default 5).")
-@click.option("--per-arm", type=_within(1, limits.CALLS_MAX), help="Same-prompt calls in each arm of a cycle (default 10).")
+@click.option("--per-arm", type=_within(1, limits.CALLS_MAX),
+              help="Same-prompt calls in each arm of a cycle (default 10).")
 @click.option("--max-tokens", type=_within(1, limits.CTX_MAX), help="Length of the measured answer (default 256).")
-@click.option("--calibration-rounds", type=_within(1, limits.ROUNDS_MAX), help="Fresh instances for the timing calibration (default 3).")
-@click.option("--always-fresh", type=_within(0, limits.CALLS_MAX), help="Calls in the always-fresh regime (default 5; 0 skips it).")
-@click.option("--steady", type=_within(0, limits.CALLS_MAX), help="Calls in the steady-state regime (default 10; 0 skips it).")
+@click.option("--calibration-rounds", type=_within(1, limits.ROUNDS_MAX),
+              help="Fresh instances for the timing calibration (default 3).")
+@click.option("--always-fresh", type=_within(0, limits.CALLS_MAX),
+              help="Calls in the always-fresh regime (default 5; 0 skips it).")
+@click.option("--steady", type=_within(0, limits.CALLS_MAX),
+              help="Calls in the steady-state regime (default 10; 0 skips it).")
 @click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
-@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True), default=30.0, show_default=True,
-              help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
+@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True),
+              default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
 @click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")

@@ -60,11 +60,13 @@ Arm = Annotated[Literal["on", "off"], BeforeValidator(_arm)]
 
 class BfclWorkload(Strict):
     episodes: int = b.count(1, b.EPISODES_MAX, 80)
-    ids: Annotated[tuple[str, ...], b.UNIQUE, Field(min_length=1, max_length=b.EPISODES_MAX)] | None = None  # explicit episode ids instead of the first N in ascending order
+    # explicit episode ids instead of the first N in ascending order (at least one, each once)
+    ids: Annotated[tuple[str, ...], b.UNIQUE, Field(min_length=1, max_length=b.EPISODES_MAX)] | None = None
     # (with ids, `episodes` below their number keeps the first ones: `--episodes 1` sizes such a file down)
     prompt_format: Literal["auto", "chatml", "qwen25", "llama31"] = "auto"
     max_tokens_cap: b.MaxTokens = 4096
-    max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)  # a smoke-test cap; the paper has none
+    # a smoke-test cap; the paper has none
+    max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)
 
     def chosen_ids(self) -> list[str] | None:
         return list(self.ids[:self.episodes]) if self.ids else None

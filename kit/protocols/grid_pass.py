@@ -26,8 +26,10 @@ SENTINEL_PROMPT = "Sentinel cache reset. " * 32
 
 class GridGates(Strict):
     off_max_cached_tokens: b.Tokens = 0  # every cache-off request must reuse nothing
-    on_min_hit_share: float = Field(0.95, strict=True, ge=0, le=1)  # share of cache-on requests after an episode's first that must hit
-    episode_start_cold: bool = Field(False, strict=True)  # every episode's first request must reuse nothing (sentinel isolation)
+    # share of cache-on requests after an episode's first that must hit
+    on_min_hit_share: float = Field(0.95, strict=True, ge=0, le=1)
+    # every episode's first request must reuse nothing (sentinel isolation)
+    episode_start_cold: bool = Field(False, strict=True)
 
 
 def gate(arm: str, request_index: int, cached: int | None, gates: GridGates) -> tuple[bool, str | None]:

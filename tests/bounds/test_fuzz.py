@@ -21,7 +21,8 @@ NUMBERS = [
     ("demo", "seed", 0, limits.SEED_MAX, False), ("demo", "order_seed", 0, limits.SEED_MAX, False),
     ("demo", "engine.ctx_size", limits.CTX_MIN, limits.CTX_MAX, False),
     ("demo", "engine.cache_ram", 0, limits.CACHE_RAM_MAX, True),
-    ("demo", "workload.items", 1, limits.ITEMS_MAX, False), ("demo", "workload.first_item", 0, limits.FIRST_ITEM_MAX, False),
+    ("demo", "workload.items", 1, limits.ITEMS_MAX, False),
+    ("demo", "workload.first_item", 0, limits.FIRST_ITEM_MAX, False),
     ("demo", "sessions", 1, limits.SESSIONS_MAX, False), ("demo", "max_tokens", 1, 2048, False),
     ("demo", "top_logprobs", 1, limits.TOP_LOGPROBS_MAX, False),
     ("demo", "gates.abort_after_items", 1, limits.ITEMS_MAX, False),
@@ -32,7 +33,8 @@ NUMBERS = [
     ("sweep-cpu", "histories", 1, limits.HISTORIES_MAX, False),
     ("flag-order-cpu", "engine.ctx_size", limits.CTX_MIN, limits.CTX_MAX, False),
     ("pinning", "cycles", 1, limits.CALLS_MAX, False), ("pinning", "per_arm", 1, limits.CALLS_MAX, False),
-    ("pinning", "regimes.steady", 0, limits.CALLS_MAX, False), ("pinning", "calibration.rounds", 1, limits.ROUNDS_MAX, False),
+    ("pinning", "regimes.steady", 0, limits.CALLS_MAX, False),
+    ("pinning", "calibration.rounds", 1, limits.ROUNDS_MAX, False),
     ("pinning", "reuse_tolerance", 0, limits.CTX_MAX, False),
 ]
 
@@ -56,8 +58,9 @@ def _outside(low: int, high: int) -> st.SearchStrategy[int]:
 @st.composite
 def bad_values(draw) -> tuple[str, str, object]:
     base, key, low, high, nullable = draw(st.sampled_from(NUMBERS))
-    wrong = [_outside(low, high), st.booleans(), st.floats(allow_nan=False).filter(lambda x: x != int(x) if abs(x) < 1e300 else True),
-             st.integers(low, high).map(str), st.lists(st.integers(low, high), max_size=2)]
+    fractions = st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != int(x))
+    wrong = [_outside(low, high), st.booleans(), fractions, st.integers(low, high).map(str),
+             st.lists(st.integers(low, high), max_size=2)]
     if not nullable:
         wrong.append(st.none())
     return base, key, draw(st.one_of(wrong))
