@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit import sigill_guard
+from kit import preflight, sigill_guard
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.launch import embedded
@@ -100,6 +100,7 @@ def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
+    preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     procedure = kinds.procedure(protocol)
     prepared = procedure.prepare(protocol, RunInputs(gsm8k=options.gsm8k))

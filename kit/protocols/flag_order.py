@@ -21,6 +21,7 @@ from kit.analysis import flag_order_run
 from kit.analysis.grid_findings import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
+from kit.protocols import bounds as b
 from kit.protocols.grid import Arm, BfclPassesProtocol, PassPlan, drive, prepare_bfcl
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
@@ -32,7 +33,7 @@ class FlagOrderArm(Strict):
     """One cell: its name (a prefix of its pass ids), the server's `--cache-ram` and its passes in order."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    cache_ram: int | None = Field(None, ge=0)  # MiB; null keeps llama.cpp's default (8192), 0 disables
+    cache_ram: b.CacheRam | None = None  # MiB; null keeps llama.cpp's default (8192), 0 disables
     passes: tuple[Arm, ...]
 
     @field_validator("passes")

@@ -24,6 +24,7 @@ from kit.events import (
     PlanEstimate,
     SessionStarted,
 )
+from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid_pass import GridGates, run_pass
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -58,12 +59,14 @@ Arm = Annotated[Literal["on", "off"], BeforeValidator(_arm)]
 
 
 class BfclWorkload(Strict):
-    episodes: int = Field(80, ge=1, le=200)
-    ids: tuple[str, ...] | None = None  # explicit episode ids instead of the first N in ascending order
+    episodes: int = b.count(1, b.EPISODES_MAX, 80)
+    # explicit episode ids instead of the first N in ascending order (at least one, each once)
+    ids: Annotated[tuple[str, ...], b.UNIQUE, Field(min_length=1, max_length=b.EPISODES_MAX)] | None = None
     # (with ids, `episodes` below their number keeps the first ones: `--episodes 1` sizes such a file down)
     prompt_format: Literal["auto", "chatml", "qwen25", "llama31"] = "auto"
-    max_tokens_cap: int = Field(4096, ge=1)
-    max_requests_per_episode: int | None = Field(None, ge=1)  # a smoke-test cap; the paper has none
+    max_tokens_cap: b.MaxTokens = 4096
+    # a smoke-test cap; the paper has none
+    max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)
 
     def chosen_ids(self) -> list[str] | None:
         return list(self.ids[:self.episodes]) if self.ids else None
@@ -78,9 +81,9 @@ class BfclPassesProtocol(ProtocolBase):
     orders are drawn, sentinel isolation, log-probability depth and the cache-state gates."""
 
     workload: BfclWorkload = BfclWorkload()
-    order_seed: int = 20261007
-    sentinel: bool = False  # overwrite the cache with a fixed sentinel prompt before every episode
-    top_logprobs: int = Field(1, ge=1, le=20)
+    order_seed: b.Seed = 20261007
+    sentinel: bool = Field(False, strict=True)  # overwrite the cache with a fixed sentinel prompt before every episode
+    top_logprobs: int = b.count(1, b.TOP_LOGPROBS_MAX, 1)
     gates: GridGates = GridGates()
 
 
@@ -90,7 +93,7 @@ class GridProtocol(BfclPassesProtocol):
 
     protocol: Literal["grid"]
     passes: tuple[Arm, ...] = ("on", "off", "on", "off")
-    orders: tuple[int, ...] = Field((0,), min_length=1)
+    orders: Annotated[tuple[b.OrderIndex, ...], b.UNIQUE] = Field((0,), min_length=1, max_length=b.ORDERS_MAX)
     server: Literal["shared", "per_pass"] = "shared"
 
 
