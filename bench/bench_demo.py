@@ -32,7 +32,7 @@ def one_run(backend: str) -> dict:
             if first is None and "recompute " in line and ("reproduce" in line or "NOT" in line):
                 first = time.monotonic() - started
             if ran is None and line.startswith("CPU backend: "):
-                ran = line.split(": ", 1)[1].split(" (", 1)[0]
+                ran = line.split(": ", 1)[1].split()[0]
         code = proc.wait()
         return {"cpu_backend": backend, "ran": ran, "exit": code,
                 "first_verdict_s": round(first, 1) if first else None,

@@ -12,6 +12,13 @@ import click
 
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
+from kit import limits
+from kit.terminal_text import one_line
+
+
+def _within(low: int, high: int) -> click.IntRange:
+    """An integer option within [low, high] (the limits table in docs/protocols.md)."""
+    return click.IntRange(low, high)
 
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
@@ -21,12 +28,17 @@ CPU_BACKEND = click.option(
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
-    click.option("--items", type=int, help="Number of items (overrides the protocol's workload.items)."),
-    click.option("--episodes", type=int, help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
-    click.option("--sessions", type=int, help="Number of sessions, each on a fresh server (overrides the protocol)."),
-    click.option("--histories", type=int, help="Episode histories of a sweep: canonical + N-1 random orders "
+    click.option("--items", type=_within(1, limits.ITEMS_MAX),
+                 help="Number of items (overrides the protocol's workload.items)."),
+    click.option("--episodes", type=_within(1, limits.EPISODES_MAX),
+                 help="Number of BFCL episodes (overrides the protocol's workload.episodes)."),
+    click.option("--sessions", type=_within(1, limits.SESSIONS_MAX),
+                 help="Number of sessions, each on a fresh server (overrides the protocol)."),
+    click.option("--histories", type=_within(1, limits.HISTORIES_MAX),
+                 help="Episode histories of a sweep: canonical + N-1 random orders "
                  "(overrides the protocol's histories)."),
-    click.option("--max-tokens", type=int, help="Tokens to generate per request (overrides the protocol)."),
+    click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
+                 help="Tokens to generate per request (overrides the protocol)."),
     click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
     click.option("--server-bin", type=click.Path(path_type=Path),
                  help="A llama-server binary to launch instead of the embedded one."),
@@ -34,8 +46,10 @@ RUN_OPTIONS = [
                  help="How the kit starts llama-server: native (the embedded engine or --server-bin) or docker "
                       "(an image built from Dockerfile.llamacpp, GPU passthrough; needs a Docker daemon)."),
     click.option("--engine-url", help="Use an already running llama-server at this URL (the kit cannot restart it)."),
-    click.option("--port", type=int, help="Port for the server the kit starts (default: a free one)."),
-    click.option("--threads", type=int, help="CPU threads for the server (default: all cores)."),
+    click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX),
+                 help="Port for the server the kit starts (default: a free one)."),
+    click.option("--threads", type=_within(1, limits.THREADS_MAX),
+                 help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
 ]
@@ -158,18 +172,22 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--kind", type=click.Choice(["auto", "llamacpp", "ollama", "vllm", "openai"]), default="auto",
               show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
 @click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
-@click.option("--cycles", type=int, help="Cycles of the cache-instance protocol (default 5).")
-@click.option("--per-arm", type=int, help="Same-prompt calls in each arm of a cycle (default 10).")
-@click.option("--max-tokens", type=int, help="Length of the measured answer (default 256).")
-@click.option("--calibration-rounds", type=int, help="Fresh instances for the timing calibration (default 3).")
-@click.option("--always-fresh", type=int, help="Calls in the always-fresh regime (default 5; 0 skips it).")
-@click.option("--steady", type=int, help="Calls in the steady-state regime (default 10; 0 skips it).")
+@click.option("--cycles", type=_within(1, limits.CALLS_MAX), help="Cycles of the cache-instance protocol (default 5).")
+@click.option("--per-arm", type=_within(1, limits.CALLS_MAX),
+              help="Same-prompt calls in each arm of a cycle (default 10).")
+@click.option("--max-tokens", type=_within(1, limits.CTX_MAX), help="Length of the measured answer (default 256).")
+@click.option("--calibration-rounds", type=_within(1, limits.ROUNDS_MAX),
+              help="Fresh instances for the timing calibration (default 3).")
+@click.option("--always-fresh", type=_within(0, limits.CALLS_MAX),
+              help="Calls in the always-fresh regime (default 5; 0 skips it).")
+@click.option("--steady", type=_within(0, limits.CALLS_MAX),
+              help="Calls in the steady-state regime (default 10; 0 skips it).")
 @click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
-@click.option("--unload-timeout", type=float, default=30.0, show_default=True,
-              help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
+@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True),
+              default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
-@click.option("--port", type=int, help="Port for the server the kit starts.")
-@click.option("--threads", type=int, help="CPU threads for the server the kit starts.")
+@click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
+@click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
@@ -183,6 +201,10 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     from kit import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit import console, runner  # noqa: PLC0415
 
+    if url is not None:
+        from kit.preflight import check_url  # noqa: PLC0415
+
+        check_url(url, "URL")
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
@@ -223,13 +245,13 @@ def resume_run(run_dir: Path, cpu_backend: str) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for findings.json, tables/ and figures/ (default: analysis/ inside the first run folder).")
 @click.option("--no-figures", is_flag=True, help="Skip drawing the figures (matplotlib not needed).")
-@click.option("--block-replicates", type=int, default=10_000, show_default=True,
+@click.option("--block-replicates", type=_within(1, limits.REPLICATES_MAX), default=10_000, show_default=True,
               help="Circular block bootstrap replicates for single-pass rates.")
-@click.option("--sweep-replicates", type=int, default=2_000, show_default=True,
+@click.option("--sweep-replicates", type=_within(1, limits.REPLICATES_MAX), default=2_000, show_default=True,
               help="Two-way bootstrap replicates for the sweep (each refits the GLMM).")
-@click.option("--cluster-replicates", type=int, default=2_000, show_default=True,
+@click.option("--cluster-replicates", type=_within(1, limits.REPLICATES_MAX), default=2_000, show_default=True,
               help="Episode-bootstrap replicates for the mechanism and the grid trend.")
-@click.option("--workers", type=int, default=0,
+@click.option("--workers", type=_within(0, limits.WORKERS_MAX), default=0,
               help="Processes reading record files and refitting the sweep GLMM (default: one per CPU).")
 def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, block_replicates: int,
             sweep_replicates: int, cluster_replicates: int, workers: int) -> None:
@@ -240,8 +262,10 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     the reason.
     """
     from kit.analysis import findings  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "analysis")
+    check_out(target, "--out" if out else "RUN_DIRS")
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
@@ -309,25 +333,32 @@ def cpu_isa(libraries: tuple[Path, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.option("--model", "models", multiple=True,
               help="Registry model you plan to use (repeatable; default: the embedded engine's model).")
-@click.option("--no-start", is_flag=True, help="Do not start the embedded engine (faster, but proves less).")
-def doctor(as_json: bool, models: tuple[str, ...], no_start: bool) -> None:
+@click.option("--no-start", is_flag=True,
+              help="Do not start the embedded engine: a kept proof still counts, else it shows as not proven.")
+@click.option("--recheck", is_flag=True, help="Prove the embedded engine again even when a kept proof holds.")
+@CPU_BACKEND
+def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool, cpu_backend: str) -> None:
     """Say what this machine can run: Docker, GPUs, CUDA, build tools, disk, the embedded engine.
 
-    Exits 0 when anything at all can run (missing optional parts are listed with their fix), 1 when
-    nothing can.
+    The embedded engine is proven by one short real completion, kept in the kit cache per machine
+    (CPU flags, kit version, backend libraries, --cpu-backend) and reused until --recheck. Exits 0
+    when anything at all can run (missing optional parts are listed with their fix), 1 when nothing can.
     """
     import json  # noqa: PLC0415
 
     from kit import doctor as doc  # noqa: PLC0415
 
-    checks = doc.run_checks(doc.default_probes(), models or (doc.DEFAULT_MODEL,), start_engine=not no_start)
+    if no_start and recheck:
+        raise click.UsageError("--recheck proves the engine again and --no-start forbids starting it: drop one")
+    checks = doc.run_checks(doc.default_probes(cpu_backend), models or (doc.DEFAULT_MODEL,),
+                            start_engine=not no_start, recheck=recheck)
     result = doc.report(checks)
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))
     else:
         for check in checks:
             click.echo(check.line())
-        click.echo(f"can run: {', '.join(result['can_run']) or 'nothing'}")
+        click.echo(doc.can_run_line(checks))
     if not result["can_run"]:
         sys.exit(1)
 
@@ -382,7 +413,10 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
     report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
     """
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
 
+    if output is not None:
+        check_out(output.parent, "--output")
     written = write_bundle(list(run_dirs), output)
     for line in written.skipped:
         click.echo(f"left out: {line}")
@@ -394,10 +428,10 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
 @cli.command()
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
 def verify(bundle_file: Path) -> None:
-    """Check a bundle: every checksum, and every result recomputed from the raw records.
+    """Check a bundle: its archive layout, every checksum, and every result recomputed from the raw records.
 
     Prints OK, or each problem and each mismatch (file, key, bundled value, recomputed value);
-    exits 1 on any.
+    exits 1 on any, and on an archive `kit bundle` did not write (a one-line reason).
     """
     from kit.bundle.verify import verify_bundle  # noqa: PLC0415
 
@@ -410,11 +444,16 @@ def verify(bundle_file: Path) -> None:
 
 @cli.command()
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
-def show(bundle_file: Path) -> None:
-    """Print a bundle's headline results and provenance without unpacking it."""
+@click.option("--no-verify", is_flag=True,
+              help="Show the content without checking checksums and results (the output says UNVERIFIED).")
+def show(bundle_file: Path, no_verify: bool) -> None:
+    """Verify a bundle, then print its headline results and provenance.
+
+    Exits 1 without showing anything when the bundle does not verify (unless --no-verify).
+    """
     from kit.bundle.show import describe  # noqa: PLC0415
 
-    for line in describe(bundle_file):
+    for line in describe(bundle_file, verify=not no_verify):
         click.echo(line)
 
 
@@ -441,11 +480,15 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("kit: stopped", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a bad option or argument: one line naming it, and where help is
+        command = exc.ctx.command_path if exc.ctx else "kit"
+        click.echo(f"kit: error: {one_line(exc.format_message()).rstrip('.')}; see `{command} --help`", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except KitError as exc:
-        click.echo(f"kit: error: {exc.line()}", err=True)
+        click.echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("kit: stopped", err=True)

@@ -108,7 +108,8 @@ class ConsoleReporter:
             self.close()
 
     def close(self) -> None:
-        self.progress.stop()
+        if self.progress.live.is_started:  # stopping a bar never started prints a stray blank line
+            self.progress.stop()
 
 
 def reset_table(table: dict[str, Any]) -> Table:

@@ -3,6 +3,11 @@
 Each check is a small pure function of a `Probes` object, which holds every way the doctor looks at
 the machine (the Docker daemon, commands, disk, ports, the embedded engine, the environment).
 `default_probes()` looks at the real machine; tests pass their own probes.
+
+The embedded engine counts as proven only after one real completion (kit.embedded_proof), kept in
+the kit cache per machine and reused until something it depends on changes or `--recheck` is given.
+Without a start (`--no-start`, or before the first proof) it is installed but not proven: still a
+way to run, marked so in the text and in the JSON's `unproven`.
 """
 
 from __future__ import annotations
@@ -11,22 +16,29 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from kit import embedded_proof
 from kit.errors import KitError
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
+PROVE_FIX = "run `kit doctor` (it starts the engine for one short completion, a few seconds)"
+RUN_DEMO_FIX = "run `kit demo` to see the full error, or use --server-bin / --engine-url"
+UNPROVEN_MARK = "not proven yet: run `kit doctor`"
 
-# What each way of running needs (check names); `runnable()` says which ways are open.
+# The ways of running an engine, and what each needs (check names); `runnable()` says which are open.
+EMBEDDED_WAY = "embedded CPU engine"
+DOCKER_WAY = "Docker GPU engines (llama.cpp, vLLM)"
+NATIVE_LLAMACPP_WAY = "native llama.cpp CUDA build"
+NATIVE_VLLM_WAY = "native vLLM"
 PATHS: dict[str, tuple[str, ...]] = {
-    "embedded CPU engine": ("embedded engine",),
-    "Docker GPU engines (llama.cpp, vLLM)": ("docker daemon", "nvidia runtime", "gpu"),
-    "native llama.cpp CUDA build": ("gpu", "nvcc", "build tools"),
-    "native vLLM": ("gpu",),
+    EMBEDDED_WAY: ("embedded engine",),
+    DOCKER_WAY: ("docker daemon", "nvidia runtime", "gpu"),
+    NATIVE_LLAMACPP_WAY: ("gpu", "nvcc", "build tools"),
+    NATIVE_VLLM_WAY: ("gpu",),
 }
 
 
@@ -43,6 +55,11 @@ class Check:
     def line(self) -> str:
         text = f"{self.status:<8}{self.name}: {self.detail}"
         return f"{text}  -> {self.fix}" if self.fix and self.status != OK else text
+
+    def sentence(self) -> str:
+        """What is wrong and the fix, as one line for another program to show (the launcher)."""
+        text = f"{self.name}: {self.detail}"
+        return f"{text}; {self.fix}" if self.fix and self.status != OK else text
 
 
 @dataclass(frozen=True)
@@ -62,7 +79,8 @@ class Probes:
     which: Callable[[str], str | None]
     disk_free: Callable[[Path], int]  # bytes free at a folder
     free_port: Callable[[], int]
-    embedded: Callable[[], dict[str, Any]]  # start the embedded engine, return what /props said
+    embedded_identity: Callable[[], dict[str, Any]]  # locate the embedded engine: its proof key and CPU backend
+    prove_embedded: Callable[[], dict[str, Any]]  # start it, one short completion: what came back
     model_needs: Callable[[Sequence[str]], list[tuple[str, int | None, bool]]]  # (name, size, cached)
     cache_dir: Path
     environ: Mapping[str, str]
@@ -170,19 +188,56 @@ def check_port(probes: Probes) -> Check:
     return Check("loopback port", OK, f"127.0.0.1:{port} is free", data={"port": port})
 
 
-def check_embedded(probes: Probes) -> Check:
+def check_embedded(probes: Probes, start: bool = True, recheck: bool = False) -> Check:
+    """Proven (one real completion, now or kept from before), installed but not proven, or missing."""
     try:
-        found = probes.embedded()
+        identity = probes.embedded_identity()
     except KitError as exc:
         return Check("embedded engine", MISSING, exc.message, exc.fix)
     except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
-        return Check("embedded engine", MISSING, f"failed: {_short(exc)}",
-                     "run `kit demo` to see the full error, or use --server-bin / --engine-url")
-    backend = found.get("cpu_backend") or {}
+        return Check("embedded engine", MISSING, f"cannot locate it: {_short(exc)}", RUN_DEMO_FIX)
+    kept = embedded_proof.load(probes.cache_dir, identity["key"])
+    if kept and kept["ok"] and not recheck:
+        return _proven(kept, cached=True)
+    if not start:
+        return _unproven(identity, kept)
+    try:
+        proof = embedded_proof.record(identity, probes.prove_embedded())
+    except KitError as exc:
+        proof = embedded_proof.record(identity, None, (exc.message, exc.fix))
+    except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
+        proof = embedded_proof.record(identity, None, (f"failed: {_short(exc)}", RUN_DEMO_FIX))
+    embedded_proof.save(probes.cache_dir, proof)
+    if not proof["ok"]:
+        return Check("embedded engine", MISSING, f"its proof failed: {proof['error']}", proof["fix"],
+                     {**proof, "installed": True, "proven": False, "cached": False})
+    return _proven(proof, cached=False)
+
+
+def _proven(proof: dict[str, Any], cached: bool) -> Check:
+    backend = proof.get("cpu_backend") or {}
     backend_text = f"{backend.get('name')} CPU backend" + (" (rebuilt here)" if backend.get("rebuilt_here") else "")
+    when = f"proven {embedded_proof.when(proof)} (cached; --recheck proves it again)" if cached else "proven now"
     return Check("embedded engine", OK,
-                 f"started and answered /props: build {found.get('build_info')}, {backend_text}, "
-                 f"ready in {found.get('startup_seconds')} s", data=found)
+                 f"{when}: {proof.get('tokens')} tokens in {proof.get('completion_seconds')} s on the {backend_text}, "
+                 f"build {proof.get('build_info')}, started in {proof.get('startup_seconds')} s",
+                 data={**proof, "installed": True, "proven": True, "cached": cached})
+
+
+def _unproven(identity: dict[str, Any], kept: dict[str, Any] | None) -> Check:
+    """--no-start: installed, with the last failed proof when there is one (then it is not a way to run)."""
+    backend = identity["cpu_backend"].get("name")
+    data = {**identity, "installed": True, "proven": False, "cached": kept is not None}
+    if kept is not None:
+        return Check("embedded engine", MISSING, f"its last proof ({embedded_proof.when(kept)}) failed: {kept['error']}",
+                     kept.get("fix") or PROVE_FIX, {**kept, **data})
+    return Check("embedded engine", WARN, f"installed ({backend} CPU backend) but not proven on this machine",
+                 PROVE_FIX, data)
+
+
+def unproven(check: Check) -> bool:
+    """Installed but not yet proven by a completion (only the embedded engine is proven that way)."""
+    return check.status == WARN and check.data.get("installed") is True and check.data.get("proven") is False
 
 
 def check_hf_token(probes: Probes) -> Check:
@@ -194,28 +249,38 @@ def check_hf_token(probes: Probes) -> Check:
                  "export HF_TOKEN=... or run `huggingface-cli login` if you use gated models")
 
 
-def run_checks(probes: Probes, models: Sequence[str] = (DEFAULT_MODEL,), start_engine: bool = True) -> list[Check]:
-    """All checks, in the order they are shown."""
+def run_checks(probes: Probes, models: Sequence[str] = (DEFAULT_MODEL,), start_engine: bool = True,
+               recheck: bool = False) -> list[Check]:
+    """All checks, in the order they are shown. `start_engine` False proves nothing new (a kept proof still
+    counts); `recheck` proves the embedded engine again even when a kept proof holds."""
     daemon = check_docker_daemon(probes)
-    checks = [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
-              check_build_tools(probes), check_disk(probes, models), check_port(probes)]
-    if start_engine:
-        checks.append(check_embedded(probes))
-    else:
-        checks.append(Check("embedded engine", WARN, "not started (--no-start)", "run `kit doctor` without --no-start"))
-    checks.append(check_hf_token(probes))
-    return checks
+    return [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
+            check_build_tools(probes), check_disk(probes, models), check_port(probes),
+            check_embedded(probes, start=start_engine, recheck=recheck), check_hf_token(probes)]
 
 
 def runnable(checks: Sequence[Check]) -> list[str]:
-    """The ways of running an engine that every needed check allows (nvcc 13 still counts as present)."""
-    usable = {c.name for c in checks if c.status == OK or (c.name == "nvcc" and c.status == WARN)}
+    """The ways of running an engine that every needed check allows (nvcc 13 still counts as present; an
+    installed embedded engine not proven yet counts, and `unproven_ways` names it)."""
+    usable = {c.name for c in checks if c.status == OK or unproven(c) or (c.name == "nvcc" and c.status == WARN)}
     return [path for path, needs in PATHS.items() if all(name in usable for name in needs)]
 
 
+def unproven_ways(checks: Sequence[Check]) -> list[str]:
+    """The runnable ways that rest on an engine not proven by a completion yet."""
+    waiting = {c.name for c in checks if unproven(c)}
+    return [path for path in runnable(checks) if waiting & set(PATHS[path])]
+
+
+def can_run_line(checks: Sequence[Check]) -> str:
+    waiting = unproven_ways(checks)
+    ways = [f"{way} ({UNPROVEN_MARK})" if way in waiting else way for way in runnable(checks)]
+    return f"can run: {', '.join(ways) or 'nothing'}"
+
+
 def report(checks: Sequence[Check]) -> dict[str, Any]:
-    """The --json form."""
-    return {"checks": [asdict(c) for c in checks], "can_run": runnable(checks)}
+    """The --json form: every check, the ways open, and which of them are not proven yet."""
+    return {"checks": [asdict(c) for c in checks], "can_run": runnable(checks), "unproven": unproven_ways(checks)}
 
 
 # -- the real machine -------------------------------------------------------------------------
@@ -259,42 +324,42 @@ def _model_needs(names: Sequence[str]) -> list[tuple[str, int | None, bool]]:
     return needs
 
 
-def _start_embedded(ctx_size: int = 512) -> dict[str, Any]:
-    """Start the embedded engine with the default model (if already fetched) and read /props."""
-    from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
+def _located(choice: str):
     from kit.launch import embedded  # noqa: PLC0415
-    from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
+
+    return embedded.locate(choice, build_if_needed=False, say=lambda _line: None)
+
+
+def _embedded_identity(choice: str) -> dict[str, Any]:
+    from kit.launch import cpu_backend  # noqa: PLC0415
+
+    return embedded_proof.identity(_located(choice), choice, cpu_backend.cpu_flags())
+
+
+def _prove_embedded(choice: str, cache: Path) -> dict[str, Any]:
+    """Start the embedded engine with the default model (if already fetched): one short completion."""
     from kit.models import default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
 
-    found = embedded.locate(build_if_needed=False)
+    found = _located(choice)
     entry = load_registry().model(DEFAULT_MODEL)
     if not (default_cache_dir() / entry.file).is_file():
         raise KitError(f"the default model {DEFAULT_MODEL} is not downloaded yet",
                        f"run `kit models pull {DEFAULT_MODEL}` (about {_gib(entry.size or 0)})")
-    model = ensure_model(DEFAULT_MODEL).path
-    spec = ServerSpec(binary=found.binary, model=model, ctx_size=ctx_size, threads=min(2, os.cpu_count() or 1),
-                      env=found.env)
-    with tempfile.TemporaryDirectory(prefix="kit-doctor-") as tmp:
-        server = NativeServer(spec, Path(tmp) / "server.log", startup_timeout=120.0)
-        with server:
-            engine = LlamaCppEngine(server.url, timeout=30.0)
-            try:
-                props = engine.props()
-            finally:
-                engine.close()
-            return {"build_info": props.get("build_info"), "cpu_backend": found.backend.to_json(),
-                    "startup_seconds": server.startup_seconds, "binary": str(found.binary)}
+    return embedded_proof.run(found, ensure_model(DEFAULT_MODEL).path, embedded_proof.server_log(cache))
 
 
-def default_probes() -> Probes:
+def default_probes(cpu_backend: str = "auto") -> Probes:
+    """The real machine; the embedded engine with this --cpu-backend choice."""
     from kit.paths import cache_dir  # noqa: PLC0415
 
     environ = dict(os.environ)
     hf_home = Path(environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    cache = cache_dir()
     return Probes(docker_info=_docker_info, run=_run, which=shutil.which,
                   disk_free=lambda path: shutil.disk_usage(path).free, free_port=_free_port,
-                  embedded=_start_embedded, model_needs=_model_needs, cache_dir=cache_dir(),
-                  environ=environ, hf_token_file=hf_home / "token")
+                  embedded_identity=lambda: _embedded_identity(cpu_backend),
+                  prove_embedded=lambda: _prove_embedded(cpu_backend, cache), model_needs=_model_needs,
+                  cache_dir=cache, environ=environ, hf_token_file=hf_home / "token")
 
 
 # -- small helpers ----------------------------------------------------------------------------

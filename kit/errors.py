@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kit.secret_urls import redact_urls_in
+
 
 class KitError(Exception):
     """An error with a one-line message for the user; the CLI prints it and exits non-zero."""
@@ -9,8 +11,8 @@ class KitError(Exception):
     exit_code = 2
 
     def __init__(self, message: str, fix: str | None = None):
-        self.message = message
-        self.fix = fix
+        self.message = redact_urls_in(message)  # an error message never carries a URL's credentials
+        self.fix = redact_urls_in(fix) if fix else fix
         super().__init__(self.line())
 
     def line(self) -> str:

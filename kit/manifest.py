@@ -68,6 +68,11 @@ class Manifest:
             raise ConfigError(f"{path} has schema {data.get('schema')!r}", f"this kit reads {SCHEMA}; upgrade the kit")
         return cls(run_dir, data)
 
+    @property
+    def run_id(self) -> str:
+        """The run's identity: the manifest's run_id (a copied or renamed folder is still the same run)."""
+        return str(self.data.get("run_id") or self.run_dir.name)
+
     def save(self) -> None:
         write_json_atomic(self.run_dir / MANIFEST, self.data)
 

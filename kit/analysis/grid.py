@@ -117,11 +117,12 @@ def _repeat(pass_id: str) -> int:
 
 def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run)."""
-    infos = infos if infos is not None else Manifest.load(run_dir).data.get("passes", {})
+    manifest = Manifest.load(run_dir)
+    infos = infos if infos is not None else manifest.data.get("passes", {})
     loaded = {pid: load_pass(run_dir, info) for pid, info in infos.items()
               if info.get("status") == "OK" and (run_dir / info["file"]).exists()}
     table: dict[str, Any] = {
-        "table": "grid", "run_id": run_dir.name,
+        "table": "grid", "run_id": manifest.run_id,
         "files": {"grid": "results/grid.json", "grid_csv": "results/grid.csv"},
         "passes": [{"pass": pid, "arm": info.get("arm"), "status": info.get("status"), "reason": info.get("reason"),
                     **({"outcomes": outcomes(loaded[pid][1])} if pid in loaded else {})}

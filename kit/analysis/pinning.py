@@ -141,7 +141,7 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
     cycles = [pid for pid, info in passes.items() if info.get("phase") == "cycle"]
     cycle_rows = [r for pid in cycles if pid in ok for r in records[pid] if r["role"] in CYCLE_MEASURED]
     table: dict[str, Any] = {
-        "table": "pinning", "run_id": run_dir.name, "files": {"pinning": "results/pinning.json",
+        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": "results/pinning.json",
                                                               "calls": "results/pinning_calls.csv"},
         "engine": {k: manifest.data.get("engine", {}).get(k) for k in ("kind", "url", "model", "cache_ram", "engine")},
         "telemetry": any(r["_source"] == "telemetry" for rows in records.values() for r in rows),

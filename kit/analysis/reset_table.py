@@ -85,7 +85,7 @@ def across_sessions(paths_by_session: dict[str, dict]) -> dict[str, Any]:
 
 def reset_table(run_dir: Path) -> dict[str, Any]:
     rows, paths = session_rows(run_dir)
-    return {"table": "restored-state control", "run_id": run_dir.name,
+    return {"table": "restored-state control", "run_id": Manifest.load(run_dir).run_id,
             "files": {"reset_table": "results/reset_table.json"}, "sessions": rows,
             "across_sessions": across_sessions(paths),
             "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}

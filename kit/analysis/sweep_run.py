@@ -28,10 +28,11 @@ def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sweep_table(run_dir: Path) -> dict[str, Any]:
-    manifest = Manifest.load(run_dir).data
+    loaded = Manifest.load(run_dir)
+    manifest = loaded.data
     infos = manifest.get("passes") or {}
     passes = OkPasses(run_dir, infos)
-    table: dict[str, Any] = {"table": "sweep", "run_id": run_dir.name,
+    table: dict[str, Any] = {"table": "sweep", "run_id": loaded.run_id,
                              "files": {"sweep": "results/sweep.json", "sweep_csv": "results/sweep.csv"},
                              "formats": {}, "cells": {}, "reference_check": {}, "replicates": {},
                              "void_passes": [{"pass": p, "status": i.get("status"), "reason": i.get("reason")}

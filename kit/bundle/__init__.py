@@ -2,7 +2,9 @@
 
 A bundle holds one or more run folders (manifest, raw records, logs, the protocol as run, results and
 analysis), an offline HTML report, a README, RO-Crate provenance and a sealed checksum list.
-`writer.write_bundle` makes one, `verify.verify_bundle` re-checks it, `show.describe` summarises it.
+`writer.write_bundle` makes one, `verify.verify_bundle` re-checks it, `show.describe` summarises it once
+verified. `archive_format` is the exact byte layout the writer produces and the reader accepts;
+`safe_tar` reads it as a stream within `limits`.
 """
 
 from __future__ import annotations

@@ -92,6 +92,6 @@ def compare_file(name: str, bundled: bytes, recomputed: bytes) -> list[Mismatch]
             return compare_json(json.loads(bundled), json.loads(recomputed), name)
         if name.endswith(".csv"):
             return compare_json(parse_csv(bundled), parse_csv(recomputed), name)
-    except (ValueError, UnicodeDecodeError, csv.Error) as exc:
-        return [Mismatch(name, "", f"<unreadable: {exc}>", "<readable>")]
+    except (ValueError, UnicodeDecodeError, csv.Error, RecursionError) as exc:
+        return [Mismatch(name, "", f"<unreadable: {type(exc).__name__}: {exc}>", "<readable>")]
     return [] if bundled == recomputed else [Mismatch(name, "", "<bytes>", "<different bytes>")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from kit.bundle import RUNS
 from kit.bundle.compare import parse_csv
@@ -42,7 +42,7 @@ class BundledRun:
         for name, data in self.computed().items():
             try:
                 if name.endswith(".json"):
-                    out[name] = json.loads(data)
+                    out[name] = load_json(data)
                 elif name.endswith(".csv"):
                     out[name] = parse_csv(data)
             except (ValueError, UnicodeDecodeError, csv.Error):
@@ -59,6 +59,24 @@ class BundledRun:
         return out
 
 
+def load_json(data: bytes) -> Any:
+    """JSON from a bundle; ValueError for anything unreadable, nesting too deep included."""
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
+
+
+def runs_in(names: Iterable[str]) -> dict[str, list[str]]:
+    """Bundle file names (relative to the bundle folder) grouped by run: run_id -> names within runs/<run_id>/."""
+    runs: dict[str, list[str]] = {}
+    for name in sorted(names):
+        parts = name.split("/", 2)
+        if len(parts) == 3 and parts[0] == RUNS:
+            runs.setdefault(parts[1], []).append(parts[2])
+    return runs
+
+
 def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
     """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/."""
     runs: dict[str, BundledRun] = {}
@@ -70,9 +88,10 @@ def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
         run.files[parts[2]] = data
     for run in runs.values():
         try:
-            run.manifest = json.loads(run.files.get("manifest.json", b"{}"))
+            manifest = load_json(run.files.get("manifest.json", b"{}"))
         except ValueError:
-            run.manifest = {}
+            manifest = {}
+        run.manifest = manifest if isinstance(manifest, dict) else {}
     return list(runs.values())
 
 

@@ -36,8 +36,9 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
         "    kit verify THIS_BUNDLE.tar.gz", "",
         "checks every checksum, recomputes every result from the raw records with the bundled protocol and "
         "seeds, and compares every number; it prints OK or each mismatch (file, key, bundled value, "
-        "recomputed value) and exits non-zero on any mismatch. `kit show THIS_BUNDLE.tar.gz` prints the "
-        "headline results and provenance without unpacking.", "",
+        "recomputed value) and exits non-zero on any mismatch or on an archive laid out otherwise than "
+        "`kit bundle` writes it. `kit show THIS_BUNDLE.tar.gz` verifies the bundle the same way, then prints the "
+        "headline results and provenance (`--no-verify` shows them unchecked, labelled UNVERIFIED).", "",
         f"Without the kit: `sha256sum -c {CHECKSUMS}` inside the unpacked folder checks the files (the last line, "
         "the seal over the list, is a comment to it). Checksums catch damage and careless edits; they "
         "do not prove who made the bundle.", "",

@@ -7,6 +7,7 @@ as it did after the run, and `kit verify` then compares what it wrote with what 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -16,16 +17,24 @@ RAW_INPUTS = ("manifest.json", "records", "protocol")
 COMPUTED = ("results", "analysis")
 
 
-def raw_copy(run_dir: Path, dest: Path) -> Path:
-    """A copy of a run folder holding only its raw inputs, under dest with the same folder name."""
-    copy = dest / run_dir.name
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)  # the raw inputs are only read; a link saves copying large records
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def raw_copy(run_dir: Path, dest: Path, run_id: str) -> Path:
+    """A copy of a run folder holding only its raw inputs, under dest/<run_id> (the run's identity comes
+    from its manifest, never from the name of the folder it was found in)."""
+    copy = dest / run_id
     copy.mkdir(parents=True)
     for name in RAW_INPUTS:
         source = run_dir / name
         if source.is_dir():
-            shutil.copytree(source, copy / name, symlinks=False)
+            shutil.copytree(source, copy / name, symlinks=False, copy_function=_link_or_copy)
         elif source.is_file():
-            shutil.copy2(source, copy / name)
+            _link_or_copy(str(source), str(copy / name))
     return copy
 
 

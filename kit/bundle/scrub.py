@@ -5,11 +5,18 @@ values of environment variables whose names look secret (HF_TOKEN, *_API_KEY, *_
 AWS_*, ...), for values assigned to such names (`NAME=value`, `"NAME": "value"`, also when this shell
 does not hold the variable) and for well-known token shapes (Hugging Face, OpenAI, GitHub, AWS keys);
 each hit is replaced by `[REDACTED:<name>]` and reported.
+
+An environment variable's value is replaced wherever it appears, so only a value that could be a
+secret counts (`plausible_secret`): at least MIN_SECRET_LENGTH characters, not a plain word
+(`test`, `finished`, `Localhost`, `TRUE`), not only digits and punctuation (ports, addresses, versions)
+and at least MIN_SECRET_ENTROPY bits of Shannon entropy per character. `API_KEY=test` or
+`TOKEN=on` in the environment therefore never rewrites unrelated record fields.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +28,9 @@ SECRET_NAME = re.compile(
 # Variables whose names match but that hold no secret and whose values are common words or paths.
 NOT_SECRET = {"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "TOKENIZERS_PARALLELISM"}
 MIN_SECRET_LENGTH = 8
+MIN_SECRET_ENTROPY = 2.0  # bits per character; "aaaaaaaa" has 0, "s3cr3t-value" about 2.9
+PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*|[A-Z]+")
+NO_LETTERS = re.compile(r"[^A-Za-z]*")
 TOKEN_SHAPES = {
     "huggingface-token": re.compile(rb"\bhf_[A-Za-z0-9]{30,}"),
     "openai-key": re.compile(rb"\bsk-(?:proj-)?[A-Za-z0-9_-]{20,}"),
@@ -48,12 +58,21 @@ def looks_secret(name: str) -> bool:
     return name.upper() not in NOT_SECRET and bool(SECRET_NAME.search(name))
 
 
+def plausible_secret(value: str) -> bool:
+    """Whether an environment value is long and random enough to be scrubbed wherever it appears."""
+    if len(value) < MIN_SECRET_LENGTH or PLAIN_WORD.fullmatch(value) or NO_LETTERS.fullmatch(value):
+        return False
+    counts = [value.count(char) for char in set(value)]
+    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts)
+    return entropy >= MIN_SECRET_ENTROPY
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> dict[str, bytes]:
-    """name -> value for environment variables whose names look secret and whose values are long enough."""
+    """name -> value for environment variables whose names look secret and whose values could be secrets."""
     environ = os.environ if environ is None else environ
     found = {}
     for name, value in environ.items():
-        if not looks_secret(name) or len(value) < MIN_SECRET_LENGTH:
+        if not looks_secret(name) or not plausible_secret(value):
             continue
         found[name] = value.encode("utf-8")
     return found

@@ -1,4 +1,10 @@
-"""`kit show`: the headline results and provenance of a bundle, read without extracting it."""
+"""`kit show`: the headline results and provenance of a bundle, after verifying it.
+
+By default the bundle is verified first (kit.bundle.verify) and nothing is shown unless it holds;
+with `verify=False` (`kit show --no-verify`) only the reading checks run and every line says the
+content is unverified. Either way every printed line is stripped of terminal control characters
+(a bundled value cannot move the cursor, retitle the terminal or start a line of its own).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import INDEX, SCHEMA, SCHEMA_VERSION, safe_tar
-from kit.bundle.content import BundledRun, runs_from_files, summary
-from kit.bundle.verify import NewerBundle, schema_version
+from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
+from kit.bundle.errors import BadBundle
+from kit.bundle.limits import DEFAULT, Limits
+from kit.bundle.verify import NewerBundle, check, keep, schema_version
+from kit.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
+UNVERIFIED = "UNVERIFIED (kit show --no-verify): checksums and results were not checked; do not rely on this"
 
 
 def _text_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -57,16 +67,43 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any]) -> list[str]:
     return lines
 
 
-def describe(path: Path) -> list[str]:
-    """The lines `kit show` prints. Every member is checked first; nothing is written to disk."""
-    with safe_tar.open_bundle(path) as tar:
-        listing = safe_tar.list_members(tar)
-        index = json.loads(safe_tar.read_file(tar, listing, INDEX))
-        version = schema_version(index.get("schema"))
-        if version is None or version > SCHEMA_VERSION:
-            raise NewerBundle(f"this bundle has schema {index.get('schema')!r}; this kit reads {SCHEMA}",
-                              "upgrade the kit (pip install -U cache-divergence-kit)")
-        wanted = {name: safe_tar.read_file(tar, listing, name) for name in listing.files
-                  if name.endswith("manifest.json") or (name.endswith(SHOWN_SUFFIXES) and "/results/" in name)
-                  or "/analysis/" in name}
-    return describe_runs(runs_from_files(wanted), index)
+def _shown(name: str) -> bool:
+    return name.endswith("manifest.json") or (name.endswith(SHOWN_SUFFIXES) and "/results/" in name) \
+        or "/analysis/" in name
+
+
+def _describe(bundle: safe_tar.Unpacked, path: Path) -> list[str]:
+    try:
+        index = load_json(bundle.read(INDEX) or b"")
+    except ValueError:
+        index = None
+    if not isinstance(index, dict):
+        raise BadBundle(f"{path} has no readable {INDEX}", "was it made by `kit bundle`?")
+    version = schema_version(index.get("schema"))
+    if version is None or version > SCHEMA_VERSION:
+        raise NewerBundle(f"this bundle has schema {index.get('schema')!r}; this kit reads {SCHEMA}",
+                          "upgrade the kit (pip install -U cache-divergence-kit)")
+    wanted = {name: data for name in bundle.listing.files if _shown(name)
+              for data in [bundle.read(name)] if data is not None}
+    try:
+        return describe_runs(runs_from_files(wanted), index)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:  # odd field types
+        raise BadBundle(f"{path}: a manifest or results file is not laid out as `kit bundle` writes it "
+                        f"({type(exc).__name__}: {exc})", "run `kit verify` on it") from exc
+
+
+def describe(path: Path, verify: bool = True, limits: Limits | None = None) -> list[str]:
+    """The lines `kit show` prints. Every member is checked as it is read; only the files shown (and,
+    when verifying, the records) are unpacked, into a temporary folder removed afterwards."""
+    limits = limits or DEFAULT
+    with safe_tar.unpack(path, keep(limits, records=verify), limits) as bundle:
+        if verify:
+            verdict = check(bundle)
+            if not verdict.ok:
+                raise BadBundle(f"{path} does not verify ({verdict.summary()})",
+                                "run `kit verify` on it to see why, or `kit show --no-verify` to look anyway")
+            head, tail = [f"verified: {verdict.summary()}"], []
+        else:
+            head, tail = [UNVERIFIED], ["", UNVERIFIED]
+        lines = head + [""] + _describe(bundle, path) + tail
+    return [one_line(line) for line in lines]

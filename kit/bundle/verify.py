@@ -1,13 +1,13 @@
 """`kit verify`: check every checksum, recompute every result from the raw records, compare every number.
 
-Everything happens in a temporary folder; the bundle is unpacked only after every member has been
-checked (kit.bundle.safe_tar).
+The bundle is read once, as a stream (kit.bundle.safe_tar): every member is checked before its data
+is used, every file is hashed in chunks, and only what recomputation and comparison need (manifests,
+records, protocols, results, the index and checksum list) is unpacked, into a temporary folder that
+is removed afterwards. Every line printed is stripped of terminal control characters.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from kit.bundle import (
     CHECKSUMS,
     INDEX,
+    RUNS,
     SCHEMA,
     SCHEMA_VERSION,
     checksums,
@@ -22,14 +23,17 @@ from kit.bundle import (
     safe_tar,
 )
 from kit.bundle.compare import Mismatch, compare_file
-from kit.bundle.content import BundledRun, runs_from_files
-from kit.errors import KitError
-from kit.models.hashing import sha256_file
+from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
+from kit.bundle.errors import BadBundle
+from kit.bundle.limits import DEFAULT, Limits
 from kit.protocols import kinds
 from kit.provenance import backends_differ
+from kit.terminal_text import one_line
+
+RECORD_KEYS = ("file", "episodes_file")  # where a manifest's passes name their record files
 
 
-class NewerBundle(KitError):
+class NewerBundle(BadBundle):
     """The bundle was written by a newer kit whose layout this kit does not know."""
 
 
@@ -62,15 +66,17 @@ class Verdict:
     def named_files(self) -> set[str]:
         return {p.file for p in self.problems} | {m.file for m in self.mismatches}
 
+    def summary(self) -> str:
+        if self.ok:
+            return (f"OK: {self.files_checked} files match their checksums; {len(self.results_compared)} "
+                    f"results files recomputed from the raw records, {self.values_compared} values equal")
+        return f"FAILED: {len(self.problems)} problems, {len(self.mismatches)} mismatches"
+
     def lines(self) -> list[str]:
+        """What `kit verify` prints, one line each, without terminal control characters."""
         out = [p.line() for p in self.problems] + [m.line() for m in self.mismatches]
         out += [f"note: {n}" for n in self.notes]
-        if self.ok:
-            out.append(f"OK: {self.files_checked} files match their checksums; {len(self.results_compared)} "
-                       f"results files recomputed from the raw records, {self.values_compared} values equal")
-        else:
-            out.append(f"FAILED: {len(self.problems)} problems, {len(self.mismatches)} mismatches")
-        return out
+        return [one_line(line) for line in out + [self.summary()]]
 
 
 def schema_version(schema: Any) -> int | None:
@@ -83,7 +89,7 @@ def schema_version(schema: Any) -> int | None:
 def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> None:
     """A bundle from a newer kit stops here with a clear message; an unreadable index is a problem."""
     try:
-        index = json.loads(index_bytes) if index_bytes is not None else None
+        index = load_json(index_bytes) if index_bytes is not None else None
     except ValueError:
         index = None
     schema = index.get("schema") if isinstance(index, dict) else None
@@ -95,13 +101,14 @@ def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> 
         verdict.problems.append(Problem(INDEX, f"missing, unreadable or unknown schema {schema!r}"))
 
 
-def check_checksums(root: Path, files: list[str], verdict: Verdict) -> None:
-    """Each file hashed from disk, so records of any size are never held in memory."""
-    if CHECKSUMS not in files:
+def check_checksums(bundle: safe_tar.Unpacked, verdict: Verdict) -> None:
+    """The checksum list against the sha256 of each file, taken while the bundle was streamed."""
+    present = bundle.listing.files
+    data = bundle.read(CHECKSUMS)
+    if data is None:
         verdict.problems.append(Problem(CHECKSUMS, "missing; nothing can be checked"))
         return
-    sums = checksums.parse((root / CHECKSUMS).read_bytes())
-    present = set(files)
+    sums = checksums.parse(data)
     if not sums.sealed:
         verdict.problems.append(Problem(CHECKSUMS, "the checksum list itself was altered (its seal does not match)"))
     for number in sums.bad_lines:
@@ -109,85 +116,140 @@ def check_checksums(root: Path, files: list[str], verdict: Verdict) -> None:
     for name, digest in sorted(sums.digests.items()):
         if name not in present:
             verdict.problems.append(Problem(name, "listed in the checksums but missing"))
-        elif sha256_file(root / name) != digest:
+        elif present[name].sha256 != digest:
             verdict.problems.append(Problem(name, "content differs from its checksum"))
         else:
             verdict.files_checked += 1
-    for name in sorted(present - set(sums.digests) - {CHECKSUMS}):
+    for name in sorted(set(present) - set(sums.digests) - {CHECKSUMS}):
         verdict.problems.append(Problem(name, "not in the checksum list"))
 
 
-def check_protocol(run: BundledRun, verdict: Verdict) -> None:
-    expected = run.manifest.get("protocol", {}).get("sha256")
-    found = [name for name in run.files if name.startswith("protocol/")]
+def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verdict: Verdict) -> dict | None:
+    """The run's manifest when it can drive recomputation: a kit manifest naming this run, whose record
+    files are files of this run's records/ folder in the bundle. Otherwise a problem and None."""
+    file = f"{RUNS}/{run_id}/manifest.json"
+    try:
+        manifest = load_json(bundle.read(file) or b"")
+    except ValueError:
+        verdict.problems.append(Problem(file, "missing or not valid JSON"))
+        return None
+    passes = manifest.get("passes", {}) if isinstance(manifest, dict) else None
+    if not (isinstance(passes, dict) and all(isinstance(p, dict) for p in passes.values())
+            and isinstance(manifest.get("protocol", {}), dict)):
+        verdict.problems.append(Problem(file, "is not laid out as a kit manifest (an object with `protocol` and "
+                                        "`passes` objects)"))
+        return None
+    if manifest.get("run_id") != run_id:
+        verdict.problems.append(Problem(file, f"its run_id {manifest.get('run_id')!r} is not the name of its folder "
+                                        f"{run_id!r} (`kit bundle` names each run folder after its run_id)"))
+        return None
+    held = set(names)
+    for pass_id, info in sorted(passes.items()):
+        for key in RECORD_KEYS:
+            ref = info.get(key)
+            if ref is not None and not (isinstance(ref, str) and ref.startswith("records/") and ref in held):
+                verdict.problems.append(Problem(file, f"passes.{pass_id}.{key} is {ref!r}, not a file of this "
+                                                "run's records/ folder in the bundle"))
+                return None
+    return manifest
+
+
+def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
+                   verdict: Verdict) -> None:
+    expected = manifest.get("protocol", {}).get("sha256")
+    found = [name for name in names if name.startswith("protocol/")]
     if not (expected and found):
         return
-    text = run.files[found[0]]
+    file = f"{RUNS}/{run_id}/{found[0]}"
+    text = bundle.read(file) or b""
     if expected not in (checksums.sha256(text), checksums.sha256(text.replace(b"\n", b"\r\n"))):
-        verdict.problems.append(Problem(run.prefix + found[0], "differs from the protocol sha256 in the manifest"))
+        verdict.problems.append(Problem(file, "differs from the protocol sha256 in the manifest"))
 
 
-def check_results(run: BundledRun, run_dir: Path, work: Path, verdict: Verdict) -> None:
+def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
+                  verdict: Verdict) -> None:
     """Recompute the run's results from a copy holding only its raw inputs and compare them."""
-    kind = run.manifest.get("protocol", {}).get("kind")
-    if kind not in kinds.KINDS:
-        verdict.problems.append(Problem(run.prefix + "manifest.json", f"protocol kind {kind!r} cannot be "
+    prefix = f"{RUNS}/{run_id}/"
+    kind = manifest.get("protocol", {}).get("kind")
+    if not isinstance(kind, str) or kind not in kinds.KINDS:
+        verdict.problems.append(Problem(prefix + "manifest.json", f"protocol kind {kind!r} cannot be "
                                         "recomputed by this kit (upgrade the kit)"))
         return
-    copy = recompute.raw_copy(run_dir, work)
+    copy = recompute.raw_copy(bundle.folder / RUNS / run_id, bundle.scratch, run_id)
     try:
         fresh = recompute.recompute(copy)
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the run
-        verdict.problems.append(Problem(run.prefix + "records/", f"recomputing failed: {type(exc).__name__}: {exc}"))
+        verdict.problems.append(Problem(prefix + "records/", f"recomputing failed: {type(exc).__name__}: {exc}"))
         return
-    bundled = run.computed()
+    bundled = [name for name in names if name.startswith(COMPUTED_FOLDERS)]
     for name in sorted(set(bundled) | set(fresh)):
-        file = run.prefix + name
+        file = prefix + name
         if name not in fresh:
             verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
         elif name not in bundled:
             verdict.mismatches.append(Mismatch(file, "", "<absent>", "<recomputed>"))
         else:
-            found = compare_file(file, bundled[name], fresh[name])
+            data = bundle.read(file) or b""
+            found = compare_file(file, data, fresh[name])
             verdict.mismatches.extend(found)
             verdict.results_compared.append(file)
-            verdict.values_compared += _leaves(bundled[name], name) if not found else 0
+            verdict.values_compared += _leaves(data, name) if not found else 0
 
 
 def _leaves(data: bytes, name: str) -> int:
     if not name.endswith(".json"):
         return len(data.decode("utf-8", "replace").replace("\n", ",").split(","))
-    def count(value: Any) -> int:
+    stack, count = [load_json(data)], 0
+    while stack:
+        value = stack.pop()
         if isinstance(value, dict):
-            return sum(count(v) for v in value.values())
-        if isinstance(value, list):
-            return sum(count(v) for v in value)
-        return 1
-    return count(json.loads(data))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        else:
+            count += 1
+    return count
 
 
-def _small_files(root: Path, names: list[str]) -> dict[str, bytes]:
-    """The files verify reads whole: everything but records and logs (which only the steps read)."""
-    return {n: (root / n).read_bytes() for n in names if n.split("/")[2:3] not in (["records"], ["logs"])}
+def keep(limits: Limits, records: bool = True):
+    """Which files to unpack, and up to how many bytes: records (streamed) when asked for, and the files
+    the kit parses whole (index, checksum list, manifests, protocols, results and analysis)."""
+    def cap(rel: str) -> int | None:
+        if rel in (INDEX, CHECKSUMS):
+            return limits.read_whole_bytes
+        parts = rel.split("/", 2)
+        if len(parts) < 3 or parts[0] != RUNS:
+            return None
+        inner = parts[2]
+        if inner.startswith("records/"):
+            return limits.file_bytes if records else None
+        if inner == "manifest.json" or inner.startswith(("protocol/", *COMPUTED_FOLDERS)):
+            return limits.read_whole_bytes
+        return None
+    return cap
 
 
-def verify_bundle(path: Path) -> Verdict:
-    """Check a bundle end to end. Raises UnsafeBundle / NewerBundle / KitError when it cannot be read."""
+def check(bundle: safe_tar.Unpacked) -> Verdict:
+    """Every check on a bundle already streamed and unpacked by safe_tar.unpack."""
     verdict = Verdict()
-    with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
-        root = safe_tar.extract(path, Path(tmp) / "bundle")
-        names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-        check_checksums(root, names, verdict)
-        files = _small_files(root, names)
-        index_ok = INDEX in files and not any(p.file == INDEX for p in verdict.problems) \
-            and not any(p.file == CHECKSUMS for p in verdict.problems)
-        check_schema(files.get(INDEX), index_ok, verdict)
-        work = Path(tmp) / "recompute"
-        runs = runs_from_files(files)
-        for run in runs:
-            check_protocol(run, verdict)
-            check_results(run, root / run.prefix, work, verdict)
-        differ = backends_differ([run.manifest for run in runs])
-        if differ:
-            verdict.notes.append(differ)
+    check_checksums(bundle, verdict)
+    index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
+    check_schema(bundle.read(INDEX), index_ok, verdict)
+    manifests = []
+    for run_id, names in runs_in(bundle.listing.files).items():
+        manifest = load_manifest(bundle, run_id, names, verdict)
+        if manifest is not None:
+            manifests.append(manifest)
+            check_protocol(bundle, run_id, manifest, names, verdict)
+            check_results(bundle, run_id, manifest, names, verdict)
+    differ = backends_differ(manifests)
+    if differ:
+        verdict.notes.append(differ)
     return verdict
+
+
+def verify_bundle(path: Path, limits: Limits | None = None) -> Verdict:
+    """Check a bundle end to end. Raises BadBundle (UnsafeBundle, NewerBundle) when it cannot be read."""
+    limits = limits or DEFAULT
+    with safe_tar.unpack(path, keep(limits), limits) as bundle:
+        return check(bundle)

@@ -1,15 +1,17 @@
 """Writing a bundle: run folders in, one sealed `.tar.gz` out, with no secret in it.
 
 Files are read, scrubbed and written to the archive one at a time; only the small ones (manifest,
-protocol, results, analysis) stay in memory for the report, README and RO-Crate metadata.
+protocol, results, analysis) stay in memory for the report, README and RO-Crate metadata. The bytes
+written are exactly those of kit.bundle.archive_format, the only layout `kit verify` accepts. Each
+run goes under `runs/<run_id>/`, its id taken from its manifest, so a run folder that was copied or
+renamed bundles and verifies as the run it is.
 """
 
 from __future__ import annotations
 
-import io
+import gzip
 import json
 import os
-import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,7 +29,10 @@ from kit.bundle import (
     readme,
     report,
 )
+from kit.bundle import archive_format as fmt
 from kit.bundle.content import BundledRun
+from kit.bundle.limits import DEFAULT as LIMITS
+from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
 from kit.errors import ConfigError
 from kit.manifest import Manifest, now
@@ -35,6 +40,7 @@ from kit.provenance import kit_source
 
 SUFFIX = ".tar.gz"
 NOT_HELD = ("records/", "logs/")
+MAX_FOLDER_NAME = 200
 
 
 @dataclass
@@ -68,61 +74,87 @@ def _protocol_file(manifest: dict[str, Any]) -> tuple[str, bytes] | None:
     return f"protocol/{protocol.get('name') or 'protocol'}{suffix}", content.encode("utf-8")
 
 
-def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, Path]:
+def _run_files(run_dir: Path, run_id: str, skipped: list[str]) -> dict[str, Path]:
     """Every regular file of a run folder by relative path, leaving out links, temp files and env dumps."""
     files = {}
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir).as_posix()
         if path.is_symlink():
-            skipped.append(f"{run_dir.name}/{rel} (a link; bundles hold only regular files)")
+            skipped.append(f"{run_id}/{rel} (a link; bundles hold only regular files)")
         elif not path.is_file():
             continue
         elif path.name.startswith(".") and path.name.endswith(".tmp"):
-            skipped.append(f"{run_dir.name}/{rel} (an unfinished temporary file)")
+            skipped.append(f"{run_id}/{rel} (an unfinished temporary file)")
         elif is_env_dump(path.name):
-            skipped.append(f"{run_dir.name}/{rel} (looks like an environment dump; never bundled)")
+            skipped.append(f"{run_id}/{rel} (looks like an environment dump; never bundled)")
         else:
             files[rel] = path
     return files
 
 
+def _folder_name(value: Any, what: str, fix: str) -> str:
+    """`value` if it can name one folder of a bundle (see safe_tar.name_problem), else ConfigError."""
+    problem = name_problem(value, MAX_FOLDER_NAME) if isinstance(value, str) else "is not a string"
+    if problem or "/" in value:
+        raise ConfigError(f"{what} {value!r} cannot name a folder in a bundle ({problem or 'it has a /'})", fix)
+    return value
+
+
 def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
-    """The runs' manifests; refuses a run still in progress and a run given twice."""
-    manifests, seen = [], set()
+    """The runs' manifests; refuses a run still in progress, a run id that cannot name a folder, and a
+    run given twice (also as a copy under another folder name)."""
+    manifests: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}
     for run_dir in run_dirs:
         manifest = Manifest.load(run_dir).data
         if manifest.get("status") not in ("finished", "failed", "interrupted"):
             raise ConfigError(f"{run_dir} is still running (status {manifest.get('status')!r})",
                               "bundle it once the run has ended")
-        if run_dir.name in seen:
-            raise ConfigError(f"run {run_dir.name} is given twice", "pass each run folder once")
-        seen.add(run_dir.name)
+        run_id = _folder_name(manifest.get("run_id"), f"the run_id in {run_dir / 'manifest.json'}",
+                              "restore the manifest from the run's bundle")
+        if run_id in seen:
+            raise ConfigError(f"run {run_id} is given twice ({seen[run_id]} and {run_dir} hold the same run)",
+                              "pass each run folder once")
+        seen[run_id] = run_dir
         manifests.append(manifest)
     return manifests
 
 
 class _Archive:
-    """A .tar.gz being written under one top-level folder; remembers each file's size and sha256."""
+    """A .tar.gz being written under one top-level folder (kit.bundle.archive_format); remembers each
+    file's size and sha256."""
 
-    def __init__(self, tar: tarfile.TarFile, root: str):
-        self.tar, self.root, self.stamp = tar, root, int(time.time())
+    def __init__(self, out: gzip.GzipFile, root: str, stamp: int):
+        self.out, self.root, self.stamp = out, root, stamp
         self.entries: dict[str, tuple[int, str]] = {}
+        self.offset = self.total = 0
 
     def add(self, name: str, data: bytes) -> None:
-        info = tarfile.TarInfo(f"{self.root}/{name}")
-        info.size, info.mode, info.mtime = len(data), 0o644, self.stamp
-        self.tar.addfile(info, io.BytesIO(data))
+        if len(data) > LIMITS.file_bytes:
+            raise ConfigError(f"{name} is {len(data)} bytes, over the {LIMITS.file_bytes}-byte limit on one "
+                              "bundled file", "leave the file out of the run folder (kit verify would refuse it)")
+        for part in (fmt.member_header(f"{self.root}/{name}", len(data), self.stamp), data, fmt.padding(len(data))):
+            self.out.write(part)
+            self.offset += len(part)
+        self.total += len(data)
         self.entries[name] = (len(data), checksums.sha256(data))
+
+    def close(self) -> None:
+        self.out.write(fmt.end_of_archive(self.offset))
 
 
 def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets: Mapping[str, bytes],
              redactions: list[Redaction], skipped: list[str]) -> BundledRun:
-    run = BundledRun(run_dir.name, manifest)
-    sources: dict[str, Path | bytes] = dict(_run_files(run_dir, skipped))
+    run = BundledRun(manifest["run_id"], manifest)
+    sources: dict[str, Path | bytes] = dict(_run_files(run_dir, run.run_id, skipped))
     protocol = _protocol_file(manifest)
     if protocol and protocol[0] not in sources:
         sources[protocol[0]] = protocol[1]
     for rel, source in sorted(sources.items()):
+        problem = name_problem(f"{archive.root}/{run.prefix}{rel}")
+        if problem:
+            skipped.append(f"{run.run_id}/{rel!r} (its bundle member name {problem}; kit verify would refuse it)")
+            continue
         data = source.read_bytes() if isinstance(source, Path) else source
         data, found = scrub(data, run.prefix + rel, secrets)
         redactions.extend(found)
@@ -143,15 +175,18 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None,
     out = out or default_path(run_dirs)
     if not out.name.endswith(SUFFIX):
         raise ConfigError(f"{out} does not end in {SUFFIX}", f"name the bundle like results{SUFFIX}")
+    root = _folder_name(bundle_name(out), "the bundle name", f"name the bundle like results{SUFFIX}")
     manifests = check_runs(run_dirs)
     secrets = secret_values(environ)
     skipped: list[str] = []
     redactions: list[Redaction] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
+    stamp = int(time.time())
     try:
-        with tarfile.open(tmp, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            archive = _Archive(tar, bundle_name(out))
+        with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=stamp,
+                                                  compresslevel=fmt.GZIP_LEVEL) as packed:
+            archive = _Archive(packed, root, stamp)
             runs = [_add_run(archive, d, m, secrets, redactions, skipped) for d, m in zip(run_dirs, manifests)]
             index: dict[str, Any] = {
                 "schema": SCHEMA, "created": now(), "kit": kit_source(),
@@ -167,6 +202,13 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None,
                 archive.add(name, scrub(data, name, secrets)[0])
             archive.add(CRATE, scrub(crate.build(archive.entries, runs, index), CRATE, secrets)[0])
             archive.add(CHECKSUMS, checksums.render_digests({n: e[1] for n, e in archive.entries.items()}))
+            archive.close()
+        too_big = LIMITS.too_big(archive.total, tmp.stat().st_size)
+        if len(archive.entries) > LIMITS.members:
+            too_big = f"it would hold {len(archive.entries)} files, over the limit of {LIMITS.members}"
+        if too_big:
+            raise ConfigError(f"the bundle is not written: {too_big}, which kit verify refuses",
+                              "leave the largest logs out of the run folders and bundle again")
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

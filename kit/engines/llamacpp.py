@@ -15,6 +15,7 @@ from kit.engines.base import (
     TopLogprob,
 )
 from kit.errors import EngineError
+from kit.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
 
@@ -83,8 +84,8 @@ class LlamaCppEngine:
     def __init__(self, base_url: str, timeout: float = 600.0, restartable: bool = False,
                  transport: httpx.BaseTransport | None = None):
         """`transport` replaces the network (tests of paths a real server cannot be made to take here)."""
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+        connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
+        self._http = httpx.Client(base_url=connect, params=params, timeout=httpx.Timeout(timeout, connect=10.0),
                                   transport=transport)
         self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True,
                                          token_ids=True, reset_endpoint=False, restartable=restartable)

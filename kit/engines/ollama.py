@@ -28,6 +28,7 @@ from kit.engines.base import (
     TopLogprob,
 )
 from kit.errors import EngineError
+from kit.secret_urls import connection_parts
 
 NS_PER_MS = 1_000_000
 
@@ -91,12 +92,12 @@ class OllamaEngine:
                  transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         """`transport` replaces the network (tests); `sleep`/`clock` drive the unload poll."""
-        self.base_url = base_url.rstrip("/")
+        connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self.model = model
         self.keep_alive = keep_alive
         self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
                                          token_ids=False, reset_endpoint=False, restartable=False)
-        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+        self._http = httpx.Client(base_url=connect, params=params, timeout=httpx.Timeout(timeout, connect=10.0),
                                   transport=transport)
         self._sleep, self._clock = sleep, clock
 

@@ -20,6 +20,7 @@ import httpx
 from kit.engines.base import Capabilities, Completion, TokenLogprob, TopLogprob
 from kit.engines.openai_shapes import first_choice, usage_cached_tokens
 from kit.errors import EngineError
+from kit.secret_urls import connection_parts
 
 
 def _entry(item: dict[str, Any]) -> TokenLogprob:
@@ -60,12 +61,12 @@ class OpenAICompatEngine:
 
     def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0,
                  transport: httpx.BaseTransport | None = None, metrics: Any = None):
-        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        connect, params, self.base_url = connection_parts(base_url, strip_suffix="/v1")  # base_url: as recorded
         self._model = model
         self._metrics = metrics
         self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
                                          token_ids=False, reset_endpoint=False, restartable=False)
-        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+        self._http = httpx.Client(base_url=connect, params=params, timeout=httpx.Timeout(timeout, connect=10.0),
                                   transport=transport)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

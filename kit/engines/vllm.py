@@ -33,6 +33,7 @@ from kit.engines.base import (
 )
 from kit.engines.openai_shapes import first_choice, usage_cached_tokens
 from kit.errors import EngineError
+from kit.secret_urls import connection_parts
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"
 QUERIES_METRIC = "vllm:prefix_cache_queries_total"
@@ -113,7 +114,7 @@ class VllmEngine:
     ):
         """`prefix_caching` is how the server was started (None if unknown); `dev_mode` whether it
         runs with VLLM_SERVER_DEV_MODE=1. `transport` replaces the network (tests)."""
-        self.base_url = base_url.rstrip("/")
+        connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self.prefix_caching = prefix_caching
         self.dev_mode = dev_mode
         self.request_token_ids = request_token_ids
@@ -125,7 +126,7 @@ class VllmEngine:
             reset_endpoint=dev_mode,
             restartable=restartable,
         )
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self._http = httpx.Client(base_url=connect, params=params, timeout=timeout_s, transport=transport)
         self._model = model
         self.last_cache_telemetry: CacheTelemetry | None = None
 

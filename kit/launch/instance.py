@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
 from kit.launch.provider import EngineSession
+from kit.secret_urls import redact_url
 
 
 class OllamaProvider:
@@ -32,8 +33,8 @@ class OllamaProvider:
         self._make = make_engine or (lambda url, model: OllamaEngine(url, model))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "ollama", "url": self.url, "model": self.model, "reload": "keep_alive 0, confirmed by /api/ps",
-                "unload_timeout_s": self.unload_timeout}
+        return {"kind": "ollama", "url": redact_url(self.url), "model": self.model,
+                "reload": "keep_alive 0, confirmed by /api/ps", "unload_timeout_s": self.unload_timeout}
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
@@ -55,7 +56,7 @@ class VllmResetProvider:
         self.url, self.model, self.transport = url, model, transport
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "vllm", "url": self.url, "model": self.model,
+        return {"kind": "vllm", "url": redact_url(self.url), "model": self.model,
                 "reload": "POST /reset_prefix_cache (needs VLLM_SERVER_DEV_MODE=1), confirmed by 0 cached tokens"}
 
     @contextmanager
@@ -84,7 +85,7 @@ class ChatUrlProvider:
         self.url, self.model = url, model
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "openai-compatible", "url": self.url, "model": self.model,
+        return {"kind": "openai-compatible", "url": redact_url(self.url), "model": self.model,
                 "reload": "none: the kit cannot reload an engine it reaches only through the OpenAI protocol"}
 
     @contextmanager

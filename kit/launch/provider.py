@@ -15,6 +15,7 @@ from kit.engines.llamacpp import LlamaCppEngine
 from kit.errors import ConfigError, EngineError, IllegalInstruction
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
+from kit.secret_urls import redact_url
 
 
 class ServerHandle(Protocol):
@@ -147,7 +148,7 @@ class ExternalProvider:
         self.url = url
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "external", "url": self.url,
+        return {"kind": "external", "url": redact_url(self.url),
                 "note": "not started by the kit: sessions share one server and its cache history"}
 
     def variant(self, model: Path | None = None, cache_ram: Any = KEEP,

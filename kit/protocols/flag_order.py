@@ -21,6 +21,7 @@ from kit.analysis import flag_order_run
 from kit.analysis.grid_findings import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
+from kit.protocols import bounds as b
 from kit.protocols.grid import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -33,7 +34,7 @@ class FlagOrderArm(Strict):
     """One cell: its name (a prefix of its pass ids), the server's `--cache-ram` and its passes in order."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    cache_ram: int | None = Field(None, ge=0)  # MiB; null keeps llama.cpp's default (8192), 0 disables
+    cache_ram: b.CacheRam | None = None  # MiB; null keeps llama.cpp's default (8192), 0 disables
     passes: tuple[Arm, ...]
 
     @field_validator("passes")
@@ -182,5 +183,5 @@ KIND = Kind(
         measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "
                  "order (adjacent / cache-off pass between), a fresh server per arm",
         needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
-        estimate=estimate_on_cpu, size=BFCL_EPISODES),
+        estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
     analysis=Analysis(None))  # read only through the cells its manifest lists: one grid folder per arm

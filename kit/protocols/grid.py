@@ -24,6 +24,7 @@ from kit.events import (
     PlanEstimate,
     SessionStarted,
 )
+from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
@@ -59,12 +60,14 @@ Arm = Annotated[Literal["on", "off"], BeforeValidator(_arm)]
 
 
 class BfclWorkload(Strict):
-    episodes: int = Field(80, ge=1, le=200)
-    ids: tuple[str, ...] | None = None  # explicit episode ids instead of the first N in ascending order
+    episodes: int = b.count(1, b.EPISODES_MAX, 80)
+    # explicit episode ids instead of the first N in ascending order (at least one, each once)
+    ids: Annotated[tuple[str, ...], b.UNIQUE, Field(min_length=1, max_length=b.EPISODES_MAX)] | None = None
     # (with ids, `episodes` below their number keeps the first ones: `--episodes 1` sizes such a file down)
     prompt_format: Literal["auto", "chatml", "qwen25", "llama31"] = "auto"
-    max_tokens_cap: int = Field(4096, ge=1)
-    max_requests_per_episode: int | None = Field(None, ge=1)  # a smoke-test cap; the paper has none
+    max_tokens_cap: b.MaxTokens = 4096
+    # a smoke-test cap; the paper has none
+    max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)
 
     def chosen_ids(self) -> list[str] | None:
         return list(self.ids[:self.episodes]) if self.ids else None
@@ -79,9 +82,9 @@ class BfclPassesProtocol(ProtocolBase):
     orders are drawn, sentinel isolation, log-probability depth and the cache-state gates."""
 
     workload: BfclWorkload = BfclWorkload()
-    order_seed: int = 20261007
-    sentinel: bool = False  # overwrite the cache with a fixed sentinel prompt before every episode
-    top_logprobs: int = Field(1, ge=1, le=20)
+    order_seed: b.Seed = 20261007
+    sentinel: bool = Field(False, strict=True)  # overwrite the cache with a fixed sentinel prompt before every episode
+    top_logprobs: int = b.count(1, b.TOP_LOGPROBS_MAX, 1)
     gates: GridGates = GridGates()
 
 
@@ -91,7 +94,7 @@ class GridProtocol(BfclPassesProtocol):
 
     protocol: Literal["grid"]
     passes: tuple[Arm, ...] = ("on", "off", "on", "off")
-    orders: tuple[int, ...] = Field((0,), min_length=1)
+    orders: Annotated[tuple[b.OrderIndex, ...], b.UNIQUE] = Field((0,), min_length=1, max_length=b.ORDERS_MAX)
     server: Literal["shared", "per_pass"] = "shared"
 
 
@@ -212,6 +215,8 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
     workload = protocol.workload
     with BfclWorker(prepared.payload, log_path=ctx.run_dir / "logs" / "bfcl-worker.log") as worker, \
             closing(sessions) as live_sessions:
+        # what the BFCL worker is (versions, environment, confinement in force) goes into the workload
+        ctx.manifest.update(workload={**ctx.manifest.data.get("workload", {}), "worker": worker.hello()})
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
         if arms and "estimate" not in ctx.manifest.data:

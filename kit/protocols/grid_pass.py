@@ -7,11 +7,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from kit.divergence import completion_emitted
 from kit.engines.base import Completion, CompletionRequest
 from kit.engines.llamacpp import request_body
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
+from kit.protocols import bounds as b
 from kit.protocols.procedure import RunContext
 from kit.protocols.spec import Strict
 from kit.raw_echo import answer_fields
@@ -22,9 +25,11 @@ SENTINEL_PROMPT = "Sentinel cache reset. " * 32
 
 
 class GridGates(Strict):
-    off_max_cached_tokens: int = 0  # every cache-off request must reuse nothing
-    on_min_hit_share: float = 0.95  # share of cache-on requests after an episode's first that must hit
-    episode_start_cold: bool = False  # every episode's first request must reuse nothing (sentinel isolation)
+    off_max_cached_tokens: b.Tokens = 0  # every cache-off request must reuse nothing
+    # share of cache-on requests after an episode's first that must hit
+    on_min_hit_share: float = Field(0.95, strict=True, ge=0, le=1)
+    # every episode's first request must reuse nothing (sentinel isolation)
+    episode_start_cold: bool = Field(False, strict=True)
 
 
 def gate(arm: str, request_index: int, cached: int | None, gates: GridGates) -> tuple[bool, str | None]:
@@ -111,6 +116,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                 sha, _ = record(writer, episode.id, request, completion, info.request_index, {
                     "turn": info.turn_index, "turn_step": info.step_index, "action": info.action,
                     "calls": info.calls, "decode_error": info.decode_error, "tool_results": list(info.tool_results),
+                    "tool_refused": [r.as_json() for r in info.tool_refused],
                     "prompt_tokens_counted": info.prompt_tokens})
                 walked.append((sha, completion_emitted(completion)))
                 ctx.checkpoint()  # the record is written; stop before the episode's next request

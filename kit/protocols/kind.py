@@ -103,7 +103,7 @@ class Launcher:
     size: Number
     repeats: Number | None = None
     max_tokens: Number | None = None
-    doctor_ways: tuple[str, ...] = ()  # one of these `kit doctor` ways must be open; empty: any engine
+    started_engine_only: bool = False  # True: only an engine the kit starts itself (not --engine-url)
 
     def numbers(self) -> dict[str, Number]:
         """The form's numbers by the Setup field that holds them (size, repeats, max_tokens)."""

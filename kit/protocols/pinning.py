@@ -25,6 +25,7 @@ from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.manifest import now
+from kit.protocols import bounds as b
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.pinning_calls import ask, output_sha256
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -53,14 +54,14 @@ class Prompts(Strict):
 
 
 class Calibrate(Strict):
-    rounds: int = Field(3, ge=1, description="fresh instances used for labelled calibration calls")
-    repeats: int = Field(2, ge=1, description="repeated same-prompt calls per round")
-    max_tokens: int = Field(1, ge=1, description="answer length of calibration calls (only prefill matters)")
+    rounds: int = b.count(1, b.ROUNDS_MAX, 3, description="fresh instances used for labelled calibration calls")
+    repeats: int = b.count(1, b.ROUNDS_MAX, 2, description="repeated same-prompt calls per round")
+    max_tokens: int = b.count(1, b.CTX_MAX, 1, description="answer length of calibration calls (only prefill matters)")
 
 
 class Regimes(Strict):
-    always_fresh: int = Field(5, ge=0, description="calls, each on a freshly reloaded instance")
-    steady: int = Field(10, ge=0, description="calls on one instance that sees only the measured prompt")
+    always_fresh: int = b.count(0, b.CALLS_MAX, 5, description="calls, each on a freshly reloaded instance")
+    steady: int = b.count(0, b.CALLS_MAX, 10, description="calls on one instance that sees only the measured prompt")
 
 
 class PinningProtocol(ProtocolBase):
@@ -68,12 +69,12 @@ class PinningProtocol(ProtocolBase):
 
     protocol: Literal["pinning"]
     prompts: Prompts = Prompts()
-    cycles: int = Field(5, ge=1)
-    per_arm: int = Field(10, ge=1, description="P: same-prompt calls in each arm of a cycle")
-    max_tokens: int = Field(256, ge=1)
-    other_max_tokens: int = Field(16, ge=1)
-    top_logprobs: int = Field(1, ge=0, le=20)
-    reuse_tolerance: int = Field(8, ge=0, description="prompt tokens a full-KV reuse may re-evaluate")
+    cycles: int = b.count(1, b.CALLS_MAX, 5)
+    per_arm: int = b.count(1, b.CALLS_MAX, 10, description="P: same-prompt calls in each arm of a cycle")
+    max_tokens: b.MaxTokens = 256
+    other_max_tokens: b.MaxTokens = 16
+    top_logprobs: int = b.count(0, b.TOP_LOGPROBS_MAX, 1)
+    reuse_tolerance: int = b.count(0, b.CTX_MAX, 8, description="prompt tokens a full-KV reuse may re-evaluate")
     gate_on: Literal["states", "prefill_times"] = Field(
         "states", description="arms must separate by cache state (with KV lineage), or by raw prefill time as in "
                               "seed 002 (stricter: fails where only the first call after the interloper is slow)")

@@ -21,6 +21,7 @@ from kit.models.hashing import sha256_file
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.raw_echo import answer_fields
 from kit.records import RecordWriter, prompt_sha256
@@ -34,10 +35,10 @@ class Phase(Strict):
 
 
 class Gates(Strict):
-    cold_max_cached_tokens: int = Field(0, ge=0)
-    warm_min_cached_tokens: int = Field(1, ge=1)
-    abort_violation_share: float = Field(0.10, ge=0, le=1)
-    abort_after_items: int = Field(3, ge=1)
+    cold_max_cached_tokens: int = b.count(0, b.CTX_MAX, 0)
+    warm_min_cached_tokens: int = b.count(1, b.CTX_MAX, 1)
+    abort_violation_share: float = Field(0.10, strict=True, ge=0, le=1)
+    abort_after_items: int = b.count(1, b.ITEMS_MAX, 3)
 
 
 class ResetProtocol(ProtocolBase):
@@ -45,10 +46,10 @@ class ResetProtocol(ProtocolBase):
 
     protocol: Literal["reset"]
     workload: Workload = Workload()
-    sessions: int = Field(3, ge=1)
-    order_seed: int = 20261007
-    max_tokens: int = Field(1024, ge=1)
-    top_logprobs: int = Field(5, ge=1, le=20)
+    sessions: int = b.count(1, b.SESSIONS_MAX, 3)
+    order_seed: b.Seed = 20261007
+    max_tokens: b.MaxTokens = 1024
+    top_logprobs: int = b.count(1, b.TOP_LOGPROBS_MAX, 5)
     phases: tuple[Phase, ...]
     gates: Gates = Gates()
 

@@ -6,11 +6,19 @@ import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from kit.errors import ConfigError
 from kit.paths import protocols_dir
+from kit.protocols import yaml_strict
+from kit.protocols.bounds import FIRST_ITEM_MAX, ITEMS_MAX, CacheRam, CtxSize, Seed, count
+
+# The command-line options that override protocol keys: an error in such a value names the option.
+OPTION_FOR = {"workload.items": "--items", "workload.episodes": "--episodes", "sessions": "--sessions",
+              "histories": "--histories", "max_tokens": "--max-tokens", "cycles": "--cycles",
+              "per_arm": "--per-arm", "calibration.rounds": "--calibration-rounds",
+              "regimes.always_fresh": "--always-fresh", "regimes.steady": "--steady",
+              "engine.cache_ram": "--cache-ram"}
 
 
 class Strict(BaseModel):
@@ -20,14 +28,14 @@ class Strict(BaseModel):
 class EngineSettings(Strict):
     """Server settings the protocol fixes (the launcher adds host, port, model and threads)."""
 
-    ctx_size: int = Field(4096, ge=256)
-    cache_ram: int | None = Field(0, description="server-level prompt cache in MiB; 0 disables, null = default")
+    ctx_size: CtxSize = 4096
+    cache_ram: CacheRam | None = Field(0, description="server-level prompt cache in MiB; 0 disables, null = default")
 
 
 class Workload(Strict):
     source: Literal["auto", "gsm8k", "arithmetic"] = "auto"
-    items: int = Field(100, ge=1)
-    first_item: int = Field(0, ge=0)
+    items: int = count(1, ITEMS_MAX, 100)
+    first_item: int = count(0, FIRST_ITEM_MAX, 0)
     system_prompt: str | None = None
 
 
@@ -37,7 +45,16 @@ class ProtocolBase(Strict):
     protocol: str
     description: str = ""
     engine: EngineSettings = EngineSettings()
-    seed: int = 42
+    seed: Seed = 42
+
+    @field_validator("max_tokens", check_fields=False)
+    @classmethod
+    def _fits_context(cls, max_tokens: int, info: ValidationInfo) -> int:
+        """Kinds with a `max_tokens` key: an answer cannot be longer than the server's context."""
+        engine = info.data.get("engine")
+        if engine is not None and max_tokens > engine.ctx_size:
+            raise ValueError(f"{max_tokens} exceeds engine.ctx_size {engine.ctx_size} (max_tokens <= ctx_size)")
+        return max_tokens
 
 
 def resolve(name_or_path: str) -> Path:
@@ -58,22 +75,45 @@ def _where(error: dict[str, Any]) -> str:
     return ".".join(str(part) for part in error["loc"]) or "(top level)"
 
 
-def parse(data: Any, source: str, models: dict[str, type[Strict]]) -> Strict:
+def _got(error: dict[str, Any]) -> str:
+    value = error.get("input")
+    if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 40):
+        return f" (got {value!r})"
+    return ""
+
+
+def overridden_keys(overrides: dict[str, Any] | None, prefix: str = "") -> list[str]:
+    """The dotted keys an overrides mapping sets (`{"workload": {"items": 5}}` -> `["workload.items"]`)."""
+    keys = []
+    for key, value in (overrides or {}).items():
+        dotted = f"{prefix}{key}"
+        keys.extend(overridden_keys(value, f"{dotted}.") if isinstance(value, dict) else [dotted])
+    return keys
+
+
+def parse(data: Any, source: str, models: dict[str, type[Strict]],
+          options: dict[str, str] | None = None) -> Strict:
     """Validate protocol data against the model of its kind; raise ConfigError naming `source`, the key
-    and the allowed values."""
+    and the allowed values, or the option (from `options`: dotted key -> option) that set the value."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a protocol file must be a YAML mapping", "see protocols/reset.yaml")
     kind = data.get("protocol")
-    if kind not in models:
+    if not isinstance(kind, str) or kind not in models:
         raise ConfigError(f"{source}: key 'protocol' is {kind!r}",
                           f"allowed values: {', '.join(sorted(models))}")
     try:
         return models[kind].model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
+        where = _where(first)
+        first["msg"] = first["msg"].removeprefix("Value error, ")
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{source}: key '{_where(first)}': {first['msg']}{more}",
-                          "fix the protocol file; see protocols/reset.yaml for a valid example") from exc
+        option = (options or {}).get(where)
+        if option:
+            raise ConfigError(f"option {option}: {first['msg']}{_got(first)} (it sets the protocol's '{where}')",
+                              f"give {option} a value within the limits in docs/protocols.md") from None
+        raise ConfigError(f"{source}: key '{where}': {first['msg']}{_got(first)}{more}",
+                          "fix the protocol file; the limits are in docs/protocols.md") from None
 
 
 def load(name_or_path: str, models: dict[str, type[Strict]],
@@ -81,13 +121,11 @@ def load(name_or_path: str, models: dict[str, type[Strict]],
     """Load, override and validate a protocol. Returns (protocol, file, sha256 of the file's bytes)."""
     path = resolve(name_or_path)
     raw = path.read_bytes()
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})", "fix the YAML syntax") from exc
+    data = yaml_strict.load(raw, str(path))
     if overrides and isinstance(data, dict):
         data = merge(data, overrides)
-    return parse(data, str(path), models), path, hashlib.sha256(raw).hexdigest()
+    options = {key: OPTION_FOR[key] for key in overridden_keys(overrides) if key in OPTION_FOR}
+    return parse(data, str(path), models, options), path, hashlib.sha256(raw).hexdigest()
 
 
 def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from kit.analysis import sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
+from kit.protocols import bounds as b
 from kit.protocols import formats as weight_formats
 from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
@@ -45,10 +46,10 @@ class SweepProtocol(BfclPassesProtocol):
     protocol: Literal["sweep"]
     formats: dict[str, weight_formats.FormatSource] = Field(min_length=1)
     format_rows: tuple[tuple[str, ...], ...] | None = None  # Williams square rows; history k uses row k mod R
-    histories: int = Field(11, ge=1)  # history 0 (canonical) and random orders 1 .. histories-1
-    reference_orders: tuple[int, ...] = Field((0, 1), min_length=1, max_length=2)
-    replicate: bool = False  # a second process repeats every format's canonical cache-on pass
-    top_logprobs: int = Field(5, ge=1, le=20)
+    histories: int = b.count(1, b.HISTORIES_MAX, 11)  # history 0 (canonical) and random orders 1 .. histories-1
+    reference_orders: Annotated[tuple[b.OrderIndex, ...], b.UNIQUE] = Field((0, 1), min_length=1, max_length=2)
+    replicate: bool = Field(False, strict=True)  # a second process repeats every format's canonical cache-on pass
+    top_logprobs: int = b.count(1, b.TOP_LOGPROBS_MAX, 5)
 
     @field_validator("formats")
     @classmethod
@@ -174,7 +175,7 @@ KIND = Kind(
     launcher=Launcher(
         measures="path divergence across weight formats x episode histories, a fresh server per pass",
         needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
-        estimate=estimate_on_cpu, size=BFCL_EPISODES,
+        estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
     analysis=Analysis("sweep"))

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from kit.paths import outputs_dir
-from kit.tui.catalog import Capabilities, Entry, machine_capabilities
+from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
@@ -50,11 +50,12 @@ class KitApp(App):
             self.run_worker(self._look_at_machine, thread=True, group="doctor")
 
     def _look_at_machine(self) -> None:
+        """The doctor's checks, the embedded engine proven (its kept proof, else one short completion now)."""
         try:
             caps = machine_capabilities()
         except Exception as exc:  # noqa: BLE001 - the picker still works; say why it could not look
             self.call_from_thread(self.notify, f"could not check this machine: {exc}", severity="warning")
-            caps = Capabilities(())
+            caps = Capabilities((), why_not={EMBEDDED: f"could not check this machine: {exc}"})
         self.call_from_thread(self.set_capabilities, caps)
 
     def set_capabilities(self, caps: Capabilities) -> None:
@@ -66,7 +67,7 @@ class KitApp(App):
     # -- navigation ------------------------------------------------------------------------
 
     def open_setup(self, entry: Entry) -> None:
-        self.push_screen(SetupScreen(entry, self.outputs))
+        self.push_screen(SetupScreen(entry, self.outputs, self.caps))
 
     def start_run(self, options) -> None:
         if self.run_fn is None:

@@ -1,30 +1,39 @@
 """The protocol catalog the launcher shows: every protocols/*.yaml, what it measures and needs, and
-whether this machine can run it (from the same checks as `kit doctor`). No Textual here."""
+whether this machine can run it. A protocol is ready only where an engine way it can use is open in
+`kit doctor`'s checks, the embedded engine only once proven by a real completion. No Textual here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
 
+from kit import doctor
+from kit.doctor import DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
 from kit.errors import KitError
 from kit.paths import protocols_dir
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Kind
 
-EMBEDDED = "embedded CPU engine"
+EMBEDDED = EMBEDDED_WAY
+ENDPOINT = "your own endpoint URL"  # not a doctor way: always there, never proven here
+STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY)  # llama.cpp engines the kit starts itself
+ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
+NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What this machine can run: the doctor's open ways, plus whether the embedded engine is installed."""
+    """What this machine can run: the engine ways proven or found by `kit doctor`, and for a way it cannot
+    use (yet), the one line saying why (not proven, its proof failed, not installed)."""
 
     ways: tuple[str, ...]
     checked: bool = True  # False while the doctor is still looking
+    why_not: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def embedded(self) -> bool:
@@ -32,19 +41,24 @@ class Capabilities:
 
     @property
     def gpu(self) -> bool:
-        return any("GPU" in way or "CUDA" in way or "vLLM" in way for way in self.ways)
+        return any(way in self.ways for way in (DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY))
+
+
+def capabilities(checks: Sequence[Check]) -> Capabilities:
+    """The doctor's checks as the launcher uses them: an embedded engine counts only once proven."""
+    waiting = doctor.unproven_ways(checks)
+    ways = tuple(way for way in doctor.runnable(checks) if way not in waiting)
+    why_not = {}
+    if EMBEDDED not in ways:
+        engine = next(c for c in checks if c.name == "embedded engine")
+        why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
+    return Capabilities(ways, why_not=why_not)
 
 
 def machine_capabilities() -> Capabilities:
-    """The doctor's checks without starting an engine (a few seconds: Docker ping, nvidia-smi)."""
-    from kit import doctor
-    from kit.launch import embedded
-
-    ways = [w for w in doctor.runnable(doctor.run_checks(doctor.default_probes(), start_engine=False))
-            if w != EMBEDDED]
-    if embedded.available():
-        ways.insert(0, EMBEDDED)
-    return Capabilities(tuple(ways))
+    """The doctor's checks with the embedded engine proven: its kept proof, else one short completion now
+    (kept for next time). Well under a second with a kept proof, a few seconds without."""
+    return capabilities(doctor.run_checks(doctor.default_probes(), start_engine=True))
 
 
 @dataclass(frozen=True)
@@ -58,11 +72,30 @@ class Entry:
     measures: str
     needs: str
     estimate: str
-    runnable: bool
-    why_not: str | None  # shown when it cannot be started here
+    runnable: bool  # can be started here (ready, or with the user's own endpoint URL only)
+    why_not: str | None  # shown when it is not ready here
+    ready: bool = False  # an engine way it can use is proven here
 
     def explanation(self) -> str:
         return f"{self.measures}.\nNeeds {self.needs}; {self.estimate}."
+
+
+def kind_ways(kind: str, known: Mapping[str, Kind] | None = None) -> tuple[str, ...]:
+    """The engine ways a kind can use, from its launcher entry (an unknown kind: any llama.cpp engine)."""
+    known = _registry() if known is None else known
+    launcher = known[kind].launcher if kind in known else None
+    return STARTED_LLAMACPP if launcher is not None and launcher.started_engine_only else ANY_LLAMACPP
+
+
+def kind_needs(kind: str, known: Mapping[str, Kind] | None = None) -> str:
+    known = _registry() if known is None else known
+    return known[kind].launcher.needs if kind in known else "an engine"
+
+
+def _registry() -> Mapping[str, Kind]:
+    from kit.protocols.kinds import KINDS
+
+    return KINDS
 
 
 def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
@@ -79,27 +112,31 @@ def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
     launcher = known[kind].launcher if kind in known else None
     measures, needs = (launcher.measures, launcher.needs) if launcher else (f"a {kind} protocol", "see the file")
     description = " ".join(str(data.get("description", "")).split())
-    why_not = None
-    if launcher is None:
-        why_not = f"not available yet: this kit cannot run '{kind}' protocols"
-    elif not caps.checked:
-        why_not = "checking this machine…"
-    elif launcher.doctor_ways and not any(need in " ".join(caps.ways) for need in launcher.doctor_ways):
-        why_not = f"needs {needs}, which `kit doctor` does not find here"
+    runnable, ready, why_not = readiness(kind, known, caps)
     cost = launcher.estimate(data) if launcher and launcher.estimate else "duration unknown"
-    if why_not is None and not caps.ways:
-        cost += "; no local engine here (see `kit doctor`): give your own endpoint URL"
-    return Entry(path.stem, path, kind, description, measures, needs, cost, why_not is None, why_not)
+    return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready)
+
+
+def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities) -> tuple[bool, bool, str | None]:
+    """(can start, ready, why not ready) for a kind on this machine: ready where an engine way it can use is
+    open; startable without one only where the user's own endpoint URL will do."""
+    if kind not in known:
+        return False, False, f"not available yet: this kit cannot run '{kind}' protocols"
+    if not caps.checked:
+        return False, False, "checking this machine…"
+    ways = kind_ways(kind, known)
+    if any(way in caps.ways for way in ways):
+        return True, True, None
+    reason = next((caps.why_not[way] for way in ways if way in caps.why_not),
+                  f"needs {kind_needs(kind, known)}, which `kit doctor` does not find here")
+    return ENDPOINT in ways, False, reason  # with no proven engine, an endpoint URL can still be given
 
 
 def catalog(caps: Capabilities, folder: Path | None = None, known: Mapping[str, Kind] | None = None) -> list[Entry]:
-    """Every protocol file in protocols/, runnable ones first, each group in name order."""
-    if known is None:
-        from kit.protocols.kinds import KINDS
-
-        known = KINDS
+    """Every protocol file in protocols/, ready ones first, then startable ones, each group in name order."""
+    known = _registry() if known is None else known
     entries = [entry(path, known, caps) for path in sorted((folder or protocols_dir()).glob("*.yaml"))]
-    return sorted(entries, key=lambda e: (not e.runnable, e.name))
+    return sorted(entries, key=lambda e: (not e.ready, not e.runnable, e.name))
 
 
 def validate(name: str) -> str | None:

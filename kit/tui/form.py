@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.tui.catalog import EMBEDDED, Capabilities
+from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY
+from kit.tui.catalog import EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
@@ -25,25 +26,42 @@ class EngineChoice:
     doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
     wired: bool  # can the runner drive it now?
 
+    @property
+    def way(self) -> str:
+        """The engine way a protocol kind must accept (kit.tui.catalog.kind_ways)."""
+        return self.doctor_way or ENDPOINT
+
 
 ENGINES = (
     EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED, True),
-    EngineChoice("native", "native GPU build (llama-server binary)", "native llama.cpp CUDA build", True),
-    EngineChoice("llamacpp-container", "llama.cpp container", "Docker GPU engines (llama.cpp, vLLM)", True),
-    EngineChoice("vllm-container", "vLLM container", "Docker GPU engines (llama.cpp, vLLM)", False),
+    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY, True),
+    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, True),
+    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, False),
     EngineChoice("endpoint", "my own endpoint (URL + kind)", None, True),
 )
+CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
+    "auto": "auto (the wheel's where this CPU allows, else portable)",
+    "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
+    "portable": "portable (AVX2, built here once)",
+}
 ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
 WIRED_ENDPOINT_KINDS = {"llamacpp"}
 
 
-def engine_problem(choice: EngineChoice, caps: Capabilities) -> str | None:
-    """Why this engine cannot be used here, or None."""
+def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str) -> str | None:
+    """Why this engine cannot be used here for this kind of protocol, or None."""
     if not choice.wired:
         return f"{choice.label}: the runner cannot start it yet; use the CLI's engine commands or an endpoint URL"
+    if choice.way not in kind_ways(kind):
+        return f"{kind} protocols cannot use {choice.label}: they need {kind_needs(kind)}"
     if choice.doctor_way and caps.checked and choice.doctor_way not in caps.ways:
-        return f"{choice.label}: `kit doctor` says this machine cannot run it"
+        return caps.why_not.get(choice.doctor_way) or f"{choice.label}: `kit doctor` says this machine cannot run it"
     return None
+
+
+def usable_engine(kind: str, caps: Capabilities) -> str:
+    """The first engine choice this kind can use here (the embedded engine when none can)."""
+    return next((c.key for c in ENGINES if engine_problem(c, caps, kind) is None), "embedded")
 
 
 def check_url(text: str) -> str | None:
@@ -120,6 +138,7 @@ class Setup:
     protocol: str
     kind: str
     engine: str = "embedded"
+    cpu_backend: str = "auto"  # the embedded engine's CPU backend (CPU_BACKENDS)
     model: str = ""
     url: str = ""
     endpoint_kind: str = "llamacpp"
@@ -136,7 +155,7 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     """Field name -> what is wrong with it, for every field the chosen engine uses."""
     found: dict[str, str | None] = {}
     choice = next(c for c in ENGINES if c.key == setup.engine)
-    found["engine"] = engine_problem(choice, caps)
+    found["engine"] = engine_problem(choice, caps, setup.kind)
     if setup.engine == "endpoint":
         found["url"] = check_url(setup.url)
         if setup.endpoint_kind not in WIRED_ENDPOINT_KINDS:
@@ -179,6 +198,7 @@ def run_options(setup: Setup):
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
                       engine_url=setup.url.strip().rstrip("/") if endpoint else None,
                       launcher="docker" if setup.engine == "llamacpp-container" else "native",
+                      cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
                       out=Path(setup.out).expanduser())
 
 

@@ -3,7 +3,6 @@ per test session and bundled by the tests. Nothing here is mocked."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import tarfile
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit import runner
+from tests.bundle import archives
 
 
 def _run(out: Path, overrides: dict) -> Path:
@@ -49,10 +49,33 @@ def read_members(bundle: Path) -> tuple[str, dict[str, bytes]]:
 
 
 def repack(root: str, files: dict[str, bytes], out: Path) -> Path:
-    """Write files as a bundle-shaped .tar.gz (used to make altered copies of a real bundle)."""
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{root}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    """Write files as a .tar.gz in the writer's exact format (used to make altered copies of a real bundle)."""
+    out.write_bytes(archives.pack(root, files))
     return out
+
+
+def synthetic_grid_run(folder: Path, model_name: str = "toy-F16") -> Path:
+    """A small finished grid run written as real record files (tests/analysis/records_builder: two
+    passes, three one-request episodes), its results computed by the kit: bundles in milliseconds."""
+    from kit.protocols import grid  # noqa: PLC0415
+    from tests.analysis.records_builder import position, write_grid_like  # noqa: PLC0415
+
+    folder.mkdir(parents=True)
+    on = {f"e{i}": [(f"e{i}-p0", [position(1, 1.5, 2, 2), position(3, 0.02, 4, 2)], 30)] for i in range(3)}
+    on["e2"] = [("e2-p0", [position(1, 1.5, 2, 2), position(4, 0.01, 3, 2)], 30)]
+    off = {u: [(p, pos, 0) for p, pos, _ in steps] for u, steps in on.items()}
+    off["e2"] = [("e2-p0", [position(1, 1.5, 2, 2), position(3, 0.02, 4, 2)], 0)]
+    write_grid_like(folder, {"on1": {"arm": "on", "order": sorted(on), "episodes": on},
+                             "off1": {"arm": "off", "order": sorted(off), "episodes": off}}, model_name=model_name)
+    grid.results(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def synthetic_bundle(tmp_path_factory) -> bytes:
+    """The bytes of a real bundle (written by kit.bundle.writer) of one synthetic grid run."""
+    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+
+    root = tmp_path_factory.mktemp("synthetic")
+    run = synthetic_grid_run(root / "grid-toy")
+    return write_bundle([run], root / "base.tar.gz", environ={}).path.read_bytes()

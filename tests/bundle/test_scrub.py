@@ -53,3 +53,30 @@ def test_values_assigned_to_secret_names_are_redacted_without_the_variable_here(
                      b'"bos_token": "<|im_start|>endoftextlong"}\n'
                      b"export OPENAI_API_KEY=[REDACTED:OPENAI_API_KEY]; NUM_TOKENS=12345678\n")
     assert {r.what for r in found} == {"HF_HUB_TOKEN", "MY_SERVICE_SECRET", "OPENAI_API_KEY"}
+
+
+COMMON_WORDS = {"API_KEY": "test", "TOKEN": "on", "AUTH_TOKEN": "true", "DB_PASSWORD": "finished",
+                "MY_SECRET": "Localhost", "SECRET_PORT": "8080", "ACCESS_KEY": "127.0.0.1", "HF_TOKEN": "zzzzzzzz"}
+
+
+def test_common_words_in_secret_named_variables_are_not_secrets():
+    assert secret_values(COMMON_WORDS) == {}
+    assert set(secret_values({**COMMON_WORDS, "API_KEY": "t3st-Key-9f2a"})) == {"API_KEY"}
+    record = b'{"arm": "on", "status": "finished", "ok": true, "host": "127.0.0.1:8080", "text": "test"}\n'
+    assert scrub(record, "records/p.jsonl", secret_values(COMMON_WORDS)) == (record, [])
+
+
+def test_a_bundle_made_with_common_word_secrets_keeps_records_byte_identical(tmp_path):
+    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    from tests.bundle.conftest import read_members, synthetic_grid_run  # noqa: PLC0415
+
+    run = synthetic_grid_run(tmp_path / "grid-toy")
+    originals = {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert b'"on"' in b"".join(originals.values()) and b"finished" in originals["manifest.json"]
+    written = write_bundle([run], tmp_path / "b.tar.gz", environ=COMMON_WORDS)
+    assert written.redactions == []
+    _, members = read_members(written.path)
+    prefix = f"runs/{run.name}/"
+    bundled = {name.removeprefix(prefix): data for name, data in members.items() if name.startswith(prefix)}
+    compared = [name for name in originals if name.startswith("records/") or name == "manifest.json"]
+    assert compared and all(bundled[name] == originals[name] for name in compared)

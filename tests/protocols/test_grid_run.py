@@ -114,6 +114,8 @@ def test_requests_show_the_cache_state_of_their_arm(grid_run):
             assert record["gate"]["ok"]
             assert record["completion"]["prompt_tokens"] == record["prompt_tokens_counted"]
     assert manifest["workload"]["dataset_sha256"] and manifest["estimate"]["seconds"] > 0
+    # the BFCL worker's hello, with the confinement it ran under
+    assert manifest["workload"]["worker"]["confinement"]["limits"]["processes"] == 0
 
 
 def test_live_verdicts_match_the_table(grid_run):

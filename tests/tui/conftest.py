@@ -28,7 +28,7 @@ def cpu_caps() -> Capabilities:
 
 
 def static_text(screen, selector: str) -> str:
-    """The plain text a widget on `screen` shows, line by line, as it is drawn."""
+    """The plain text a widget on `screen` shows, line by line, as it is drawn (border and padding included)."""
     widget = screen.query_one(selector)
-    lines = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    lines = widget.render_lines(Region(0, 0, widget.outer_size.width, widget.outer_size.height))
     return "\n".join(strip.text.rstrip() for strip in lines)

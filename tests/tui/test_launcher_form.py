@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.widgets import Button, Input, Select
+from textual.widgets import Button, Input, OptionList, Select
 
+from kit.paths import protocols_dir
+from kit.tui import form
 from kit.tui.app import KitApp
+from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.setup import SetupScreen
 from tests.tui.conftest import PROTOCOLS, static_text
@@ -78,7 +81,7 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             await pilot.press("down", "enter")
             await pilot.pause()
             screen = app.screen
-            await pilot.press("tab")  # engine -> model
+            await pilot.press("tab", "tab")  # engine -> CPU backend -> model
             assert app.focused is screen.query_one("#f-model", Input)
             await pilot.press(*str(tmp_path / "nowhere.gguf"))
             await pilot.pause()
@@ -92,3 +95,60 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             assert app.screen is screen and app.live is None
 
     asyncio.run(drive())
+
+
+def test_every_protocol_file_is_visible_at_120x40_without_scrolling(cpu_caps, tmp_path):
+    names = sorted(path.stem for path in protocols_dir().glob("*.yaml"))
+
+    async def drive():
+        app = KitApp(caps=cpu_caps, outputs=tmp_path, watch_logs=False)  # the kit's own protocols/
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            options = app.screen.query_one("#protocols", OptionList)
+            assert options.option_count == len(names) >= 13
+            assert app.screen.region.contains_region(options.region)
+            assert options.max_scroll_y == 0 and options.scroll_y == 0
+            shown = static_text(app.screen, "#protocols").splitlines()
+            return [next((row for row in shown if row.strip("│ ").split()[:1] == [name]), None) for name in names]
+
+    rows = asyncio.run(drive())
+    assert all(rows), dict(zip(names, rows))
+
+
+def test_the_cpu_backend_is_chosen_for_the_embedded_engine_only(cpu_caps, tmp_path):
+    async def drive():
+        app = _app(cpu_caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("down", "enter")  # reset
+            await pilot.pause()
+            screen = app.screen
+            assert screen.query_one("#w-cpu_backend").display and screen.setup.cpu_backend == "auto"
+            await pilot.press("tab", "enter")  # open the CPU backend list: auto, wheel, portable
+            await pilot.press("down", "down", "enter")
+            await pilot.pause()
+            chosen = form.run_options(screen.setup).cpu_backend
+            screen.query_one("#f-engine", Select).value = "endpoint"
+            await pilot.pause()
+            return chosen, screen.query_one("#w-cpu_backend").display, form.run_options(screen.setup).cpu_backend
+
+    chosen, shown_for_endpoint, endpoint_backend = asyncio.run(drive())
+    assert chosen == "portable"
+    assert not shown_for_endpoint and endpoint_backend == "auto"
+
+
+def test_an_unproven_embedded_engine_leaves_only_the_endpoint_and_says_why(tmp_path):
+    caps = Capabilities((), why_not={EMBEDDED: NOT_PROVEN})
+
+    async def drive():
+        app = _app(caps, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            picker = app.screen
+            assert "endpoint URL only" in static_text(picker, "#protocols")
+            assert NOT_PROVEN in static_text(picker, "#detail").replace("\n", " ")
+            await pilot.press("down", "enter")  # reset: startable with an endpoint URL
+            await pilot.pause()
+            return app.screen.setup.engine, static_text(app.screen, "#p-engine")
+
+    engine, problem = asyncio.run(drive())
+    assert engine == "endpoint" and problem.strip() == ""  # the form starts on the one engine it can use

@@ -1,6 +1,7 @@
 """The launcher on the real embedded engine (llama.cpp 7e4c0a9, SmolLM2-135M Q4_1), driven with Pilot:
-pick reset, accept the defaults of a tiny reset protocol (2 items, 2 sessions, 8 tokens), run, and read
-the results screen; and a stop mid-run that leaves a readable, interrupted run folder."""
+it proves the engine before anything is ready; pick reset, accept the defaults of a tiny reset protocol
+(2 items, 2 sessions, 8 tokens), run, and read the results screen; and a stop mid-run that leaves a
+readable, interrupted run folder."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from collections import defaultdict
 
 import pytest
 
+from kit import embedded_proof
 from kit.records import read_records
 from kit.tui.app import KitApp
+from kit.tui.catalog import EMBEDDED
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.results import ResultsScreen
 from tests.tui.conftest import PROTOCOLS, static_text
@@ -43,6 +46,23 @@ def _counts_from_records(run_dir) -> dict[str, list[int]]:
                            sum(v["cold"][0] == v["cold"][1] and v["warm"][0] == v["warm"][1]
                                and v["cold"][0] != v["warm"][0] for v in by_item.values())]
     return counts
+
+
+def test_the_launcher_proves_the_embedded_engine_before_it_says_ready(fresh_kit_cache, tmp_path):
+    async def drive():
+        app = KitApp(protocols_folder=PROTOCOLS, outputs=tmp_path, watch_logs=False)  # no caps: it looks itself
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            checking = static_text(app.screen, "#protocols")
+            await _until(pilot, lambda: app.caps.checked, timeout=180)
+            return checking, app.caps, [(e.name, e.ready) for e in app.screen.entries]
+
+    checking, caps, entries = asyncio.run(drive())
+    assert "checking this machine" in checking and "ready" not in checking  # nothing is ready before the proof
+    assert EMBEDDED in caps.ways and not caps.why_not
+    assert entries == [("grid-cpu", True), ("reset", True), ("batch", False)]
+    kept = [path for path in embedded_proof.folder(fresh_kit_cache).glob("embedded-proof-*.json")]
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["ok"] is True  # kept for the next launch
 
 
 def _open_reset(pilot):

@@ -14,10 +14,21 @@ from kit.events import (
     SessionEnded,
     SessionStarted,
 )
+import pytest
+
+from kit import doctor
+from kit.doctor import CommandResult
+from kit.errors import IllegalInstruction
+from kit.launch.cpu_backend import CHOICES
 from kit.tui import form
-from kit.tui.catalog import Capabilities, catalog
+from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog
 from kit.tui.live_state import LiveState
+from tests.test_doctor import NVIDIA_SMI, FakeEngine, make_probes
 from tests.tui.conftest import PROTOCOLS, SetClock
+
+STARTED_ONLY = {"sweep", "flag_order"}  # kinds that need an engine the kit starts (no endpoint URL)
+SIGILL = IllegalInstruction("llama-server died of SIGILL computing its first tokens on the wheel CPU backend",
+                            "run `kit doctor --cpu-backend portable`")
 
 
 def test_catalog_lists_every_file_and_refuses_kinds_the_kit_cannot_run(cpu_caps):
@@ -32,6 +43,88 @@ def test_catalog_lists_every_file_and_refuses_kinds_the_kit_cannot_run(cpu_caps)
 def test_catalog_waits_for_the_doctor_before_anything_can_start():
     entries = catalog(Capabilities((), checked=False), PROTOCOLS)
     assert not any(e.runnable for e in entries)
+
+
+def _caps(tmp_path, engine, start=True, **probes):
+    return capabilities(doctor.run_checks(make_probes(tmp_path, engine=engine, **probes), start_engine=start))
+
+
+def _by_kind(caps):
+    entries = {}
+    for entry in catalog(caps):  # the kit's own protocols/
+        entries.setdefault(entry.kind, []).append(entry)
+    assert set(entries) == {"reset", "grid", "sweep", "flag_order", "pinning"}
+    return entries
+
+
+def test_a_proven_embedded_engine_makes_every_kind_ready(tmp_path):
+    caps = _caps(tmp_path, FakeEngine())
+    assert caps.ways == (EMBEDDED,) and not caps.why_not
+    assert all(e.ready and e.runnable and e.why_not is None for e in catalog(caps))
+
+
+def test_an_unproven_embedded_engine_makes_nothing_ready_and_says_run_kit_doctor(tmp_path):
+    engine = FakeEngine()
+    caps = _caps(tmp_path, engine, start=False)
+    assert engine.proofs == 0 and caps.ways == () and caps.why_not == {EMBEDDED: NOT_PROVEN}
+    for kind, entries in _by_kind(caps).items():
+        for entry in entries:
+            assert not entry.ready and entry.why_not == NOT_PROVEN
+            assert entry.runnable is (kind not in STARTED_ONLY)  # an endpoint URL still works for the others
+
+
+def test_a_failed_proof_makes_nothing_ready_and_shows_the_doctors_line(tmp_path):
+    caps = _caps(tmp_path, FakeEngine([SIGILL]))
+    line = caps.why_not[EMBEDDED]
+    assert line.startswith("embedded engine: its proof failed: llama-server died of SIGILL")
+    assert line.endswith("; run `kit doctor --cpu-backend portable`") and "\n" not in line
+    assert not any(e.ready for e in catalog(caps))
+    assert all(e.why_not == line for entries in _by_kind(caps).values() for e in entries)
+
+
+def test_a_kept_proof_counts_without_starting_anything(tmp_path):
+    engine = FakeEngine()
+    _caps(tmp_path, engine)
+    caps = _caps(tmp_path, engine, start=False)
+    assert engine.proofs == 1 and caps.ways == (EMBEDDED,)
+
+
+def test_a_gpu_machine_without_the_embedded_engine_is_ready_through_its_gpu_engines(tmp_path):
+    info = {"ServerVersion": "27.3.1", "Runtimes": {"nvidia": {}}}
+    caps = _caps(tmp_path, FakeEngine(installed=False), docker=lambda: info,
+                 commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI)})
+    assert caps.gpu and not caps.embedded and "not installed" in caps.why_not[EMBEDDED]
+    assert all(e.ready for e in catalog(caps))
+
+
+@pytest.mark.parametrize("kind, engine, needle", [
+    ("sweep", "endpoint", "sweep protocols cannot use my own endpoint"),
+    ("flag_order", "endpoint", "flag_order protocols cannot use my own endpoint"),
+    ("reset", "endpoint", None),
+    ("sweep", "embedded", None),
+])
+def test_each_kind_names_the_engines_it_can_use(kind, engine, needle, cpu_caps):
+    choice = next(c for c in form.ENGINES if c.key == engine)
+    problem = form.engine_problem(choice, cpu_caps, kind)
+    assert problem is None if needle is None else needle in problem
+
+
+def test_the_form_names_why_the_embedded_engine_is_not_usable():
+    caps = Capabilities((), why_not={EMBEDDED: NOT_PROVEN})
+    assert form.engine_problem(form.ENGINES[0], caps, "reset") == NOT_PROVEN
+    assert form.usable_engine("reset", caps) == "endpoint"
+    assert form.usable_engine("reset", Capabilities((EMBEDDED,))) == "embedded"
+
+
+def test_the_cpu_backend_choice_reaches_the_runner(tmp_path, cpu_caps):
+    assert tuple(form.CPU_BACKENDS) == CHOICES
+    setup = form.defaults("reset.yaml", "reset", {}, tmp_path)
+    assert setup.cpu_backend == "auto" and form.run_options(setup).cpu_backend == "auto"
+    setup.cpu_backend = "portable"
+    assert form.problems(setup, cpu_caps, set()) == {}
+    assert form.run_options(setup).cpu_backend == "portable"
+    setup.engine, setup.url = "endpoint", "http://127.0.0.1:8080"
+    assert form.run_options(setup).cpu_backend == "auto"  # only the embedded engine has a CPU backend
 
 
 def test_url_check_explains_what_is_wrong():

@@ -18,11 +18,13 @@ from kit.tui.catalog import Capabilities, Entry, catalog
 
 def _label(entry: Entry) -> Text:
     text = Text()
-    text.append(f"{entry.name:<12}", style="bold" if entry.runnable else "dim")
-    text.append(f" {entry.kind:<8}", style="dim")
+    text.append(f"{entry.name:<15}", style="bold" if entry.runnable else "dim")
+    text.append(f" {entry.kind:<10}", style="dim")
     why = entry.why_not or ""
-    if entry.runnable:
+    if entry.ready:
         text.append(" ready", style="green")
+    elif entry.runnable:
+        text.append(" endpoint URL only", style="yellow")
     elif why.startswith("checking"):
         text.append(" checking this machine…", style="dim")
     else:
@@ -35,9 +37,11 @@ class PickerScreen(Screen):
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
+    # The list takes the rows it needs, up to half the screen (every protocol file at 120x40, ten rows
+    # at 80x24); the description gets the rest and scrolls when it must.
     DEFAULT_CSS = """
-    PickerScreen #protocols { height: auto; max-height: 12; border: round $primary; }
-    PickerScreen #details { border: round $secondary; padding: 0 1; }
+    PickerScreen #protocols { height: auto; max-height: 50%; border: round $primary; }
+    PickerScreen #details { height: 1fr; border: round $secondary; padding: 0 1; }
     PickerScreen #machine { height: auto; color: $text-muted; padding: 0 1; }
     """
 
@@ -70,9 +74,7 @@ class PickerScreen(Screen):
         options.add_options([Option(_label(e), id=e.name) for e in self.entries])
         if self.entries:
             options.highlighted = min(highlighted, len(self.entries) - 1)
-        machine = ("this machine: " + (", ".join(caps.ways) or "no local engine (an endpoint URL still works)")
-                   if caps.checked else "this machine: checking what it can run (kit doctor)…")
-        self.query_one("#machine", Static).update(machine)
+        self.query_one("#machine", Static).update(machine_line(caps))
         self._show_detail()
 
     def on_option_list_option_highlighted(self, _event: OptionList.OptionHighlighted) -> None:
@@ -94,8 +96,11 @@ class PickerScreen(Screen):
             text.append(entry.explanation() + "\n")
             if entry.description:
                 text.append(entry.description + "\n", style="italic")
-            if entry.runnable:
+            if entry.ready:
                 text.append("Enter: set it up and run", style="green")
+            elif entry.runnable:
+                text.append(f"Not ready here: {entry.why_not}\nEnter: set it up with your own endpoint URL",
+                            style="yellow")
             else:
                 text.append(f"Cannot start: {entry.why_not}", style="yellow")
         self.query_one("#detail", Static).update(text)
@@ -110,5 +115,13 @@ class PickerScreen(Screen):
         self.app.open_setup(entry)
 
     def action_doctor(self) -> None:
-        ways = ", ".join(self.caps.ways) or "nothing local"
-        self.notify(f"can run: {ways}. Run `kit doctor` in a shell for every check and its fix.", title="Machine")
+        self.notify(f"{machine_line(self.caps)}. Run `kit doctor` in a shell for every check and its fix.",
+                    title="Machine")
+
+
+def machine_line(caps: Capabilities) -> str:
+    """What this machine can run, and why the engines it cannot use yet are not ready."""
+    if not caps.checked:
+        return "this machine: checking what it can run (kit doctor: one short completion on the embedded engine)…"
+    line = "this machine: " + (", ".join(caps.ways) or "no proven local engine (an endpoint URL still works)")
+    return "; ".join((line, *caps.why_not.values()))

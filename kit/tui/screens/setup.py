@@ -15,7 +15,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from kit.tui import form
-from kit.tui.catalog import Entry
+from kit.tui.catalog import Capabilities, Entry
 
 FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
     "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
@@ -59,11 +59,12 @@ class SetupScreen(Screen):
     SetupScreen #estimate { height: auto; margin-top: 1; }
     """
 
-    def __init__(self, entry: Entry, out: Path):
+    def __init__(self, entry: Entry, out: Path, caps: Capabilities):
         super().__init__()
         self.entry = entry
         data = yaml.safe_load(entry.path.read_text()) or {}
         self.setup = form.defaults(str(entry.path), entry.kind, data, out)
+        self.setup.engine = form.usable_engine(entry.kind, caps)  # e.g. the endpoint where no engine is proven
         self.models = known_models()
         # set before mounting: the Header reads them once it has mounted its parts
         self.title, self.sub_title = "kit", f"set up {self.entry.name}"
@@ -74,6 +75,7 @@ class SetupScreen(Screen):
             yield Static(id="summary")
             for name, label, choices in (
                     ("engine", "Engine", [(c.label, c.key) for c in form.ENGINES]),
+                    ("cpu_backend", "CPU backend", [(label, key) for key, label in form.CPU_BACKENDS.items()]),
                     ("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])):
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):
@@ -115,8 +117,8 @@ class SetupScreen(Screen):
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
         engine = self.setup.engine
-        visible = {"endpoint_kind": engine == "endpoint", "url": engine == "endpoint",
-                   "model": engine != "endpoint", "server_bin": engine == "native"}
+        visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
+                   "url": engine == "endpoint", "model": engine != "endpoint", "server_bin": engine == "native"}
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
         found = form.problems(self.setup, self.app.caps, self.models)

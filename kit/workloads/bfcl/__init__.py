@@ -2,11 +2,12 @@
 
 BFCL itself (`bfcl-eval`) is installed into the kit cache with `ensure_bfcl` and only ever
 imported in a separate worker process (`kit.workloads.bfcl.worker`), because its executor
-`eval`s model output. The main process talks to that worker through `BfclWorker`.
+`eval`s model output. The main process talks to that worker through `BfclWorker`. What model output
+may reach BFCL at all is `call_policy`; how the worker process is confined is `confinement`.
 """
 
 from kit.workloads.bfcl.agent import EpisodeResult, StepInfo, TurnResult, run_episode
-from kit.workloads.bfcl.client import BfclWorker, Decoded, Episode, Score
+from kit.workloads.bfcl.client import BfclWorker, Decoded, Episode, Execution, Score
 from kit.workloads.bfcl.provision import (
     BFCL_PINS,
     BfclInstall,
@@ -28,6 +29,7 @@ __all__ = [
     "Decoded",
     "Episode",
     "EpisodeResult",
+    "Execution",
     "RENDERERS",
     "Score",
     "StepInfo",

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kit.engines.base import Completion, CompletionRequest, Engine
-from kit.workloads.bfcl.client import Decoded, Episode
+from kit.workloads.bfcl.call_policy import Refusal
+from kit.workloads.bfcl.client import Decoded, Episode, Execution
 from kit.workloads.bfcl.render import Renderer
 
 MAXIMUM_STEP_LIMIT = 20  # BFCL: bfcl_eval.constants.default_prompts.MAXIMUM_STEP_LIMIT
@@ -31,7 +32,7 @@ class EpisodeWorker(Protocol):
 
     def system_prompt(self, episode_id: str) -> str: ...
     def decode(self, text: str) -> Decoded: ...
-    def execute(self, pass_id: str, episode_id: str, calls: list[str]) -> list[str]: ...
+    def execute(self, pass_id: str, episode_id: str, calls: list[str]) -> Execution: ...
     def release(self, pass_id: str, episode_id: str) -> int: ...
 
 
@@ -41,7 +42,8 @@ class StepInfo:
 
     `action` is "execute" (calls ran, the turn goes on), "end_turn" (the text did not decode or
     decoded to no call), "force_quit" (calls ran and the turn exceeded the step limit) or
-    "context_overflow" (the engine refused the prompt; no text).
+    "context_overflow" (the engine refused the prompt; no text). `tool_refused` are the calls the
+    call policy kept from BFCL (their tool result is BFCL's error text for a failed call).
     """
 
     pass_id: str
@@ -55,6 +57,7 @@ class StepInfo:
     calls: tuple[str, ...] | None = None
     decode_error: str | None = None
     tool_results: tuple[str, ...] = ()
+    tool_refused: tuple[Refusal, ...] = ()
 
 
 @dataclass
@@ -175,13 +178,14 @@ def run_episode(
                     break
                 calls = decoded.calls or ()
                 turn.decoded.append(calls)
-                results = worker.execute(pass_id, episode.id, list(calls))
+                execution = worker.execute(pass_id, episode.id, list(calls))
+                results = execution.results
                 for call, result in zip(calls, results, strict=True):
                     messages.append({"role": "tool", "name": call, "content": result})
                 step += 1
                 action = "force_quit" if step > MAXIMUM_STEP_LIMIT else "execute"
-                report(StepInfo(**where, action=action, calls=calls, tool_results=tuple(results)),
-                       request, completion)
+                report(StepInfo(**where, action=action, calls=calls, tool_results=tuple(results),
+                                tool_refused=execution.refused), request, completion)
                 if action == "force_quit":
                     outcome = "force_quit"
                     break

@@ -2,7 +2,8 @@
 
 Nothing here imports `bfcl_eval`. `BfclWorker` launches `python -S -m kit.workloads.bfcl.worker`
 with an environment built from scratch (no inherited variables, so no credentials reach the
-process that `eval`s model output) and exchanges JSON lines with it.
+process that `eval`s model output) in a private folder of its own, and exchanges JSON lines with
+it. The worker confines itself before its first request (`confinement.py`); `hello` reports how.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kit
 from kit.errors import KitError
+from kit.workloads.bfcl.call_policy import Refusal
 from kit.workloads.bfcl.provision import BfclInstall
 
 
@@ -75,8 +80,22 @@ class Decoded:
 
 
 @dataclass(frozen=True)
+class Execution:
+    """What one step's calls gave: a result per call, in order, and the calls the policy refused
+    (each answered with BFCL's error text for a failed call, never executed)."""
+
+    results: tuple[str, ...]
+    refused: tuple[Refusal, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: dict) -> Execution:
+        return cls(results=tuple(d["results"]), refused=tuple(Refusal.from_json(r) for r in d["refused"]))
+
+
+@dataclass(frozen=True)
 class Score:
-    """BFCL's verdict on one episode; `decoded` is what the checker saw (turn -> step -> calls)."""
+    """BFCL's verdict on one episode; `decoded` is what the model's steps decoded to (turn -> step ->
+    calls); `refused` the calls among them the checker got only as a failing stand-in."""
 
     valid: bool
     error_type: str | None
@@ -84,16 +103,19 @@ class Score:
     decoded: list
     n_turns: int
     n_truth_turns: int
+    refused: list = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: dict) -> Score:
         return cls(valid=bool(d["valid"]), error_type=d.get("error_type"),
                    error_message=d.get("error_message"), decoded=d.get("decoded", []),
-                   n_turns=d.get("n_turns", 0), n_truth_turns=d.get("n_truth_turns", 0))
+                   n_turns=d.get("n_turns", 0), n_truth_turns=d.get("n_truth_turns", 0),
+                   refused=d.get("refused", []))
 
 
-def worker_environment(install: BfclInstall) -> dict[str, str]:
+def worker_environment(install: BfclInstall, home: Path) -> dict[str, str]:
     """The worker's whole environment, built from scratch: no variable is inherited except PATH.
+    HOME, TMPDIR and BFCL's project root (where BFCL writes) are the worker's private folder `home`.
 
     TZ and PYTHONHASHSEED are fixed because BFCL environments format timestamps in local time
     and iterate over sets, and the kit compares passes token for token.
@@ -101,9 +123,10 @@ def worker_environment(install: BfclInstall) -> dict[str, str]:
     kit_parent = Path(kit.__file__).resolve().parent.parent
     return {
         "PATH": os.environ.get("PATH", os.defpath),
-        "HOME": str(install.project_root),
+        "HOME": str(home),
+        "TMPDIR": str(home),
         "LANG": "C.UTF-8",
-        "BFCL_PROJECT_ROOT": str(install.project_root),
+        "BFCL_PROJECT_ROOT": str(home),
         "PYTHONPATH": os.pathsep.join([str(install.site_dir), str(kit_parent)]),
         "PYTHONHASHSEED": "0",
         "PYTHONUNBUFFERED": "1",
@@ -125,6 +148,7 @@ class BfclWorker:
         self.timeout_s = timeout_s
         self.log_path = Path(log_path) if log_path else install.project_root / "worker.log"
         self._proc: subprocess.Popen | None = None
+        self._home: Path | None = None  # the worker's private HOME and cwd, deleted when it stops
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._next_id = 0
         # Set once the process is gone: its environment state went with it, so a silent restart
@@ -147,15 +171,17 @@ class BfclWorker:
             raise BfclWorkerError(f"this BFCL worker has ended ({self._ended})",
                                   "start a new BfclWorker (environment state does not survive)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._home = Path(tempfile.mkdtemp(prefix="kit-bfcl-worker-"))
         log = open(self.log_path, "ab")
         try:
             self._proc = subprocess.Popen(
                 [self.python, "-S", "-m", "kit.workloads.bfcl.worker"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                env=worker_environment(self.install), cwd=str(self.install.project_root),
+                env=worker_environment(self.install, self._home), cwd=str(self._home),
                 text=True, encoding="utf-8", bufsize=1,
             )
         except OSError as e:
+            self._remove_home()
             raise BfclWorkerError(f"cannot start the BFCL worker with {self.python}: {e}",
                                   "check the Python interpreter the kit runs under") from e
         finally:
@@ -166,6 +192,21 @@ class BfclWorker:
         for line in stream:
             self._lines.put(line)
         self._lines.put(None)
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (None when it is not running)."""
+        return self._proc.pid if self._proc else None
+
+    @property
+    def home(self) -> Path | None:
+        """The running worker's private HOME and working directory."""
+        return self._home
+
+    def _remove_home(self) -> None:
+        home, self._home = self._home, None
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -179,6 +220,7 @@ class BfclWorker:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+        self._remove_home()
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -212,20 +254,29 @@ class BfclWorker:
                                   f"{reply.get('error')}", f"see {self.log_path}")
         return reply["result"]
 
-    def _kill(self, reason: str = "killed") -> None:
+    def _kill(self, reason: str = "killed") -> int | None:
+        """Make sure the worker is gone; its exit status (None if it was not running)."""
         self._ended = self._ended or reason
         proc, self._proc = self._proc, None
+        status = None
         if proc is not None:
             proc.kill()
-            proc.wait()
+            status = proc.wait()
+        self._remove_home()
+        return status
 
     def _died(self, op: str) -> BfclWorkerError:
-        self._kill("exited")
+        status = self._kill("exited")
         tail = ""
         try:
             tail = " ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-2:])
         except OSError:
             pass
+        if status is not None and status < 0 and -status in (signal.SIGXCPU, signal.SIGXFSZ):
+            limit = "CPU time" if -status == signal.SIGXCPU else "file size"
+            return BfclWorkerError(f"BFCL worker exceeded its {limit} limit during {op!r} "
+                                   f"({signal.Signals(-status).name})",
+                                   "see kit/workloads/bfcl/confinement.py for the limits")
         return BfclWorkerError(f"BFCL worker exited during {op!r}: {tail}".rstrip(": "),
                                f"see {self.log_path}; `kit workloads install bfcl` repairs the install")
 
@@ -245,8 +296,10 @@ class BfclWorker:
     def decode(self, text: str) -> Decoded:
         return Decoded.from_json(self.call("decode", text=text))
 
-    def execute(self, pass_id: str, episode_id: str, calls: list[str] | tuple[str, ...]) -> list[str]:
-        return self.call("execute", pass_id=pass_id, episode_id=episode_id, calls=list(calls))
+    def execute(self, pass_id: str, episode_id: str, calls: list[str] | tuple[str, ...]) -> Execution:
+        """Run one step's calls (those the call policy allows) in the (pass, episode)'s environment."""
+        return Execution.from_json(self.call("execute", pass_id=pass_id, episode_id=episode_id,
+                                             calls=list(calls)))
 
     def release(self, pass_id: str, episode_id: str) -> int:
         return self.call("release", pass_id=pass_id, episode_id=episode_id)

@@ -76,7 +76,8 @@ class BfclInstall:
     """A verified BFCL install: where it lives and what it is, for the worker and the manifest."""
 
     site_dir: Path  # goes on the worker's PYTHONPATH
-    project_root: Path  # BFCL_PROJECT_ROOT: BFCL's scratch output folder (never site-packages)
+    project_root: Path  # the kit's scratch folder for BFCL (the default worker log; never site-packages);
+    # each worker gets a private BFCL_PROJECT_ROOT of its own (client.BfclWorker)
     pins: tuple[str, ...]
     dataset_sha256: dict[str, str] = field(default_factory=dict)
 

@@ -12,6 +12,12 @@ Everything BFCL-specific is BFCL's own code: the dataset loader, `formulate_syst
 prompting decoders, the environments (`execute_multi_turn_func_call`, which `eval`s model output)
 and `multi_turn_checker`. Environment instances live in module globals of BFCL keyed by a model
 name; this worker gives every (pass, episode) its own fresh name, and `release` deletes them.
+
+BFCL `eval`s model output, so none reaches it unchecked: text goes to the decoder, and calls to the
+executor (in `execute`, and in `check`/`score`, whose checker executes them again), only as far as the
+call policy (`call_policy.py`) allows. A refused call is answered with the executor's error text and
+listed in the answer's `refused`. Before its first request the worker loads everything it needs and
+then confines itself (`confinement.py`); `hello` says what is in force.
 """
 
 from __future__ import annotations
@@ -21,9 +27,17 @@ import itertools
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+from kit.workloads.bfcl import call_policy
+from kit.workloads.bfcl.confinement import Confinement, confine
+
 CATEGORY = "multi_turn_base"
+
+# Standard-library modules BFCL's environments import on first use (found by running every ground-truth
+# call of the 200 episodes): loaded before confinement, when the interpreter's files can still be read.
+PRELOADED_MODULES = ("_strptime",)
 
 
 def _id_number(entry_id: str) -> int:
@@ -41,8 +55,13 @@ class BfclSession:
     def __init__(self) -> None:
         # Imported here, never at module level: the worker module must stay importable (for its
         # docstring and tests) in a process that does not have bfcl_eval on its path.
+        import importlib
+        import inspect
+        from importlib.metadata import version
+
         from bfcl_eval import utils as bfcl_utils
         from bfcl_eval.constants.default_prompts import DEFAULT_SYSTEM_PROMPT_FORMAT
+        from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
         from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
             multi_turn_checker,
@@ -58,6 +77,20 @@ class BfclSession:
         self._truth: dict[str, list[list[str]]] = {}
         self._names: dict[tuple[str, str], str] = {}
         self._serial = itertools.count(1)
+        self.confinement: Confinement | None = None
+        self._version = version("bfcl-eval")
+        # Everything is loaded now, before confinement: the dataset, every environment class the
+        # episodes involve (with its public methods, for the call policy) and the modules they import late.
+        self._load_all()
+        self._methods: dict[str, frozenset[str]] = {}
+        for name in sorted({c for e in self._entries.values() for c in e["involved_classes"]}):
+            instance = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[name]), name)()
+            # the methods BFCL's executor routes bare calls to: inspect.ismethod, no leading underscore
+            self._methods[name] = frozenset(m for m, _ in inspect.getmembers(instance, inspect.ismethod)
+                                            if not m.startswith("_"))
+        for module in PRELOADED_MODULES:
+            importlib.import_module(module)
+        assert call_policy.call_refusal(call_policy.REFUSED_STAND_IN, self._methods) is not None
 
     # -- dataset -----------------------------------------------------------------------------
 
@@ -106,8 +139,12 @@ class BfclSession:
     # -- decoding ----------------------------------------------------------------------------
 
     def decode(self, text: str) -> dict:
-        """Decode model text the way BFCL's prompting handlers do (execute form and AST form)."""
+        """Decode model text the way BFCL's prompting handlers do (execute form and AST form); text the
+        decoder would partly eval is refused as a decoding failure (which ends the turn, as BFCL's do)."""
         hu = self._handler_utils
+        refused = call_policy.decoder_refusal(text)
+        if refused:
+            return {"calls": None, "empty": None, "ast": None, "error": f"refused by the call policy: {refused}"}
         try:
             calls = hu.default_decode_execute_prompting(text, has_tool_call_tag=False)
         except Exception as e:  # BFCL: any decoding failure ends the turn
@@ -127,19 +164,30 @@ class BfclSession:
             self._names[key] = f"kit{next(self._serial)}"
         return self._names[key]
 
-    def execute(self, pass_id: str, episode_id: str, calls: list[str]) -> list[str]:
-        """Run decoded calls in this (pass, episode)'s own environment instances."""
+    def _episode_methods(self, entry: dict) -> dict[str, frozenset[str]]:
+        return {name: self._methods[name] for name in entry["involved_classes"]}
+
+    def execute(self, pass_id: str, episode_id: str, calls: list[str]) -> dict:
+        """Run decoded calls in this (pass, episode)'s own environment instances, those the call policy
+        allows; a refused call is answered with BFCL's error text for a failed call and never run.
+        Returns `results` (one per call, in order) and `refused` (index, call, reason)."""
         entry = self._entry(episode_id)
-        results, _ = self._mt_utils.execute_multi_turn_func_call(
-            list(calls),
-            entry.get("initial_config", {}),
-            entry["involved_classes"],
-            self._model_name(pass_id, episode_id),
-            episode_id,
-            long_context=self._long_context(episode_id),
-            is_evaL_run=False,
-        )
-        return [str(r) for r in results]
+        refused = {r.index: r for r in call_policy.refusals(calls, self._episode_methods(entry))}
+        allowed = [c for i, c in enumerate(calls) if i not in refused]
+        ran = iter([])
+        if allowed:
+            results, _ = self._mt_utils.execute_multi_turn_func_call(
+                allowed,
+                entry.get("initial_config", {}),
+                entry["involved_classes"],
+                self._model_name(pass_id, episode_id),
+                episode_id,
+                long_context=self._long_context(episode_id),
+                is_evaL_run=False,
+            )
+            ran = iter(results)
+        return {"results": [refused[i].tool_result if i in refused else str(next(ran)) for i in range(len(calls))],
+                "refused": [r.as_json() for r in refused.values()]}
 
     def release(self, pass_id: str, episode_id: str) -> int:
         """Forget this (pass, episode)'s environment instances; returns how many were dropped."""
@@ -167,6 +215,8 @@ class BfclSession:
         for steps in turns:
             kept = []
             for text in steps:
+                if call_policy.decoder_refusal(text):
+                    continue  # dropped like a step that fails to decode
                 try:
                     calls = self._handler_utils.default_decode_execute_prompting(
                         text, has_tool_call_tag=False)
@@ -179,17 +229,30 @@ class BfclSession:
         return self.check(episode_id, decoded)
 
     def check(self, episode_id: str, decoded_turns: list[list[list[str]]]) -> dict:
-        """Run `multi_turn_checker` on already decoded calls (turn -> step -> call strings)."""
+        """Run `multi_turn_checker` on already decoded calls (turn -> step -> call strings). The checker
+        executes them, so each call the policy refuses is replaced by `REFUSED_STAND_IN`, which BFCL's
+        executor fails on without running anything: it counts as the failed call the model was told it
+        was. `refused` lists them (turn, step, index, call, reason)."""
         entry = self._entry(episode_id)
         truth = self._truth[episode_id]
-        base = {"decoded": decoded_turns, "n_turns": len(decoded_turns), "n_truth_turns": len(truth)}
+        methods = self._episode_methods(entry)
+        refused: list[dict] = []
+        screened: list[list[list[str]]] = []
+        for turn, steps in enumerate(decoded_turns):
+            screened.append([])
+            for step, calls in enumerate(steps):
+                found = {r.index: r for r in call_policy.refusals(calls, methods)}
+                refused += [{"turn": turn, "step": step, **r.as_json()} for r in found.values()]
+                screened[-1].append([call_policy.REFUSED_STAND_IN if i in found else c for i, c in enumerate(calls)])
+        base = {"decoded": decoded_turns, "n_turns": len(decoded_turns), "n_truth_turns": len(truth),
+                "refused": refused}
         if len(decoded_turns) != len(truth):
             return {**base, "valid": False, "error_type": "multi_turn:force_terminated",
                     "error_message": f"{len(decoded_turns)} model turns for {len(truth)} "
                                      "ground-truth turns"}
         name = f"kitscore{next(self._serial)}"
         try:
-            verdict = self._checker(decoded_turns, truth, copy.deepcopy(entry), CATEGORY, name)
+            verdict = self._checker(screened, truth, copy.deepcopy(entry), CATEGORY, name)
         except Exception as e:
             verdict = {"valid": False, "error_type": "kit:checker_exception",
                        "error_message": f"{type(e).__name__}: {e}"}
@@ -203,19 +266,19 @@ class BfclSession:
         }
 
     def hello(self) -> dict:
-        from importlib.metadata import version
-
-        return {"bfcl_eval": version("bfcl-eval"), "python": sys.version.split()[0],
+        return {"bfcl_eval": self._version, "python": sys.version.split()[0],
                 "project_root": os.environ.get("BFCL_PROJECT_ROOT"),
-                "environment_keys": sorted(os.environ)}
+                "environment_keys": sorted(os.environ),
+                "confinement": self.confinement.report if self.confinement else None}
 
 
 OPERATIONS = ("hello", "load_episodes", "system_prompt", "decode", "execute", "release", "score",
               "check")
 
 
-def serve(session: BfclSession, requests, answer) -> None:
-    """Answer each JSON-line request with one JSON line until the input ends."""
+def serve(session: BfclSession, requests, answer, confinement: Confinement | None = None) -> None:
+    """Answer each JSON-line request with one JSON line until the input ends (each under the
+    confinement's per-request hooks, when confined)."""
     for line in requests:
         line = line.strip()
         if not line:
@@ -227,7 +290,11 @@ def serve(session: BfclSession, requests, answer) -> None:
             op = req["op"]
             if op not in OPERATIONS:
                 raise ValueError(f"unknown operation {op!r}")
+            if confinement is not None:
+                confinement.before_operation()
             result = getattr(session, op)(**req.get("args", {}))
+            if confinement is not None:
+                confinement.after_operation()
             reply = {"id": req_id, "ok": True, "result": result}
         except Exception as e:
             reply = {"id": req_id, "ok": False, "error": str(e), "kind": type(e).__name__}
@@ -244,12 +311,13 @@ def main() -> int:
         print("BFCL_PROJECT_ROOT must be set (BFCL writes into its project root)", file=sys.stderr)
         return 2
     session = BfclSession()
+    session.confinement = confine(Path(os.environ["HOME"]))
 
     def answer(text: str) -> None:
         channel.write(text + "\n")
         channel.flush()
 
-    serve(session, sys.stdin, answer)
+    serve(session, sys.stdin, answer, session.confinement)
     return 0
 
 

@@ -60,17 +60,20 @@ def test_tampered_dataset_file_is_rejected(bfcl_install, tmp_path):
         verify_dataset(tmp_path)
 
 
-def test_worker_environment_is_built_from_scratch(bfcl_install, monkeypatch):
+def test_worker_environment_is_built_from_scratch(bfcl_install, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
     monkeypatch.setenv("HF_TOKEN", "do-not-leak")
-    env = worker_environment(bfcl_install)
-    assert set(env) == {"PATH", "HOME", "LANG", "BFCL_PROJECT_ROOT", "PYTHONPATH",
+    env = worker_environment(bfcl_install, tmp_path)
+    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", "BFCL_PROJECT_ROOT", "PYTHONPATH",
                         "PYTHONHASHSEED", "PYTHONUNBUFFERED", "TZ"}
+    assert env["HOME"] == env["TMPDIR"] == env["BFCL_PROJECT_ROOT"] == str(tmp_path)
     with BfclWorker(bfcl_install) as worker:
         hello = worker.hello()
+        home = worker.home
     assert hello["bfcl_eval"] == "2026.3.23"
     assert set(hello["environment_keys"]) == set(env)
-    assert hello["project_root"] == str(bfcl_install.project_root)
+    # BFCL writes into its project root: the worker's private folder, not the kit cache
+    assert hello["project_root"] == str(home) and not home.is_relative_to(bfcl_install.site_dir)
 
 
 def test_worker_reports_refused_operations(bfcl_worker):

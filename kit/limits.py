@@ -1,0 +1,23 @@
+"""The documented limit of every count, size and range a protocol file or a command-line option sets
+(the table in docs/protocols.md). Plain constants, so the command line can use them without pydantic;
+kit.protocols.bounds turns them into the protocol models' field types."""
+
+SEED_MAX = 2**32 - 1  # llama.cpp and Python's random take a 32-bit seed
+PORT_MIN, PORT_MAX = 1, 65535
+THREADS_MAX = 1024
+CTX_MIN, CTX_MAX = 256, 131072  # tokens; 131072 is the longest context the kit's models serve
+CACHE_RAM_MAX = 1 << 20  # MiB (1 TiB): llama-server --cache-ram
+ITEMS_MAX = 10_000  # GSM8K items or generated problems per run (GSM8K's test split has 1319)
+FIRST_ITEM_MAX = 10_000
+SESSIONS_MAX = 100
+EPISODES_MAX = 200  # BFCL multi_turn_base has 200 episodes
+HISTORIES_MAX = 100
+ORDER_MAX = 10_000  # an episode order index (0 = canonical)
+ORDERS_MAX = 100  # orders per grid
+REQUESTS_PER_EPISODE_MAX = 1000
+TOP_LOGPROBS_MAX = 20
+CALLS_MAX = 1000  # pinning: cycles, calls per arm, regime calls
+ROUNDS_MAX = 100  # pinning calibration rounds and repeats
+REPLICATES_MAX = 1_000_000  # analyze: bootstrap replicates
+WORKERS_MAX = 1024  # analyze: processes
+UNLOAD_TIMEOUT_MAX = 3600.0  # seconds

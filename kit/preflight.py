@@ -1,0 +1,96 @@
+"""Checks of the run options that need the machine (a URL, a port, a binary, a folder), made before a run
+folder exists. Each error names the option and says how to fix it."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from kit.errors import ConfigError
+from kit.limits import PORT_MAX, PORT_MIN, THREADS_MAX
+
+
+def check_url(url: str, option: str = "--engine-url") -> None:
+    """An http(s) URL with a host and, if given, a port in range."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{option} {url!r} does not parse as a URL ({exc})",
+                          "give e.g. http://127.0.0.1:8080") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} {url!r} is not an http(s) URL with a host", "give e.g. http://127.0.0.1:8080")
+    if port is not None and not PORT_MIN <= port <= PORT_MAX:
+        raise ConfigError(f"{option} {url!r}: port {port} is outside {PORT_MIN}..{PORT_MAX}",
+                          "give the port the server listens on")
+
+
+def check_port(port: int, option: str = "--port") -> None:
+    """In range and free on this machine's loopback interface."""
+    if isinstance(port, bool) or not isinstance(port, int) or not PORT_MIN <= port <= PORT_MAX:
+        raise ConfigError(f"{option} {port!r} is outside {PORT_MIN}..{PORT_MAX}",
+                          f"give a port from 1024 to {PORT_MAX}, or leave {option} out for a free one")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror or exc})"
+            raise ConfigError(f"{option} {port}: port {port} {why}",
+                              f"pass another {option}, stop what listens there, or leave {option} out") from None
+
+
+def check_threads(threads: int, option: str = "--threads") -> None:
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= THREADS_MAX:
+        raise ConfigError(f"{option} {threads!r} is outside 1..{THREADS_MAX}",
+                          f"give 1 to {os.cpu_count() or 1} (this machine's cores), or leave {option} out")
+
+
+def check_binary(path: Path, option: str = "--server-bin") -> None:
+    if not path.exists():
+        raise ConfigError(f"{option} {path}: llama-server binary not found", "give the path of a llama-server binary")
+    if not path.is_file():
+        raise ConfigError(f"{option} {path} is not a file", "give the path of a llama-server binary")
+    if not os.access(path, os.X_OK):
+        raise ConfigError(f"{option} {path} is not executable", f"chmod +x {path}, or give another binary")
+
+
+def check_input_file(path: Path, option: str, what: str = "file") -> None:
+    if not path.is_file():
+        raise ConfigError(f"{option} {path}: {what} not found", f"give {option} the path of an existing {what}")
+
+
+def check_out(path: Path, option: str = "--out") -> None:
+    """A folder that exists or can be made: nothing on its path is a file, and the nearest existing
+    folder is writable."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                where = "is a file" if candidate == path else f"is under {candidate}, which is a file"
+                raise ConfigError(f"{option} {path} {where}", f"give {option} a folder (it is made if missing)")
+            if not os.access(candidate, os.W_OK | os.X_OK):
+                raise ConfigError(f"{option} {path}: {candidate} is not writable",
+                                  f"give {option} a folder you can write to")
+            return
+
+
+def check_run_options(options: Any) -> None:
+    """Every run option `kit run` takes from the machine; raises ConfigError before anything is written."""
+    if options.threads is not None:
+        check_threads(options.threads)
+    if options.out is not None:
+        check_out(Path(options.out))
+    if options.gsm8k is not None:
+        check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
+    if options.provider is not None:
+        return
+    if options.engine_url:
+        check_url(options.engine_url)
+        return
+    if options.port is not None:
+        check_port(options.port)
+    if options.server_bin is not None:
+        check_binary(Path(options.server_bin))

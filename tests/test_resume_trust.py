@@ -1,0 +1,126 @@
+"""`kit resume` trusts nothing: the protocol text a manifest keeps runs only if it still has its recorded
+sha256, and a run whose results cannot be written still ends `failed` with the reason, never `started`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kit import cli, runner
+from kit.manifest import Manifest
+from kit.paths import REPO_ROOT
+from kit.protocols import kinds
+from kit.protocols.procedure import Prepared
+
+
+def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["kit", *args])
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    out, err = capsys.readouterr()
+    return ended.value.code, out, err
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    files = (p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+
+
+def _stopped_run(tmp_path: Path) -> Path:
+    text = (REPO_ROOT / "protocols" / "reset.yaml").read_bytes().decode("utf-8")
+    run_dir = tmp_path / "reset-stopped"
+    run_dir.mkdir()
+    Manifest.create(run_dir, protocol={"name": "reset", "kind": "reset", "file": "protocols/reset.yaml",
+                                       "sha256": hashlib.sha256(text.encode()).hexdigest(), "content": text,
+                                       "overrides": {}},
+                    options={"out": str(tmp_path)}, passes={"s1": {"status": "interrupted"}}).finish("interrupted")
+    return run_dir
+
+
+def test_resume_refuses_a_tampered_protocol_text_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    run_dir = _stopped_run(tmp_path)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    recorded = manifest["protocol"]["sha256"]
+    manifest["protocol"]["content"] += "\n# harmless-looking edit\n"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    tampered = hashlib.sha256(manifest["protocol"]["content"].encode()).hexdigest()
+    before = _snapshot(tmp_path)
+    monkeypatch.setattr(runner, "provider_for", lambda *a: pytest.fail("no engine may be provided"))
+
+    code, out, err = _kit(monkeypatch, capsys, "resume", str(run_dir))
+
+    assert code != 0 and not out.strip()
+    assert err.count("\n") == 1 and err.startswith("kit: error: ")
+    assert f"{run_dir}/manifest.json" in err and recorded in err and tampered in err
+    assert _snapshot(tmp_path) == before
+
+
+def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
+    run_dir = _stopped_run(tmp_path)
+    manifest = Manifest.load(run_dir)
+    del manifest.data["protocol"]["content"]
+    manifest.save()
+    with pytest.raises(runner.KitError, match="no protocol text"):
+        runner.resume(run_dir)
+
+
+def test_an_untampered_protocol_passes_the_check(tmp_path):
+    runner.check_stored_protocol(tmp_path, Manifest.load(_stopped_run(tmp_path)).data["protocol"])
+
+
+class _Provider:
+    fresh_servers = True
+
+    def describe(self):
+        return {"kind": "fake"}
+
+
+def _failing_results(monkeypatch, error: BaseException) -> None:
+    def results(run_dir):
+        raise error
+
+    fake = SimpleNamespace(prepare=lambda protocol, inputs: Prepared(plan={}, workload={}),
+                           run=lambda *a: None, results=results)
+    monkeypatch.setattr(kinds, "procedure", lambda protocol: fake)
+    monkeypatch.setattr(runner, "provider_for", lambda *a: _Provider())
+
+
+def test_results_that_raise_end_the_run_failed_with_the_reason(tmp_path, monkeypatch):
+    _failing_results(monkeypatch, RuntimeError("disk full"))
+    result = runner.run(runner.RunOptions(protocol="reset", out=tmp_path), say=lambda line: None)
+    assert result.status == "failed"
+    assert result.reason == "writing the results failed: internal error: RuntimeError: disk full"
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["reason"] == result.reason and manifest["ended"]
+
+
+def test_ctrl_c_while_writing_results_still_ends_the_manifest(tmp_path, monkeypatch):
+    _failing_results(monkeypatch, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(runner.RunOptions(protocol="reset", out=tmp_path), say=lambda line: None)
+    manifest = json.loads((next(tmp_path.iterdir()) / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "KeyboardInterrupt" in manifest["reason"]
+
+
+def test_the_cli_exits_non_zero_with_one_line_when_results_fail(tmp_path, monkeypatch, capsys):
+    _failing_results(monkeypatch, RuntimeError("disk full"))
+    code, _, err = _kit(monkeypatch, capsys, "run", "reset", "--out", str(tmp_path))
+    assert code != 0
+    assert err.count("\n") == 1 and err.startswith("kit: error: the run failed: writing the results failed")
+    run_dir = next(p for p in tmp_path.iterdir() if p.name.startswith("reset-"))
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
+    run_dir = _stopped_run(tmp_path)
+    manifest = Manifest.load(run_dir)
+    manifest.data["options"].update(engine_url="http://127.0.0.1:8080?token=[REDACTED]",
+                                    **{runner.CREDENTIALS_DROPPED: True})
+    manifest.save()
+    with pytest.raises(runner.KitError, match="credentials were never stored"):
+        runner.resume(run_dir)
