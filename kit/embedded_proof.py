@@ -32,6 +32,7 @@ SCHEMA = 1
 FOLDER = "doctor"
 PROMPT = "The capital of France is"
 MAX_TOKENS = 4
+LABEL = "embedded-proof"  # the proof's session: its server log is <doctor folder>/server-embedded-proof.log
 
 
 def folder(cache: Path) -> Path:
@@ -101,43 +102,34 @@ def when(proof: dict[str, Any]) -> str:
 
 def server_log(cache: Path) -> Path:
     """The log of the latest proof's server (kept: a failure's message points at it)."""
-    return folder(cache) / "embedded-proof-server.log"
+    return folder(cache) / f"server-{LABEL}.log"
 
 
-def run(found: EmbeddedBinary, model: Path, log: Path, ctx_size: int = 512, startup_timeout: float = 120.0
-        ) -> dict[str, Any]:
+def run(found: EmbeddedBinary, model: Path, log: Path, ctx_size: int = 512) -> dict[str, Any]:
     """Start the embedded server, ask for one short completion at temperature 0, and say what came back.
-    Raises EngineError (IllegalInstruction for a SIGILL) when it does not start or no tokens come back."""
+    Raises EngineError (IllegalInstruction for a SIGILL) when it does not start or no tokens come back.
+    The server is a NativeProvider session's (the runner's own start, log and SIGILL detection); `log` is
+    where that session writes it (see server_log)."""
     from kit.engines.base import CompletionRequest  # noqa: PLC0415
-    from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
     from kit.errors import IllegalInstruction  # noqa: PLC0415
-    from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
+    from kit.launch.native import ServerSpec  # noqa: PLC0415
+    from kit.launch.provider import NativeProvider  # noqa: PLC0415
 
     spec = ServerSpec(binary=found.binary, model=model, ctx_size=ctx_size, threads=min(2, os.cpu_count() or 1),
                       env=found.env)
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("")
-    server = NativeServer(spec, log, startup_timeout=startup_timeout)
-    with server:
-        engine = LlamaCppEngine(server.url, timeout=120.0)
-        try:
-            props = engine.props()
+    log.unlink(missing_ok=True)  # the log of this proof only
+    try:
+        with NativeProvider(spec, cpu=found.backend).session(LABEL, log.parent) as live:
             started = time.monotonic()
-            try:
-                completion = engine.complete(CompletionRequest(PROMPT, MAX_TOKENS, cache_prompt=False))
-            except EngineError as exc:
-                if server.died_of_sigill():
-                    raise IllegalInstruction(
-                        f"llama-server died of SIGILL computing its first tokens on the {found.backend.name} CPU "
-                        "backend", "run `kit doctor --cpu-backend portable`") from exc
-                raise
+            completion = live.engine.complete(CompletionRequest(PROMPT, MAX_TOKENS, cache_prompt=False))
             seconds = round(time.monotonic() - started, 3)
-        finally:
-            engine.close()
+    except IllegalInstruction as exc:
+        raise IllegalInstruction(f"{exc.message} on the {found.backend.name} CPU backend",
+                                 "run `kit doctor --cpu-backend portable`") from exc
     if not completion.token_ids:
         raise EngineError("the embedded engine answered /completion with no tokens", f"see its log: {log}")
-    return {"build_info": props.get("build_info"), "startup_seconds": server.startup_seconds,
+    return {"build_info": live.launch.get("build_info"), "startup_seconds": live.launch.get("startup_seconds"),
             "completion_seconds": seconds, "prompt": PROMPT, "tokens": len(completion.token_ids),
             "text": completion.text, "finish_reason": completion.finish_reason, "binary": str(found.binary),
             "model": str(model)}
-

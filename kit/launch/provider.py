@@ -129,8 +129,8 @@ class NativeProvider:
             if self.cpu is not None:
                 launch.update(cpu_backend=self.cpu.name, cpu_backend_sha256=self.cpu.library_sha256)
             yield EngineSession(engine=engine, launch=launch, server=server)
-        except Exception as exc:
-            if server.died_of_sigill():
+        except EngineError as exc:  # a server that died shows as a failed request; anything else passes at once
+            if not isinstance(exc, IllegalInstruction) and server.died_of_sigill():
                 raise IllegalInstruction(f"llama-server died of SIGILL during session {label}",
                                          f"see its log: {server.log_path}") from exc
             raise
