@@ -3,11 +3,11 @@ sha256, and a run whose results cannot be written still ends `failed` with the r
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -84,9 +84,10 @@ def _failing_results(monkeypatch, error: BaseException) -> None:
     def results(run_dir):
         raise error
 
-    fake = SimpleNamespace(prepare=lambda protocol, inputs: Prepared(plan={}, workload={}),
-                           run=lambda *a: None, results=results)
-    monkeypatch.setattr(kinds, "procedure", lambda protocol: fake)
+    real = kinds.KINDS["reset"]
+    fake = dataclasses.replace(real, prepare=lambda protocol, inputs: Prepared(plan={}, workload={}),
+                               run=lambda *a: None, results=results)
+    monkeypatch.setattr(kinds, "of", lambda protocol: fake)
     monkeypatch.setattr(runner, "provider_for", lambda *a: _Provider())
 
 
