@@ -319,7 +319,7 @@ def doctor(as_json: bool, models: tuple[str, ...], no_start: bool) -> None:
 
     from kit import doctor as doc  # noqa: PLC0415
 
-    checks = doc.run_checks(doc.default_probes(), models or (doc.DEFAULT_MODEL,), start_engine=not no_start)
+    checks = doc.run_checks(doc.default_probes(), models, start_engine=not no_start)
     result = doc.report(checks)
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))

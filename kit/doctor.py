@@ -19,7 +19,6 @@ from typing import Any, Callable, Mapping, Sequence
 from kit.errors import KitError
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
-DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
 # What each way of running needs (check names); `runnable()` says which ways are open.
 PATHS: dict[str, tuple[str, ...]] = {
@@ -194,8 +193,12 @@ def check_hf_token(probes: Probes) -> Check:
                  "export HF_TOKEN=... or run `huggingface-cli login` if you use gated models")
 
 
-def run_checks(probes: Probes, models: Sequence[str] = (DEFAULT_MODEL,), start_engine: bool = True) -> list[Check]:
-    """All checks, in the order they are shown."""
+def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = True) -> list[Check]:
+    """All checks, in the order they are shown; `models` are the registry names to size (none: the default)."""
+    if not models:
+        from kit.models.registry import DEFAULT_MODEL  # noqa: PLC0415 - kit.models is heavy to import
+
+        models = (DEFAULT_MODEL,)
     daemon = check_docker_daemon(probes)
     checks = [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
               check_build_tools(probes), check_disk(probes, models), check_port(probes)]
@@ -264,7 +267,7 @@ def _start_embedded(ctx_size: int = 512) -> dict[str, Any]:
     from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
     from kit.launch import embedded  # noqa: PLC0415
     from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
-    from kit.models import default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
+    from kit.models import DEFAULT_MODEL, default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
 
     found = embedded.locate(build_if_needed=False)
     entry = load_registry().model(DEFAULT_MODEL)

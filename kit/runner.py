@@ -19,14 +19,12 @@ from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, now
-from kit.models import ensure_model
+from kit.models import DEFAULT_MODEL, ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
-
-DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
 
 @dataclass

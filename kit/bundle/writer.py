@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from kit.atomic_file import STAGING_SUFFIX
 from kit.bundle import (
     CHECKSUMS,
     CRATE,
@@ -77,7 +78,7 @@ def _run_files(run_dir: Path, skipped: list[str]) -> dict[str, Path]:
             skipped.append(f"{run_dir.name}/{rel} (a link; bundles hold only regular files)")
         elif not path.is_file():
             continue
-        elif path.name.startswith(".") and path.name.endswith(".tmp"):
+        elif path.name.startswith(".") and path.name.endswith((".tmp", STAGING_SUFFIX)):
             skipped.append(f"{run_dir.name}/{rel} (an unfinished temporary file)")
         elif is_env_dump(path.name):
             skipped.append(f"{run_dir.name}/{rel} (looks like an environment dump; never bundled)")
