@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 
 from kit import runner
+from kit.digests import sha256_json
 from kit.manifest import Manifest
-from kit.raw_echo import echo_sha256
 from kit.records import read_records
 from kit.workloads.answers import is_correct
 
@@ -102,7 +102,7 @@ def test_records_carry_what_a_reviewer_needs(gsm8k_run):
             assert completion["cached_tokens"] > 0 and record["request"]["body"]["cache_prompt"] is True
         # the engine's echoes of the prompt, ids and log-probabilities agreed and left only their digests
         assert record["raw_dropped"]["prompt"] == record["prompt_sha256"]
-        assert record["raw_dropped"]["tokens"] == echo_sha256(completion["token_ids"])
+        assert record["raw_dropped"]["tokens"] == sha256_json(completion["token_ids"])
         assert set(record["raw_dropped"]) == {"prompt", "tokens", "completion_probabilities"}
         assert not set(record["raw_dropped"]) & set(record["raw"]) and record["raw"]["timings"]
         assert len(record["prompt_sha256"]) == 64

@@ -27,7 +27,8 @@ class ScriptedEngine:
 
     name = "scripted"
     capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=False,
-                                token_ids=False, reset_endpoint=False, restartable=False)
+                                token_ids=False, reset_endpoint=False, restartable=False, raw_prompts=True,
+                                chat_messages=False, prompt_rendering=False, tokenization=False)
 
     def __init__(self, script):
         self.script = list(script)
