@@ -81,9 +81,10 @@ class RequestRecord:
     gate: Gate | None = _field("`ok` and `reason`: did the telemetry show the expected cache state? null where the "
                                "procedure has no per-request gate (pinning)", None)
     error: str | None = _field("null, or what went wrong with this request", None)
-    legacy: dict[str, Any] | None = _field("only in records upgraded from `kit.record/1` on reading: the old `schema` "
-                                           "and the old values of fields whose meaning changed (`started` of grid "
-                                           "passes; `prompt_sha256` of chat requests, which hashed a Python repr)", None)
+    legacy: dict[str, Any] | None = _field(
+        "only in records upgraded from `kit.record/1` on reading: the old `schema` and the old values of fields "
+        "whose meaning changed (`started` of grid passes; `prompt_sha256` of chat requests, which hashed a Python "
+        "repr)", None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,8 @@ Message = dict[str, str]  # {"role": ..., "content": ...} (a tool message also h
 def documented(doc: str, default: Any = MISSING, *, required: bool | None = None) -> Any:
     """A dataclass field with its documentation (the line docs/records.md shows for it, kit.record_docs);
     `required` (default: no default value) is whether every record has it, whoever wrote it."""
-    return field(default=default, metadata={"doc": doc, "required": default is MISSING if required is None else required})
+    required = default is MISSING if required is None else required
+    return field(default=default, metadata={"doc": doc, "required": required})
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def request_body(request: CompletionRequest) -> dict[str, Any]:
 
 def _entry(item: dict[str, Any]) -> TokenLogprob:
     return {"token": item["token"], "logprob": item["logprob"], "id": item.get("id"),
-            "top": [{"token": t["token"], "logprob": t["logprob"], "id": t.get("id")} for t in item.get("top_logprobs", ())]}
+            "top": [{"token": t["token"], "logprob": t["logprob"], "id": t.get("id")}
+                    for t in item.get("top_logprobs", ())]}
 
 
 def normalize(body: dict[str, Any], sent: Sent | None = None) -> Completion:

@@ -197,7 +197,8 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
                           fresh_server=ctx.provider.fresh_servers)
     outputs: list[str] = []
     stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning"}
-    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, RecordWriter(ctx.run_dir / file, **stamp) as writer:
+    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, \
+            RecordWriter(ctx.run_dir / file, **stamp) as writer:
         reload = reload_status(ctx, live.launch)
         ctx.manifest.set_pass(plan.pass_id, launch=live.launch, reload=reload)
         ctx.emit(SessionStarted(plan.pass_id, index, total, live.launch))

@@ -163,7 +163,8 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     first_violation: str | None = None
     status, reason = "OK", None
     stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset"}
-    with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, RecordWriter(ctx.run_dir / file, **stamp) as writer:
+    with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, \
+            RecordWriter(ctx.run_dir / file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
         template = renderer(live.engine)
