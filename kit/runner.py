@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit.gc_pacing import fewer_collections
 from kit import sigill_guard
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
@@ -179,8 +180,9 @@ def _execute(protocol, procedure, prepared, provider, manifest: Manifest, emit: 
     try:
         while True:
             try:
-                procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
-                                                             stop=stop))
+                with fewer_collections():
+                    procedure.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit,
+                                                                 done=done or set(), stop=stop))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
