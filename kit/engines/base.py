@@ -157,17 +157,17 @@ class Completion(NormalizedCompletion):
 @dataclass(frozen=True)
 class Capabilities:
     """What an engine can do and report, declared by its adapter, so protocols can say what they need
-    and what they cannot verify."""
+    and what they cannot verify. An adapter names what it has; what it does not name it lacks."""
 
-    per_request_cache_bypass: bool  # can one request force a full recompute?
-    cached_token_telemetry: bool  # does each response say how many prompt tokens were reused?
-    token_ids: bool  # are emitted tokens given as ids (else only strings)?
-    reset_endpoint: bool  # can the prefix cache be cleared without a restart?
-    restartable: bool  # did the kit start it (so it can stop and start it again)?
-    raw_prompts: bool  # does complete() take a templated `prompt`?
-    chat_messages: bool  # does complete() take chat `messages` (rendered by the engine's own template)?
-    prompt_rendering: bool  # apply_template(messages) -> the prompt text of the model's own template
-    tokenization: bool  # tokenize(text) -> the model's token ids
+    per_request_cache_bypass: bool = False  # can one request force a full recompute?
+    cached_token_telemetry: bool = False  # does each response say how many prompt tokens were reused?
+    token_ids: bool = False  # are emitted tokens given as ids (else only strings)?
+    reset_endpoint: bool = False  # can the prefix cache be cleared without a restart?
+    restartable: bool = False  # did the kit start it (so it can stop and start it again)?
+    raw_prompts: bool = False  # does complete() take a templated `prompt`?
+    chat_messages: bool = False  # does complete() take chat `messages` (rendered by the engine's own template)?
+    prompt_rendering: bool = False  # apply_template(messages) -> the prompt text of the model's own template
+    tokenization: bool = False  # tokenize(text) -> the model's token ids
 
 
 @runtime_checkable

@@ -89,9 +89,9 @@ class LlamaCppEngine:
         """`transport` replaces the network (tests of paths a real server cannot be made to take here)."""
         self.base_url = base_url.rstrip("/")
         self._http = client(self.base_url, timeout, transport)
-        self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True,
-                                         token_ids=True, reset_endpoint=False, restartable=restartable,
-                                         raw_prompts=True, chat_messages=False, prompt_rendering=True,
+        # no reset endpoint: /slots/0?action=erase answers 200 and keeps the cache; no chat messages either
+        self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True, token_ids=True,
+                                         restartable=restartable, raw_prompts=True, prompt_rendering=True,
                                          tokenization=True)
         self._who = f"llama-server at {self.base_url}"
 

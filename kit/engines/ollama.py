@@ -93,10 +93,7 @@ class OllamaEngine:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.keep_alive = keep_alive
-        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
-                                         token_ids=False, reset_endpoint=False, restartable=False,
-                                         raw_prompts=True, chat_messages=True, prompt_rendering=False,
-                                         tokenization=False)
+        self.capabilities = Capabilities(raw_prompts=True, chat_messages=True)  # no cache switch, counts or ids
         self._http = client(self.base_url, timeout, transport)
         self._sleep, self._clock = sleep, clock
 

@@ -71,10 +71,7 @@ class OpenAICompatEngine:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._model = model
         self._metrics = metrics
-        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
-                                         token_ids=False, reset_endpoint=False, restartable=False,
-                                         raw_prompts=False, chat_messages=True, prompt_rendering=False,
-                                         tokenization=False)
+        self.capabilities = Capabilities(chat_messages=True)  # the protocol promises nothing else
         self._http = client(self.base_url, timeout, transport)
 
     def _checked(self, response: httpx.Response, path: str) -> dict[str, Any]:

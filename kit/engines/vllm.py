@@ -115,10 +115,9 @@ class VllmEngine:
         self.dev_mode = dev_mode
         self.request_token_ids = request_token_ids
         self.use_metrics = use_metrics
-        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=True,
-                                         token_ids=request_token_ids, reset_endpoint=dev_mode, restartable=restartable,
-                                         raw_prompts=True, chat_messages=False, prompt_rendering=False,
-                                         tokenization=False)
+        # prefix caching is chosen per server process: no per-request bypass
+        self.capabilities = Capabilities(cached_token_telemetry=True, token_ids=request_token_ids,
+                                         reset_endpoint=dev_mode, restartable=restartable, raw_prompts=True)
         self._http = client(self.base_url, timeout_s, transport)
         self._model = model
         self._who = f"vLLM at {self.base_url}"
