@@ -1,9 +1,9 @@
 """Paper-scale synthetic run folders for benchmarking `kit analyze` (not part of the package).
 
-Writes real run folders: manifest.json (kit.manifest/1) and records/*.jsonl (kit.record/1) with the
-same fields as the kit's real grid and reset runs, including a llama.cpp-shaped `raw` response body
-(content, timings, settings) whose echoes of the prompt, ids and log-probabilities are replaced by their
-digests under `raw_dropped`, as kit.raw_echo does for real runs. Token streams are simulated, not served:
+Writes real run folders: manifest.json (kit.manifest/1) and records/*.jsonl (kit.record/2, made by
+kit.record.answered as for real runs, but not fsynced one by one) with a llama.cpp-shaped `raw` response
+body (content, timings, settings) whose echoes of the prompt, ids and log-probabilities are replaced by
+their digests under `raw_dropped`. Token streams are simulated, not served:
 
 * the recompute path draws, at each position, a top-two margin m (log-normal) and its top-k
   alternatives; it depends only on (format, episode, request), so cache-off passes repeat exactly;
@@ -30,8 +30,10 @@ import random
 from pathlib import Path
 
 import numpy as np
+import orjson
 
-from kit.raw_echo import record_raw
+from kit.engines.base import Completion, Sent
+from kit.record import BfclRecord, EpisodeSummary, Gate, ResetRecord, answered
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")
@@ -97,7 +99,11 @@ def simulate_request(base_seed: int, n: int, top_k: int, sigma: float | None, pe
     return ids[:, :top_k], lps[:, :top_k], at
 
 
-def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, cache_prompt, cached, extra):
+KINDS = {"grid": BfclRecord, "reset": ResetRecord}
+
+
+def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, cache_prompt, cached, extra) -> bytes:
+    """One request record as a line of JSON."""
     normalized, raw_probs = entries(ids, lps, top_k)
     tokens = [token_text(i) for i in ids[:, 0].tolist()]
     text = "".join(tokens)
@@ -106,22 +112,21 @@ def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, 
                "predicted_n": len(tokens), "predicted_ms": 12.0 * len(tokens)}
     body = {"prompt": prompt, "n_predict": 4096, "temperature": 0.0, "seed": 42, "n_probs": top_k,
             "return_tokens": True, "cache_prompt": cache_prompt}
-    completion = {"text": text, "token_ids": ids[:, 0].tolist(), "tokens": tokens, "logprobs": normalized,
-                  "finish_reason": "stop", "cached_tokens": cached, "prompt_tokens": prompt_tokens,
-                  "prefill_tokens": prompt_tokens - cached, "prefill_ms": timings["prompt_ms"],
-                  "decode_tokens": len(tokens), "decode_ms": timings["predicted_ms"], "outcome": "ok"}
     raw = {"index": 0, "content": text, "tokens": ids[:, 0].tolist(), "id_slot": 0, "stop": True,
            "model": "synthetic.gguf", "tokens_predicted": len(tokens), "tokens_evaluated": prompt_tokens,
            "generation_settings": {"n_predict": 4096, "seed": 42, "temperature": 0.0, "n_probs": top_k},
            "prompt": prompt, "stop_type": "eos", "tokens_cached": prompt_tokens + len(tokens),
            "timings": timings, "completion_probabilities": raw_probs}
+    completion = Completion(text=text, token_ids=tuple(ids[:, 0].tolist()), tokens=tuple(tokens),
+                            logprobs=tuple(normalized), finish_reason="stop", cached_tokens=cached,
+                            prompt_tokens=prompt_tokens, prefill_tokens=prompt_tokens - cached,
+                            prefill_ms=timings["prompt_ms"], decode_tokens=len(tokens),
+                            decode_ms=timings["predicted_ms"], raw=raw,
+                            sent=Sent("/completion", body, "2026-11-30T00:00:00.000+00:00", 0.5))
     # the engine's echoes of prompt, ids and log-probabilities become digests, as the kit writes them
-    return {"schema": "kit.record/1", "run_id": run_id, "pass_id": pass_id, "protocol": protocol, "unit": unit,
-            "step": step, **extra, "seq": seq, "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
-            "request": {"endpoint": "/completion", "body": body}, "completion": completion,
-            **record_raw(raw, body, completion),
-            "started": "2026-11-30T00:00:00.000+00:00", "wall_seconds": 0.5, "gate": {"ok": True, "reason": None},
-            "error": None}
+    made = answered(KINDS[protocol], completion, run_id=run_id, pass_id=pass_id, protocol=protocol, seq=seq,
+                    unit=unit, step=step, gate=Gate(True), **extra)
+    return orjson.dumps(made, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def prompt_text(episode: str, step: int, salt: str, chars: int) -> str:
@@ -146,10 +151,9 @@ def write_episode_pass(fh, run_id, pass_id, arm, episode, seq, model_key, histor
         # cache-on: request 0 reuses the shared system prompt, later requests the whole earlier turn
         cached = 0 if arm == "off" else (1000 if step == 0 else prompt_chars // 4 - 200)
         prompt = prompt_text(episode, step, salt, prompt_chars)
-        rec = record(run_id, pass_id, "grid", episode, step, seq, prompt, ids, lps, top_k, arm == "on", cached,
-                     {"arm": arm, "turn": step // 2, "turn_step": step % 2, "action": "end_turn", "calls": None,
-                      "decode_error": None, "tool_results": [], "prompt_tokens_counted": len(prompt) // 4})
-        fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        fh.write(record(run_id, pass_id, "grid", episode, step, seq, prompt, ids, lps, top_k, arm == "on", cached,
+                        {"arm": arm, "turn": step // 2, "turn_step": step % 2, "action": "end_turn", "calls": None,
+                         "decode_error": None, "tool_results": [], "prompt_tokens_counted": len(prompt) // 4}))
         seq += 1
         if flipped:
             salt = f"diverged-{history_key}-{reroll}"
@@ -178,16 +182,17 @@ def grid_like(out: Path, run_id: str, engine_kind: str, model: str, fmt: str, ar
         seen[arm] = seen.get(arm, 0) + 1
         pass_id = f"{arm}{seen[arm]}"
         seq = 0
-        with (folder / "records" / f"{pass_id}.jsonl").open("w") as fh, \
-                (folder / "records" / f"{pass_id}.episodes.jsonl").open("w") as efh:
+        with (folder / "records" / f"{pass_id}.jsonl").open("wb") as fh, \
+                (folder / "records" / f"{pass_id}.episodes.jsonl").open("wb") as efh:
             for index, episode in enumerate(episodes):
                 reroll = seen[arm] if (arm == "on" and episode in rerolled) else 1
                 seq = write_episode_pass(fh, run_id, pass_id, arm, episode, seq, (model, fmt), history, sigma, top_k,
                                          requests, tokens, prompt_chars, reroll)
-                efh.write(json.dumps({"schema": "kit.record/1", "run_id": run_id, "pass_id": pass_id, "arm": arm,
-                                      "unit": episode, "order_index": index, "requests": requests,
-                                      "outcome": "finished", "wall_seconds": 1.0,
-                                      "score": {"valid": rng.random() < 0.1, "error_type": None}}) + "\n")
+                efh.write(orjson.dumps(EpisodeSummary(run_id=run_id, pass_id=pass_id, protocol="grid", arm=arm,
+                                                      unit=episode, order_index=index, requests=requests,
+                                                      outcome="finished", wall_seconds=1.0,
+                                                      score={"valid": rng.random() < 0.1, "error_type": None}),
+                                       option=orjson.OPT_APPEND_NEWLINE))
         passes[pass_id] = {"arm": arm, "file": f"records/{pass_id}.jsonl",
                            "episodes_file": f"records/{pass_id}.episodes.jsonl", "status": "OK",
                            "order": list(episodes), "records": seq}
@@ -215,16 +220,15 @@ def reset_like(out: Path, run_id: str, model: str, fmt: str, items: list[str], s
         order = list(items)
         random.Random(SEED * 1000 + s).shuffle(order)
         seq = 0
-        with (folder / "records" / f"s{s}.jsonl").open("w") as fh:
+        with (folder / "records" / f"s{s}.jsonl").open("wb") as fh:
             for item in order:
                 base = stable_seed(model, fmt, item)
                 prompt = f"<|im_start|>user\nsynthetic problem {item}<|im_end|>\n<|im_start|>assistant\n"
                 for index, (name, cache, expect) in enumerate(phases):
                     sig = sigma if cache else None
                     ids, lps, _ = simulate_request(base, tokens, top_k, sig, stable_seed(model, fmt, item, "hit"))
-                    rec = record(run_id, f"s{s}", "reset", item, 0, seq, prompt, ids, lps, top_k, cache,
-                                 60 if cache else 0, {"phase": name, "phase_index": index, "expect": expect})
-                    fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                    fh.write(record(run_id, f"s{s}", "reset", item, 0, seq, prompt, ids, lps, top_k, cache,
+                                    60 if cache else 0, {"phase": name, "phase_index": index, "expect": expect}))
                     seq += 1
         passes[f"s{s}"] = {"session": s, "file": f"records/s{s}.jsonl", "status": "OK", "order": order,
                            "records": seq, "fresh_server": True}

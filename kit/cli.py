@@ -350,8 +350,7 @@ def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool
 
     if no_start and recheck:
         raise click.UsageError("--recheck proves the engine again and --no-start forbids starting it: drop one")
-    checks = doc.run_checks(doc.default_probes(cpu_backend), models or (doc.DEFAULT_MODEL,),
-                            start_engine=not no_start, recheck=recheck)
+    checks = doc.run_checks(doc.default_probes(cpu_backend), models, start_engine=not no_start, recheck=recheck)
     result = doc.report(checks)
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))

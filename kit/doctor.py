@@ -24,7 +24,6 @@ from kit import embedded_proof
 from kit.errors import KitError
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
-DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 PROVE_FIX = "run `kit doctor` (it starts the engine for one short completion, a few seconds)"
 RUN_DEMO_FIX = "run `kit demo` to see the full error, or use --server-bin / --engine-url"
 UNPROVEN_MARK = "not proven yet: run `kit doctor`"
@@ -249,10 +248,15 @@ def check_hf_token(probes: Probes) -> Check:
                  "export HF_TOKEN=... or run `huggingface-cli login` if you use gated models")
 
 
-def run_checks(probes: Probes, models: Sequence[str] = (DEFAULT_MODEL,), start_engine: bool = True,
+def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = True,
                recheck: bool = False) -> list[Check]:
-    """All checks, in the order they are shown. `start_engine` False proves nothing new (a kept proof still
-    counts); `recheck` proves the embedded engine again even when a kept proof holds."""
+    """All checks, in the order they are shown; `models` are the registry names to size (none: the default).
+    `start_engine` False proves nothing new (a kept proof still counts); `recheck` proves the embedded
+    engine again even when a kept proof holds."""
+    if not models:
+        from kit.models.registry import DEFAULT_MODEL  # noqa: PLC0415 - kit.models is heavy to import
+
+        models = (DEFAULT_MODEL,)
     daemon = check_docker_daemon(probes)
     return [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
             check_build_tools(probes), check_disk(probes, models), check_port(probes),
@@ -338,7 +342,7 @@ def _embedded_identity(choice: str) -> dict[str, Any]:
 
 def _prove_embedded(choice: str, cache: Path) -> dict[str, Any]:
     """Start the embedded engine with the default model (if already fetched): one short completion."""
-    from kit.models import default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
+    from kit.models import DEFAULT_MODEL, default_cache_dir, ensure_model, load_registry  # noqa: PLC0415
 
     found = _located(choice)
     entry = load_registry().model(DEFAULT_MODEL)

@@ -14,7 +14,6 @@ too, with its error, and never counts as a success.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -22,8 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kit import __version__
+from kit.atomic_file import write_json_atomic
+from kit.digests import sha256_json, sha256_text
 from kit.errors import EngineError
-from kit.manifest import now, write_json_atomic
+from kit.manifest import now
 
 if TYPE_CHECKING:
     from kit.launch.embedded import EmbeddedBinary
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 SCHEMA = 1
 FOLDER = "doctor"
 PROMPT = "The capital of France is"
+SEED = 42  # the protocols' default seed
 MAX_TOKENS = 4
 LABEL = "embedded-proof"  # the proof's session: its server log is <doctor folder>/server-embedded-proof.log
 
@@ -47,13 +49,13 @@ def key_inputs(found: EmbeddedBinary, choice: str, flags: set[str]) -> dict[str,
 
     wheel_library = found.binary.parent / cpu_backend.WHEEL_LIBRARY
     wheel_sha = found.backend.library_sha256 if found.backend.name == "wheel" else sha256_file(wheel_library)
-    return {"cpu_flags_sha256": hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest(),
+    return {"cpu_flags_sha256": sha256_text(" ".join(sorted(flags))),
             "kit_version": __version__, "wheel_library_sha256": wheel_sha,
             "backend_library_sha256": found.backend.library_sha256, "cpu_backend_choice": choice}
 
 
 def key(inputs: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_json(inputs)
 
 
 def identity(found: EmbeddedBinary, choice: str, flags: set[str]) -> dict[str, Any]:
@@ -122,7 +124,7 @@ def run(found: EmbeddedBinary, model: Path, log: Path, ctx_size: int = 512) -> d
     try:
         with NativeProvider(spec, cpu=found.backend).session(LABEL, log.parent) as live:
             started = time.monotonic()
-            completion = live.engine.complete(CompletionRequest(PROMPT, MAX_TOKENS, cache_prompt=False))
+            completion = live.engine.complete(CompletionRequest(PROMPT, max_tokens=MAX_TOKENS, seed=SEED, cache_prompt=False))
             seconds = round(time.monotonic() - started, 3)
     except IllegalInstruction as exc:
         raise IllegalInstruction(f"{exc.message} on the {found.backend.name} CPU backend",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kit.atomic_file import write_json_atomic
 from kit.errors import ConfigError
 
 MANIFEST = "manifest.json"
@@ -18,16 +18,6 @@ FINAL_STATES = ("finished", "failed", "interrupted")
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:

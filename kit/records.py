@@ -1,36 +1,40 @@
-"""Records: one JSON line per request, appended and flushed as it happens; a tolerant reader.
+"""Records files: one JSON line per record, appended and fsynced as it happens; a tolerant reader.
 
-The schema is documented in docs/records.md. A reader never trusts a torn last line (a run killed
-mid-write): it reports it and returns every complete record before it.
+The record itself (its fields, schema `kit.record/2`) is kit.record; docs/records.md describes both.
+`RecordWriter` is the one writer every procedure uses: `answered()` makes a request record from an
+engine's answer and returns only once it is durable. A reader never trusts a torn last line (a run
+killed mid-write): it reports it and returns every complete record before it. Records of schema
+`kit.record/1` are upgraded as they are read (kit.record_v1), so every reader sees schema 2.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
+import orjson
+
+from kit.engines.base import Completion
 from kit.errors import ConfigError
-
-try:  # a faster parser where installed (records of a paper-scale run are gigabytes)
-    from orjson import loads as _fast_loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _fast_loads = json.loads
+from kit.record import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered
+from kit.record_v1 import V1, upgrade
 
 
 def _loads(line: bytes) -> Any:
-    """Parse one line; lines orjson refuses (e.g. NaN/Infinity, which json.dumps writes) go to json."""
+    """Parse one line (orjson: records of a paper-scale run are gigabytes); lines orjson refuses (e.g.
+    NaN/Infinity, which schema-1 records written with json.dumps may hold) go to json."""
     try:
-        return _fast_loads(line)
+        return orjson.loads(line)
     except ValueError:
         return json.loads(line)
 
+
 # Skimming: completion.logprobs is most of a record's parse time, and most analysis steps need only the
 # emitted tokens. The kit writes a completion's `logprobs` directly followed by its `finish_reason` (the
-# Completion field order), so the array can be cut out before parsing. Both keys must occur exactly once in
+# NormalizedCompletion field order), so the array can be cut out before parsing. Both keys must occur exactly once in
 # the line (a quote inside a JSON string is escaped, so these bytes cannot occur inside a string) and the
 # parse must find `finish_reason` in the completion; any other line is parsed in full.
 _LOGPROBS_KEY = b'"logprobs":['
@@ -44,7 +48,7 @@ def _loads_skimmed(line: bytes) -> Any:
         end = line.find(b"]," + _FINISH_KEY, begin)
         if end >= 0:
             try:
-                record = _fast_loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
+                record = orjson.loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
             except ValueError:
                 record = None
             completion = record.get("completion") if isinstance(record, dict) else None
@@ -56,29 +60,36 @@ def _loads_skimmed(line: bytes) -> Any:
     return record
 
 
-SCHEMA = "kit.record/1"
-SUPPORTED = {SCHEMA}
+SUPPORTED = {SCHEMA, EPISODE_SCHEMA, V1}
+# fdatasync makes appended data and the new file size durable, as fsync does, without the timestamps
+_sync = getattr(os, "fdatasync", os.fsync)
 
-
-def prompt_sha256(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+R = TypeVar("R", bound=RequestRecord)
 
 
 class RecordWriter:
-    """Appends records to a JSON-lines file, flushing and fsyncing each one."""
+    """Appends records (kit.record dataclasses) to a JSON-lines file; each is flushed and fsynced before
+    `write` returns. `context` (run_id, pass_id, protocol) is stamped on every record `answered()` makes."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, **context: Any):
         self.path = path
+        self.context = context
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", encoding="utf-8")
+        self._fh = path.open("ab")
         self.count = 0
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps({"schema": SCHEMA, **record}, ensure_ascii=False, separators=(",", ":"))
-        self._fh.write(line + "\n")
+    def write(self, record: RequestRecord | EpisodeSummary) -> None:
+        """Append one record and make it durable (written, flushed, its data and the file's size synced)."""
+        self._fh.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        _sync(self._fh.fileno())
         self.count += 1
+
+    def answered(self, kind: type[R], completion: Completion, **fields: Any) -> R:
+        """Make the record of one answer (`seq` = the records written so far), write it durably, return it."""
+        record = answered(kind, completion, **self.context, seq=self.count, **fields)
+        self.write(record)
+        return record
 
     def close(self) -> None:
         self._fh.close()
@@ -125,8 +136,9 @@ def read_records(path: Path, logprobs: bool = True) -> RecordFile:
         except ValueError as exc:
             raise ConfigError(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
                               "the file is damaged; restore it from the bundle or rerun that pass") from exc
-        if record.get("schema") not in SUPPORTED:
-            raise ConfigError(f"{path}:{number} has record schema {record.get('schema')!r}",
+        schema = record.get("schema") if isinstance(record, dict) else None
+        if schema not in SUPPORTED:
+            raise ConfigError(f"{path}:{number} has record schema {schema!r}",
                               f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
-        records.append(record)
+        records.append(upgrade(record) if schema == V1 else record)
     return RecordFile(path=path, records=records, torn_tail=torn)

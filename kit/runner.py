@@ -5,7 +5,6 @@ The runner never imports a user interface: it reports through events.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import uuid
@@ -14,13 +13,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit import preflight, sigill_guard
+from kit.digests import sha256_text
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit.gc_pacing import fewer_collections
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, now
-from kit.models import ensure_model
+from kit.models import DEFAULT_MODEL, ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
@@ -28,8 +29,6 @@ from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.provenance import collect
 from kit.secret_urls import redact_url
-
-DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 
 
 @dataclass
@@ -106,7 +105,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     kind = kinds.of(protocol)
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
-    if _sha256(content) != digest:
+    if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
@@ -168,14 +167,10 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                     done=set(manifest.data.get("passes", {})), stop=stop)
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any]) -> None:
     """Resume runs the protocol text the manifest keeps only if it still has the sha256 recorded with it."""
     content, recorded = saved.get("content"), saved.get("sha256")
-    actual = _sha256(content) if isinstance(content, str) else "none (no protocol text)"
+    actual = sha256_text(content) if isinstance(content, str) else "none (no protocol text)"
     if actual != recorded:
         raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
                        f"records {recorded}; refusing to resume a run whose protocol was changed",
@@ -213,8 +208,9 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
     try:
         while True:
             try:
-                kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
-                                                        stop=stop))
+                with fewer_collections():
+                    kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
+                                                            stop=stop))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)

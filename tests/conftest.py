@@ -11,9 +11,8 @@ import pytest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.launch import embedded
 from kit.launch.native import NativeServer, ServerSpec
-from kit.models import ensure_model
+from kit.models import DEFAULT_MODEL, ensure_model
 
-DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"
 GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 
 

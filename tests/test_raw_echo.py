@@ -1,13 +1,23 @@
 """Records keep the engine's raw answer less the echoes that agree with the record, each replaced by its digest."""
 
 import copy
+import dataclasses
 import hashlib
-import json
 
+import orjson
+
+from kit.digests import canonical_json, sha256_json, sha256_text
 from kit.engines import llamacpp, ollama
-from kit.engines.base import CompletionRequest
-from kit.raw_echo import answer_fields, canonical_json, echo_sha256
-from kit.records import prompt_sha256
+from kit.engines.base import CompletionRequest, Sent
+from kit.record import BfclRecord, answered
+
+
+def answer_fields(completion, body: dict) -> dict:
+    """The record of `completion` as a reader sees it (only what raw_echo decides matters here)."""
+    sent = Sent("/completion", body, "2026-11-30T00:00:00.000+00:00", 0.1)
+    record = answered(BfclRecord, dataclasses.replace(completion, sent=sent), run_id="r", pass_id="p",
+                      protocol="grid", seq=0, arm="on", action="end_turn")
+    return orjson.loads(orjson.dumps(record))
 
 PROMPT = "<|im_start|>user\nSay héllo: 你好<|im_end|>\n<|im_start|>assistant\n"
 
@@ -27,17 +37,16 @@ def llama_body() -> dict:
 
 
 def llama_fields(body: dict) -> dict:
-    request = llamacpp.request_body(CompletionRequest(prompt=PROMPT, max_tokens=3, top_logprobs=2))
-    fields = answer_fields(llamacpp.normalize(body), request)
-    return json.loads(json.dumps(fields))  # as a reader sees it
+    request = llamacpp.request_body(CompletionRequest(prompt=PROMPT, max_tokens=3, seed=42, top_logprobs=2))
+    return answer_fields(llamacpp.normalize(body), request)
 
 
 def test_llama_echoes_are_dropped_with_digests_that_show_they_agreed():
     body = llama_body()
     fields = llama_fields(body)
     assert set(fields["raw_dropped"]) == {"prompt", "tokens", "completion_probabilities"}
-    assert fields["raw_dropped"]["prompt"] == prompt_sha256(PROMPT)
-    assert fields["raw_dropped"]["tokens"] == echo_sha256(fields["completion"]["token_ids"])
+    assert fields["raw_dropped"]["prompt"] == sha256_text(PROMPT) == fields["prompt_sha256"]
+    assert fields["raw_dropped"]["tokens"] == sha256_json(fields["completion"]["token_ids"])
     probabilities = canonical_json(body["completion_probabilities"]).encode()
     assert fields["raw_dropped"]["completion_probabilities"] == hashlib.sha256(probabilities).hexdigest()
     assert fields["raw"] == {k: v for k, v in body.items() if k not in fields["raw_dropped"]}
@@ -51,8 +60,8 @@ def test_an_echo_that_disagrees_stays_verbatim():
     tampered = copy.deepcopy(body)
     tampered["completion_probabilities"][1]["top_logprobs"][1]["logprob"] = -2.0
     tampered["tokens"] = [18645, 250]
-    request = llamacpp.request_body(CompletionRequest(prompt=PROMPT, max_tokens=3, top_logprobs=2))
-    fields = answer_fields(completion.__class__(**{**completion.__dict__, "raw": tampered}), request)
+    request = llamacpp.request_body(CompletionRequest(prompt=PROMPT, max_tokens=3, seed=42, top_logprobs=2))
+    fields = answer_fields(dataclasses.replace(completion, raw=tampered), request)
     assert fields["raw_dropped"] == {}
     assert fields["raw"] == tampered
 

@@ -1,32 +1,76 @@
-"""Records: append + fsync writer, and a reader that tolerates (and reports) a torn last line."""
+"""Records: the one writer (typed records, appended and fsynced), and a reader that tolerates (and
+reports) a torn last line, skims log-probabilities when asked, and upgrades schema 1 as it reads."""
 
 import json
 
 import pytest
 
+from kit.digests import canonical_json, sha256_text
 from kit.errors import ConfigError
-from kit.records import SCHEMA, RecordWriter, prompt_sha256, read_records
+from kit.record import SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
+from kit.records import RecordWriter, read_records
+from tests.answers import answer, prompt_body
+
+STAMP = {"run_id": "r1", "pass_id": "p1", "protocol": "grid"}
 
 
-def test_roundtrip_keeps_every_record_in_order(tmp_path):
+def entries(tokens: list[str]) -> list[dict]:
+    return [{"token": t, "logprob": -0.5, "id": None, "top": [{"token": t, "logprob": -0.5, "id": None},
+                                                               {"token": "x", "logprob": -1.0, "id": None}]}
+            for t in tokens]
+
+
+def write(writer: RecordWriter, tokens: list[str], prompt: str = '"logprobs":[', **raw) -> BfclRecord:
+    completion = answer(entries(tokens), body=prompt_body(prompt), ids=False, raw=raw or {"content": "x"})
+    return writer.answered(BfclRecord, completion, unit="e0", step=0, gate=Gate(True), arm="on", action="end_turn")
+
+
+def test_roundtrip_keeps_every_record_in_order_with_what_was_sent(tmp_path):
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path) as writer:
-        for seq in range(3):
-            writer.write({"seq": seq, "text": "é✓"})
+    with RecordWriter(path, **STAMP) as writer:
+        for _ in range(3):
+            write(writer, ["é", "✓"], prompt="Say é✓")
     result = read_records(path)
     assert [r["seq"] for r in result] == [0, 1, 2]
-    assert all(r["schema"] == SCHEMA for r in result.records)
-    assert result.records[0]["text"] == "é✓"
     assert not result.torn_tail
+    first = result.records[0]
+    assert first["schema"] == SCHEMA and first["run_id"] == "r1" and first["pass_id"] == "p1"
+    assert first["completion"]["text"] == "é✓" and first["output_sha256"] == sha256_text("é✓")
+    assert first["request"] == {"endpoint": "/completion", "body": prompt_body("Say é✓")}
+    assert first["prompt_sha256"] == sha256_text("Say é✓")
+    assert first["started"] == "2026-11-30T00:00:00.000+00:00" and first["wall_seconds"] == 0.1
+    assert first["gate"] == {"ok": True, "reason": None} and first["error"] is None
+    assert "é✓" in path.read_text(encoding="utf-8")  # non-ASCII written as is
+    for record in result.records:
+        validate(record)
+
+
+def test_a_record_needs_to_know_what_was_sent(tmp_path):
+    from dataclasses import replace
+
+    with RecordWriter(tmp_path / "p.jsonl", **STAMP) as writer, pytest.raises(RecordError, match="Completion.sent"):
+        writer.answered(BfclRecord, replace(answer(entries(["a"]), body=prompt_body("p")), sent=None),
+                        unit="e0", step=0, arm="on", action="end_turn")
+
+
+def test_chat_prompt_hash_is_the_canonical_json_of_the_messages_sent(tmp_path):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say é"}]
+    body = {"model": "m", "messages": messages, "stream": False, "options": {"seed": 42}}
+    with RecordWriter(tmp_path / "p.jsonl", run_id="r", pass_id="c1", protocol="pinning") as writer:
+        record = writer.answered(PinningRecord, answer(entries(["é"]), body=body, endpoint="/api/chat", ids=False),
+                                 unit="measured", phase="cycle", role="pure", arm_index=1, measured=True,
+                                 state={"state": None})
+    assert record.prompt_sha256 == sha256_text(canonical_json(messages))
+    assert canonical_json(messages) == json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def test_torn_last_line_is_reported_and_skipped(tmp_path):
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path) as writer:
-        writer.write({"seq": 0})
-        writer.write({"seq": 1})
+    with RecordWriter(path, **STAMP) as writer:
+        write(writer, ["a"])
+        write(writer, ["b"])
     with path.open("a") as fh:  # a run killed in the middle of writing its third record
-        fh.write('{"schema": "kit.record/1", "seq": 2, "comp')
+        fh.write('{"schema": "kit.record/2", "seq": 2, "comp')
     result = read_records(path)
     assert [r["seq"] for r in result] == [0, 1]
     assert result.torn_tail
@@ -34,11 +78,11 @@ def test_torn_last_line_is_reported_and_skipped(tmp_path):
 
 def test_appending_after_a_restart_continues_the_file(tmp_path):
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path) as writer:
-        writer.write({"seq": 0})
-    with RecordWriter(path) as writer:
-        writer.write({"seq": 1})
-    assert [r["seq"] for r in read_records(path)] == [0, 1]
+    with RecordWriter(path, **STAMP) as writer:
+        write(writer, ["a"])
+    with RecordWriter(path, **STAMP) as writer:
+        write(writer, ["b"])
+    assert [r["completion"]["text"] for r in read_records(path)] == ["a", "b"]
 
 
 def test_a_damaged_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path):
@@ -55,24 +99,6 @@ def test_a_record_from_another_schema_is_refused(tmp_path):
         read_records(path)
 
 
-def test_prompt_hash_is_sha256_of_utf8_bytes():
-    assert prompt_sha256("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-
-
-def _record(tokens: list[str], **changes) -> dict:
-    from kit.engines.base import Completion, TokenLogprob, TopLogprob
-
-    entries = tuple(TokenLogprob(token=t, logprob=-0.5, id=None, top=(TopLogprob(t, -0.5), TopLogprob("x", -1.0)))
-                    for t in tokens)
-    completion = Completion(text="".join(tokens), token_ids=None, tokens=tuple(tokens), logprobs=entries,
-                            finish_reason="stop", cached_tokens=3, prompt_tokens=9, prefill_tokens=6,
-                            prefill_ms=1.0, decode_tokens=len(tokens), decode_ms=2.0).to_json()
-    completion.pop("raw")
-    return {"unit": "e0", "step": 0, "seq": 0, "prompt_sha256": "0" * 64,
-            "request": {"endpoint": "/completion", "body": {"prompt": '"logprobs":[', "n_probs": 2}},
-            "completion": completion, "raw": {"content": "x"}, **changes}
-
-
 # token strings that hold the very bytes the skimming reader looks for, and brackets, quotes, backslashes
 TRICKY = ['"logprobs":[', '],"finish_reason":', "[[", "]", '\\"', "\\", "é✓", '{"a":[1]}', "null"]
 
@@ -81,10 +107,10 @@ def test_skimmed_reading_equals_full_reading_without_logprobs(tmp_path, monkeypa
     import kit.records as records
 
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path) as writer:
-        writer.write(_record(TRICKY))
-        writer.write(_record(["plain"]))
-        writer.write(_record([]))
+    with RecordWriter(path, **STAMP) as writer:
+        write(writer, TRICKY)
+        write(writer, ["plain"])
+        write(writer, [])
     full = read_records(path).records
     for record in full:
         record["completion"]["logprobs"] = None
@@ -96,18 +122,15 @@ def test_skimmed_reading_equals_full_reading_without_logprobs(tmp_path, monkeypa
     assert read_records(path, logprobs=False).records == full
 
 
-@pytest.mark.parametrize("changes", [
-    {"raw": {"logprobs": [{"token": "a", "logprob": -1.0}], "done_reason": "stop"}},  # an engine echo, kept
-    {"raw": {"choices": [{"logprobs": {"tokens": ["a"]}, "finish_reason": "stop"}]}},  # a second finish_reason
-    {"extra": {"logprobs": [1, 2], "finish_reason": None}},  # look-alikes outside the completion
+@pytest.mark.parametrize("raw", [
+    {"logprobs": [{"token": "a", "logprob": -1.0}], "done_reason": "stop"},  # an engine echo that disagrees, kept
+    {"choices": [{"logprobs": {"tokens": ["a"]}, "finish_reason": "stop"}]},  # a second finish_reason
 ])
-def test_records_the_skimmer_cannot_cut_safely_are_read_in_full(tmp_path, changes):
+def test_records_the_skimmer_cannot_cut_safely_are_read_in_full(tmp_path, raw):
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path) as writer:
-        writer.write(_record(TRICKY, **changes))
-        nulled = _record(["a"], **changes)
-        nulled["completion"]["logprobs"] = None
-        writer.write(nulled)
+    with RecordWriter(path, **STAMP) as writer:
+        write(writer, TRICKY, **raw)
+        write(writer, ["a"], **raw)
     full = read_records(path).records
     for record in full:
         record["completion"]["logprobs"] = None
@@ -115,10 +138,43 @@ def test_records_the_skimmer_cannot_cut_safely_are_read_in_full(tmp_path, change
 
 
 def test_completion_writes_logprobs_right_before_finish_reason():
-    """The skimming reader relies on this order of the Completion fields (see kit.records)."""
-    from dataclasses import fields
+    """The skimming reader relies on this order of the normalized completion's fields (see kit.records)."""
+    from kit.engines.base import NORMALIZED_FIELDS
 
-    from kit.engines.base import Completion
+    assert NORMALIZED_FIELDS[NORMALIZED_FIELDS.index("logprobs") + 1] == "finish_reason"
 
-    names = [f.name for f in fields(Completion)]
-    assert names[names.index("logprobs") + 1] == "finish_reason"
+
+def test_episode_summaries_and_reset_records_fit_their_models(tmp_path):
+    from kit.record import EpisodeSummary
+
+    path = tmp_path / "s1.jsonl"
+    with RecordWriter(path, run_id="r", pass_id="s1", protocol="reset") as writer:
+        writer.answered(ResetRecord, answer(entries(["4"]), body=prompt_body("2+2?"), ids=False), unit="i0", step=0,
+                        gate=Gate(False, "warm: 0 cached tokens"), reference="4", phase="warm", phase_index=1,
+                        expect="warm")
+        writer.write(EpisodeSummary(run_id="r", pass_id="on1", protocol="grid", arm="on", unit="e0", order_index=0,
+                                    requests=2, outcome="completed", wall_seconds=1.5, score={"valid": True}))
+    reset, episode = read_records(path).records
+    assert validate(reset).gate == Gate(False, "warm: 0 cached tokens")
+    assert episode["schema"] == "kit.episode/1" and episode["sentinels"] == 0
+
+
+def test_a_schema_1_chat_record_gets_the_schema_2_prompt_hash_and_keeps_the_old_one(tmp_path):
+    messages = [{"role": "user", "content": "Say é"}]
+    old_hash = sha256_text(repr([(m["role"], m["content"]) for m in messages]))  # what kit.record/1 hashed
+    line = {"schema": "kit.record/1", "run_id": "r", "pass_id": "c1", "protocol": "pinning", "phase": "cycle",
+            "role": "pure", "arm_index": 1, "seq": 0, "measured": True, "prompt_sha256": old_hash,
+            "request": {"endpoint": "/api/chat", "body": {"model": "m", "messages": messages}},
+            "completion": {"text": "é", "token_ids": None, "tokens": ["é"], "logprobs": [], "finish_reason": "stop",
+                           "cached_tokens": None, "prompt_tokens": 9, "prefill_tokens": None, "prefill_ms": 5.0,
+                           "decode_tokens": 1, "decode_ms": 2.0, "outcome": "ok"},
+            "raw": {}, "raw_dropped": {}, "output_sha256": sha256_text("é"), "state": {"state": "full_eval"},
+            "started": "2026-11-30T00:00:00.000+00:00", "wall_seconds": 0.2, "error": None}
+    path = tmp_path / "c1.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    (record,) = read_records(path).records
+    assert record["schema"] == SCHEMA and record["unit"] == "measured" and record["gate"] is None
+    assert record["prompt_sha256"] == sha256_text(canonical_json(messages))
+    assert record["legacy"] == {"schema": "kit.record/1", "prompt_sha256": old_hash}
+    assert record["started"] == line["started"] and record["wall_seconds"] == 0.2  # only grid passes lose them
+    validate(record)

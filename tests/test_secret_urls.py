@@ -12,6 +12,7 @@ import pytest
 
 import kit
 from kit import runner
+from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
@@ -78,7 +79,7 @@ def test_engines_connect_with_credentials_but_show_none():
 def test_an_engine_error_never_echoes_the_credentials():
     engine = OpenAICompatEngine(URL, model="m", transport=_answering([], status=500))
     with pytest.raises(EngineError) as raised:
-        engine.chat([{"role": "user", "content": "hi"}], max_tokens=1)
+        engine.complete(CompletionRequest(messages=({"role": "user", "content": "hi"},), max_tokens=1, seed=42))
     assert "pw-Zq81" not in raised.value.line() and "ak-7Hc2" not in raised.value.line()
 
 

@@ -16,7 +16,8 @@ from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findin
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
-from kit.manifest import now, write_json_atomic
+from kit.atomic_file import write_json_atomic
+from kit.manifest import now
 from kit.provenance import backends_differ
 
 SCHEMA = "kit.findings/1"

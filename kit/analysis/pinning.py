@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kit.atomic_file import write_json_atomic
 from kit.cache_state import (
     HISTORY_STATE,
     Calibration,
@@ -23,7 +24,7 @@ from kit.cache_state import (
     separation,
 )
 from kit.divergence import emitted, first_difference
-from kit.manifest import Manifest, write_json_atomic
+from kit.manifest import Manifest
 from kit.records import read_records
 
 CALIBRATION_HISTORY = {"cal_fresh": "fresh", "cal_repeat": "repeat", "cal_after_other": "after_other"}

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.manifest import write_json_atomic
+from kit.atomic_file import write_json_atomic
 
 
 def write_results(run_dir: Path, table: dict[str, Any], json_name: str, csv_name: str, fields: Sequence[str],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from kit.atomic_file import STAGING_SUFFIX
 from kit.bundle import (
     CHECKSUMS,
     CRATE,
@@ -83,7 +84,7 @@ def _run_files(run_dir: Path, run_id: str, skipped: list[str]) -> dict[str, Path
             skipped.append(f"{run_id}/{rel} (a link; bundles hold only regular files)")
         elif not path.is_file():
             continue
-        elif path.name.startswith(".") and path.name.endswith(".tmp"):
+        elif path.name.startswith(".") and path.name.endswith((".tmp", STAGING_SUFFIX)):
             skipped.append(f"{run_id}/{rel} (an unfinished temporary file)")
         elif is_env_dump(path.name):
             skipped.append(f"{run_id}/{rel} (looks like an environment dump; never bundled)")

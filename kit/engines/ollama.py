@@ -13,44 +13,42 @@ Ollama's quirks, handled here so nothing downstream sees them:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import httpx
 
+from kit.digests import sha256_text
 from kit.engines.base import (
     Capabilities,
     Completion,
     CompletionRequest,
-    TokenLogprob,
-    TopLogprob,
+    Sent,
+    refuse_unsupported,
 )
+from kit.engines.http import client, json_or, post_timed, send
+from kit.engines.openai_shapes import logprob_entry
 from kit.errors import EngineError
 from kit.secret_urls import connection_parts
 
 NS_PER_MS = 1_000_000
+SERVE = "check that `ollama serve` is running and the URL is right"
 
 
 def _ms(ns: Any) -> float | None:
     return ns / NS_PER_MS if isinstance(ns, (int, float)) else None
 
 
-def _entry(item: dict[str, Any]) -> TokenLogprob:
-    top = tuple(TopLogprob(token=t.get("token", ""), logprob=t["logprob"]) for t in item.get("top_logprobs") or ())
-    return TokenLogprob(token=item.get("token", ""), logprob=item["logprob"], top=top)
-
-
-def normalize(body: dict[str, Any]) -> Completion:
+def normalize(body: dict[str, Any], sent: Sent | None = None) -> Completion:
     """Turn a final (non-streamed) `/api/chat` or `/api/generate` answer into a Completion."""
     message = body.get("message")
     text = message.get("content", "") if isinstance(message, dict) else body.get("response", "")
-    entries = tuple(_entry(item) for item in body.get("logprobs") or ())
+    entries = tuple([logprob_entry(item) for item in body.get("logprobs") or ()])
     return Completion(
         text=text or "",
         token_ids=None,
-        tokens=tuple(e.token for e in entries),
+        tokens=tuple([e["token"] for e in entries]),
         logprobs=entries,
         finish_reason=body.get("done_reason"),
         cached_tokens=None,  # prompt_eval_count counts restored tokens too: unknown, never 0
@@ -60,6 +58,7 @@ def normalize(body: dict[str, Any]) -> Completion:
         decode_tokens=body.get("eval_count"),
         decode_ms=_ms(body.get("eval_duration")),
         raw=body,
+        sent=sent,
     )
 
 
@@ -95,24 +94,17 @@ class OllamaEngine:
         connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self.model = model
         self.keep_alive = keep_alive
-        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
-                                         token_ids=False, reset_endpoint=False, restartable=False)
-        self._http = httpx.Client(base_url=connect, params=params, timeout=httpx.Timeout(timeout, connect=10.0),
-                                  transport=transport)
+        self.capabilities = Capabilities(raw_prompts=True, chat_messages=True)  # no cache switch, counts or ids
+        self._http = client(connect, timeout, transport, params)
         self._sleep, self._clock = sleep, clock
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        try:
-            response = self._http.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"Ollama at {self.base_url} did not answer {path} ({type(exc).__name__}: {exc})",
-                              "check that `ollama serve` is running and the URL is right") from exc
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = {"error": response.text[:300]}
+        return self._checked(send(self._http, method, path, body, who=f"Ollama at {self.base_url}", fix=SERVE), path)
+
+    def _checked(self, response: httpx.Response, path: str) -> dict[str, Any]:
+        payload = json_or(response, {"error": response.text[:300]})
         if response.status_code != 200:
             message = payload.get("error") if isinstance(payload, dict) else None
             fix = (f"pull it first: `ollama pull {self.model}`" if response.status_code == 404
@@ -126,40 +118,33 @@ class OllamaEngine:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def chat_body(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42,
-                  temperature: float = 0.0, top_logprobs: int = 0) -> dict[str, Any]:
-        """The exact JSON body `chat()` sends to `/api/chat`."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False,
-                                "options": self._options(max_tokens, seed, temperature)}
-        if top_logprobs:
-            body.update(logprobs=True, top_logprobs=top_logprobs)
-        if self.keep_alive is not None:
-            body["keep_alive"] = self.keep_alive
-        return body
-
-    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42, temperature: float = 0.0,
-             top_logprobs: int = 0) -> Completion:
-        """One chat turn through the model's own template (`/api/chat`, not streamed)."""
-        return normalize(self._call("POST", "/api/chat", self.chat_body(
-            messages, max_tokens=max_tokens, seed=seed, temperature=temperature, top_logprobs=top_logprobs)))
-
-    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
-        """The exact JSON body `complete()` sends to `/api/generate` (raw: the prompt is already templated)."""
-        body: dict[str, Any] = {"model": self.model, "prompt": request.prompt, "raw": True, "stream": False,
-                                "options": self._options(request.max_tokens, request.seed, request.temperature)}
+    def request_body(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        """The endpoint and exact JSON body `complete()` sends: chat messages go to `/api/chat` (the model's
+        own template), a prompt to `/api/generate` raw (it is already templated); never streamed."""
+        body: dict[str, Any] = {"model": self.model}
+        if request.messages is not None:
+            endpoint = "/api/chat"
+            body["messages"] = list(request.messages)
+        else:
+            endpoint = "/api/generate"
+            body.update(prompt=request.prompt, raw=True)
+        body.update(stream=False, options=self._options(request.max_tokens, request.seed, request.temperature))
         if request.stop:
             body["options"]["stop"] = list(request.stop)
         if request.top_logprobs:
             body.update(logprobs=True, top_logprobs=request.top_logprobs)
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        return body
+        return endpoint, body
 
     def complete(self, request: CompletionRequest) -> Completion:
+        refuse_unsupported(self, request)
         if request.cache_prompt is False:
             raise EngineError("Ollama cannot skip its prompt cache for one request",
                               "reload the model (keep_alive 0) to get a full evaluation")
-        return normalize(self._call("POST", "/api/generate", self.request_body(request)))
+        endpoint, body = self.request_body(request)
+        response, sent = post_timed(self._http, endpoint, body, who=f"Ollama at {self.base_url}", fix=SERVE)
+        return normalize(self._checked(response, endpoint), sent)
 
     # -- the instance ---------------------------------------------------------------------------
 
@@ -197,7 +182,7 @@ class OllamaEngine:
         template = show.get("template") or ""
         return {"engine": self.name, "url": self.base_url, "version": self.version(), "model": self.model,
                 "details": show.get("details"), "parameters": show.get("parameters"), "template": template,
-                "template_sha256": hashlib.sha256(template.encode()).hexdigest(),
+                "template_sha256": sha256_text(template),
                 "capabilities": self.capabilities.__dict__.copy()}
 
     def close(self) -> None:

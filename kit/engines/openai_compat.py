@@ -17,18 +17,22 @@ from typing import Any
 
 import httpx
 
-from kit.engines.base import Capabilities, Completion, TokenLogprob, TopLogprob
-from kit.engines.openai_shapes import first_choice, usage_cached_tokens
+from kit.engines.base import (
+    Capabilities,
+    Completion,
+    CompletionRequest,
+    Sent,
+    refuse_unsupported,
+)
+from kit.engines.http import client, json_or, post_timed, send
+from kit.engines.openai_shapes import first_choice, logprob_entry, usage_cached_tokens
 from kit.errors import EngineError
 from kit.secret_urls import connection_parts
 
-
-def _entry(item: dict[str, Any]) -> TokenLogprob:
-    top = tuple(TopLogprob(token=t.get("token", ""), logprob=t["logprob"]) for t in item.get("top_logprobs") or ())
-    return TokenLogprob(token=item.get("token", ""), logprob=item["logprob"], top=top)
+CHAT = "/v1/chat/completions"
 
 
-def normalize_chat(body: dict[str, Any]) -> Completion:
+def normalize_chat(body: dict[str, Any], sent: Sent | None = None) -> Completion:
     """Turn a `/v1/chat/completions` answer into a Completion (no network)."""
     choice = first_choice(body, "the server", "is this an OpenAI-compatible chat URL?")
     usage = body.get("usage") or {}
@@ -37,11 +41,11 @@ def normalize_chat(body: dict[str, Any]) -> Completion:
     if cached is None and isinstance(timings.get("cache_n"), int):
         cached = timings["cache_n"]
     prompt = usage.get("prompt_tokens")
-    entries = tuple(_entry(item) for item in ((choice.get("logprobs") or {}).get("content") or ()))
+    entries = tuple([logprob_entry(item) for item in ((choice.get("logprobs") or {}).get("content") or ())])
     return Completion(
         text=(choice.get("message") or {}).get("content") or "",
         token_ids=None,
-        tokens=tuple(e.token for e in entries),
+        tokens=tuple([e["token"] for e in entries]),
         logprobs=entries,
         finish_reason=choice.get("finish_reason"),
         cached_tokens=cached if isinstance(cached, int) else None,
@@ -51,7 +55,11 @@ def normalize_chat(body: dict[str, Any]) -> Completion:
         decode_tokens=usage.get("completion_tokens"),
         decode_ms=timings.get("predicted_ms"),
         raw=body,
+        sent=sent,
     )
+
+
+RUNNING = "check the URL and that the server is running"
 
 
 class OpenAICompatEngine:
@@ -64,21 +72,17 @@ class OpenAICompatEngine:
         connect, params, self.base_url = connection_parts(base_url, strip_suffix="/v1")  # base_url: as recorded
         self._model = model
         self._metrics = metrics
-        self.capabilities = Capabilities(per_request_cache_bypass=False, cached_token_telemetry=False,
-                                         token_ids=False, reset_endpoint=False, restartable=False)
-        self._http = httpx.Client(base_url=connect, params=params, timeout=httpx.Timeout(timeout, connect=10.0),
-                                  transport=transport)
+        self.capabilities = Capabilities(chat_messages=True)  # the protocol promises nothing else
+        self._http = client(connect, timeout, transport, params)
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        try:
-            response = self._http.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"{self.base_url} did not answer {path} ({type(exc).__name__})",
-                              "check the URL and that the server is running") from exc
+    def _checked(self, response: httpx.Response, path: str) -> dict[str, Any]:
         if response.status_code != 200:
             raise EngineError(f"{self.base_url}{path} answered HTTP {response.status_code}: {response.text[:200]}",
                               "check the model name and the server log")
-        return response.json()
+        return json_or(response, {})
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._checked(send(self._http, method, path, body, who=self.base_url, fix=RUNNING), path)
 
     @property
     def model(self) -> str:
@@ -89,19 +93,25 @@ class OpenAICompatEngine:
             self._model = str(data[0]["id"])
         return self._model
 
-    def chat_body(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42,
-                  temperature: float = 0.0, top_logprobs: int = 0) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                                "temperature": temperature, "seed": seed, "stream": False}
-        if top_logprobs:
-            body.update(logprobs=True, top_logprobs=top_logprobs)
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body `complete()` sends to /v1/chat/completions for a chat request."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(request.messages or ()),
+                                "max_tokens": request.max_tokens, "temperature": request.temperature,
+                                "seed": request.seed, "stream": False}
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.top_logprobs:
+            body.update(logprobs=True, top_logprobs=request.top_logprobs)
         return body
 
-    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, seed: int = 42, temperature: float = 0.0,
-             top_logprobs: int = 0) -> Completion:
+    def complete(self, request: CompletionRequest) -> Completion:
+        """One chat turn through the model's own template (the OpenAI protocol has no per-request cache
+        switch: `cache_prompt` is not sent)."""
+        refuse_unsupported(self, request)
+        body = self.request_body(request)
         before = self._metrics.cache_counters() if self._metrics is not None else None
-        completion = normalize_chat(self._request("POST", "/v1/chat/completions", self.chat_body(
-            messages, max_tokens=max_tokens, seed=seed, temperature=temperature, top_logprobs=top_logprobs)))
+        response, sent = post_timed(self._http, CHAT, body, who=self.base_url, fix=RUNNING)
+        completion = normalize_chat(self._checked(response, CHAT), sent)
         if before is not None and completion.cached_tokens is None:
             from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
 

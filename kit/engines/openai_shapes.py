@@ -1,10 +1,19 @@
-"""Pieces of the OpenAI response shape that several engines share (vLLM, OpenAI-compatible servers)."""
+"""Pieces of the OpenAI response shape that several engines share (vLLM, OpenAI-compatible servers;
+Ollama's log-probability entries have the same shape)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kit.engines.base import TokenLogprob
 from kit.errors import EngineError
+
+
+def logprob_entry(item: dict[str, Any]) -> TokenLogprob:
+    """A `{token, logprob, bytes, top_logprobs}` entry, normalized (these engines give no token ids)."""
+    return {"token": item.get("token", ""), "logprob": item["logprob"], "id": None,
+            "top": [{"token": t.get("token", ""), "logprob": t["logprob"], "id": None}
+                    for t in item.get("top_logprobs") or ()]}
 
 
 def first_choice(body: dict[str, Any], who: str, fix: str) -> dict[str, Any]:

@@ -28,9 +28,10 @@ from kit.engines.base import (
     Capabilities,
     Completion,
     CompletionRequest,
-    TokenLogprob,
-    TopLogprob,
+    Sent,
+    refuse_unsupported,
 )
+from kit.engines.http import client, json_or, post_timed, send
 from kit.engines.openai_shapes import first_choice, usage_cached_tokens
 from kit.errors import EngineError
 from kit.secret_urls import connection_parts
@@ -87,11 +88,7 @@ def _error_message(body: Any, fallback: str) -> str:
     return fallback
 
 
-def _json_or_text(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return {"text": response.text}
+RUNNING = "is the server still running?"
 
 
 class VllmEngine:
@@ -119,26 +116,18 @@ class VllmEngine:
         self.dev_mode = dev_mode
         self.request_token_ids = request_token_ids
         self.use_metrics = use_metrics
-        self.capabilities = Capabilities(
-            per_request_cache_bypass=False,
-            cached_token_telemetry=True,
-            token_ids=request_token_ids,
-            reset_endpoint=dev_mode,
-            restartable=restartable,
-        )
-        self._http = httpx.Client(base_url=connect, params=params, timeout=timeout_s, transport=transport)
+        # prefix caching is chosen per server process: no per-request bypass
+        self.capabilities = Capabilities(cached_token_telemetry=True, token_ids=request_token_ids,
+                                         reset_endpoint=dev_mode, restartable=restartable, raw_prompts=True)
+        self._http = client(connect, timeout_s, transport, params)
         self._model = model
+        self._who = f"vLLM at {self.base_url}"
         self.last_cache_telemetry: CacheTelemetry | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def _get(self, path: str) -> httpx.Response:
-        try:
-            return self._http.get(path)
-        except httpx.HTTPError as exc:
-            raise EngineError(
-                f"vLLM at {self.base_url} did not answer {path} ({exc})", "is the server running?"
-            ) from exc
+        return send(self._http, "GET", path, who=self._who, fix=RUNNING)
 
     @property
     def model(self) -> str:
@@ -198,26 +187,22 @@ class VllmEngine:
             )
 
     def complete(self, request: CompletionRequest) -> Completion:
+        refuse_unsupported(self, request)
         self._check_cache_arm(request)
         body = self.request_body(request)
         before = self.cache_counters() if self.use_metrics else None
-        try:
-            response = self._http.post("/v1/completions", json=body)
-        except httpx.HTTPError as exc:
-            raise EngineError(
-                f"vLLM at {self.base_url} did not answer ({exc})", "is the server still running?"
-            ) from exc
-        payload = _json_or_text(response)
+        response, sent = post_timed(self._http, "/v1/completions", body, who=self._who, fix=RUNNING)
+        payload = json_or(response, {"text": response.text})
         if response.status_code == 400 and _OVERFLOW.search(_error_message(payload, response.text)):
             self.last_cache_telemetry = CacheTelemetry(source=None, cached_tokens=None)
-            return _overflow_completion(payload, _error_message(payload, response.text))
+            return _overflow_completion(payload, _error_message(payload, response.text), sent)
         if response.status_code != 200:
             raise EngineError(
                 f"vLLM answered HTTP {response.status_code}: {_error_message(payload, response.text)[:300]}",
                 "check the request settings and the server log",
             )
         after = self.cache_counters() if before is not None else None
-        completion = normalize_completion(payload)
+        completion = normalize_completion(payload, sent)
         telemetry = _cache_telemetry(completion, before, after)
         self.last_cache_telemetry = telemetry
         if telemetry.cached_tokens != completion.cached_tokens:
@@ -235,10 +220,7 @@ class VllmEngine:
                 "this vLLM server has no reset endpoint",
                 "start it with VLLM_SERVER_DEV_MODE=1 and pass dev_mode=True, or restart the server",
             )
-        try:
-            response = self._http.post("/reset_prefix_cache")
-        except httpx.HTTPError as exc:
-            raise EngineError(f"vLLM at {self.base_url} did not answer ({exc})", "is the server running?") from exc
+        response = send(self._http, "POST", "/reset_prefix_cache", who=self._who, fix=RUNNING)
         if response.status_code != 200:
             raise EngineError(
                 f"POST /reset_prefix_cache answered HTTP {response.status_code}",
@@ -263,7 +245,7 @@ class VllmEngine:
         self._http.close()
 
 
-def normalize_completion(body: dict[str, Any]) -> Completion:
+def normalize_completion(body: dict[str, Any], sent: Sent | None = None) -> Completion:
     """Turn a vLLM /v1/completions body into a `Completion` (no network)."""
     choice = first_choice(body, "vLLM", "check that the URL is a vLLM completions server")
     usage = body.get("usage") or {}
@@ -279,13 +261,8 @@ def normalize_completion(body: dict[str, Any]) -> Completion:
             raise EngineError(f"vLLM gave no logprob for emitted token {index}", "do not request echo=True")
         top = tops[index] if index < len(tops) else None
         ranked = sorted((top or {}).items(), key=lambda item: -item[1])  # stable: ties keep vLLM's order
-        entries.append(
-            TokenLogprob(
-                token=token,
-                logprob=float(value),
-                top=tuple(TopLogprob(token=str(t), logprob=float(lp)) for t, lp in ranked),
-            )
-        )
+        entries.append({"token": token, "logprob": float(value), "id": None,
+                        "top": [{"token": str(t), "logprob": float(lp), "id": None} for t, lp in ranked]})
     ids = choice.get("token_ids")
     prompt_tokens = usage.get("prompt_tokens")
     completion_tokens = usage.get("completion_tokens")
@@ -302,6 +279,7 @@ def normalize_completion(body: dict[str, Any]) -> Completion:
         decode_tokens=completion_tokens,
         decode_ms=None,
         raw=body,
+        sent=sent,
     )
 
 
@@ -326,7 +304,7 @@ def _with_cached(completion: Completion, cached: int | None) -> Completion:
     return replace(completion, cached_tokens=cached, prefill_tokens=prefill)
 
 
-def _overflow_completion(payload: Any, message: str) -> Completion:
+def _overflow_completion(payload: Any, message: str, sent: Sent | None = None) -> Completion:
     match = _OVERFLOW_PROMPT.search(message)
     prompt_tokens = int(next(g for g in match.groups() if g)) if match else None
     return Completion(
@@ -343,4 +321,5 @@ def _overflow_completion(payload: Any, message: str) -> Completion:
         decode_ms=None,
         raw=payload if isinstance(payload, dict) else {"text": str(payload)},
         outcome="context_overflow",
+        sent=sent,
     )

@@ -28,7 +28,7 @@ import httpx
 from kit import __version__
 from kit.errors import EngineError
 from kit.launch import build_tools, cpu_isa
-from kit.manifest import write_json_atomic
+from kit.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
 from kit.paths import cache_dir
 

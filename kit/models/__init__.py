@@ -10,6 +10,6 @@ demand because it pulls in numpy and gguf):
 
 from kit.models.fetch import ModelFile, default_cache_dir, ensure_model
 from kit.models.progress import FetchProgress
-from kit.models.registry import Registry, load_registry
+from kit.models.registry import DEFAULT_MODEL, Registry, load_registry
 
-__all__ = ["FetchProgress", "ModelFile", "Registry", "default_cache_dir", "ensure_model", "load_registry"]
+__all__ = ["DEFAULT_MODEL", "FetchProgress", "ModelFile", "Registry", "default_cache_dir", "ensure_model", "load_registry"]

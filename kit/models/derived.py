@@ -11,6 +11,7 @@ import json
 from importlib import metadata
 from pathlib import Path
 
+from kit.atomic_file import write_json_atomic
 from kit.models.dequant import convert, target_types
 from kit.models.fetch import ModelFile
 from kit.models.hashing import HashCache
@@ -52,5 +53,5 @@ def ensure_format(source: ModelFile, target: str, cache_dir: Path, progress: Pro
     hashes.remember(out, digest)
     record = {"source": source.path.name, "source_sha256": source.sha256, "target": target,
               "sha256": digest, "converter": f"kit.models.dequant (gguf {_gguf_version()})"}
-    record_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_json_atomic(record_path, record, indent=1)
     return ModelFile(out, digest, name, "derived")

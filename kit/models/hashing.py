@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from kit.models.placement import publish
+from kit.atomic_file import write_json_atomic
 
 CHUNK_BYTES = 4 * 1024 * 1024
 SIDECAR_NAME = "hashes.json"
@@ -61,15 +60,7 @@ class HashCache:
         return data if isinstance(data, dict) else {}
 
     def _store(self, data: dict[str, dict]) -> None:
-        self.sidecar.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.sidecar.parent, prefix=".hashes-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(data, out, indent=1, sort_keys=True)
-            publish(Path(tmp), self.sidecar)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomic(self.sidecar, data, indent=1, sort_keys=True)
 
     def lookup(self, path: Path) -> str | None:
         """The remembered sha256 of `path` if the file is unchanged since it was hashed, else None."""

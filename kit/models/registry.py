@@ -24,6 +24,7 @@ from pydantic import (
 
 from kit.errors import ConfigError
 
+DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"  # the CPU default: what runs when no --model is given
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256")]
 

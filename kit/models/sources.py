@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from kit.errors import KitError
 from kit.models.hashing import CHUNK_BYTES, HashCache, sha256_file
-from kit.models.placement import publish, staging_path
+from kit.atomic_file import publish, staging_path
 from kit.models.progress import Progress, report
 from kit.models.registry import FileSource, HfSource, ModelEntry, PypiWheelSource
 

@@ -22,12 +22,13 @@ class Speed:
         return prompt_tokens / self.prefill_tokens_per_s + new_tokens / self.decode_tokens_per_s
 
 
-def probe(provider, log_dir: Path, prompt: str | Callable[[Any], str]) -> Speed:
-    """One uncached 16-token request of `prompt` (or of `prompt(engine)`) on a session of its own."""
+def probe(provider, log_dir: Path, seed: int, prompt: str | Callable[[Any], str]) -> Speed:
+    """One uncached 16-token request of `prompt` (or of `prompt(engine)`) with the protocol's `seed`, on a
+    session of its own."""
     with provider.session("estimate", log_dir) as live:
         with live.engine_calls("the speed probe (session estimate)"):
             text = prompt(live.engine) if callable(prompt) else prompt
-            done = live.engine.complete(CompletionRequest(prompt=text, max_tokens=16, cache_prompt=False))
+            done = live.engine.complete(CompletionRequest(prompt=text, max_tokens=16, seed=seed, cache_prompt=False))
         startup = float(live.launch.get("startup_seconds") or 0.0)
     prefill = (done.prefill_tokens or 1) / max(done.prefill_ms or 1.0, 1.0) * 1000
     decode = (done.decode_tokens or 1) / max(done.decode_ms or 1.0, 1.0) * 1000

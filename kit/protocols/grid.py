@@ -221,7 +221,7 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
                      else worker.load_episodes(count=workload.episodes))
         if arms and "estimate" not in ctx.manifest.data:
             first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
-            speed = probe(estimate_provider or ctx.provider, ctx.run_dir / "logs", first)
+            speed = probe(estimate_provider or ctx.provider, ctx.run_dir / "logs", protocol.seed, first)
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))
             ctx.emit(guess)

@@ -10,15 +10,14 @@ from typing import Any
 from pydantic import Field
 
 from kit.divergence import completion_emitted
-from kit.engines.base import Completion, CompletionRequest
-from kit.engines.llamacpp import request_body
+from kit.engines.base import Completion, CompletionRequest, require
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
 from kit.protocols import bounds as b
 from kit.protocols.procedure import RunContext
 from kit.protocols.spec import Strict
-from kit.raw_echo import answer_fields
-from kit.records import RecordWriter, prompt_sha256
+from kit.record import BfclRecord, EpisodeSummary, Gate
+from kit.records import RecordWriter
 from kit.workloads.bfcl import run_episode, score_episode
 
 SENTINEL_PROMPT = "Sentinel cache reset. " * 32
@@ -84,24 +83,22 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                           episodes_file=episodes_file, status="running", started=now(),
                           order=[e.id for e in episodes], launch=live.launch)
     tally = PassTally(arm)
-    base = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "grid", "arm": arm}
+    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "grid"}
 
-    def record(writer: RecordWriter, unit: str, request: CompletionRequest, completion: Completion,
-               request_index: int, extra: dict[str, Any]) -> tuple[str, bool]:
+    def record(writer: RecordWriter, unit: str, completion: Completion, request_index: int,
+               action: str, **details: Any) -> tuple[str, bool]:
         ok, why = gate(arm, request_index, completion.cached_tokens, protocol.gates)
-        if extra.get("action") != "sentinel":
+        if action != "sentinel":
             tally.add(request_index, ok, why, f"{unit} request {request_index}")
-        sha = prompt_sha256(request.prompt)
-        body = request_body(request)
-        writer.write({**base, "unit": unit, "step": request_index, **extra, "seq": tally.requests,
-                      "prompt_sha256": sha, "request": {"endpoint": "/completion", "body": body},
-                      **answer_fields(completion, body), "started": now(),
-                      "gate": {"ok": ok, "reason": why}, "error": None})
+        written = writer.answered(BfclRecord, completion, unit=unit, step=request_index, gate=Gate(ok, why),
+                                  arm=arm, action=action, **details)
         tally.requests += 1
         ctx.emit(RequestDone(pass_id, unit, arm, tally.requests, completion.cached_tokens, completion.prefill_ms, ok))
-        return sha, ok
+        return written.prompt_sha256, ok
 
-    with RecordWriter(ctx.run_dir / file) as writer, RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
+    tokenizer = require(live.engine, "tokenization", "the BFCL workload (prompt tokens set each request's limit)")
+    with RecordWriter(ctx.run_dir / file, **stamp) as writer, \
+            RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
         for done, episode in enumerate(episodes, start=1):
             ctx.checkpoint()
             if protocol.sentinel:
@@ -109,29 +106,30 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                                              top_logprobs=protocol.top_logprobs, seed=protocol.seed)
                 with live.engine_calls(f"pass {pass_id} (episode {episode.id}, sentinel)"):
                     answered = live.engine.complete(sentinel)
-                record(writer, episode.id, sentinel, answered, -1, {"action": "sentinel"})
+                record(writer, episode.id, answered, -1, "sentinel")
             walked: list = []
 
             def on_request(info, request: CompletionRequest, completion: Completion) -> None:
-                sha, _ = record(writer, episode.id, request, completion, info.request_index, {
-                    "turn": info.turn_index, "turn_step": info.step_index, "action": info.action,
-                    "calls": info.calls, "decode_error": info.decode_error, "tool_results": list(info.tool_results),
-                    "tool_refused": [r.as_json() for r in info.tool_refused],
-                    "prompt_tokens_counted": info.prompt_tokens})
+                sha, _ = record(writer, episode.id, completion, info.request_index, info.action,
+                                turn=info.turn_index, turn_step=info.step_index, calls=info.calls,
+                                decode_error=info.decode_error, tool_results=list(info.tool_results),
+                                tool_refused=[r.as_json() for r in info.tool_refused],
+                                prompt_tokens_counted=info.prompt_tokens)
                 walked.append((sha, completion_emitted(completion)))
                 ctx.checkpoint()  # the record is written; stop before the episode's next request
 
             clock = time.monotonic()
             with live.engine_calls(f"pass {pass_id} (episode {episode.id})"):
                 result = run_episode(live.engine, worker, episode, render, protocol.engine.ctx_size, pass_id,
-                                     count_tokens=lambda text: len(live.engine.tokenize(text)),
-                                     on_request=on_request, top_logprobs=protocol.top_logprobs,
+                                     count_tokens=lambda text: len(tokenizer.tokenize(text)),
+                                     on_request=on_request, seed=protocol.seed, top_logprobs=protocol.top_logprobs,
                                      cache_prompt=arm == "on", max_tokens_cap=protocol.workload.max_tokens_cap,
                                      max_requests=protocol.workload.max_requests_per_episode)
             score = score_episode(worker, result)
-            episode_writer.write({**base, "unit": episode.id, "order_index": done - 1, "requests": result.n_requests,
-                                  "sentinels": int(protocol.sentinel), "outcome": result.outcome,
-                                  "wall_seconds": round(time.monotonic() - clock, 3), "score": score.__dict__})
+            episode_writer.write(EpisodeSummary(**stamp, arm=arm, unit=episode.id, order_index=done - 1,
+                                                requests=result.n_requests, sentinels=int(protocol.sentinel),
+                                                outcome=result.outcome,
+                                                wall_seconds=round(time.monotonic() - clock, 3), score=score.__dict__))
             ctx.emit(EpisodeDone(pass_id, episode.id, done, len(episodes), result.n_requests, result.outcome,
                                  score.valid))
             on_episode(pass_id, episode.id, walked)

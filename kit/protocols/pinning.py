@@ -9,11 +9,15 @@ Passes, each on a freshly reloaded instance (a restarted server, or a confirmed 
 - the two pinned regimes: always-fresh (one call per reloaded instance) and steady-state (one
   instance that only ever sees the measured prompt).
 Every call is one record; results come from the records only (kit.analysis.pinning).
+
+A call is one greedy chat turn. Where the engine renders prompts with the model's own template
+(llama-server: `/apply-template`), the rendered prompt goes to its prompt endpoint, so its per-request
+telemetry (cached tokens, prompt ms) comes with every answer; chat engines (Ollama, OpenAI-compatible)
+take the messages and apply the template themselves.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,15 +26,14 @@ from pydantic import Field
 
 from kit.analysis import pinning as pinning_results
 from kit.cache_state import Calibration, classify, from_telemetry
-from kit.engines.base import Completion
+from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.manifest import now
 from kit.protocols import bounds as b
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
-from kit.protocols.pinning_calls import ask, output_sha256
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
-from kit.raw_echo import answer_fields
+from kit.record import PinningRecord
 from kit.records import RecordWriter, read_records
 
 SYSTEM_PROMPT = (
@@ -130,9 +133,20 @@ def results(run_dir: Path) -> dict[str, Any]:
     return pinning_results.write(run_dir)
 
 
-def _messages(protocol: PinningProtocol, measured: bool) -> list[dict[str, str]]:
+def _messages(protocol: PinningProtocol, measured: bool) -> list[Message]:
     user = protocol.prompts.measured if measured else protocol.prompts.other
     return [{"role": "system", "content": protocol.prompts.system}, {"role": "user", "content": user}]
+
+
+def chat_request(engine: Engine, messages: list[Message], *, max_tokens: int, seed: int,
+                 top_logprobs: int) -> CompletionRequest:
+    """One greedy chat turn as the request `engine` takes: the prompt its own template renders where it
+    declares `prompt_rendering`, else the messages themselves."""
+    if engine.capabilities.prompt_rendering:
+        prompt = engine.apply_template(messages)  # declared: the engine has its prompt tools
+        return CompletionRequest(prompt, max_tokens=max_tokens, seed=seed, top_logprobs=max(1, top_logprobs))
+    require(engine, "chat_messages", "the cache-instance protocol")
+    return CompletionRequest(messages=tuple(messages), max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)
 
 
 def reload_status(ctx: RunContext, launch: dict[str, Any]) -> dict[str, Any]:
@@ -181,27 +195,26 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
     ctx.manifest.set_pass(plan.pass_id, phase=plan.phase, file=file, status="running", started=now(),
                           fresh_server=ctx.provider.fresh_servers)
     outputs: list[str] = []
-    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, RecordWriter(ctx.run_dir / file) as writer:
+    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning"}
+    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, \
+            RecordWriter(ctx.run_dir / file, **stamp) as writer:
         reload = reload_status(ctx, live.launch)
         ctx.manifest.set_pass(plan.pass_id, launch=live.launch, reload=reload)
         ctx.emit(SessionStarted(plan.pass_id, index, total, live.launch))
-        for seq, call in enumerate(plan.calls):
+        for call in plan.calls:
             short = plan.phase == "calibration"
             max_tokens = (protocol.calibration.max_tokens if short else
                           protocol.max_tokens if call.measured else protocol.other_max_tokens)
             ctx.checkpoint()
-            started, clock = now(), time.monotonic()
             with live.engine_calls(f"pass {plan.pass_id} ({call.role})"):
-                completion, request = ask(live.engine, _messages(protocol, call.measured), max_tokens=max_tokens,
-                                          seed=protocol.seed, top_logprobs=protocol.top_logprobs)
+                request = chat_request(live.engine, _messages(protocol, call.measured), max_tokens=max_tokens,
+                                       seed=protocol.seed, top_logprobs=protocol.top_logprobs)
+                completion = live.engine.complete(request)
             state = _label(protocol, completion, calibration)
-            digest = output_sha256(completion.text)
-            writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning",
-                          "phase": plan.phase, "role": call.role, "arm_index": call.arm_index, "seq": seq,
-                          "measured": call.measured, "prompt_sha256": request["prompt_sha256"],
-                          "request": {"endpoint": request["endpoint"], "body": request["body"]},
-                          **answer_fields(completion, request["body"]), "output_sha256": digest, "state": state,
-                          "started": started, "wall_seconds": round(time.monotonic() - clock, 4), "error": None})
+            record = writer.answered(PinningRecord, completion, unit="measured" if call.measured else "other",
+                                     phase=plan.phase, role=call.role, arm_index=call.arm_index,
+                                     measured=call.measured, state=state)
+            digest = record.output_sha256
             if call.measured:
                 outputs.append(digest)
             ctx.emit(PinningCall(plan.pass_id, plan.phase, call.role, call.arm_index, state["state"],

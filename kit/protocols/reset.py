@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -12,8 +11,7 @@ from pydantic import Field, model_validator
 
 from kit.analysis import reset_table
 from kit.divergence import first_difference
-from kit.engines.base import CompletionRequest
-from kit.engines.llamacpp import request_body
+from kit.engines.base import CompletionRequest, require
 from kit.errors import ConfigError
 from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.manifest import now
@@ -23,8 +21,8 @@ from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_dur
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
-from kit.raw_echo import answer_fields
-from kit.records import RecordWriter, prompt_sha256
+from kit.record import Gate, ResetRecord
+from kit.records import RecordWriter
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
 
@@ -132,6 +130,11 @@ def estimate(protocol: ResetProtocol, speed: Speed, items: int, sessions: int) -
                         f"~{speed.prompt_tokens} tokens, ~{out} new tokens per answer")
 
 
+def renderer(engine):
+    """The engine's own chat template (cold and warm phases send the same rendered prompt)."""
+    return require(engine, "prompt_rendering", "the restored-state control")
+
+
 def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     """Run every session; each ends OK or VOID in the manifest. Raises EngineError if an engine fails."""
     system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
@@ -139,8 +142,8 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     items = prepared.payload
     if todo and items and "estimate" not in ctx.manifest.data \
             and len(todo) * len(items) * len(protocol.phases) >= ESTIMATE_FROM_REQUESTS:
-        speed = probe(ctx.provider, ctx.run_dir / "logs",
-                      lambda engine: engine.apply_template(messages(system_prompt, items[0])))
+        speed = probe(ctx.provider, ctx.run_dir / "logs", protocol.seed,
+                      lambda engine: renderer(engine).apply_template(messages(system_prompt, items[0])))
         guess = estimate(protocol, speed, len(items), len(todo))
         ctx.manifest.update(estimate=asdict(guess))
         ctx.emit(guess)
@@ -158,32 +161,26 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     requests = violations = 0
     first_violation: str | None = None
     status, reason = "OK", None
-    with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, RecordWriter(ctx.run_dir / file) as writer:
+    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset"}
+    with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, \
+            RecordWriter(ctx.run_dir / file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
+        template = renderer(live.engine)
         for done, item in enumerate(order, start=1):
             with live.engine_calls(f"session {pass_id} (item {item.id})"):
-                prompt = live.engine.apply_template(messages(system_prompt, item))
+                prompt = template.apply_template(messages(system_prompt, item))
             outputs = []
             for phase_index, phase in enumerate(protocol.phases):
                 ctx.checkpoint()
                 request = CompletionRequest(prompt=prompt, max_tokens=protocol.max_tokens,
                                             cache_prompt=phase.cache_prompt, top_logprobs=protocol.top_logprobs,
                                             seed=protocol.seed)
-                body = request_body(request)
-                started, clock = now(), time.monotonic()
                 with live.engine_calls(f"session {pass_id} (item {item.id}, {phase.name})"):
                     completion = live.engine.complete(request)
                 ok, why = check_gate(phase, completion.cached_tokens, gates)
-                writer.write({
-                    "run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset",
-                    "unit": item.id, "reference": item.answer, "step": 0, "phase": phase.name,
-                    "phase_index": phase_index,
-                    "expect": phase.expect, "seq": requests, "prompt_sha256": prompt_sha256(prompt),
-                    "request": {"endpoint": "/completion", "body": body}, **answer_fields(completion, body),
-                    "started": started, "wall_seconds": round(time.monotonic() - clock, 4),
-                    "gate": {"ok": ok, "reason": why}, "error": None,
-                })
+                writer.answered(ResetRecord, completion, unit=item.id, step=0, gate=Gate(ok, why),
+                                reference=item.answer, phase=phase.name, phase_index=phase_index, expect=phase.expect)
                 requests += 1
                 ctx.emit(RequestDone(pass_id, item.id, phase.name, requests, completion.cached_tokens,
                                      completion.prefill_ms, ok))

@@ -75,12 +75,13 @@ def test_chat_normalizes_nanoseconds_and_logprobs_and_sends_greedy_options():
     fake = FakeOllama()
     client = engine(fake, "gpt-oss:20b")
     messages = [{"role": "user", "content": "Why is floating-point addition not associative?"}]
-    completion = client.chat(messages, max_tokens=4, seed=42, top_logprobs=2)
+    completion = client.complete(CompletionRequest(messages=tuple(messages), max_tokens=4, seed=7, top_logprobs=2))
     method, path, body = fake.requests[-1]
     assert (method, path) == ("POST", "/api/chat")
     assert body == {"model": "gpt-oss:20b", "messages": messages, "stream": False,
-                    "options": {"temperature": 0.0, "seed": 42, "num_predict": 4},
+                    "options": {"temperature": 0.0, "seed": 7, "num_predict": 4},
                     "logprobs": True, "top_logprobs": 2}
+    assert (completion.sent.endpoint, completion.sent.body) == ("/api/chat", body)  # what was sent, as sent
     assert completion.text == "Floating-point addition rounds"
     assert completion.prefill_ms == pytest.approx(216.004)
     assert completion.decode_ms == pytest.approx(88.13)
@@ -89,23 +90,25 @@ def test_chat_normalizes_nanoseconds_and_logprobs_and_sends_greedy_options():
     assert completion.token_ids is None
     assert completion.tokens == ("Float", "ing", "-point", " addition rounds")
     assert "".join(completion.tokens) == completion.text
-    assert completion.logprobs[3].top[1].token == " numbers"
+    assert completion.logprobs[3]["top"][1]["token"] == " numbers"
     assert completion.finish_reason == "length"
 
 
 def test_chat_without_logprobs_and_generate_raw():
     fake = FakeOllama(chat="chat_no_logprobs.json")
     client = engine(fake)
-    completion = client.chat([{"role": "user", "content": "Hello!"}], max_tokens=8)
+    completion = client.complete(CompletionRequest(messages=({"role": "user", "content": "Hello!"},), max_tokens=8,
+                                                   seed=42, top_logprobs=0))
     assert completion.logprobs == () and completion.text == "Hello! How are you today?"
     assert completion.prefill_ms == pytest.approx(383.809)
     assert "logprobs" not in fake.requests[-1][2]
-    generated = client.complete(CompletionRequest(prompt="<|user|>hi", max_tokens=16, top_logprobs=0))
+    generated = client.complete(CompletionRequest(prompt="<|user|>hi", max_tokens=16, seed=42, top_logprobs=0))
     _, path, body = fake.requests[-1]
     assert path == "/api/generate" and body["raw"] is True and body["options"]["num_predict"] == 16
+    assert generated.sent.endpoint == "/api/generate" and generated.sent.body == body
     assert generated.text.startswith("The sky is blue") and generated.decode_ms == pytest.approx(4709.213)
     with pytest.raises(EngineError, match="cannot skip its prompt cache"):
-        client.complete(CompletionRequest(prompt="x", max_tokens=1, cache_prompt=False))
+        client.complete(CompletionRequest(prompt="x", max_tokens=1, seed=42, cache_prompt=False))
 
 
 def test_unload_confirmed_when_ps_stops_listing_the_model():
@@ -142,7 +145,8 @@ def test_info_records_version_template_and_parameters():
 
 def test_missing_model_and_dead_server_are_clear_errors():
     with pytest.raises(EngineError, match="HTTP 404.*not found.*ollama pull llama9"):
-        engine(FakeOllama(), "llama9").chat([{"role": "user", "content": "x"}], max_tokens=1)
+        engine(FakeOllama(), "llama9").complete(CompletionRequest(messages=({"role": "user", "content": "x"},),
+                                                                  max_tokens=1, seed=42))
 
     def refuse(request):
         raise httpx.ConnectError("connection refused", request=request)

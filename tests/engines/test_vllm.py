@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from kit.engines.base import CompletionRequest, Engine
@@ -65,7 +66,7 @@ def engine_for(server: FakeVllm, **kwargs) -> VllmEngine:
     return VllmEngine("http://127.0.0.1:8000/", transport=httpx.MockTransport(server), **kwargs)
 
 
-REQUEST = CompletionRequest(prompt="<|im_start|>system\n...", max_tokens=8, top_logprobs=5)
+REQUEST = CompletionRequest(prompt="<|im_start|>system\n...", max_tokens=8, seed=42, top_logprobs=5)
 
 
 def test_is_an_engine_and_states_its_capabilities():
@@ -81,8 +82,9 @@ def test_is_an_engine_and_states_its_capabilities():
 def test_request_body_has_protocol_settings_and_served_model():
     server = FakeVllm(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
     engine = engine_for(server, use_metrics=False)
-    engine.complete(CompletionRequest(prompt="P", max_tokens=1024, top_logprobs=5, stop=("####",)))
+    done = engine.complete(CompletionRequest(prompt="P", max_tokens=1024, seed=42, top_logprobs=5, stop=("####",)))
     (body,) = server.posted()
+    assert (done.sent.endpoint, done.sent.body) == ("/v1/completions", body)  # what was sent, as sent
     assert body == {
         "model": "Qwen/Qwen2.5-7B-Instruct",
         "prompt": "P",
@@ -107,9 +109,9 @@ def test_completion_normalized_with_string_tokens_and_no_ids():
     assert done.prefill_ms is None and done.decode_ms is None
     assert len(done.logprobs) == 8
     first = done.logprobs[0]
-    assert first.token == "Jan" and first.logprob == pytest.approx(-0.0003159)
-    assert [t.token for t in first.top] == ["Jan", "To", "First", "Let", "Step"]
-    assert all(a.logprob >= b.logprob for a, b in zip(first.top, first.top[1:]))
+    assert first["token"] == "Jan" and first["logprob"] == pytest.approx(-0.0003159)
+    assert [t["token"] for t in first["top"]] == ["Jan", "To", "First", "Let", "Step"]
+    assert all(a["logprob"] >= b["logprob"] for a, b in zip(first["top"], first["top"][1:]))
     assert done.raw is body
     assert done.outcome == "ok"
 
@@ -133,7 +135,7 @@ def test_top_logprobs_are_ranked_even_if_the_server_order_is_not():
     first_top = body["choices"][0]["logprobs"]["top_logprobs"][0]
     body["choices"][0]["logprobs"]["top_logprobs"][0] = dict(reversed(list(first_top.items())))
     done = normalize_completion(body)
-    assert [t.token for t in done.logprobs[0].top] == ["Jan", "To", "First", "Let", "Step"]
+    assert [t["token"] for t in done.logprobs[0]["top"]] == ["Jan", "To", "First", "Let", "Step"]
 
 
 def test_metrics_delta_gives_cached_tokens_when_usage_is_null():
@@ -257,12 +259,12 @@ def test_cache_arm_must_match_the_server():
     server = FakeVllm(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
     on = engine_for(server, prefix_caching=True, use_metrics=False)
     with pytest.raises(EngineError, match="per server process"):
-        on.complete(CompletionRequest(prompt="P", max_tokens=1, cache_prompt=False))
+        on.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False))
     unknown = engine_for(server, use_metrics=False)
     with pytest.raises(EngineError, match="--no-enable-prefix-caching"):
-        unknown.complete(CompletionRequest(prompt="P", max_tokens=1, cache_prompt=False))
+        unknown.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False))
     off = engine_for(server, prefix_caching=False, use_metrics=False)
-    assert off.complete(CompletionRequest(prompt="P", max_tokens=1, cache_prompt=False)).outcome == "ok"
+    assert off.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False)).outcome == "ok"
     assert server.posted()  # the matching arm was sent
 
 
@@ -303,5 +305,5 @@ def test_missing_logprob_for_emitted_token_is_refused():
 
 def test_completion_is_json_serializable():
     done = normalize_completion(fixture_json("completion_cached_tokens.json"))
-    text = json.dumps(done.to_json(), allow_nan=False)
-    assert not math.isnan(json.loads(text)["logprobs"][0]["logprob"])
+    written = json.loads(orjson.dumps(done.normalized()))  # as a record writes it
+    assert math.isfinite(written["logprobs"][0]["logprob"])

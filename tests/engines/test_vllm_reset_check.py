@@ -10,9 +10,12 @@ from pathlib import Path
 
 import httpx
 
+from kit.engines.base import CompletionRequest
 from kit.launch.instance import VllmResetProvider
 from kit.protocols.pinning import _pass_status
+from kit.record import PinningRecord
 from kit.records import RecordWriter
+from tests.answers import answer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1760031310, "model": "Qwen/Qwen2.5-7B-Instruct",
@@ -50,8 +53,9 @@ def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metri
     with provider.session("c1", tmp_path) as live:
         assert live.launch["reload"]["confirm_by_telemetry"] is True
         assert live.launch["reload"]["confirmed"] is None  # a 200 proves nothing yet
-        cold = live.engine.chat(messages, max_tokens=2)
-        warm = live.engine.chat(messages, max_tokens=2)
+        request = CompletionRequest(messages=tuple(messages), max_tokens=2, seed=42, top_logprobs=0)
+        cold = live.engine.complete(request)
+        warm = live.engine.complete(request)
     assert fake.paths.index("/reset_prefix_cache") < fake.paths.index("/v1/chat/completions")
     assert cold.cached_tokens == 0 and cold.prefill_tokens == 64
     assert warm.cached_tokens == 48 and warm.prefill_tokens == 16
@@ -59,8 +63,10 @@ def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metri
 
 def _records(tmp_path, cached):
     path = tmp_path / f"r{cached}.jsonl"
-    with RecordWriter(path) as writer:
-        writer.write({"completion": {"cached_tokens": cached}})
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "seed": 42}
+    with RecordWriter(path, run_id="r", pass_id="c1", protocol="pinning") as writer:
+        writer.answered(PinningRecord, answer([], body=body, cached=cached, endpoint="/v1/chat/completions", ids=False),
+                        unit="measured", phase="cycle", role="burn_in", arm_index=0, measured=True, state={})
     return writer, path
 
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from kit import runner
 from kit.cli import cli
 from kit.events import EpisodeVerdict
+from tests.sent_requests import check_sent
 
 # ten passes on four servers, ~40k prompt tokens in all: about two minutes on two idle cores, far more on
 # a busy machine, hence a longer limit than the suite's 600 s (the whole run happens in the first test)
@@ -28,6 +29,7 @@ workload:
   ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens)
   max_tokens_cap: 8
   max_requests_per_episode: 2
+seed: 7
 """
 ARMS = {"default-adjacent": (None, ["on", "on"]), "default-between": (None, ["on", "off", "on"]),
         "disabled-adjacent": ("0", ["on", "on"]), "disabled-between": ("0", ["on", "off", "on"])}
@@ -133,6 +135,11 @@ def test_each_arm_ran_on_a_fresh_server_of_its_own(flag_run):
             assert record["request"]["body"]["cache_prompt"] is (info["arm"] == "on")
             if info["arm"] == "off":
                 assert record["completion"]["cached_tokens"] == 0
+
+
+def test_every_request_sent_carries_the_protocols_seed(flag_run):
+    result, _, _ = flag_run
+    assert check_sent(result.run_dir, seed=7) == 10 * 2  # ten passes of one two-request episode
 
 
 def test_live_verdicts_cover_every_comparison(flag_run):

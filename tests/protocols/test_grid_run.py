@@ -11,6 +11,7 @@ import pytest
 from kit import runner
 from kit.events import EpisodeVerdict
 from kit.protocols.grid_pass import GridGates, gate
+from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
 
@@ -23,6 +24,7 @@ workload:
   max_tokens_cap: 16
   max_requests_per_episode: 2
 passes: [on, off, on, off]
+seed: 7
 """
 
 
@@ -105,7 +107,7 @@ def test_requests_show_the_cache_state_of_their_arm(grid_run):
     for pass_id, info in manifest["passes"].items():
         for record in lines(result.run_dir / info["file"]):
             body = record["request"]["body"]
-            assert body["cache_prompt"] is (info["arm"] == "on") and body["n_probs"] == 1 and body["seed"] == 42
+            assert body["cache_prompt"] is (info["arm"] == "on") and body["n_probs"] == 1 and body["seed"] == 7
             cached = record["completion"]["cached_tokens"]
             if info["arm"] == "off":
                 assert cached == 0
@@ -116,6 +118,11 @@ def test_requests_show_the_cache_state_of_their_arm(grid_run):
     assert manifest["workload"]["dataset_sha256"] and manifest["estimate"]["seconds"] > 0
     # the BFCL worker's hello, with the confinement it ran under
     assert manifest["workload"]["worker"]["confinement"]["limits"]["processes"] == 0
+
+
+def test_every_request_sent_carries_the_protocols_seed(grid_run):
+    result, _ = grid_run
+    assert check_sent(result.run_dir, seed=7) == 4 * 2
 
 
 def test_live_verdicts_match_the_table(grid_run):

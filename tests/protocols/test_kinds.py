@@ -5,7 +5,7 @@ and printed by the console, all through its one registration."""
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,12 +20,15 @@ from kit.bundle.verify import verify_bundle
 from kit.cli import cli
 from kit.console import results_view
 from kit.errors import ConfigError
-from kit.manifest import Manifest, now, write_json_atomic
+from kit.atomic_file import write_json_atomic
+from kit.digests import sha256_text
+from kit.manifest import Manifest, now
 from kit.paths import protocols_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.record import RequestRecord
 from kit.records import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
@@ -40,6 +43,13 @@ class ToyProtocol(ProtocolBase):
     notes: int = Field(3, ge=1, le=50)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToyRecord(RequestRecord):
+    """A toy note: the fields every record has, and its text."""
+
+    text: str
+
+
 def prepare(protocol: ToyProtocol, inputs: RunInputs) -> Prepared:
     return Prepared(plan={"requests": protocol.notes}, workload={"source": "toy notes"})
 
@@ -50,8 +60,9 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
     with RecordWriter(ctx.run_dir / file) as writer:
         for seq in range(protocol.notes):
             ctx.checkpoint()
-            writer.write({"run_id": ctx.manifest.data["run_id"], "pass_id": "p1", "protocol": "toy", "seq": seq,
-                          "text": f"note {seq}", "error": None})
+            text = f"note {seq}"
+            writer.write(ToyRecord(run_id=ctx.manifest.data["run_id"], pass_id="p1", protocol="toy", seq=seq,
+                                   prompt_sha256=sha256_text(text), text=text))
     ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
 
 
@@ -163,7 +174,7 @@ def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entr
     # `kit analyze`: the run folder is read the way the kind's analysis entry says
     [folder] = collect([run_dir]).runs
     assert (folder.kind, list(folder.ok_passes)) == ("reset", ["p1"])
-    kinds.KINDS["toy"] = dataclasses.replace(TOY, analysis=None)
+    kinds.KINDS["toy"] = replace(TOY, analysis=None)
     [skipped] = collect([run_dir]).skipped
     assert "protocol kind 'toy' has no analysis yet" in skipped["reason"]
     # `kit verify`: the bundle written after the run recomputes the results through the same entry

@@ -14,13 +14,14 @@ import httpx
 import pytest
 
 from kit import runner
+from kit.digests import canonical_json, sha256_text
 from kit.engines.ollama import OllamaEngine
 from kit.launch.instance import OllamaProvider
 from tests.engines.test_ollama import Clock
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ollama"
 SMALL = {"cycles": 2, "per_arm": 3, "max_tokens": 32, "calibration": {"rounds": 2, "repeats": 2},
-         "regimes": {"always_fresh": 2, "steady": 3}}
+         "regimes": {"always_fresh": 2, "steady": 3}, "seed": 7}
 
 
 def fixture(name: str) -> dict:
@@ -105,7 +106,13 @@ def test_three_states_found_from_prefill_time_alone_and_the_flip_sits_at_the_int
     assert manifest["passes"]["c1"]["reload"]["confirmed"] is True
     record = json.loads((result.run_dir / "records" / "c1.jsonl").read_text().splitlines()[1])
     assert record["request"]["endpoint"] == "/api/chat"
-    assert record["request"]["body"]["options"] == {"temperature": 0.0, "seed": 42, "num_predict": 32}
+    assert record["request"]["body"]["options"] == {"temperature": 0.0, "seed": 7, "num_predict": 32}
+    # the protocol's seed is in every request sent; a chat request's prompt hash is that of its messages as sent
+    for path in (result.run_dir / "records").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            sent = json.loads(line)
+            assert sent["request"]["body"]["options"]["seed"] == 7
+            assert sent["prompt_sha256"] == sha256_text(canonical_json(sent["request"]["body"]["messages"]))
     assert record["state"]["source"] == "timing" and record["state"]["state"] == "full_kv"
 
 

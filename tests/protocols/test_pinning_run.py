@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from kit.cache_state import Calibration, classify
 from kit.cli import cli
+from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
 
@@ -78,6 +79,12 @@ def test_check_runs_end_to_end_and_prints_a_verdict(check_run):
     assert len(set(pids)) == len(pids)  # every pass on its own server process
     assert "--cache-ram" in manifest["passes"]["c1"]["launch"]["argv"]
     assert manifest["engine"]["cache_ram"] == 0
+
+
+def test_every_call_sent_carries_the_protocols_seed(check_run):
+    _, run_dir = check_run
+    calls = (ROUNDS * 5) + CYCLES * (2 + 2 * PER_ARM) + FRESH + (1 + STEADY)
+    assert check_sent(run_dir, seed=42) == calls  # protocols/pinning.yaml's seed, in every request sent
 
 
 def test_every_reported_number_recomputes_from_the_records(check_run):

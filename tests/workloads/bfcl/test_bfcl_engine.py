@@ -20,7 +20,7 @@ def test_real_engine_runs_the_shortest_episode(llama_server_url, bfcl_worker, fi
     records = []
     result = run_episode(
         engine, bfcl_worker, episode, render_chatml, 16384, "engine-test",
-        count_tokens=lambda text: len(engine.tokenize(text)), top_logprobs=1, cache_prompt=True,
+        count_tokens=lambda text: len(engine.tokenize(text)), seed=42, top_logprobs=1, cache_prompt=True,
         max_tokens_cap=24, max_requests=12,
         on_request=lambda info, req, comp: records.append((info, req, comp)),
     )

@@ -124,7 +124,7 @@ def test_payloads_through_the_agent_loop_are_refused_and_recorded(bfcl_worker, f
     ] + ["Done."] * (len(ep.turns) - 1)
     seen = []
     result = run_episode(ScriptedEngine(script), bfcl_worker, ep, render_chatml, 16384, "agent-sandbox",
-                         count_tokens=char_count_tokens, on_request=lambda info, req, comp: seen.append(info))
+                         count_tokens=char_count_tokens, seed=42, on_request=lambda info, req, comp: seen.append(info))
     executed = [info for info in seen if info.action == "execute"]
     assert [info.tool_refused[0].reason for info in executed] == [
         "name 'inspect' is not defined", "name 'system' is not defined",  # the decoder kept only `system`

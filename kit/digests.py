@@ -1,0 +1,37 @@
+"""Digests the kit records: sha256 of text, and of values through their canonical JSON.
+
+- `sha256_text(text)`: hex sha256 of the text's UTF-8 bytes (prompts, outputs, chat templates).
+- `canonical_json(value)`: sorted keys, no spaces, non-ASCII kept, as orjson writes it. Strings
+  are written exactly as Python's `json.dumps(..., ensure_ascii=False, separators=(",", ":"),
+  sort_keys=True)` writes them; floats may be spelled differently (orjson writes 1e-05 as 0.00001).
+  Records of schema `kit.record/1` took their digests over the `json.dumps` form.
+- `sha256_json(value)`: a string's `sha256_text`, anything else's sha256 of its canonical JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of the UTF-8 bytes of `text`."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces, non-ASCII kept: the text a non-string value's digest is taken over."""
+    return _canonical_bytes(value).decode("utf-8")
+
+
+def sha256_json(value: Any) -> str:
+    """A string's sha256 of its UTF-8 bytes; any other value's sha256 of its canonical JSON."""
+    if isinstance(value, str):
+        return sha256_text(value)
+    return hashlib.sha256(_canonical_bytes(value)).hexdigest()

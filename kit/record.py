@@ -1,0 +1,187 @@
+"""The record: one request the kit sent and what came back, typed (schema `kit.record/2`).
+
+A `RequestRecord` holds what every record has; each procedure's records add their own fields
+(`ResetRecord`, `BfclRecord`, `PinningRecord`). `answered()` is the one way a record is made from an
+engine's answer: `started` is when the request was sent, `wall_seconds` how long the answer took
+(both from `Completion.sent`), `request` the exact endpoint and body sent, `prompt_sha256` the sha256
+of the exact prompt bytes sent, `completion` the normalized answer and `raw` the engine's response less
+the echoes that agree with the record (kit.raw_echo). A BFCL pass also writes one `EpisodeSummary`
+per episode. Files of records are written and read by kit.records; records of `kit.record/1` are
+upgraded on reading (kit.record_v1).
+
+Which fields are required: every record, whoever made it, has `schema`, `run_id`, `pass_id`,
+`protocol`, `seq` and `prompt_sha256`. The rest are optional in the model so that records imported
+from another harness (hashes and text, no request body) and hash-only records of a live proxy fit it
+too; the kit itself always writes `request`, `completion`, `output_sha256`, `raw`, `raw_dropped`,
+`started` and `wall_seconds`. docs/records.md's field tables are generated from these classes
+(kit.record_docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from kit.digests import sha256_text
+from kit.engines.base import Completion, NormalizedCompletion
+from kit.engines.base import documented as _field
+from kit.raw_echo import record_raw
+
+SCHEMA = "kit.record/2"
+EPISODE_SCHEMA = "kit.episode/1"
+
+
+@dataclass(frozen=True)
+class RequestSent:
+    """`request`: what the engine client sent."""
+
+    endpoint: str = _field("the path the request was POSTed to (e.g. `/completion`, `/api/chat`)")
+    body: dict[str, Any] = _field("the exact JSON body sent (prompt or chat messages, `seed`, token limit, top-k, "
+                                  "cache switch)")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`gate`: did the telemetry show the cache state the request had to show?"""
+
+    ok: bool = _field("true when it did")
+    reason: str | None = _field("why not (null when `ok`)", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestRecord:
+    """One request and its answer: the fields every record has."""
+
+    schema: Literal["kit.record/2"] = _field("`kit.record/2`", SCHEMA, required=True)
+    run_id: str = _field("the run (its folder name)")
+    pass_id: str = _field("the pass (session) within the run")
+    protocol: str = _field("the procedure that wrote it: `reset`, `grid` (every BFCL pass: grid, sentinel, sweep, "
+                           "flag x order) or `pinning`; an importer's own name for imported records")
+    unit: str | None = _field("the item or episode served (pinning: `measured` or `other`, the prompt)", None)
+    step: int | None = _field("the request's step within its unit (BFCL: request index in the episode, -1 for a "
+                              "sentinel; reset: 0; pinning: null)", None)
+    seq: int = _field("request index within the pass, in execution order, from 0")
+    prompt_sha256: str = _field("sha256 of the exact prompt bytes sent: the UTF-8 of `request.body.prompt`, or for "
+                                "a chat request of the canonical JSON of `request.body.messages` "
+                                "(kit.digests.canonical_json)")
+    request: RequestSent | None = _field("`endpoint` and the exact JSON `body` sent; always written by the kit, null "
+                                         "in imported records that carry no body", None)
+    completion: NormalizedCompletion | None = _field(
+        "the normalized answer (see the next table); null only in hash-only records", None)
+    output_sha256: str | None = _field("sha256 of `completion.text` as UTF-8: the identity of the output (a hash-only "
+                                       "record has this and no completion)", None)
+    raw: dict[str, Any] | None = _field("the engine's response body as received, less the fields that only echo what "
+                                        "the record already holds (see `raw_dropped`)", None)
+    raw_dropped: dict[str, str] | None = _field(
+        "field -> sha256 of each echo left out of `raw` because it agreed with the record (see below)", None)
+    started: str | None = _field("when the request was sent (ISO 8601, UTC, milliseconds); null in records upgraded "
+                                 "from `kit.record/1` grid passes, which stamped it after the answer was decoded", None)
+    wall_seconds: float | None = _field("seconds from sending the request until its answer was in; always written by "
+                                        "the kit (null in upgraded `kit.record/1` grid records)", None)
+    gate: Gate | None = _field("`ok` and `reason`: did the telemetry show the expected cache state? null where the "
+                               "procedure has no per-request gate (pinning)", None)
+    error: str | None = _field("null, or what went wrong with this request", None)
+    legacy: dict[str, Any] | None = _field(
+        "only in records upgraded from `kit.record/1` on reading: the old `schema` and the old values of fields "
+        "whose meaning changed (`started` of grid passes; `prompt_sha256` of chat requests, which hashed a Python "
+        "repr)", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResetRecord(RequestRecord):
+    """A request of the restored-state control (`reset`, `demo`, `bridge`)."""
+
+    reference: str | None = _field("the item's reference answer (GSM8K), if any", None)
+    phase: str = _field("the phase's name (e.g. `cold`, `warm2`)")
+    phase_index: int = _field("the phase's position in the protocol's phases")
+    expect: Literal["cold", "warm"] = _field("the cache state the phase must show")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BfclRecord(RequestRecord):
+    """A request of a BFCL pass (grid, sentinel, sweep, flag x order)."""
+
+    arm: Literal["on", "off"] = _field("the pass's cache arm")
+    action: str = _field("what the agent loop did with the answer: `execute`, `end_turn`, `force_quit`, "
+                         "`context_overflow`, or `sentinel` for the cache-reset request before an episode")
+    turn: int | None = _field("the user turn, from 0 (null for a sentinel)", None)
+    turn_step: int | None = _field("the step within the turn, from 0 (null for a sentinel)", None)
+    calls: list[str] | None = _field("the function calls the answer decoded to (null: it did not decode)", None)
+    decode_error: str | None = _field("why the answer did not decode, if it did not", None)
+    tool_results: list[str] | None = _field("what the executed calls returned", None)
+    tool_refused: list[dict[str, Any]] | None = _field(
+        "the calls the call policy kept from BFCL's executor (`index`, `call`, `reason`): never run; their tool "
+        "result is BFCL's error text for a failed call (kit/workloads/bfcl/call_policy.py). Text the policy "
+        "keeps from BFCL's decoder ends the turn with `decode_error` \"refused by the call policy: ...\"", None)
+    prompt_tokens_counted: int | None = _field("prompt tokens counted with the engine's tokenizer before sending "
+                                               "(they set the request's token limit)", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PinningRecord(RequestRecord):
+    """A call of the cache-instance protocol (`pinning`, `kit check`)."""
+
+    phase: str = _field("`calibration`, `cycle`, `always_fresh` or `steady`")
+    role: str = _field("the call's role in its pass (`burn_in`, `pure`, `other`, `contaminated`, `cal_fresh`, ...)")
+    arm_index: int = _field("the call's index within its arm, from 1 (0 outside arms)")
+    measured: bool = _field("whether it sent the measured prompt (else the different prompt)")
+    state: dict[str, Any] = _field("the cache state as labelled during the run: `state`, `confidence`, `source` "
+                                   "(`telemetry`, `timing` or `none`) and both labels; analysis re-derives it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeSummary:
+    """One line of `records/<pass>.episodes.jsonl`: a BFCL episode as its pass finished it."""
+
+    schema: Literal["kit.episode/1"] = _field("`kit.episode/1` (`kit.record/1` in folders written before it)",
+                                              EPISODE_SCHEMA, required=True)
+    run_id: str = _field("the run")
+    pass_id: str = _field("the pass")
+    protocol: str = _field("`grid`")
+    arm: Literal["on", "off"] = _field("the pass's cache arm")
+    unit: str = _field("the episode")
+    order_index: int = _field("its position in the pass's execution order")
+    requests: int = _field("requests the episode took (sentinels not counted)")
+    sentinels: int = _field("sentinel requests sent before it", 0)
+    outcome: str = _field("`completed`, `force_quit`, `context_overflow` or `request_cap`")
+    wall_seconds: float = _field("seconds the episode took")
+    score: dict[str, Any] = _field("BFCL's verdict (`valid`, and what the checker said); `refused` lists the calls "
+                                   "the checker got only as a failing stand-in (`turn`, `step`, `index`, `call`, "
+                                   "`reason`)")
+
+
+KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord}
+
+R = TypeVar("R", bound=RequestRecord)
+
+
+class RecordError(ValueError):
+    """A record cannot be made: the answer does not say what was sent."""
+
+
+def answered(kind: type[R], completion: Completion, **fields: Any) -> R:
+    """The record of `completion` (with `Completion.sent` set by the engine) as a `kind`, with `fields`
+    (run_id, pass_id, protocol, seq, unit, step, gate and the kind's own)."""
+    sent = completion.sent
+    if sent is None:
+        raise RecordError("the completion does not say what was sent (Completion.sent is None); every engine's "
+                          "complete() must set it")
+    normalized = completion.normalized()
+    raw, dropped = record_raw(completion.raw, sent.body, normalized)
+    return kind(prompt_sha256=sent.prompt_sha256, request=RequestSent(sent.endpoint, sent.body),
+                completion=normalized, output_sha256=sha256_text(normalized.text), raw=raw, raw_dropped=dropped,
+                started=sent.started, wall_seconds=sent.wall_seconds, **fields)
+
+
+_adapters: dict[type, Any] = {}
+
+
+def validate(record: dict[str, Any]) -> RequestRecord:
+    """Check a record (as read) against the model of its procedure (`protocol`; others: `RequestRecord`).
+    Raises pydantic's ValidationError naming each field that does not fit."""
+    from pydantic import TypeAdapter  # noqa: PLC0415 - only checks and schema export need pydantic here
+
+    kind = KINDS.get(record.get("protocol"), RequestRecord)
+    if kind not in _adapters:
+        _adapters[kind] = TypeAdapter(kind)
+    return _adapters[kind].validate_python(record)

@@ -1,0 +1,72 @@
+"""Shared helpers are defined once: sha256 of text, canonical JSON, the atomic JSON write, the engine
+clients' HTTP-error wrapping and the default model name (most are too short for `duplicates` to see)."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[1] / "kit"
+
+
+@cache
+def modules() -> dict[str, ast.Module]:
+    return {path.relative_to(KIT.parent).as_posix(): ast.parse(path.read_text(encoding="utf-8"))
+            for path in sorted(KIT.rglob("*.py"))}
+
+
+def where(predicate) -> list[str]:
+    """`module:line` of every node of kit's modules that `predicate` accepts."""
+    return [f"{name}:{node.lineno}" for name, tree in modules().items() for node in ast.walk(tree) if predicate(node)]
+
+
+def _call_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            return f"{func.value.id}.{func.attr}"
+        if isinstance(func, ast.Name):
+            return func.id
+    return ""
+
+
+def _encodes_text(node: ast.AST) -> bool:
+    """`hashlib.sha256(<something>.encode(...))`: a sha256 of text."""
+    return _call_name(node) == "hashlib.sha256" and any(
+        isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "encode"
+        for arg in node.args)
+
+
+def files(places: list[str]) -> list[str]:
+    return [place.split(":")[0] for place in places]
+
+
+def test_sha256_of_text_is_kit_digests_only():
+    assert files(where(_encodes_text)) == ["kit/digests.py"]
+
+
+def test_canonical_json_and_atomic_json_writes_are_defined_once():
+    defined = {name: files(where(lambda n, name=name: isinstance(n, ast.FunctionDef) and n.name == name))
+               for name in ("sha256_text", "sha256_json", "canonical_json", "write_json_atomic", "publish")}
+    assert defined == {"sha256_text": ["kit/digests.py"], "sha256_json": ["kit/digests.py"],
+                       "canonical_json": ["kit/digests.py"], "write_json_atomic": ["kit/atomic_file.py"],
+                       "publish": ["kit/atomic_file.py"]}
+    # besides the atomic write: a bundle's .tar.gz and the BFCL install folder, neither a JSON file
+    assert sorted(files(where(lambda n: _call_name(n) == "os.replace"))) == [
+        "kit/atomic_file.py", "kit/bundle/writer.py", "kit/workloads/bfcl/provision.py"]
+
+
+def test_engine_clients_catch_httpx_errors_in_one_place():
+    def catches_httpx(node: ast.AST) -> bool:
+        return isinstance(node, ast.ExceptHandler) and node.type is not None and "httpx" in ast.unparse(node.type)
+
+    assert [p for p in files(where(catches_httpx)) if p.startswith("kit/engines/")] == ["kit/engines/http.py"]
+
+
+def test_the_default_model_is_named_once():
+    def assigns(node: ast.AST) -> bool:
+        return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DEFAULT_MODEL"
+                                                    for t in node.targets)
+
+    assert files(where(assigns)) == ["kit/models/registry.py"]

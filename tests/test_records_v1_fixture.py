@@ -1,0 +1,95 @@
+"""Run folders written with `kit.record/1` before the typed record (tests/fixtures/records_v1: a demo, a
+tiny grid with sentinels, a tiny pinning run, with their bundles and `kit analyze` findings from the old
+kit) read as schema 2, analyse to the same numbers, recompute the same results files, and bundle and
+verify with the same counts as before."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kit.analysis import findings
+from kit.bundle.errors import UnsafeBundle
+from kit.bundle.verify import verify_bundle
+from kit.bundle.writer import write_bundle
+from kit.manifest import Manifest
+from kit.protocols import kinds
+from kit.record import SCHEMA, validate
+from kit.records import read_records
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "records_v1"
+RUNS = ["demo-20261201-070851", "grid-tiny-20261201-070919", "pinning-tiny-20261201-071511"]
+# what `kit verify` said of the bundles the old kit wrote: (files checked, results files, values equal)
+OLD_VERDICTS = {"demo-20261201-070851": (12, 2, 66), "grid-tiny-20261201-070919": (19, 2, 128),
+                "pinning-tiny-20261201-071511": (16, 2, 378)}
+SETTINGS = findings.Settings(block_bootstrap_replicates=1000, sweep_replicates=100, cluster_replicates=100, workers=1)
+VOLATILE = ("created", "files", "timings_seconds")
+
+
+def copy_of(run: str, tmp_path: Path) -> Path:
+    return shutil.copytree(FIXTURE / run, tmp_path / run)
+
+
+def numbers(found: dict) -> str:
+    """The findings without when they were computed, what they wrote and how a skipped input's reason is
+    worded (the list of kinds with an analysis is phrased by kind since), as canonical text (NaN compares equal)."""
+    kept = {k: v for k, v in found.items() if k not in VOLATILE}
+    kept["skipped_inputs"] = [{**s, "reason": s["reason"].split(":")[0]} for s in kept.get("skipped_inputs", [])]
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_records_read_as_schema_2_and_fit_the_model(run):
+    manifest = Manifest.load(FIXTURE / run).data
+    for info in manifest["passes"].values():
+        for record in read_records(FIXTURE / run / info["file"]).records:
+            assert record["schema"] == SCHEMA and record["legacy"]["schema"] == "kit.record/1"
+            assert record["output_sha256"] and record["unit"]
+            validate(record)
+            if record["protocol"] == "grid":  # stamped after the answer was decoded: not a send time
+                assert record["started"] is None and record["wall_seconds"] is None
+                assert record["legacy"]["started"].startswith("2026-12-01T")
+            else:
+                assert record["started"].startswith("2026-12-01T") and record["wall_seconds"] > 0
+        if "episodes_file" in info:
+            episodes = read_records(FIXTURE / run / info["episodes_file"]).records
+            assert episodes and all(e["schema"] == "kit.episode/1" for e in episodes)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_analysis_gives_the_numbers_the_old_kit_gave(run, tmp_path, monkeypatch):
+    expected = json.loads((FIXTURE / "findings" / f"{run}.json").read_text())
+    copy_of(run, tmp_path)
+    monkeypatch.chdir(tmp_path)  # the old kit analysed it by its relative name, which the findings hold
+    assert numbers(findings.compute([Path(run)], SETTINGS)) == numbers(expected)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_results_files_recompute_identically(run, tmp_path):
+    run_dir = copy_of(run, tmp_path)
+    manifest = Manifest.load(run_dir).data
+    protocol = kinds.parse_text(manifest["protocol"]["content"], run, manifest["protocol"]["overrides"])
+    kinds.of(protocol).results(run_dir)
+    for path in sorted((FIXTURE / run / "results").iterdir()):
+        assert (run_dir / "results" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_old_kits_bundle_is_refused_by_name_and_its_folder_rebundled_verifies_as_before(run, tmp_path):
+    """The old kit's bundles predate the strict bundle layout (their gzip header names the file), so they are
+    refused in one line; the run folder they hold, bundled by this kit, verifies with the old verdict's counts."""
+    with pytest.raises(UnsafeBundle, match="gzip header flags FNAME"):
+        verify_bundle(FIXTURE / "bundles" / f"{run}.tar.gz")
+    verdict = verify_bundle(write_bundle([copy_of(run, tmp_path)], tmp_path / "v1.tar.gz", environ={}).path)
+    assert verdict.ok, verdict.lines()
+    assert (verdict.files_checked, len(verdict.results_compared), verdict.values_compared) == OLD_VERDICTS[run]
+
+
+def test_schema_1_runs_bundle_and_verify_on_this_kit(tmp_path):
+    runs = [copy_of(run, tmp_path) for run in RUNS]
+    verdict = verify_bundle(write_bundle(runs, tmp_path / "v1.tar.gz", environ={}).path)
+    assert verdict.ok, verdict.lines()
+    assert verdict.values_compared == sum(values for _, _, values in OLD_VERDICTS.values())
