@@ -1,10 +1,22 @@
-"""Records files: one JSON line per record, appended and fsynced as it happens; a tolerant reader.
+"""Records files: one JSON line per record, appended and fsynced as it happens; a reader that counts
+every record once or refuses.
 
 The record itself (its fields, schema `kit.record/2`) is kit.record; docs/records.md describes both.
 `RecordWriter` is the one writer every procedure uses: `answered()` makes a request record from an
-engine's answer and returns only once it is durable. A reader never trusts a torn last line (a run
-killed mid-write): it reports it and returns every complete record before it. Records of schema
-`kit.record/1` are upgraded as they are read (kit.record_v1), so every reader sees schema 2.
+engine's answer and returns only once it is durable. Records of schema `kit.record/1` are upgraded as
+they are read (kit.record_v1), so every reader sees schema 2.
+
+What a reader refuses (DamagedRecords, a ConfigError, naming file and line), so that no count is ever
+silently different:
+- a damaged line, or a record of another schema;
+- in a request file, a record whose `seq` repeats one already read or skips one (seq runs 0, 1, 2, ...
+  in the order written), or whose `pass_id` is not the file's;
+- in an episodes file (`records/<pass>.episodes.jsonl`), an episode (`unit`) listed twice;
+- a torn last line (the file ends inside a record: the run was killed mid-write, or the file was cut),
+  unless the caller asks to see it (`torn="report"`, for `kit resume`): it raises `CutShort`.
+A pass whose file is torn or holds fewer records than the manifest counts is *cut short*
+(`cut_short`): `kit resume` runs it again, and `kit analyze` and `kit bundle` refuse the run until then
+(`require_whole`).
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, Literal, TypeVar
 
 import orjson
 
@@ -67,16 +79,65 @@ _sync = getattr(os, "fdatasync", os.fsync)
 R = TypeVar("R", bound=RequestRecord)
 
 
+class DamagedRecords(ConfigError):
+    """A records file a reader refuses: a record would be lost, counted twice or misread."""
+
+
+class CutShort(DamagedRecords):
+    """A pass is cut short: its records file ends inside a record, or holds fewer than its pass counted."""
+
+
+DAMAGED_FIX = "the file was edited or damaged; restore it from the run's bundle, or redo the run"
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """The complete records of one file, and whether its last line was torn (only with torn="report")."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    torn_tail: bool
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records)
+
+
+def _lines(data: bytes) -> tuple[list[bytes], bool]:
+    """The file's complete lines, and whether a torn last line (no newline, does not parse) was left out."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+        return lines, False
+    try:
+        _loads(lines[-1])
+    except ValueError:
+        lines.pop()
+        return lines, True
+    return lines, False
+
+
+def _resume_fix(path: Path) -> str:
+    run_dir = path.parent.parent if path.parent.name == "records" else path.parent
+    return f"run `kit resume {run_dir}` to run that pass again (the records before it are kept)"
+
+
 class RecordWriter:
     """Appends records (kit.record dataclasses) to a JSON-lines file; each is flushed and fsynced before
-    `write` returns. `context` (run_id, pass_id, protocol) is stamped on every record `answered()` makes."""
+    `write` returns; `count` is the records the file holds (`answered()` gives the next one that seq).
+    `context` (run_id, pass_id, protocol) is stamped on every record `answered()` makes."""
 
     def __init__(self, path: Path, **context: Any):
         self.path = path
         self.context = context
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.count = 0  # records in the file: one opened again goes on counting (seq) from its last record
+        if path.is_file():
+            lines, torn_tail = _lines(path.read_bytes())
+            if torn_tail:
+                raise CutShort(f"{path}:{len(lines) + 1} is a torn record; records are never appended after one",
+                               _resume_fix(path))
+            self.count = len(lines)
         self._fh = path.open("ab")
-        self.count = 0
 
     def write(self, record: RequestRecord | EpisodeSummary) -> None:
         """Append one record and make it durable (written, flushed, its data and the file's size synced)."""
@@ -101,44 +162,102 @@ class RecordWriter:
         self.close()
 
 
-@dataclass(frozen=True)
-class RecordFile:
-    """The complete records of one file, and whether its last line was torn."""
+class _Counter:
+    """Each record once: request records by (pass_id, seq) in order from 0, episode lines by unit."""
 
-    path: Path
-    records: list[dict[str, Any]]
-    torn_tail: bool
+    def __init__(self, path: Path):
+        self.path = path
+        self.pass_id: Any = None
+        self.units: dict[Any, int] = {}
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.records)
+    def check(self, record: dict[str, Any], number: int, index: int) -> None:
+        where = f"{self.path}:{number}"
+        if record["schema"] == EPISODE_SCHEMA:
+            unit = record.get("unit")
+            if unit in self.units:
+                raise DamagedRecords(f"{where} lists episode {unit!r} again (first at line {self.units[unit]}); "
+                                  "an episode is counted once", DAMAGED_FIX)
+            self.units[unit] = number
+            return
+        if index == 0:
+            self.pass_id = record.get("pass_id")
+        elif record.get("pass_id") != self.pass_id:
+            raise DamagedRecords(f"{where} is a record of pass {record.get('pass_id')!r} in the file of pass "
+                              f"{self.pass_id!r}", DAMAGED_FIX)
+        seq = record.get("seq")
+        if seq == index and type(seq) is int:
+            return
+        if type(seq) is int and 0 <= seq < index:
+            raise DamagedRecords(f"{where} repeats seq {seq} of pass {self.pass_id!r} (first at line {seq + 1}); "
+                              "a record is counted once", DAMAGED_FIX)
+        if type(seq) is int and seq > index:
+            raise DamagedRecords(f"{where} has seq {seq} where {index} was due: {seq - index} record(s) of pass "
+                              f"{self.pass_id!r} are missing", DAMAGED_FIX)
+        raise DamagedRecords(f"{where} has seq {seq!r}; seq is the record's index in its pass, from 0", DAMAGED_FIX)
 
 
-def read_records(path: Path, logprobs: bool = True) -> RecordFile:
-    """Read a records file. A last line without a newline that does not parse is a torn tail and is
-    skipped; a bad line anywhere else is corruption and raises ConfigError naming file and line.
+def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
+    """Read a records file, each record counted once (see the module docstring): a damaged line, a
+    repeated or missing seq, an episode listed twice raise DamagedRecords naming file and line; a torn last
+    line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
     With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read)."""
     parse = _loads if logprobs else _loads_skimmed
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    torn = False
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:
-        try:
-            _loads(lines[-1])
-        except ValueError:
-            lines.pop()
-            torn = True
-    records = []
+    lines, torn_tail = _lines(path.read_bytes())
+    if torn_tail and torn == "refuse":
+        raise CutShort(f"{path}:{len(lines) + 1} is a torn record (the file ends inside it: the run was killed "
+                       "mid-write or the file was cut), so its pass is cut short", _resume_fix(path))
+    records, counter = [], _Counter(path)
     for number, raw in enumerate(lines, start=1):
         try:
             record = parse(raw)
         except ValueError as exc:
-            raise ConfigError(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
-                              "the file is damaged; restore it from the bundle or rerun that pass") from exc
+            raise DamagedRecords(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
+                                 DAMAGED_FIX) from exc
         schema = record.get("schema") if isinstance(record, dict) else None
         if schema not in SUPPORTED:
-            raise ConfigError(f"{path}:{number} has record schema {schema!r}",
+            raise DamagedRecords(f"{path}:{number} has record schema {schema!r}",
                               f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
-        records.append(upgrade(record) if schema == V1 else record)
-    return RecordFile(path=path, records=records, torn_tail=torn)
+        record = upgrade(record) if schema == V1 else record
+        counter.check(record, number, len(records))
+        records.append(record)
+    return RecordFile(path=path, records=records, torn_tail=torn_tail)
+
+
+def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """pass id -> why, for each pass the manifest says ended (OK or VOID) whose records file is torn,
+    missing, or ends before the records the manifest counts. A file that holds a count other than the
+    manifest's is read in full: a repeated or missing seq, or records beyond the count, raise
+    DamagedRecords naming the file (and line)."""
+    found = {}
+    for pass_id, info in passes.items():
+        if info.get("status") not in ("OK", "VOID") or not info.get("file"):
+            continue
+        path = run_dir / info["file"]
+        if not path.is_file():
+            found[pass_id] = f"its records file {info['file']} is missing"
+            continue
+        lines, torn_tail = _lines(path.read_bytes())
+        counted = info.get("records")
+        if torn_tail:
+            found[pass_id] = f"{info['file']} ends inside a record (line {len(lines) + 1} is torn)"
+        elif isinstance(counted, int) and len(lines) != counted:
+            read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
+            if len(lines) > counted:
+                raise DamagedRecords(f"{path} holds {len(lines)} records but its pass {pass_id} ended with "
+                                     f"{counted}", DAMAGED_FIX)
+            found[pass_id] = f"{info['file']} holds {len(lines)} of the {counted} records the manifest counts"
+        episodes = info.get("episodes_file")
+        if pass_id not in found and episodes and (run_dir / episodes).is_file():
+            lines, torn_tail = _lines((run_dir / episodes).read_bytes())
+            if torn_tail:
+                found[pass_id] = f"{episodes} ends inside an episode line (line {len(lines) + 1} is torn)"
+    return found
+
+
+def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]]) -> None:
+    """Refuse a run with a pass cut short (see `cut_short`), naming the pass and why."""
+    found = cut_short(run_dir, passes)
+    if found:
+        listed = "; ".join(f"pass {pass_id}: {why}" for pass_id, why in found.items())
+        raise CutShort(f"{run_dir} has {len(found)} pass(es) cut short ({listed})",
+                       f"run `kit resume {run_dir}` to run them again (the records before them are kept)")

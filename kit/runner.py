@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit import preflight, sigill_guard
+from kit import preflight, records, sigill_guard
 from kit.digests import sha256_text
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
@@ -125,10 +125,13 @@ def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
 
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
            stop: threading.Event | None = None, cpu_backend: str = "auto") -> RunResult:
-    """Continue a run that stopped: passes that ended OK or VOID are kept; a pass cut short is run again
-    from its start, its earlier records moved to records/superseded/ (kept, never counted)."""
+    """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
+    records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
+    also in a finished run), is run again from its start, its earlier records moved to records/superseded/
+    (kept, never counted)."""
     manifest = Manifest.load(run_dir)
-    if manifest.data["status"] == "finished":
+    cut = records.cut_short(run_dir, manifest.data.get("passes", {}))
+    if manifest.data["status"] == "finished" and not cut:
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
     saved = manifest.data["protocol"]
     check_stored_protocol(run_dir, saved)
@@ -155,8 +158,10 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                        "resume it where it ran, or start a new run")
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
-        if info.get("status") in ("OK", "VOID"):
+        if info.get("status") in ("OK", "VOID") and pass_id not in cut:
             continue
+        if pass_id in cut:
+            say(f"pass {pass_id} ended {info['status']} but is cut short ({cut[pass_id]}): running it again")
         manifest.supersede(pass_id)
         redone.append(pass_id)
     history = manifest.data.setdefault("resumed", [])

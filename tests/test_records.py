@@ -1,5 +1,6 @@
-"""Records: the one writer (typed records, appended and fsynced), and a reader that tolerates (and
-reports) a torn last line, skims log-probabilities when asked, and upgrades schema 1 as it reads."""
+"""Records: the one writer (typed records, appended and fsynced), and a reader that counts every record
+once or refuses (a torn last line cuts its pass short), skims log-probabilities when asked, and upgrades
+schema 1 as it reads."""
 
 import json
 
@@ -7,8 +8,8 @@ import pytest
 
 from kit.digests import canonical_json, sha256_text
 from kit.errors import ConfigError
-from kit.record import SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
-from kit.records import RecordWriter, read_records
+from kit.record import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
+from kit.records import CutShort, RecordWriter, cut_short, read_records, require_whole
 from tests.answers import answer, prompt_body
 
 STAMP = {"run_id": "r1", "pass_id": "p1", "protocol": "grid"}
@@ -64,25 +65,76 @@ def test_chat_prompt_hash_is_the_canonical_json_of_the_messages_sent(tmp_path):
     assert canonical_json(messages) == json.dumps(messages, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def test_torn_last_line_is_reported_and_skipped(tmp_path):
+def _three(path):
+    with RecordWriter(path, **STAMP) as writer:
+        for token in "abc":
+            write(writer, [token])
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_a_torn_last_line_cuts_the_pass_short_unless_asked_to_report_it(tmp_path):
+    path = tmp_path / "p.jsonl"
+    lines = _three(path)
+    path.write_bytes(b"".join(lines[:2]) + lines[2][:40])  # a run killed in the middle of writing its third record
+    with pytest.raises(CutShort, match=r"p\.jsonl:3 is a torn record .* cut short"):
+        read_records(path)
+    result = read_records(path, torn="report")
+    assert [r["seq"] for r in result] == [0, 1] and result.torn_tail
+    with pytest.raises(CutShort, match="never appended after one"):
+        RecordWriter(path, **STAMP)
+
+
+def test_appending_after_a_restart_continues_the_file_and_its_seq(tmp_path):
     path = tmp_path / "p.jsonl"
     with RecordWriter(path, **STAMP) as writer:
         write(writer, ["a"])
+    with RecordWriter(path, **STAMP) as writer:
+        assert writer.count == 1
         write(writer, ["b"])
-    with path.open("a") as fh:  # a run killed in the middle of writing its third record
-        fh.write('{"schema": "kit.record/2", "seq": 2, "comp')
-    result = read_records(path)
-    assert [r["seq"] for r in result] == [0, 1]
-    assert result.torn_tail
+    assert [(r["seq"], r["completion"]["text"]) for r in read_records(path)] == [(0, "a"), (1, "b")]
 
 
-def test_appending_after_a_restart_continues_the_file(tmp_path):
+@pytest.mark.parametrize("edit, message", [
+    (lambda lines: lines[:2] + lines[1:], r"p\.jsonl:3 repeats seq 1 of pass 'p1' \(first at line 2\)"),
+    (lambda lines: lines[:1] + lines[2:], r"p\.jsonl:2 has seq 2 where 1 was due: 1 record\(s\) of pass 'p1'"),
+    (lambda lines: [lines[1], lines[0], lines[2]], r"p\.jsonl:1 has seq 1 where 0 was due"),
+    (lambda lines: lines + [lines[0]], r"p\.jsonl:4 repeats seq 0"),
+    (lambda lines: lines[:2] + [lines[2].replace(b'"pass_id":"p1"', b'"pass_id":"p9"')],
+     r"p\.jsonl:3 is a record of pass 'p9' in the file of pass 'p1'"),
+    (lambda lines: lines[:2] + [lines[2].replace(b'"seq":2', b'"seq":true')], r"p\.jsonl:3 has seq True"),
+])
+def test_every_record_is_counted_once_or_the_file_is_refused_naming_the_line(tmp_path, edit, message):
     path = tmp_path / "p.jsonl"
-    with RecordWriter(path, **STAMP) as writer:
-        write(writer, ["a"])
-    with RecordWriter(path, **STAMP) as writer:
-        write(writer, ["b"])
-    assert [r["completion"]["text"] for r in read_records(path)] == ["a", "b"]
+    path.write_bytes(b"".join(edit(_three(path))))
+    with pytest.raises(ConfigError, match=message):
+        read_records(path)
+
+
+def test_an_episode_listed_twice_is_refused(tmp_path):
+    path = tmp_path / "p1.episodes.jsonl"
+    line = {"schema": EPISODE_SCHEMA, "run_id": "r", "pass_id": "p1", "protocol": "grid", "unit": "ep_3"}
+    path.write_text("".join(json.dumps({**line, "unit": unit}) + "\n" for unit in ("ep_3", "ep_4", "ep_3")))
+    with pytest.raises(ConfigError, match=r"episodes\.jsonl:3 lists episode 'ep_3' again \(first at line 1\)"):
+        read_records(path)
+
+
+def test_a_pass_is_cut_short_when_its_file_is_torn_missing_or_short_of_the_manifests_count(tmp_path):
+    lines = _three(tmp_path / "records" / "p1.jsonl")
+    passes = {name: {"status": "OK", "file": f"records/{name}.jsonl", "records": 3}
+              for name in ("whole", "torn", "short", "missing", "running")}
+    passes["running"]["status"] = "running"  # not ended: resume redoes it anyway, not "cut short"
+    (tmp_path / "records" / "whole.jsonl").write_bytes(b"".join(lines))
+    (tmp_path / "records" / "torn.jsonl").write_bytes(b"".join(lines[:2]) + lines[2][:-9])
+    (tmp_path / "records" / "short.jsonl").write_bytes(b"".join(lines[:2]))
+    assert cut_short(tmp_path, passes) == {
+        "torn": "records/torn.jsonl ends inside a record (line 3 is torn)",
+        "short": "records/short.jsonl holds 2 of the 3 records the manifest counts",
+        "missing": "its records file records/missing.jsonl is missing"}
+    with pytest.raises(CutShort, match=r"has 3 pass\(es\) cut short \(pass torn: .*; run `kit resume"):
+        require_whole(tmp_path, passes)
+    require_whole(tmp_path, {"whole": passes["whole"]})
+    with pytest.raises(ConfigError, match=r"whole\.jsonl holds 3 records but its pass whole ended with 2"):
+        cut_short(tmp_path, {"whole": {**passes["whole"], "records": 2}})
 
 
 def test_a_damaged_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path):

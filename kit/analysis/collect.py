@@ -20,6 +20,7 @@ from typing import Any
 
 from kit.errors import KitError
 from kit.manifest import Manifest
+from kit.records import DamagedRecords, require_whole
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
 FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
@@ -170,6 +171,7 @@ def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
     excluded ones."""
     manifest = manifest if manifest is not None else Manifest.load(path).data
     run = RunFolder(path=path, manifest=manifest, kind=family(path, manifest))
+    require_whole(path, manifest.get("passes") or {})
     for pass_id, info in (manifest.get("passes") or {}).items():
         file = path / str(info.get("file", ""))
         if info.get("status") == "OK" and info.get("file") and file.is_file():
@@ -193,6 +195,8 @@ def collect(paths: list[Path]) -> Collection:
         for candidate in candidates:
             try:
                 collection.runs.extend(read_runs(candidate))
+            except DamagedRecords:
+                raise  # a run that lost or repeats a record is refused, never skipped as "not a run"
             except KitError as exc:
                 collection.skipped.append({"path": str(candidate), "reason": exc.line()})
     return collection

@@ -11,7 +11,9 @@ import os
 import shutil
 from pathlib import Path
 
+from kit.manifest import Manifest
 from kit.protocols import kinds
+from kit.records import require_whole
 
 RAW_INPUTS = ("manifest.json", "records", "protocol")
 COMPUTED = ("results", "analysis")
@@ -40,7 +42,9 @@ def raw_copy(run_dir: Path, dest: Path, run_id: str) -> Path:
 
 def recompute(run_dir: Path) -> dict[str, bytes]:
     """The results of run_dir's kind (from its manifest), recomputed on run_dir (a raw copy); the computed
-    files they wrote, by relative path. Raises KitError for a kind this kit does not know."""
+    files they wrote, by relative path. Raises KitError for a kind this kit does not know, CutShort for a
+    run with a pass cut short (kit.records.require_whole)."""
+    require_whole(run_dir, Manifest.load(run_dir).data.get("passes") or {})
     kinds.of_run(run_dir).results(run_dir)
     out = {}
     for folder in COMPUTED:

@@ -38,6 +38,7 @@ from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
 from kit.errors import ConfigError
 from kit.manifest import Manifest, now
 from kit.provenance import kit_source
+from kit.records import require_whole
 
 SUFFIX = ".tar.gz"
 NOT_HELD = ("records/", "logs/")
@@ -102,8 +103,8 @@ def _folder_name(value: Any, what: str, fix: str) -> str:
 
 
 def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
-    """The runs' manifests; refuses a run still in progress, a run id that cannot name a folder, and a
-    run given twice (also as a copy under another folder name)."""
+    """The runs' manifests; refuses a run still in progress, a run with a pass cut short (kit.records), a
+    run id that cannot name a folder, and a run given twice (also as a copy under another folder name)."""
     manifests: list[dict[str, Any]] = []
     seen: dict[str, Path] = {}
     for run_dir in run_dirs:
@@ -111,6 +112,7 @@ def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
         if manifest.get("status") not in ("finished", "failed", "interrupted"):
             raise ConfigError(f"{run_dir} is still running (status {manifest.get('status')!r})",
                               "bundle it once the run has ended")
+        require_whole(run_dir, manifest.get("passes") or {})
         run_id = _folder_name(manifest.get("run_id"), f"the run_id in {run_dir / 'manifest.json'}",
                               "restore the manifest from the run's bundle")
         if run_id in seen:
