@@ -22,8 +22,8 @@ from kit.analysis.grid_findings import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.protocols import bounds as b
-from kit.protocols.grid import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, rough_duration
+from kit.protocols.grid import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
 
@@ -171,9 +171,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     """The launcher's rough duration of a flag × order file on the embedded CPU engine: a fresh server per arm."""
     arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
     passes = sum(len(arm.get("passes") or ()) for arm in arms)
-    episodes = bfcl_episodes(data)
-    return (f"{episodes} episodes x {passes} passes in {len(arms)} arms (a fresh server each), about "
-            f"{rough_duration(episodes * passes * 120 + len(arms) * 5)} on a CPU")
+    return bfcl_estimate(data, passes, len(arms), f" in {len(arms)} arms (a fresh server each)")
 
 
 KIND = Kind(

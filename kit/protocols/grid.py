@@ -165,10 +165,10 @@ class LiveComparer:
 
     def episode_finished(self, pass_id: str, unit: str, requests: list) -> None:
         self.done.setdefault(pass_id, {})[unit] = requests
-        for name, (a, b) in self.pairs.items():
-            if pass_id in (a, b) and unit in self.done.get(a, {}) and unit in self.done.get(b, {}):
-                verdict = episode_divergence(self.done[a][unit], self.done[b][unit])
-                self.ctx.emit(EpisodeVerdict(name, (a, b), unit, verdict.diverged, verdict.kind,
+        for name, (first, second) in self.pairs.items():
+            if pass_id in (first, second) and unit in self.done.get(first, {}) and unit in self.done.get(second, {}):
+                verdict = episode_divergence(self.done[first][unit], self.done[second][unit])
+                self.ctx.emit(EpisodeVerdict(name, (first, second), unit, verdict.diverged, verdict.kind,
                                              verdict.request_index, verdict.token_index))
 
 
@@ -246,11 +246,17 @@ def bfcl_episodes(data: dict[str, Any]) -> int:
 BFCL_EPISODES = Number("Episodes", "workload.episodes", bfcl_episodes)  # the size of every BFCL protocol
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
-    """The launcher's rough duration of a grid file on the embedded CPU engine (two cores)."""
+def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> str:
+    """The launcher's rough duration of a BFCL file on the embedded CPU engine (two cores): about two
+    minutes per episode and pass, five seconds per server started; `how` says how passes are served."""
     episodes = bfcl_episodes(data)
-    passes = len(data.get("passes") or ()) or 4
-    return f"{episodes} episodes x {passes} passes, about {rough_duration(episodes * passes * 120)} on a CPU"
+    return (f"{episodes} episodes x {passes} passes{how}, about "
+            f"{rough_duration(episodes * passes * 120 + servers * 5)} on a CPU")
+
+
+def estimate_on_cpu(data: dict[str, Any]) -> str:
+    """The launcher's rough duration of a grid file on the embedded CPU engine (one server)."""
+    return bfcl_estimate(data, len(data.get("passes") or ()) or 4)
 
 
 KIND = Kind(

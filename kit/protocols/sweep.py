@@ -25,8 +25,8 @@ from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.protocols import bounds as b
 from kit.protocols import formats as weight_formats
-from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_episodes, drive, prepare_bfcl
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 
 
@@ -164,9 +164,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     histories = data.get("histories", 11)
     references = len(data.get("reference_orders") or (0, 1))
     passes = formats * (histories + references) + (formats if data.get("replicate") else 0)
-    episodes = bfcl_episodes(data)
-    return (f"{episodes} episodes x {passes} passes (a fresh server each), about "
-            f"{rough_duration(episodes * passes * 120 + passes * 5)} on a CPU")
+    return bfcl_estimate(data, passes, passes, " (a fresh server each)")
 
 
 KIND = Kind(
