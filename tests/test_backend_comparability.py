@@ -31,8 +31,8 @@ def two_runs(tmp_path_factory):
 def test_analyze_warns_that_runs_on_different_backends_are_not_byte_comparable(two_runs):
     wheel, portable = two_runs
     note = compute([wheel, portable])["comparability"]
-    assert "not byte-comparable" in note and f"wheel (libggml-cpu" in note and wheel.name in note
-    assert f"portable (libggml-cpu" in note and portable.name in note
+    assert "not byte-comparable" in note and "wheel (libggml-cpu" in note and wheel.name in note
+    assert "portable (libggml-cpu" in note and portable.name in note
     assert compute([wheel])["comparability"] is None
 
 

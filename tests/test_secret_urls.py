@@ -17,7 +17,7 @@ from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
 from kit.engines.vllm import VllmEngine
-from kit.errors import EngineError, KitError
+from kit.errors import EngineError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 from kit.secret_urls import SECRET_QUERY_PARAMS, connection_parts, redact_url, redact_urls_in, secret_param

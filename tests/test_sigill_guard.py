@@ -14,7 +14,7 @@ from kit import runner, sigill_guard
 from kit.errors import EngineError, IllegalInstruction
 from kit.launch import embedded
 from kit.launch.embedded import EmbeddedBinary
-from kit.launch.native import NativeServer, ServerSpec
+from kit.launch.native import ServerSpec
 from kit.launch.provider import NativeProvider
 from kit.manifest import Manifest
 
