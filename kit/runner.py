@@ -17,7 +17,7 @@ from kit.digests import sha256_text
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.gc_pacing import fewer_collections
-from kit.launch import embedded
+from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, now
@@ -128,7 +128,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
-    (kept, never counted)."""
+    (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers)."""
     manifest = Manifest.load(run_dir)
     cut = records.cut_short(run_dir, manifest.data.get("passes", {}))
     if manifest.data["status"] == "finished" and not cut:
@@ -156,6 +156,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                        f"{recorded['library_sha256'][:12]}…, but this machine's differs "
                        f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
+    stopped = leftover_servers.stop_leftovers(run_dir / "logs", say)
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
         if info.get("status") in ("OK", "VOID") and pass_id not in cut:
@@ -166,7 +167,8 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
         redone.append(pass_id)
     history = manifest.data.setdefault("resumed", [])
     history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
-                    "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers})
+                    "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers,
+                    "leftover_servers": stopped})
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop)

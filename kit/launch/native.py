@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from kit.errors import EngineError, IllegalInstruction
+from kit.launch import leftover_servers
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -92,7 +93,12 @@ class NativeServer:
         self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=spec.env, start_new_session=True)
         log.close()
-        self._wait_healthy(started)
+        leftover_servers.note_started(self.log_path, self.process.pid, self.argv)  # for a resume after a kill
+        try:
+            self._wait_healthy(started)
+        finally:
+            if self.process.poll() is not None:
+                leftover_servers.note_stopped(self.log_path)
         self.startup_seconds = round(time.monotonic() - started, 3)
         return self
 
@@ -161,6 +167,7 @@ class NativeServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(grace)
+        leftover_servers.note_stopped(self.log_path)
         return proc.returncode
 
     def __enter__(self) -> "NativeServer":
