@@ -41,6 +41,7 @@ def uninterrupted(tmp_path_factory, embedded_binary, gsm8k_file):
                                           overrides=SIZE), say=lambda _: None)
     found = answers(result.run_dir)
     assert len(found) == 2 * 8
+    assert not list((result.run_dir / "logs").glob("*.pid.json"))  # every server stopped, its note gone
     return found
 
 
