@@ -13,6 +13,7 @@ import click
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
 from kit import limits
+from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.terminal_text import one_line
 
 
@@ -253,8 +254,10 @@ def resume_run(run_dir: Path, cpu_backend: str) -> None:
               help="Episode-bootstrap replicates for the mechanism and the grid trend.")
 @click.option("--workers", type=_within(0, limits.WORKERS_MAX), default=0,
               help="Processes reading record files and refitting the sweep GLMM (default: one per CPU).")
+@HARNESS_THRESHOLDS
 def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, block_replicates: int,
-            sweep_replicates: int, cluster_replicates: int, workers: int) -> None:
+            sweep_replicates: int, cluster_replicates: int, workers: int,
+            thresholds: tuple[float, float] | None) -> None:
     """Compute the paper's tables (III-VII), figures (1-3) and findings.json from RUN_DIRS.
 
     Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
@@ -267,7 +270,7 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     target = out or (run_dirs[0] / "analysis")
     check_out(target, "--out" if out else "RUN_DIRS")
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
-                                 cluster_replicates=cluster_replicates, workers=workers)
+                                 cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
     if result.get("comparability"):
@@ -279,6 +282,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     for name, table in result["tables"].items():
         click.echo(f"table {name}: {len(table['rows'])} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
+    for found in result.get("harness", []):
+        gate = found["gates"]["manipulation"]
+        click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
+                   f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
+                   f"arms differ: {found['arms_differ']}")
     for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")
@@ -457,9 +465,11 @@ def show(bundle_file: Path, no_verify: bool) -> None:
 
 
 def _attach_subcommands() -> None:
+    from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
 
     cli.add_command(models)
+    cli.add_command(import_group)
 
 
 _attach_subcommands()

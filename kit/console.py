@@ -328,3 +328,39 @@ def results_view(table: dict[str, Any] | None) -> Any:
 
     kind = kinds.for_table(table)
     return kind.render(table) if kind else None
+
+
+def harness_table(table: dict[str, Any]) -> Group:
+    """An imported determinism-harness run: per arm its outputs and prefill, the gates, the report's verdict."""
+    arms = Table(title=f"Imported harness run ({table.get('mode')}): measured calls per arm", title_justify="left")
+    for column in ("arm", "n (of raw)", "distinct outputs", "modal share", "modal output",
+                   "prefill ms median [min–max]"):
+        arms.add_column(column)
+    for arm, m in table["arms"].items():
+        ms = m.get("prefill_ms")
+        share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
+        prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
+        arms.add_row(arm, f"{m['n']} ({m['n_raw']})", str(m["distinct_count"]), share,
+                     (m["modal_sha256"] or "—")[:12], prefill)
+    gate = table["gates"]["manipulation"]
+    lines = [f"manipulation gate: {_verdict(gate.get('pass'))} ({gate['rule']})",
+             f"arms differ: {_arms_differ(table['arms_differ'], gate.get('pass'))}",
+             "prefill classes (kit): " + "; ".join("+".join(c) for c in table["prefill_classes"]["classes"])]
+    if table.get("cycles"):
+        flips = sum(1 for c in table["cycles"] if c["flips"])
+        lines.append(f"cycles: {len(table['cycles'])}, output flips at the interposed call in {flips}")
+    report = table.get("report_comparison")
+    if report:
+        lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
+                     + (f"; differ: {', '.join(report['differ'])}" if report["differ"] else ""))
+    return Group(arms, *lines)
+
+
+def _arms_differ(differ: bool | None, passed: bool | None) -> str:
+    if differ is not None:
+        return str(differ).lower()
+    return "not judged (" + ("the gate did not pass)" if passed is False else "no manipulation gate for this mode)")
+
+
+def _verdict(passed: bool | None) -> str:
+    return "not evaluated" if passed is None else "[green]PASS[/]" if passed else "[red]FAIL[/]"

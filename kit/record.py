@@ -150,7 +150,38 @@ class EpisodeSummary:
                                    "`reason`)")
 
 
-KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord}
+@dataclass(frozen=True, kw_only=True)
+class HarnessRecord(RequestRecord):
+    """A call imported from seed 002's determinism harness (`kit import determinism-harness`, protocol
+    `harness`): hashes and text, no request body. Its `prompt_sha256` is the harness's `request_sha256`
+    (the digest of the request it sent; its records hold no prompt text), `output_sha256` its
+    `text_sha256` (checked against `text` on import), `started` its `sent_at_utc`, `wall_seconds` its
+    `latency_ms` / 1000; `unit` is the harness's `cell`, and the pass holds every call in execution order."""
+
+    source_line: int = _field("the call's line in the harness's JSONL file, from 1")
+    schedule_index: int = _field("the harness's execution order (`schedule_index`)")
+    arm: str | None = _field("the arm, from the cell's `key=value` suffix (e.g. `cold` of `prefill=cold`); null "
+                             "for a control", None)
+    arm_key: str | None = _field("the key of that suffix (`prefill`, `timing`, `instance`, `arm`)", None)
+    control: str | None = _field("`meta_control`: null for a measured call, else the control's name (`warmup`, "
+                                 "`burnin`, `flusher`); controls are kept, never counted in an arm", None)
+    cycle: int | None = _field("`meta_cycle`: the cycle, where the harness's mode has cycles", None)
+    pre_unload_confirmed: bool | None = _field("whether the harness confirmed the model unloaded before the call "
+                                               "(modes that unload)", None)
+    unload_wait_ms: float | None = _field("how long it waited for that unload", None)
+    prefill_ms: float | None = _field("`usage.prompt_eval_duration_ns` / 10^6: the engine's prompt time", None)
+    text: str = _field("the output text as the harness recorded it")
+    stop_reason: str | None = _field("the harness's `stop_reason` (`stop`, `length`, ...)", None)
+    ok: bool = _field("the harness's `ok`: false for a call that failed")
+    wire_sha256: str | None = _field("the harness's digest of the bytes on the wire", None)
+    response_model: str | None = _field("the model the engine said answered", None)
+    model_sent: str | None = _field("the model the harness asked for (`model_id_sent`)", None)
+    usage: dict[str, Any] | None = _field("the harness's `usage` as recorded (Ollama's durations in ns, token "
+                                          "counts)", None)
+
+
+KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord,
+                                         "harness": HarnessRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 

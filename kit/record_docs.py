@@ -20,6 +20,7 @@ from kit.record import (
     BfclRecord,
     EpisodeSummary,
     Gate,
+    HarnessRecord,
     PinningRecord,
     RequestRecord,
     RequestSent,
@@ -39,6 +40,7 @@ TABLES: tuple[tuple[str, type, type | None], ...] = (
     ("Restored-state control records add (`ResetRecord`, protocol `reset`)", ResetRecord, RequestRecord),
     ("BFCL pass records add (`BfclRecord`, protocol `grid`)", BfclRecord, RequestRecord),
     ("Pinning records add (`PinningRecord`, protocol `pinning`)", PinningRecord, RequestRecord),
+    ("Imported determinism-harness calls add (`HarnessRecord`, protocol `harness`)", HarnessRecord, RequestRecord),
     ("An episode line of `records/<pass>.episodes.jsonl` (`EpisodeSummary`)", EpisodeSummary, None),
 )
 

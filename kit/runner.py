@@ -130,6 +130,9 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
     (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers)."""
     manifest = Manifest.load(run_dir)
+    if manifest.data.get("imported"):
+        raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
+                       "nothing to resume", "import the harness's files again (`kit import`) if they changed")
     cut = records.cut_short(run_dir, manifest.data.get("passes", {}))
     if manifest.data["status"] == "finished" and not cut:
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")

@@ -19,6 +19,7 @@ from kit.analysis.passes import load_pass
 from kit.atomic_file import write_json_atomic
 from kit.manifest import now
 from kit.provenance import backends_differ
+from kit.records import read_records
 
 SCHEMA = "kit.findings/1"
 
@@ -33,6 +34,7 @@ class Settings:
     sweep_replicates: int = 2_000
     cluster_replicates: int = 2_000
     workers: int = 0  # processes reading record files and refitting the sweep's GLMM; 0 = one per available CPU
+    harness_thresholds: tuple[float, float] | None = None  # prefill ms LOW,HIGH for imported harness runs
 
 
 @dataclass
@@ -178,6 +180,21 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
     timer.add("reset/bridge: mechanism", started)
 
 
+def _harness(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+    """Imported determinism-harness runs: the harness's report values per run (kit.analysis.harness), with
+    the prefill thresholds given at import, or those of `settings` when set."""
+    runs = collection.of_kind("harness")
+    if not runs:
+        return
+    from kit.analysis import harness  # noqa: PLC0415
+
+    started = time.perf_counter()
+    given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}
+    findings["harness"] = [{"run": run.run_id, **harness.compute(read_records(run.path / harness.CALLS).records,
+                                                                   {**run.resolved, **given})} for run in runs]
+    timer.add("harness imports: arms, states, cycles, gates", started)
+
+
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
@@ -198,6 +215,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     _grid(collection, settings, timer, findings)
     _sweep(collection, settings, timer, findings)
     _reset(collection, settings, timer, findings)
+    _harness(collection, settings, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
                         ("V", "grid runs"), ("VI", "sweep folders"), ("VII", "reset (GSM8K bridge) runs")):
         findings["tables"].setdefault(name, {"rows": [], "skipped": [{"reason": f"no {needs} among the inputs"}]})

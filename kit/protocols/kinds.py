@@ -1,4 +1,4 @@
-"""The protocol kinds the kit can run: one registration each (`KIND` at the bottom of its module,
+"""The protocol kinds the kit knows (runs, and imports: `harness`): one registration each (`KIND` at the bottom of its module,
 kit.protocols.kind), listed once here.
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
@@ -16,11 +16,11 @@ import yaml
 
 from kit.errors import KitError
 from kit.manifest import Manifest
-from kit.protocols import flag_order, grid, pinning, reset, spec, sweep
+from kit.protocols import flag_order, grid, harness, pinning, reset, spec, sweep
 from kit.protocols.kind import Kind
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (reset.KIND, grid.KIND, pinning.KIND, sweep.KIND,
-                                                       flag_order.KIND)}
+                                                       flag_order.KIND, harness.KIND)}
 
 
 def models() -> dict[str, type[spec.ProtocolBase]]:

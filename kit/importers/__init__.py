@@ -1,0 +1,1 @@
+"""Importers: records of other harnesses as kit run folders (`kit import`)."""

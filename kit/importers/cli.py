@@ -1,0 +1,63 @@
+"""`kit import`: records of other harnesses as kit run folders."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+
+def thresholds(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    """`LOW,HIGH` in ms: two finite numbers, 0 <= LOW <= HIGH <= 10^7."""
+    if value is None:
+        return None
+    try:
+        low, high = (float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not LOW,HIGH (two numbers of ms, e.g. 25,30)") from None
+    if not (math.isfinite(low) and math.isfinite(high) and 0 <= low <= high <= 1e7):
+        raise click.BadParameter(f"{value!r}: give 0 <= LOW <= HIGH <= 10000000 ms")
+    return low, high
+
+
+THRESHOLDS = click.option("--thresholds", callback=thresholds, metavar="LOW,HIGH",
+                          help="Fixed prefill classes in ms: calls below LOW, between, above HIGH (e.g. 25,30, "
+                               "the harness's cache-timing gate); without it only the kit's own classes.")
+
+
+@click.group("import")
+def import_group() -> None:
+    """Bring another harness's records into the kit as a run folder (analyse, bundle, verify)."""
+
+
+@import_group.command("determinism-harness")
+@click.argument("calls", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--report", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The harness's own analyzer report for this run: kept beside the calls and compared value "
+                   "by value with the kit's numbers.")
+@THRESHOLDS
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Parent folder of the run folder (default: outputs/).")
+def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[float, float] | None,
+                        out: Path | None) -> None:
+    """Import seed 002's determinism-harness run CALLS (its .jsonl; the .manifest.json and .done.json the
+    harness writes beside it are read too): every call, in execution order, as a kit run folder.
+
+    Prints per arm the calls, outputs and prefill times, the gates, and with --report how many of the
+    report's values the kit's own numbers agree with.
+    """
+    from rich.console import Console  # noqa: PLC0415
+
+    from kit.console import harness_table  # noqa: PLC0415
+    from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
+    from kit.paths import outputs_dir  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415
+
+    target = out or outputs_dir()
+    check_out(target, "--out")
+    run_dir = import_run(HarnessFiles.beside(calls, report), target, thresholds)
+    console = Console()
+    console.print(harness_table(KINDS["harness"].results(run_dir)))
+    console.print(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)")
