@@ -1,0 +1,150 @@
+"""A replay held against the run it replays: request by request, pass by pass, value by value, and what
+differed in the machine and engine that served it.
+
+- Requests are paired by pass and `seq`. Identical means the same prompt (`prompt_sha256`) and the same
+  answer, byte for byte: the same token ids (token strings where an engine gives no ids) and the same
+  text. Otherwise the first differing token index is given (-1: the prompts already differ).
+- Passes: their status in both runs and how many of their requests are identical.
+- Results: every value of the results tables both runs wrote (results/*.json, compared as `kit verify`
+  compares them: kit.bundle.compare), less the run's own id, clocks and timings (`VOLATILE`), so
+  "every verdict identical" means every count, rate, interval and label of the tables.
+- Environment: the CPU backend (name and library sha256), the engine build (llama-server's
+  `build_info`), the model file's sha256, the workload's digests, the GPUs and driver, the host CPU and
+  the kit's version, each listed where the two runs differ.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.bundle.compare import compare_json
+from kit.manifest import Manifest
+from kit.records import read_records
+
+
+@dataclass
+class PassComparison:
+    pass_id: str
+    status: tuple[str | None, str | None]
+    requests: tuple[int, int]
+    identical: int
+    first_difference: dict[str, Any] | None = None  # seq, unit and token index of the first request that differs
+
+
+@dataclass
+class Comparison:
+    original: str
+    replay: str
+    passes: list[PassComparison] = field(default_factory=list)
+    values_compared: int = 0
+    values_differ: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def requests(self) -> tuple[int, int]:
+        """(identical, in the original)"""
+        return sum(p.identical for p in self.passes), sum(p.requests[0] for p in self.passes)
+
+    def summary(self) -> str:
+        same, total = self.requests
+        verdicts = ("every verdict identical" if not self.values_differ else
+                    f"{len(self.values_differ)} of {self.values_compared} result values differ")
+        line = f"{same}/{total} requests byte-identical; {verdicts}"
+        return line + (f"; different {', '.join(d.split(':')[0] for d in self.differences)}"
+                       if self.differences else "; same engine build, backend, model and machine type")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "requests_identical": self.requests[0], "requests": self.requests[1],
+                "summary": self.summary()}
+
+
+def _answer(record: dict[str, Any]) -> tuple[Any, ...]:
+    completion = record.get("completion") or {}
+    return completion.get("token_ids") or completion.get("tokens") or [], completion.get("text")
+
+
+def _first_token(a: dict[str, Any], b: dict[str, Any]) -> int:
+    if a.get("prompt_sha256") != b.get("prompt_sha256"):
+        return -1
+    left, right = _answer(a)[0], _answer(b)[0]
+    return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
+
+
+def _pass(pass_id: str, old_dir: Path, old: dict[str, Any], new_dir: Path,
+          new: dict[str, Any] | None) -> PassComparison:
+    before = read_records(old_dir / old["file"], logprobs=False).records if old.get("file") else []
+    after = read_records(new_dir / new["file"], logprobs=False).records if new and new.get("file") else []
+    found = PassComparison(pass_id, (old.get("status"), (new or {}).get("status")), (len(before), len(after)), 0)
+    for a, b in zip(before, after):
+        if a.get("prompt_sha256") == b.get("prompt_sha256") and _answer(a) == _answer(b):
+            found.identical += 1
+        elif found.first_difference is None:
+            found.first_difference = {"seq": a.get("seq"), "unit": a.get("unit"), "token": _first_token(a, b)}
+    if found.first_difference is None and len(before) != len(after):
+        found.first_difference = {"seq": min(len(before), len(after)), "unit": None, "token": None}
+    return found
+
+
+# keys whose values a replay is not expected to repeat: the run's own id, clocks and timings
+VOLATILE = re.compile(r"(^|[._\[])(run_id|started|ended|created|timings?|seconds|wall_seconds|[a-z_]*_ms|ms|"
+                      r"startup_seconds|estimate)([.\[\]]|$)")
+
+
+def _leaves(value: Any, key: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [leaf for name, sub in value.items() for leaf in _leaves(sub, f"{key}.{name}" if key else str(name))]
+    if isinstance(value, list):
+        return [leaf for i, sub in enumerate(value) for leaf in _leaves(sub, f"{key}[{i}]")]
+    return [key]
+
+
+def _results(old_dir: Path, new_dir: Path, comparison: Comparison) -> None:
+    """Every value of the original's results/*.json against the replay's, clocks and timings left out."""
+    folder = old_dir / "results"
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        rel = path.relative_to(old_dir).as_posix()
+        replayed = new_dir / rel
+        if not replayed.is_file():
+            comparison.values_differ.append(f"{rel} (not written by the replay)")
+            continue
+        before, after = json.loads(path.read_bytes()), json.loads(replayed.read_bytes())
+        comparison.values_compared += sum(1 for leaf in _leaves(before) if not VOLATILE.search(leaf))
+        comparison.values_differ += [f"{rel} {m.key}: {m.bundled!r} -> {m.recomputed!r}"
+                                     for m in compare_json(before, after, rel) if not VOLATILE.search(m.key)]
+
+
+def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between the machines, engines and inputs of two manifests, one line each."""
+    def launch(manifest: dict[str, Any]) -> dict[str, Any]:
+        return next((p["launch"] for p in (manifest.get("passes") or {}).values() if p.get("launch")), {})
+
+    def backend(manifest: dict[str, Any]) -> str | None:
+        cpu = (manifest.get("provenance") or {}).get("cpu_backend")
+        return f"{cpu['name']} (libggml-cpu sha256 {cpu['library_sha256'][:12]}…)" if cpu else None
+
+    host = [((m.get("provenance") or {}).get("host") or {}) for m in (old, new)]
+    checks = {
+        "CPU backend": (backend(old), backend(new)),
+        "engine build": (launch(old).get("build_info"), launch(new).get("build_info")),
+        "model": ((old.get("engine") or {}).get("model_sha256"), (new.get("engine") or {}).get("model_sha256")),
+        "workload": ({k: v for k, v in (old.get("workload") or {}).items() if k != "file"},
+                     {k: v for k, v in (new.get("workload") or {}).items() if k != "file"}),
+        "GPU or driver": (host[0].get("gpus"), host[1].get("gpus")),
+        "host CPU": (host[0].get("cpu"), host[1].get("cpu")),
+        "kit": (((old.get("provenance") or {}).get("kit") or {}).get("version"),
+                ((new.get("provenance") or {}).get("kit") or {}).get("version")),
+    }
+    return [f"{name}: {a} -> {b}" for name, (a, b) in checks.items() if a != b]
+
+
+def compare_runs(old_dir: Path, new_dir: Path) -> Comparison:
+    old, new = Manifest.load(old_dir).data, Manifest.load(new_dir).data
+    comparison = Comparison(old["run_id"], new["run_id"], differences=environment(old, new))
+    for pass_id, info in (old.get("passes") or {}).items():
+        comparison.passes.append(_pass(pass_id, old_dir, info, new_dir, (new.get("passes") or {}).get(pass_id)))
+    _results(old_dir, new_dir, comparison)
+    return comparison

@@ -1,0 +1,195 @@
+"""`kit replay`: run a recorded run again, on this machine, and hold the new run against it.
+
+The source is a run folder or a bundle (verified first: a bundle that does not verify is not replayed).
+Each run is re-executed with its recorded protocol text (checked against its sha256), overrides and
+seeds, the engine's recorded thread count and CPU backend. Inputs are found by their sha256: the model
+in the registry or cache (or `--model PATH`), a GSM8K file at its recorded path (or `--gsm8k PATH`);
+anything not found is a one-line refusal saying what to pass. A CPU backend whose library differs from
+the recorded one is a different engine build: refused unless asked for (`--cpu-backend` naming another
+backend, or `--different-engine-ok`), and then listed beside the result. Every check runs before the
+first new run folder is written; the new run goes under `--out` as `kit run` writes it, with
+`replay/comparison.json` and `replay/comparison.md` (kit.replay.compare) and `replay_of` in its manifest.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kit import runner
+from kit.atomic_file import write_json_atomic
+from kit.errors import ConfigError, KitError
+from kit.manifest import Manifest
+from kit.replay.compare import Comparison, compare_runs
+
+FIX_MODEL = "pass --model PATH of that file (its sha256 is checked), or `kit models pull NAME` if it has a name"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    source: Path
+    out: Path | None = None
+    cpu_backend: str | None = None  # None: the recorded backend
+    model: Path | None = None
+    gsm8k: Path | None = None
+    different_engine_ok: bool = False
+
+
+@dataclass(frozen=True)
+class Planned:
+    run_dir: Path  # the recorded run (unpacked from the bundle, or the folder given)
+    options: runner.RunOptions
+    protocol_text: str
+    protocol_name: str
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    original: str
+    result: runner.RunResult
+    comparison: Comparison
+
+
+def _model(engine: dict[str, Any], given: Path | None, where: str) -> str:
+    from kit.models import ensure_model, load_registry  # noqa: PLC0415
+
+    recorded = engine.get("model_sha256")
+    if not recorded:
+        raise ConfigError(f"{where}: the run recorded no model sha256, so its model cannot be found again",
+                          "replay only runs of an engine the kit started")
+    if given is not None:
+        found = ensure_model(given)
+        if found.sha256 != recorded:
+            raise ConfigError(f"--model {given} has sha256 {found.sha256[:12]}…, the run served {recorded[:12]}…",
+                              FIX_MODEL)
+        return str(given)
+    entry = load_registry().find_by_sha256(recorded)
+    if entry is None:
+        raise ConfigError(f"{where}: the model the run served (sha256 {recorded[:12]}…, "
+                          f"{engine.get('model_name') or 'no registry name'}) is not in the registry", FIX_MODEL)
+    return entry.name
+
+
+def _gsm8k(workload: dict[str, Any], given: Path | None, where: str) -> Path | None:
+    from kit.models.hashing import sha256_file  # noqa: PLC0415
+
+    if workload.get("source") != "gsm8k":
+        return None
+    recorded = workload.get("sha256")
+    for candidate in (given, Path(workload["file"]) if workload.get("file") else None):
+        if candidate is not None and candidate.is_file() and sha256_file(candidate) == recorded:
+            return candidate
+        if candidate is given and given is not None:
+            raise ConfigError(f"--gsm8k {given} is not the GSM8K file the run served (sha256 {recorded[:12]}…)",
+                              "pass the file the run served")
+    raise ConfigError(f"{where}: the GSM8K file the run served (sha256 {recorded[:12]}…) is not at "
+                      f"{workload.get('file')}", "pass it with --gsm8k PATH")
+
+
+def _backend(manifest: dict[str, Any], options: ReplayOptions, where: str, say: Callable[[str], None]) -> str:
+    from kit.launch import embedded  # noqa: PLC0415
+
+    recorded = (manifest.get("provenance") or {}).get("cpu_backend")
+    if recorded is None:
+        return options.cpu_backend or "auto"
+    chosen = options.cpu_backend or recorded["name"]
+    here = embedded.locate(chosen, say=say).backend
+    asked = options.different_engine_ok or (options.cpu_backend not in (None, recorded["name"]))
+    if here.library_sha256 != recorded["library_sha256"] and not asked:
+        raise KitError(f"{where}: different engine build: the run's {recorded['name']} CPU backend has library "
+                       f"sha256 {recorded['library_sha256'][:12]}…, this machine's {here.name} "
+                       f"{here.library_sha256[:12]}…",
+                       "pass --different-engine-ok to replay it anyway (the difference is listed beside the result)")
+    return chosen
+
+
+def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> Planned:
+    """What re-running `run_dir` takes, every input found and checked; nothing is written."""
+    manifest = Manifest.load(run_dir).data
+    where = f"run {manifest.get('run_id', run_dir.name)}"
+    if manifest.get("imported"):
+        raise ConfigError(f"{where} was imported from {manifest['imported'].get('from')}; nothing ran here to replay",
+                          "replay runs made by `kit run`")
+    saved = dict(manifest.get("options") or {})
+    if saved.get("provider") or saved.get("engine_url") or saved.get(runner.CREDENTIALS_DROPPED):
+        raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
+                          "replay it against that engine with `kit run` and the same protocol file")
+    server_bin = saved.get("server_bin")
+    if server_bin and not Path(server_bin).is_file():
+        raise ConfigError(f"{where} ran the llama-server at {server_bin}, which is not on this machine",
+                          "replay it where that binary is, or run the protocol with your own --server-bin")
+    protocol = manifest.get("protocol") or {}
+    runner.check_stored_protocol(run_dir, protocol)
+    engine = manifest.get("engine") or {}
+    run_options = runner.RunOptions(
+        protocol="", overrides=protocol.get("overrides") or {}, model=_model(engine, options.model, where),
+        gsm8k=_gsm8k(manifest.get("workload") or {}, options.gsm8k, where),
+        server_bin=Path(server_bin) if server_bin else None, threads=engine.get("threads"), out=options.out,
+        launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
+    return Planned(run_dir, run_options, protocol["content"], protocol.get("name") or "replay", [])
+
+
+@contextmanager
+def recorded_runs(source: Path) -> Iterator[list[Path]]:
+    """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
+    if (source / "manifest.json").is_file():
+        yield [source]
+        return
+    if source.is_dir():
+        raise ConfigError(f"{source} has no manifest.json", "pass a run folder or a bundle (.tar.gz)")
+    from kit.bundle import RUNS, safe_tar  # noqa: PLC0415
+    from kit.bundle.limits import DEFAULT  # noqa: PLC0415
+    from kit.bundle.verify import check, keep  # noqa: PLC0415
+
+    with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:
+        verdict = check(bundle)
+        if not verdict.ok:
+            raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
+                              "bundle that does", f"see `kit verify {source}`")
+        yield sorted(p for p in (bundle.folder / RUNS).iterdir() if (p / "manifest.json").is_file())
+
+
+def _write(comparison: Comparison, run_dir: Path) -> None:
+    folder = run_dir / "replay"
+    folder.mkdir(exist_ok=True)
+    write_json_atomic(folder / "comparison.json", comparison.to_json())
+    lines = [f"# Replay of {comparison.original}", "", comparison.summary(), "",
+             "| pass | status (original -> replay) | requests | byte-identical | first difference |",
+             "|---|---|---|---|---|"]
+    for p in comparison.passes:
+        first = p.first_difference
+        where = f"seq {first['seq']} ({first['unit']}), token {first['token']}" if first else "none"
+        lines.append(f"| {p.pass_id} | {p.status[0]} -> {p.status[1]} | {p.requests[0]} -> {p.requests[1]} | "
+                     f"{p.identical} | {where} |")
+    lines += ["", "What differs in the engine and machine:", ""] + [f"- {d}" for d in comparison.differences or
+                                                                      ["nothing recorded differs"]]
+    lines += ["", f"Result values compared: {comparison.values_compared}; differing: {len(comparison.values_differ)}"]
+    lines += [f"- {d}" for d in comparison.values_differ[:50]]
+    tmp = folder / ".comparison.md.tmp"
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(folder / "comparison.md")
+
+
+def replay(options: ReplayOptions, say: Callable[[str], None] = print, emit=None) -> list[Replayed]:
+    """Replay every run of `options.source`; the new runs and their comparisons."""
+    done = []
+    with recorded_runs(options.source) as runs, tempfile.TemporaryDirectory(prefix="kit-replay-") as tmp:
+        planned = [plan(run_dir, options, say) for run_dir in runs]  # every check before anything is written
+        for item in planned:
+            protocol_file = Path(tmp) / f"{item.protocol_name}.yaml"
+            protocol_file.write_text(item.protocol_text, encoding="utf-8")
+            kwargs = {"emit": emit} if emit is not None else {}
+            result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say, **kwargs)
+            comparison = compare_runs(item.run_dir, result.run_dir)
+            original = Manifest.load(item.run_dir).data
+            Manifest.load(result.run_dir).update(replay_of={
+                "run_id": original["run_id"], "source": str(options.source), "summary": comparison.summary(),
+                "differences": comparison.differences})
+            _write(comparison, result.run_dir)
+            done.append(Replayed(original["run_id"], result, comparison))
+    return done
