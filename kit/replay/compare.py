@@ -67,9 +67,13 @@ def _answer(record: dict[str, Any]) -> tuple[Any, ...]:
     return completion.get("token_ids") or completion.get("tokens") or [], completion.get("text")
 
 
-def _first_token(a: dict[str, Any], b: dict[str, Any]) -> int:
+def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
+    """None when two records asked and answered the same, byte for byte; else the first differing token
+    index (-1: the prompts differ)."""
     if a.get("prompt_sha256") != b.get("prompt_sha256"):
         return -1
+    if _answer(a) == _answer(b):
+        return None
     left, right = _answer(a)[0], _answer(b)[0]
     return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
 
@@ -80,10 +84,11 @@ def _pass(pass_id: str, old_dir: Path, old: dict[str, Any], new_dir: Path,
     after = read_records(new_dir / new["file"], logprobs=False).records if new and new.get("file") else []
     found = PassComparison(pass_id, (old.get("status"), (new or {}).get("status")), (len(before), len(after)), 0)
     for a, b in zip(before, after):
-        if a.get("prompt_sha256") == b.get("prompt_sha256") and _answer(a) == _answer(b):
+        token = differs_at(a, b)
+        if token is None:
             found.identical += 1
         elif found.first_difference is None:
-            found.first_difference = {"seq": a.get("seq"), "unit": a.get("unit"), "token": _first_token(a, b)}
+            found.first_difference = {"seq": a.get("seq"), "unit": a.get("unit"), "token": token}
     if found.first_difference is None and len(before) != len(after):
         found.first_difference = {"seq": min(len(before), len(after)), "unit": None, "token": None}
     return found

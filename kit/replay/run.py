@@ -23,6 +23,7 @@ from typing import Any
 from kit import runner
 from kit.atomic_file import write_json_atomic
 from kit.errors import ConfigError, KitError
+from kit.events import Emit, ignore
 from kit.manifest import Manifest
 from kit.replay.compare import Comparison, compare_runs
 
@@ -175,16 +176,18 @@ def _write(comparison: Comparison, run_dir: Path) -> None:
     tmp.replace(folder / "comparison.md")
 
 
-def replay(options: ReplayOptions, say: Callable[[str], None] = print, emit=None) -> list[Replayed]:
-    """Replay every run of `options.source`; the new runs and their comparisons."""
+def replay(options: ReplayOptions, say: Callable[[str], None] = print,
+           watch: Callable[[Path], Emit] | None = None) -> list[Replayed]:
+    """Replay every run of `options.source`; the new runs and their comparisons. `watch(original run
+    folder)` gives the events' receiver for that run's replay (the launcher's live comparison)."""
     done = []
     with recorded_runs(options.source) as runs, tempfile.TemporaryDirectory(prefix="kit-replay-") as tmp:
         planned = [plan(run_dir, options, say) for run_dir in runs]  # every check before anything is written
         for item in planned:
             protocol_file = Path(tmp) / f"{item.protocol_name}.yaml"
             protocol_file.write_text(item.protocol_text, encoding="utf-8")
-            kwargs = {"emit": emit} if emit is not None else {}
-            result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say, **kwargs)
+            result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say,
+                                emit=watch(item.run_dir) if watch else ignore)
             comparison = compare_runs(item.run_dir, result.run_dir)
             original = Manifest.load(item.run_dir).data
             Manifest.load(result.run_dir).update(replay_of={

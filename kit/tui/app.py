@@ -17,6 +17,7 @@ from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
+from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
 from kit.tui.screens.results import ResultsScreen
 from kit.tui.screens.setup import SetupScreen
 
@@ -76,6 +77,14 @@ class KitApp(App):
             self.run_fn = run
         self.live = LiveScreen(options, self.run_fn, self.clock, self.watch_logs)
         self.push_screen(self.live)
+
+    def action_open_replay(self) -> None:
+        """Ask for a bundle (or run folder), then replay it and watch the comparison fill in."""
+        def opened(path: Path | None) -> None:
+            if path is not None:
+                self.push_screen(ReplayScreen(path, self.outputs))
+
+        self.push_screen(ReplayOpenScreen(), opened)
 
     def show_results(self, result) -> None:
         if self.quit_after_run:

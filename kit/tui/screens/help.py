@@ -23,6 +23,8 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | everywhere | `ctrl+p` | commands, including the colour theme |
 | picker | `↑` `↓`, `enter` | choose a protocol, open its setup |
 | picker | `d` | what this machine can run |
+| picker | `r` | replay a bundle (or run folder) here and watch the comparison with the original fill in |
+| replay | `esc` | back to the picker (the replay goes on; its run folder and comparison are written) |
 | setup | `tab` / `shift+tab` | next / previous field |
 | setup | `ctrl+r` | run (refused while a field shows a problem) |
 | setup | `esc` | back to the picker |

@@ -1,0 +1,128 @@
+"""Replay a bundle from the launcher: ask for the bundle (or run folder), re-execute it in a worker
+(kit.replay.run, as `kit replay` does), and show the comparison filling in request by request
+(kit.replay.live), then the full comparison of each run (kit.replay.compare)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static
+
+from kit.errors import KitError
+
+
+class ReplayOpenScreen(ModalScreen[Path | None]):
+    """Which bundle (or run folder) to replay."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    ReplayOpenScreen { align: center middle; }
+    ReplayOpenScreen #box { width: 80%; height: auto; border: round $primary; padding: 1 2; background: $surface; }
+    ReplayOpenScreen #why { color: $warning; height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="box"):
+            yield Static("Replay a bundle or run folder on this machine (Enter to start, Esc to cancel):")
+            yield Input(placeholder="path to a .tar.gz bundle or a run folder", id="path")
+            yield Static(id="why")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        path = Path(event.value.strip()).expanduser()
+        if not event.value.strip() or not path.exists():
+            self.query_one("#why", Static).update(Text(f"{path} does not exist"))
+            return
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReplayScreen(Screen):
+    """Replays `source` into `outputs` and shows the comparison as it fills in."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "app.pop_screen", "Back"),
+                                         Binding("question_mark", "app.help", "Help")]
+    DEFAULT_CSS = """
+    ReplayScreen #status { height: auto; padding: 0 1; }
+    ReplayScreen #passes { height: auto; max-height: 50%; border: round $primary; }
+    ReplayScreen #log { height: 1fr; border: round $panel; }
+    """
+
+    def __init__(self, source: Path, outputs: Path, cpu_backend: str | None = None):
+        super().__init__()
+        self.source, self.outputs, self.cpu_backend = source, outputs, cpu_backend
+        self.followers: list = []
+        self.done: list | None = None
+        self.error: str | None = None
+        self.title, self.sub_title = "kit", f"replaying {source.name}"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"checking {self.source} and what it needs…", id="status")
+        yield DataTable(id="passes", zebra_stripes=True)
+        yield RichLog(id="log", max_lines=500, wrap=False, markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#passes", DataTable)
+        table.border_title = "Requests replayed so far, against the original"
+        table.add_columns("run", "pass", "replayed", "byte-identical", "first difference")
+        self.query_one("#log").border_title = "Request by request"
+        self.run_worker(self._work, thread=True, exclusive=True, group="replay")
+
+    def _work(self) -> None:
+        from kit.replay.live import Follower  # noqa: PLC0415
+        from kit.replay.run import ReplayOptions, replay  # noqa: PLC0415
+
+        def watch(original: Path):
+            follower = Follower(original)
+            self.app.call_from_thread(self.followers.append, follower)
+            return lambda event: self.app.call_from_thread(self.on_lines, follower(event))
+
+        try:
+            options = ReplayOptions(self.source, self.outputs, self.cpu_backend)
+            done = replay(options, say=lambda line: self.app.call_from_thread(self.on_lines, [line]), watch=watch)
+        except KitError as exc:
+            self.app.call_from_thread(self.on_failed, exc.line())
+            return
+        except Exception as exc:  # noqa: BLE001 - shown to the user
+            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self.on_finished, done)
+
+    def on_lines(self, lines: list[str]) -> None:
+        log = self.query_one("#log", RichLog)
+        for line in lines:
+            log.write(line)
+        self.render_passes()
+
+    def render_passes(self) -> None:
+        table = self.query_one("#passes", DataTable)
+        table.clear()
+        for follower in self.followers:
+            for pass_id, so_far in follower.passes.items():
+                table.add_row(follower.original_dir.name, pass_id, f"{so_far.replayed}/{so_far.original}",
+                              str(so_far.identical), so_far.first_difference or "none so far")
+        if self.done is None and self.error is None and self.followers:
+            self.query_one("#status", Static).update(f"replaying {self.source.name}…")
+
+    def on_finished(self, done: list) -> None:
+        self.done = done
+        self.render_passes()
+        lines = []
+        for item in done:
+            lines.append(f"replay of {item.original}: {item.comparison.summary()}")
+            lines += [f"  different {d}" for d in item.comparison.differences]
+            lines.append(f"  new run folder: {item.result.run_dir}")
+        self.query_one("#status", Static).update(Text("\n".join(lines) or "nothing to replay"))
+
+    def on_failed(self, message: str) -> None:
+        self.error = message
+        self.query_one("#status", Static).update(Text.assemble(("cannot replay: ", "red"), message))

@@ -1,0 +1,51 @@
+"""The launcher replays a bundle: `r` on the picker asks for it, the replay runs on the real engine and
+the comparison fills in request by request, then the summary matches `kit replay`'s."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kit import runner
+from kit.bundle.writer import write_bundle
+from kit.tui.app import KitApp
+from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
+from tests.tui.conftest import PROTOCOLS, static_text
+
+
+async def _until(pilot, condition, timeout: float = 240.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting for the launcher"
+        await pilot.pause(0.1)
+
+
+def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embedded_binary):
+    original = runner.run(runner.RunOptions(protocol="demo", out=tmp_path / "runs",
+                                            overrides={"workload": {"items": 1}, "sessions": 2, "max_tokens": 8}),
+                          say=lambda _: None)
+    bundle = write_bundle([original.run_dir], tmp_path / "demo.tar.gz", environ={}).path
+
+    async def drive():
+        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("r")
+            await _until(pilot, lambda: isinstance(app.screen, ReplayOpenScreen))
+            await pilot.click("#path")
+            for key in str(bundle):
+                await pilot.press(key if key != "/" else "slash")
+            await pilot.press("enter")
+            await _until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+            screen = app.screen
+            await _until(pilot, lambda: screen.done is not None or screen.error is not None)
+            await pilot.pause()
+            return screen, static_text(screen, "#status"), static_text(screen, "#passes")
+
+    screen, status, passes = asyncio.run(drive())
+    assert screen.error is None, screen.error
+    (done,) = screen.done
+    assert "8/8 requests byte-identical; every verdict identical" in status
+    assert done.comparison.requests == (8, 8)
+    (follower,) = screen.followers  # the live view compared every request as it came in
+    assert {p: (s.replayed, s.identical) for p, s in follower.passes.items()} == {"s1": (4, 4), "s2": (4, 4)}
+    assert "4/4" in passes and "none so far" in passes
