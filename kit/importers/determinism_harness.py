@@ -34,6 +34,8 @@ FIX = "import the harness's files as it wrote them (see docs/import.md)"
 
 @dataclass(frozen=True)
 class HarnessFiles:
+    """The files of one harness run: its calls (.jsonl), manifest and done marker, and optionally its report."""
+
     calls: Path
     manifest: Path
     done: Path
