@@ -465,11 +465,13 @@ def show(bundle_file: Path, no_verify: bool) -> None:
 
 
 def _attach_subcommands() -> None:
+    from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
 
     cli.add_command(models)
     cli.add_command(import_group)
+    cli.add_command(compare)
 
 
 _attach_subcommands()
