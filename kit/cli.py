@@ -465,6 +465,7 @@ def show(bundle_file: Path, no_verify: bool) -> None:
 
 
 def _attach_subcommands() -> None:
+    from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415
@@ -472,6 +473,7 @@ def _attach_subcommands() -> None:
     cli.add_command(models)
     cli.add_command(import_group)
     cli.add_command(replay)
+    cli.add_command(compare)
 
 
 _attach_subcommands()

@@ -27,6 +27,7 @@ OLD_VERDICTS = {"demo-20261201-070851": (12, 2, 66), "grid-tiny-20261201-070919"
                 "pinning-tiny-20261201-071511": (16, 2, 378)}
 SETTINGS = findings.Settings(block_bootstrap_replicates=1000, sweep_replicates=100, cluster_replicates=100, workers=1)
 VOLATILE = ("created", "files", "timings_seconds")
+ADDED_SINCE = {"settings": ("harness_thresholds",), "runs": ("engine", "prompt_cache")}  # not in the old findings
 
 
 def copy_of(run: str, tmp_path: Path) -> Path:
@@ -34,9 +35,12 @@ def copy_of(run: str, tmp_path: Path) -> Path:
 
 
 def numbers(found: dict) -> str:
-    """The findings without when they were computed, what they wrote and how a skipped input's reason is
-    worded (the list of kinds with an analysis is phrased by kind since), as canonical text (NaN compares equal)."""
+    """The findings without when they were computed, what they wrote, the keys added since (ADDED_SINCE)
+    and how a skipped input's reason is worded (the list of kinds with an analysis is phrased by kind since),
+    as canonical text (NaN compares equal)."""
     kept = {k: v for k, v in found.items() if k not in VOLATILE}
+    kept["settings"] = {k: v for k, v in kept.get("settings", {}).items() if k not in ADDED_SINCE["settings"]}
+    kept["runs"] = [{k: v for k, v in r.items() if k not in ADDED_SINCE["runs"]} for r in kept.get("runs", [])]
     kept["skipped_inputs"] = [{**s, "reason": s["reason"].split(":")[0]} for s in kept.get("skipped_inputs", [])]
     return json.dumps(kept, sort_keys=True, default=str)
 
@@ -65,6 +69,13 @@ def test_analysis_gives_the_numbers_the_old_kit_gave(run, tmp_path, monkeypatch)
     copy_of(run, tmp_path)
     monkeypatch.chdir(tmp_path)  # the old kit analysed it by its relative name, which the findings hold
     assert numbers(findings.compute([Path(run)], SETTINGS)) == numbers(expected)
+
+
+@pytest.mark.parametrize("run, engine, prompt_cache", [("demo-20261201-070851", "llama.cpp", "disabled"),
+                                                       ("grid-tiny-20261201-070919", "llama.cpp", "default")])
+def test_each_run_read_names_its_engine_and_prompt_cache(run, engine, prompt_cache):
+    (entry,) = findings.compute([FIXTURE / run], SETTINGS)["runs"]
+    assert (entry["engine"], entry["prompt_cache"]) == (engine, prompt_cache)
 
 
 @pytest.mark.parametrize("run", RUNS)

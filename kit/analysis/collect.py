@@ -84,9 +84,12 @@ class RunFolder:
 
     @property
     def engine_name(self) -> str:
+        """llama.cpp, vLLM or Ollama, from what the manifest's engine entry says it was."""
         engine = self.manifest.get("engine") or {}
-        return str(engine.get("engine_kind") or ("vLLM" if "vllm" in str(engine.get("engine", "")).lower()
-                                                 else "llama.cpp"))
+        if engine.get("engine_kind"):
+            return str(engine["engine_kind"])
+        said = f"{engine.get('engine', '')} {engine.get('kind', '')}".lower()
+        return "vLLM" if "vllm" in said else "Ollama" if "ollama" in said else "llama.cpp"
 
     @property
     def resolved(self) -> dict[str, Any]:

@@ -195,6 +195,14 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 
+def _prompt_cache(run: RunFolder) -> str:
+    """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value."""
+    try:
+        return grid_findings.prompt_cache_setting(run.cache_ram)
+    except (TypeError, ValueError):
+        return str(run.cache_ram)
+
+
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
@@ -207,6 +215,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     findings: dict[str, Any] = {
         "schema": SCHEMA, "created": now(), "settings": asdict(settings),
         "runs": [{"run": r.run_id, "path": str(r.path), "kind": r.kind, "format": r.format, "model": r.model,
+                  "engine": r.engine_name, "prompt_cache": _prompt_cache(r),
                   "sweep": r.sweep or None, "ok_passes": sorted(r.ok_passes)} for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},

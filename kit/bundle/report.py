@@ -13,6 +13,9 @@ from typing import Any
 
 from kit.bundle.content import BundledRun, summary
 
+COMPARE_FILE = "analysis/compare-paper.json"  # written by `kit compare RUN_DIR --reference paper`
+COMPARE_COLUMNS = ("table", "row", "quantity", "published", "this_run", "verdict", "rule")
+
 STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:70rem;color:#1d1d1f;
 line-height:1.4;padding:0 1rem}
@@ -87,14 +90,40 @@ def _figure(name: str, media: str, data: bytes) -> str:
     return f'<figure><img src="{uri}" alt="{escape(name)}"><figcaption>{escape(name)}</figcaption></figure>'
 
 
+def paper_comparison(data: Any) -> str | None:
+    """The section `kit compare` leaves in analysis/compare-paper.json: one line per published value with
+    this run's value and the verdict; None when the file is not laid out that way (then shown as JSON)."""
+    if not isinstance(data, dict) or not isinstance(data.get("lines"), list) or not all(
+            isinstance(line, dict) for line in data["lines"]):
+        return None
+    rows = [{c.replace("_", " "): line.get(c) for c in COMPARE_COLUMNS} for line in data["lines"]]
+    counts = data.get("counts") if isinstance(data.get("counts"), dict) else {}
+    absent = [a for a in data.get("absent") or [] if isinstance(a, dict) and isinstance(a.get("rows"), list)]
+    parts = ["<h3>Against the paper's published values (kit compare)</h3>",
+             f'<p class="note">{escape(", ".join(f"{k} {v}" for k, v in counts.items()))}. Each line names the '
+             "rule it used; underpowered: a smaller run than the paper's; not comparable: the line says what "
+             "differs.</p>"]
+    parts.append(_rows_table(rows) if rows else '<p class="note">(no line)</p>')
+    if absent:
+        parts.append('<p class="note">Not in this run: ' + "; ".join(
+            escape(f"{a.get('table')}: {len(a['rows'])} published rows ({a.get('reason')})") for a in absent) + "</p>")
+    return "".join(parts)
+
+
 def _run_section(run: BundledRun) -> str:
     info = summary(run)
     status = escape(str(info["status"]))
     parts = [f'<h2 id="{escape(run.run_id)}">Run {escape(run.run_id)} '
              f'<span class="status-{status}">{status}</span></h2>', "<h3>Provenance</h3>", _kv_table(info)]
-    for name, data in run.tables().items():
+    tables = run.tables()
+    comparison = paper_comparison(tables.get(COMPARE_FILE)) if COMPARE_FILE in tables else None
+    if comparison is not None:
+        parts.append(comparison)
+    for name, data in tables.items():
         if name.endswith(".csv") and name[:-4] + ".json" in run.files:
             continue  # the JSON twin is shown, with more detail
+        if name == COMPARE_FILE and comparison is not None:
+            continue  # shown above, as its own section
         parts.append(f"<h3>{escape(name)}</h3>")
         parts.append(_grid_table(data) if name.endswith(".csv") else render_value(data))
     figures = run.figures()

@@ -1,0 +1,90 @@
+"""`kit compare RUN_OR_ANALYSIS --reference paper`: this run's findings beside the paper's published values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kit.errors import ConfigError
+from kit.terminal_text import one_line
+
+FINDINGS = "findings.json"
+FINDINGS_SCHEMA = "kit.findings/1"
+FIX_ANALYZE = "run `kit analyze RUN_DIR` first and pass its analysis folder (or the run folder)"
+
+
+def findings_path(target: Path) -> Path:
+    """findings.json of an analysis folder, or of a run folder's analysis/; a ConfigError otherwise."""
+    if (target / FINDINGS).is_file():
+        return target / FINDINGS
+    if (target / "manifest.json").is_file():
+        inside = target / "analysis" / FINDINGS
+        if inside.is_file():
+            return inside
+        raise ConfigError(f"{target} is a run folder with no analysis/{FINDINGS}",
+                          f"run `kit analyze {target}` first, then `kit compare {target}`")
+    raise ConfigError(f"{target} holds no {FINDINGS} and is not a run folder", FIX_ANALYZE)
+
+
+def read_findings(path: Path) -> dict[str, Any]:
+    """The findings.json `kit analyze` wrote, checked for the parts `kit compare` reads."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({type(exc).__name__})", "run `kit analyze` again") from None
+    if not isinstance(data, dict) or data.get("schema") != FINDINGS_SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ConfigError(f"{path} is not a kit findings file (schema {schema!r}, expected {FINDINGS_SCHEMA})",
+                          FIX_ANALYZE)
+    tables = data.get("tables")
+    if not isinstance(tables, dict) or not isinstance(data.get("runs"), list) or not all(
+            isinstance(t, dict) and isinstance(t.get("rows"), list) for t in tables.values()):
+        raise ConfigError(f"{path} lacks the runs and tables `kit analyze` writes", "run `kit analyze` again")
+    return data
+
+
+@click.command("compare")
+@click.argument("target", metavar="RUN_OR_ANALYSIS",
+                type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--reference", type=click.Choice(["paper"]), default="paper", show_default=True,
+              help="Published values to compare with: the paper's (seed 000, Tables III-VII).")
+def compare(target: Path, reference: str) -> None:
+    """Set this run's findings beside the paper's published values (Tables III-VII), with a verdict per value.
+
+    RUN_OR_ANALYSIS is the folder `kit analyze` wrote (it holds findings.json) or a run folder with
+    analysis/findings.json. Each value is consistent (the published value inside this run's 95% interval;
+    slopes and odds ratios: same sign and overlapping intervals; p-values: both significant or both not at
+    0.05), inconsistent, underpowered (a smaller run than the paper's), or not comparable (a different model,
+    format, engine or setting: the line says which). Writes compare-paper.md, .csv and .json beside
+    findings.json.
+    """
+    from rich.console import Console  # noqa: PLC0415
+
+    from kit.compare import outputs  # noqa: PLC0415
+    from kit.compare.published import load_reference  # noqa: PLC0415
+    from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
+    from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
+    from kit.preflight import check_out  # noqa: PLC0415
+
+    path = findings_path(target)
+    findings = read_findings(path)
+    published = load_reference(reference)
+    try:
+        comparison = compare_findings(findings, published)
+    except FindingsShape as exc:
+        raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
+    doc = outputs.document(comparison, path, findings, published, reference)
+    check_out(path.parent, "RUN_OR_ANALYSIS")
+    written = outputs.write_all(path.parent, doc)
+    console = Console()
+    console.print(outputs.terminal_table(comparison))
+    for line in outputs.absent_lines(comparison):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"rules: {'; '.join(outputs.RULES.values())}", markup=False, highlight=False)
+    console.print(outputs.summary_line(doc["counts"]), markup=False, highlight=False)
+    console.print(one_line(f"written: {', '.join(str(p) for p in written)}"), markup=False, highlight=False)
