@@ -177,13 +177,14 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                     done=set(manifest.data.get("passes", {})), stop=stop)
 
 
-def check_stored_protocol(run_dir: Path, saved: dict[str, Any]) -> None:
-    """Resume runs the protocol text the manifest keeps only if it still has the sha256 recorded with it."""
+def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
+    """Resume (and replay) run the protocol text the manifest keeps only if it still has the sha256
+    recorded with it."""
     content, recorded = saved.get("content"), saved.get("sha256")
     actual = sha256_text(content) if isinstance(content, str) else "none (no protocol text)"
     if actual != recorded:
         raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
-                       f"records {recorded}; refusing to resume a run whose protocol was changed",
+                       f"records {recorded}; refusing to {doing} a run whose protocol was changed",
                        "restore the manifest from a bundle or start a new run")
 
 

@@ -125,7 +125,7 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
         raise ConfigError(f"{where} ran the llama-server at {server_bin}, which is not on this machine",
                           "replay it where that binary is, or run the protocol with your own --server-bin")
     protocol = manifest.get("protocol") or {}
-    runner.check_stored_protocol(run_dir, protocol)
+    runner.check_stored_protocol(run_dir, protocol, "replay")
     engine = manifest.get("engine") or {}
     run_options = runner.RunOptions(
         protocol="", overrides=protocol.get("overrides") or {}, model=_model(engine, options.model, where),
