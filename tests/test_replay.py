@@ -88,6 +88,7 @@ def _folder(tmp_path: Path, **changes) -> Path:
      "the GSM8K file the run served (sha256 cdcdcdcdcdcd…) is not at /nowhere/test.jsonl"),
     ({"imported": {"from": "determinism-harness"}}, "was imported from determinism-harness"),
     ({"protocol__sha256": "0" * 64}, "refusing to replay a run whose protocol was changed"),
+    ({"status": "started"}, "is still running (status 'started')"),
 ])
 def test_a_run_that_cannot_be_replayed_faithfully_is_refused_before_anything_is_written(tmp_path, changes, needle):
     out = tmp_path / "out"

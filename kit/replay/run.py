@@ -113,6 +113,9 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
     """What re-running `run_dir` takes, every input found and checked; nothing is written."""
     manifest = Manifest.load(run_dir).data
     where = f"run {manifest.get('run_id', run_dir.name)}"
+    if manifest.get("status") not in ("finished", "failed", "interrupted"):
+        raise ConfigError(f"{where} is still running (status {manifest.get('status')!r})",
+                          "replay it once it has ended (`kit resume` continues a run that was killed)")
     if manifest.get("imported"):
         raise ConfigError(f"{where} was imported from {manifest['imported'].get('from')}; nothing ran here to replay",
                           "replay runs made by `kit run`")
