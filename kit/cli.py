@@ -287,6 +287,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
                    f"arms differ: {found['arms_differ']}")
+        from rich.console import Console  # noqa: PLC0415
+
+        from kit.console import harness_table  # noqa: PLC0415
+
+        Console().print(harness_table(found))
     for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")

@@ -342,6 +342,18 @@ def harness_table(table: dict[str, Any]) -> Group:
         prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
         arms.add_row(arm, f"{m['n']} ({m['n_raw']})", str(m["distinct_count"]), share,
                      (m["modal_sha256"] or "—")[:12], prefill)
+    parts: list[Any] = [arms]
+    if table.get("by_state"):
+        low, high = table["thresholds_ms"]
+        states = Table(title=f"Per prefill state (below {low:g} ms, between, above {high:g} ms)", title_justify="left")
+        for column in ("arm", "state", "n", "distinct outputs", "modal share", "prefill ms median"):
+            states.add_column(column)
+        for arm, by_state in table["by_state"].items():
+            for state, m in by_state.items():
+                median = f"{m['prefill_ms']['median']:.1f}" if m.get("prefill_ms") else "—"
+                share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
+                states.add_row(arm, state, str(m["n"]), str(m["distinct_count"]), share, median)
+        parts.append(states)
     gate = table["gates"]["manipulation"]
     lines = [f"manipulation gate: {_verdict(gate.get('pass'))} ({gate['rule']})",
              f"arms differ: {_arms_differ(table['arms_differ'], gate.get('pass'))}",
@@ -353,7 +365,7 @@ def harness_table(table: dict[str, Any]) -> Group:
     if report:
         lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
                      + (f"; differ: {', '.join(report['differ'])}" if report["differ"] else ""))
-    return Group(arms, *lines)
+    return Group(*parts, *lines)
 
 
 def _arms_differ(differ: bool | None, passed: bool | None) -> str:
