@@ -33,17 +33,21 @@ def publish(staging: Path, final: Path) -> Path:
     return final
 
 
-def write_json_atomic(path: Path, data: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
-    """Replace `path` with `data` as JSON (UTF-8, non-ASCII kept, a final newline), fsynced before the
-    rename, so a reader sees the old file or the new one, never a part."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8, newlines as given), fsynced before the rename, so a reader sees
+    the old file or the new one, never a part."""
     staging = staging_path(path.parent, path.name)
     try:
-        with staging.open("w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=indent, ensure_ascii=False, sort_keys=sort_keys)
-            fh.write("\n")
+        with staging.open("w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         publish(staging, path)
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
+    """Replace `path` with `data` as JSON (UTF-8, non-ASCII kept, a final newline), atomically."""
+    write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False, sort_keys=sort_keys) + "\n")

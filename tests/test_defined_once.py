@@ -48,10 +48,11 @@ def test_sha256_of_text_is_kit_digests_only():
 
 def test_canonical_json_and_atomic_json_writes_are_defined_once():
     defined = {name: files(where(lambda n, name=name: isinstance(n, ast.FunctionDef) and n.name == name))
-               for name in ("sha256_text", "sha256_json", "canonical_json", "write_json_atomic", "publish")}
+               for name in ("sha256_text", "sha256_json", "canonical_json", "write_json_atomic", "write_text_atomic",
+                            "publish")}
     assert defined == {"sha256_text": ["kit/digests.py"], "sha256_json": ["kit/digests.py"],
                        "canonical_json": ["kit/digests.py"], "write_json_atomic": ["kit/atomic_file.py"],
-                       "publish": ["kit/atomic_file.py"]}
+                       "write_text_atomic": ["kit/atomic_file.py"], "publish": ["kit/atomic_file.py"]}
     # besides the atomic write: a bundle's .tar.gz and the BFCL install folder, neither a JSON file
     assert sorted(files(where(lambda n: _call_name(n) == "os.replace"))) == [
         "kit/atomic_file.py", "kit/bundle/writer.py", "kit/workloads/bfcl/provision.py"]

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from kit.atomic_file import publish, staging_path, write_json_atomic
+from kit.atomic_file import write_json_atomic, write_text_atomic
 from kit.compare.verdicts import CONSISTENT, INCONSISTENT, NOT_COMPARABLE, RULES, UNDERPOWERED, Comparison
 from kit.manifest import now
 from kit.terminal_text import one_line
@@ -95,20 +94,6 @@ def csv_text(doc: dict[str, Any]) -> str:
     for line in doc["lines"]:
         writer.writerow({k: one_line(str(line.get(k) if line.get(k) is not None else "")) for k in CSV_FIELDS})
     return buffer.getvalue()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` (UTF-8), fsynced before the rename (as kit.atomic_file does for JSON)."""
-    staging = staging_path(path.parent, path.name)
-    try:
-        with staging.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        publish(staging, path)
-    except BaseException:
-        staging.unlink(missing_ok=True)
-        raise
 
 
 def write_all(folder: Path, doc: dict[str, Any]) -> list[Path]:

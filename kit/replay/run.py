@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import runner
-from kit.atomic_file import write_json_atomic
+from kit.atomic_file import write_json_atomic, write_text_atomic
 from kit.errors import ConfigError, KitError
 from kit.events import Emit, ignore
 from kit.manifest import Manifest
@@ -174,9 +174,7 @@ def _write(comparison: Comparison, run_dir: Path) -> None:
                                                                       ["nothing recorded differs"]]
     lines += ["", f"Result values compared: {comparison.values_compared}; differing: {len(comparison.values_differ)}"]
     lines += [f"- {d}" for d in comparison.values_differ[:50]]
-    tmp = folder / ".comparison.md.tmp"
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(folder / "comparison.md")
+    write_text_atomic(folder / "comparison.md", "\n".join(lines) + "\n")
 
 
 def replay(options: ReplayOptions, say: Callable[[str], None] = print,
