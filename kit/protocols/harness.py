@@ -49,4 +49,4 @@ KIND = Kind(
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",
                       estimate=None, size=Number("Calls", None, 0)),
-    analysis=Analysis("harness"))
+    analysis=Analysis("harness"), from_files=False)

@@ -14,7 +14,8 @@ A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...). It
   same numbers;
 - `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it;
 - `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
-- `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not.
+- `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not;
+- `from_files`: False for a kind whose run folders are imported (`harness`): protocol files cannot ask for it.
 
 How to add a kind
 -----------------
@@ -135,6 +136,7 @@ class Kind:
     render: Callable[[Table], Any]  # a rich renderable
     launcher: Launcher
     analysis: Analysis | None
+    from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
 
 
 def rough_duration(seconds: float) -> str:

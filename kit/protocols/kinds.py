@@ -24,7 +24,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (reset.KIND, grid.KIND, pi
 
 
 def models() -> dict[str, type[spec.ProtocolBase]]:
-    return {name: kind.model for name, kind in KINDS.items()}
+    """The models protocol files validate against: every kind a protocol file can ask for (not `harness`,
+    whose run folders are imported)."""
+    return {name: kind.model for name, kind in KINDS.items() if kind.from_files}
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
