@@ -116,6 +116,27 @@ def _lines(data: bytes) -> tuple[list[bytes], bool]:
     return lines, False
 
 
+def _count(path: Path, chunk: int = 1 << 20) -> tuple[int, bool]:
+    """(complete lines, torn last line?) by the rule of `_lines`, read in chunks: a records file of a
+    paper-scale pass is gigabytes, and counting it must not hold it in memory."""
+    lines, tail = 0, b""
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            newlines = block.count(b"\n")
+            if newlines:
+                lines += newlines
+                tail = block[block.rfind(b"\n") + 1:]
+            else:
+                tail += block
+    if not tail:
+        return lines, False
+    try:
+        _loads(tail)
+    except ValueError:
+        return lines, True
+    return lines + 1, False
+
+
 def _resume_fix(path: Path) -> str:
     run_dir = path.parent.parent if path.parent.name == "records" else path.parent
     return f"run `kit resume {run_dir}` to run that pass again (the records before it are kept)"
@@ -132,11 +153,11 @@ class RecordWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.count = 0  # records in the file: one opened again goes on counting (seq) from its last record
         if path.is_file():
-            lines, torn_tail = _lines(path.read_bytes())
+            count, torn_tail = _count(path)
             if torn_tail:
-                raise CutShort(f"{path}:{len(lines) + 1} is a torn record; records are never appended after one",
+                raise CutShort(f"{path}:{count + 1} is a torn record; records are never appended after one",
                                _resume_fix(path))
-            self.count = len(lines)
+            self.count = count
         self._fh = path.open("ab")
 
     def write(self, record: RequestRecord | EpisodeSummary) -> None:
@@ -236,21 +257,21 @@ def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str
         if not path.is_file():
             found[pass_id] = f"its records file {info['file']} is missing"
             continue
-        lines, torn_tail = _lines(path.read_bytes())
+        lines, torn_tail = _count(path)
         counted = info.get("records")
         if torn_tail:
-            found[pass_id] = f"{info['file']} ends inside a record (line {len(lines) + 1} is torn)"
-        elif isinstance(counted, int) and len(lines) != counted:
+            found[pass_id] = f"{info['file']} ends inside a record (line {lines + 1} is torn)"
+        elif isinstance(counted, int) and lines != counted:
             read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
-            if len(lines) > counted:
-                raise DamagedRecords(f"{path} holds {len(lines)} records but its pass {pass_id} ended with "
+            if lines > counted:
+                raise DamagedRecords(f"{path} holds {lines} records but its pass {pass_id} ended with "
                                      f"{counted}", DAMAGED_FIX)
-            found[pass_id] = f"{info['file']} holds {len(lines)} of the {counted} records the manifest counts"
+            found[pass_id] = f"{info['file']} holds {lines} of the {counted} records the manifest counts"
         episodes = info.get("episodes_file")
         if pass_id not in found and episodes and (run_dir / episodes).is_file():
-            lines, torn_tail = _lines((run_dir / episodes).read_bytes())
+            lines, torn_tail = _count(run_dir / episodes)
             if torn_tail:
-                found[pass_id] = f"{episodes} ends inside an episode line (line {len(lines) + 1} is torn)"
+                found[pass_id] = f"{episodes} ends inside an episode line (line {lines + 1} is torn)"
     return found
 
 
