@@ -6,15 +6,14 @@ printed percent, an interval that does not hold its point, a duplicate row, all 
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kit.compare.measures import CONDITION_NAMES, MEASURES, ROWS, SCALE_KEYS, TABLES, TREND, Kind, Section
 from kit.errors import ConfigError
+from kit.packaged_yaml import read_yaml
 
 REFERENCES = {"paper": "paper.yaml"}
 FORMATS = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K")
@@ -217,18 +216,6 @@ def parse_reference(data: Any, origin: str) -> Reference:
 
 def load_reference(name: str = "paper", path: Path | None = None) -> Reference:
     """The packaged reference `name` (kit/compare/paper.yaml), or the YAML file at `path`."""
-    if path is None:
-        if name not in REFERENCES:
-            raise ConfigError(f"unknown reference {name!r}", f"use one of: {', '.join(REFERENCES)}")
-        text = resources.files("kit.compare").joinpath(REFERENCES[name]).read_text(encoding="utf-8")
-        origin = f"kit/compare/{REFERENCES[name]}"
-    else:
-        try:
-            text, origin = Path(path).read_text(encoding="utf-8"), str(path)
-        except OSError as err:
-            raise ConfigError(f"cannot read {path}: {err.strerror}", "check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{origin}: not valid YAML ({err})", "fix the YAML syntax") from None
-    return parse_reference(data, origin)
+    if path is None and name not in REFERENCES:
+        raise ConfigError(f"unknown reference {name!r}", f"use one of: {', '.join(REFERENCES)}")
+    return parse_reference(*read_yaml("kit.compare", REFERENCES.get(name, ""), path, "reference"))

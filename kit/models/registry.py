@@ -8,11 +8,9 @@ checkpoint that vLLM serves (no single-file digest).
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,6 +21,7 @@ from pydantic import (
 )
 
 from kit.errors import ConfigError
+from kit.packaged_yaml import read_yaml
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"  # the CPU default: what runs when no --model is given
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -201,16 +200,4 @@ def parse_registry(data: Any, origin: str = "registry") -> Registry:
 
 def load_registry(path: Path | None = None) -> Registry:
     """Load and validate a registry file; the packaged `registry.yaml` when `path` is None."""
-    if path is None:
-        ref = resources.files("kit.models").joinpath("registry.yaml")
-        text, origin = ref.read_text(encoding="utf-8"), "kit/models/registry.yaml"
-    else:
-        try:
-            text, origin = Path(path).read_text(encoding="utf-8"), str(path)
-        except OSError as err:
-            raise ConfigError(f"cannot read model registry {path}: {err.strerror}", "check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{origin}: not valid YAML ({err})", "fix the YAML syntax") from None
-    return parse_registry(data, origin)
+    return parse_registry(*read_yaml("kit.models", "registry.yaml", path, "model registry"))
