@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kit.events import RunStarted
 from kit.manifest import Manifest
 from kit.records import read_records
@@ -61,8 +63,6 @@ class Follower:
         return lines
 
     def _compare(self, pass_id: str, line: bytes) -> str:
-        import orjson  # noqa: PLC0415
-
         record, so_far = orjson.loads(line), self.passes[pass_id]
         seq = record.get("seq", so_far.replayed)
         so_far.replayed += 1

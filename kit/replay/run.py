@@ -82,12 +82,14 @@ def _gsm8k(workload: dict[str, Any], given: Path | None, where: str) -> Path | N
     if workload.get("source") != "gsm8k":
         return None
     recorded = workload.get("sha256")
-    for candidate in (given, Path(workload["file"]) if workload.get("file") else None):
-        if candidate is not None and candidate.is_file() and sha256_file(candidate) == recorded:
-            return candidate
-        if candidate is given and given is not None:
+    if given is not None:
+        if sha256_file(given) != recorded:
             raise ConfigError(f"--gsm8k {given} is not the GSM8K file the run served (sha256 {recorded[:12]}…)",
                               "pass the file the run served")
+        return given
+    at = Path(workload["file"]) if workload.get("file") else None
+    if at is not None and at.is_file() and sha256_file(at) == recorded:
+        return at
     raise ConfigError(f"{where}: the GSM8K file the run served (sha256 {recorded[:12]}…) is not at "
                       f"{workload.get('file')}", "pass it with --gsm8k PATH")
 
