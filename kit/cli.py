@@ -40,13 +40,23 @@ RUN_OPTIONS = [
                  "(overrides the protocol's histories)."),
     click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
                  help="Tokens to generate per request (overrides the protocol)."),
-    click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256)."),
+    click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True,
+                 help="The engine: llama.cpp (one server serves both cache arms, switched per request) or vLLM 0.11.0 "
+                      "(prefix caching is fixed per server process, so each cache arm gets its own server; grid "
+                      "protocols with `server: per_arm` or `per_pass`, e.g. grid-vllm)."),
+    click.option("--model", help="GGUF file to serve (default: SmolLM2-135M-Instruct Q4_1, pinned by sha256); with "
+                                 "--engine vllm a checkpoint: a registry name (default qwen2.5-7b-instruct), a Hugging "
+                                 "Face id or a folder."),
     click.option("--server-bin", type=click.Path(path_type=Path),
-                 help="A llama-server binary to launch instead of the embedded one."),
+                 help="A llama-server binary to launch instead of the embedded one (with --engine vllm: a `vllm` "
+                      "executable instead of the venv `kit engines install vllm` makes)."),
     click.option("--launcher", type=click.Choice(["native", "docker"]), default="native", show_default=True,
-                 help="How the kit starts llama-server: native (the embedded engine or --server-bin) or docker "
-                      "(an image built from Dockerfile.llamacpp, GPU passthrough; needs a Docker daemon)."),
-    click.option("--engine-url", help="Use an already running llama-server at this URL (the kit cannot restart it)."),
+                 help="How the kit starts the engine: native (the embedded llama-server, --server-bin, or `vllm "
+                      "serve` from its venv) or docker (an image built from Dockerfile.llamacpp or Dockerfile.vllm, "
+                      "GPU passthrough; needs a Docker daemon)."),
+    click.option("--engine-url", "engine_url", multiple=True, metavar="[ARM=]URL",
+                 help="Use an already running server (the kit cannot restart it): one URL for llama.cpp, or with "
+                      "--engine vllm one per cache arm: --engine-url on=URL --engine-url off=URL."),
     click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX),
                  help="Port for the server the kit starts (default: a free one)."),
     click.option("--threads", type=_within(1, limits.THREADS_MAX),
@@ -74,14 +84,31 @@ def _overrides(items: int | None, episodes: int | None, sessions: int | None, ma
     return overrides
 
 
-def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, model, server_bin, launcher,
+def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+    """`--engine-url` values: one plain URL, or ARM=URL once per cache arm (on, off)."""
+    plain = [value for value in given if not value.startswith(("on=", "off="))]
+    by_arm: dict[str, str] = {}
+    for value in given:
+        if value in plain:
+            continue
+        arm, url = value.split("=", 1)
+        if arm in by_arm:
+            raise click.BadParameter(f"the cache-{arm} arm is given twice", param_hint="--engine-url")
+        by_arm[arm] = url
+    if plain and (by_arm or len(plain) > 1):
+        raise click.BadParameter("give one URL, or one on=URL and one off=URL", param_hint="--engine-url")
+    return (plain[0] if plain else None), by_arm
+
+
+def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
          engine_url, port, threads, out, cpu_backend) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
+    url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
-                                gsm8k=gsm8k, model=model, server_bin=server_bin, launcher=launcher,
-                                engine_url=engine_url, port=port, threads=threads, out=out,
+                                gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
+                                engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
 

@@ -14,6 +14,15 @@ def first_difference(a: Sequence, b: Sequence) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+TOKEN_IDS, TOKEN_STRINGS = "token_ids", "token_strings"  # the two levels two passes are compared on
+
+
+def comparison_level(every_request_has_ids: bool) -> str:
+    """Two passes are compared on token ids where every request of both carries them (llama.cpp, vLLM with
+    `return_token_ids`), else on token strings (the paper's vLLM level): never ids against strings."""
+    return TOKEN_IDS if every_request_has_ids else TOKEN_STRINGS
+
+
 def completion_emitted(completion) -> list:
     """The emitted tokens of a Completion: ids where the engine gave them, else token strings."""
     return list(completion.token_ids) if completion.token_ids is not None else list(completion.tokens)

@@ -77,6 +77,21 @@ def check_out(path: Path, option: str = "--out") -> None:
             return
 
 
+def check_engine_choice(options: Any) -> None:
+    """`--engine` and `--engine-url` agree: vLLM needs a URL per cache arm (or none), llama.cpp at most one."""
+    if options.engine not in ("llamacpp", "vllm"):
+        raise ConfigError(f"--engine {options.engine!r} is not an engine the kit runs", "give llamacpp or vllm")
+    if options.engine == "vllm" and options.engine_url:
+        raise ConfigError(f"--engine-url {options.engine_url} names one server, but vLLM fixes prefix caching per "
+                          "server process", "give one per cache arm: --engine-url on=URL --engine-url off=URL")
+    if options.engine_urls and options.engine != "vllm":
+        raise ConfigError("--engine-url ARM=URL gives a server per cache arm, which only vLLM runs",
+                          "add --engine vllm, or give llama.cpp one --engine-url URL")
+    if options.engine_urls and options.launcher == "docker":
+        raise ConfigError("--engine-url and --launcher docker both say where the engine comes from",
+                          "drop one of them")
+
+
 def check_run_options(options: Any) -> None:
     """Every run option `kit run` takes from the machine; raises ConfigError before anything is written."""
     if options.threads is not None:
@@ -87,8 +102,12 @@ def check_run_options(options: Any) -> None:
         check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
     if options.provider is not None:
         return
+    check_engine_choice(options)
+    for arm, url in options.engine_urls.items():
+        check_url(url, f"--engine-url {arm}=")
     if options.engine_url:
         check_url(options.engine_url)
+    if options.engine_url or options.engine_urls:
         return
     if options.port is not None:
         check_port(options.port)

@@ -41,6 +41,8 @@ class RunOptions:
     model: str | None = None
     server_bin: Path | None = None
     engine_url: str | None = None
+    engine_urls: dict[str, str] = field(default_factory=dict)  # cache arm -> URL: a server per arm (vLLM)
+    engine: str = "llamacpp"  # "llamacpp" or "vllm" (a server per cache arm: kit.launch.vllm_launch)
     port: int | None = None
     threads: int | None = None
     out: Path | None = None
@@ -65,6 +67,8 @@ class RunResult:
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
     if options.provider is not None:
         return options.provider
+    if options.engine == "vllm":
+        return _vllm_provider(options, protocol)
     if options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL)
@@ -85,6 +89,27 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
     return NativeProvider(spec, details, cpu)
+
+
+def refuse_reused_servers(protocol: ProtocolBase, provider: EngineProvider) -> None:
+    """A protocol that asks for a fresh server per pass cannot run on servers the kit did not start."""
+    if getattr(protocol, "server", None) == "per_pass" and not provider.fresh_servers:
+        raise KitError("the protocol asks for a fresh server per pass (server: per_pass), but the kit cannot restart "
+                       "a server it reaches by --engine-url", "let the kit start the engine (drop --engine-url), or "
+                       "use a protocol with server: shared or per_arm")
+
+
+def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvider:
+    """A server per cache arm: at the URLs given, in the pinned container, or native `vllm serve`."""
+    from kit.launch import vllm_launch  # noqa: PLC0415
+
+    vllm_launch.refuse_kind(protocol.protocol, getattr(protocol, "server", None))
+    if options.engine_urls:
+        return vllm_launch.by_urls(options.engine_urls, options.model)
+    if options.launcher == "docker":
+        return vllm_launch.docker(options.model, uuid.uuid4().hex[:12], protocol.engine.ctx_size, protocol.seed)
+    return vllm_launch.native(options.server_bin, options.model, protocol.engine.ctx_size, protocol.seed,
+                              options.port)
 
 
 def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
@@ -108,6 +133,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
+    refuse_reused_servers(protocol, provider)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     manifest = Manifest.create(
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
@@ -145,7 +171,8 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
     if saved_options.pop(CREDENTIALS_DROPPED, None):
-        raise KitError(f"{run_dir} ran against --engine-url {saved_options.get('engine_url')} whose credentials "
+        raise KitError(f"{run_dir} ran against --engine-url "
+                       f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
@@ -204,6 +231,9 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
+        saved[CREDENTIALS_DROPPED] = True
+    if any(redact_url(url) != url for url in options.engine_urls.values()):
+        saved["engine_urls"] = {arm: redact_url(url) for arm, url in options.engine_urls.items()}
         saved[CREDENTIALS_DROPPED] = True
     return saved
 

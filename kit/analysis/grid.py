@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.results_files import write_results
-from kit.divergence import emitted, episode_divergence
+from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence
 from kit.manifest import Manifest
 from kit.records import read_records
 
@@ -39,8 +39,21 @@ def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 def _request(record: dict[str, Any]) -> dict[str, Any]:
     """What the grid's results need of a request record (the prompt text and raw body are dropped)."""
-    return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "emitted": emitted(record),
-            "logprobs": record["completion"]["logprobs"]}
+    completion = record["completion"]
+    return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "ids": completion.get("token_ids"),
+            "tokens": list(completion.get("tokens") or ()), "logprobs": completion["logprobs"]}
+
+
+def compared_on(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> str:
+    """The comparison level of two passes (kit.divergence.comparison_level)."""
+    return comparison_level(all(r["ids"] is not None for side in (a, b) for requests in side.values()
+                                for r in requests))
+
+
+def _emitted(requests: list[dict], level: str) -> list[dict]:
+    """`requests` with `emitted` at the comparison level."""
+    key = "ids" if level == TOKEN_IDS else "tokens"
+    return [{**r, "emitted": list(r[key])} for r in requests]
 
 
 def load_pass(run_dir: Path, info: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
@@ -136,9 +149,12 @@ def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None) ->
         if a not in loaded or b not in loaded:
             table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
             continue
-        result = {"passes": [a, b], **_compare(loaded[a], loaded[b], loaded[a][2])}
+        level = compared_on(loaded[a][0], loaded[b][0])
+        first, second = ({u: _emitted(rs, level) for u, rs in loaded[p][0].items()} for p in (a, b))
+        result = {"passes": [a, b], "compared_on": level,
+                  **_compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2])}
         units = [u for u in loaded[a][2] if u in loaded[b][1]]
-        result["identity"] = identity(loaded[a][0], loaded[b][0], units)
+        result["identity"] = identity(first, second, units)
         table["comparisons"][name] = result
     table["flips"] = {name: flips(loaded[a][1], loaded[b][1]) for name, c in table["comparisons"].items()
                       if name.startswith("path") and "skipped" not in c for a, b in [c["passes"]]}

@@ -103,7 +103,9 @@ def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
                                                                                    "no path comparison in this run")})
             continue
         row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
-               "prompt_cache": prompt_cache_setting(g["cache_ram"]), "run": g["run"],
+               # vLLM has no server-level prompt cache (llama.cpp's --cache-ram layer)
+               "prompt_cache": "none" if g["engine"] == "vLLM" else prompt_cache_setting(g["cache_ram"]),
+               "run": g["run"], "compared_on": c["path"].get("compared_on", "token_ids"),
                **_rate_cells(c["path"]["interval"], "path_")}
         for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):
             if key in c and "interval" in c[key]:

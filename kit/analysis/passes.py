@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.divergence import emitted, episode_divergence
+from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence
 from kit.records import read_records
 
 
@@ -17,7 +17,9 @@ class Request:
     """What analysis needs of one record."""
 
     prompt_sha256: str
-    tokens: tuple
+    tokens: tuple  # the emitted ids where the engine gave them, else the token strings
+    strings: tuple  # the emitted token strings
+    has_ids: bool
     cached_tokens: int | None
     top_k: int | None
     logprobs: tuple | None  # one (token key, top-two margin) per log-probability record
@@ -35,8 +37,12 @@ class PassData:
     units: dict[str, list[Request]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
 
-    def walk(self, unit: str) -> list[tuple[str, tuple]]:
-        return [(r.prompt_sha256, r.tokens) for r in self.units.get(unit, [])]
+    def walk(self, unit: str, level: str = TOKEN_IDS) -> list[tuple[str, tuple]]:
+        """(prompt sha256, emitted tokens at `level`) of each request of `unit`."""
+        return [(r.prompt_sha256, r.tokens if level == TOKEN_IDS else r.strings) for r in self.units.get(unit, [])]
+
+    def all_ids(self) -> bool:
+        return all(r.has_ids for requests in self.units.values() for r in requests)
 
 
 def top_two_margin(logprobs: list[float]) -> float:
@@ -62,6 +68,7 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
     if keep_logprobs:
         logprobs = tuple(map(_position, completion.get("logprobs") or ()))
     return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
+                   strings=tuple(completion.get("tokens") or ()), has_ids=completion.get("token_ids") is not None,
                    cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
                    logprobs=logprobs, phase=record.get("phase"), expect=record.get("expect"),
                    text=completion.get("text") or "", outcome=completion.get("outcome"))
@@ -81,7 +88,8 @@ def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: 
 def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int], list[dict[str, Any]]]:
     """Episodes present in both passes in `a`'s execution order, their 0/1 divergence, and the verdicts."""
     units = [u for u in a.order if u in b.units]
-    verdicts = [episode_divergence(a.walk(u), b.walk(u)) for u in units]
+    level = comparison_level(a.all_ids() and b.all_ids())
+    verdicts = [episode_divergence(a.walk(u, level), b.walk(u, level)) for u in units]
     return units, [int(v.diverged) for v in verdicts], [v.to_json() for v in verdicts]
 
 
@@ -108,7 +116,8 @@ class OkPasses:
         if pa is None or pb is None:
             return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}
         units, indicators, verdicts = divergence_indicators(pa, pb)
-        return {"passes": [a, b], "episodes": len(units), "diverged": sum(indicators),
+        return {"passes": [a, b], "compared_on": comparison_level(pa.all_ids() and pb.all_ids()),
+                "episodes": len(units), "diverged": sum(indicators),
                 "rate": sum(indicators) / len(units) if units else None,
                 "interval": rate_interval(sum(indicators), len(units)).to_json() if units else None,
                 "status": dict(zip(units, indicators)),

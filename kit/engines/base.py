@@ -109,6 +109,19 @@ class TokenLogprob(TypedDict):
     top: list[TopLogprob]
 
 
+class CacheMeasures(TypedDict):
+    """How an engine that measures reuse two ways (vLLM) arrived at `cached_tokens`: `usage` (the response's
+    `usage.prompt_tokens_details.cached_tokens`, None when null), `metrics_hits` / `metrics_queries` (the
+    /metrics counter deltas around the request, None when unread), `source` ("usage", "metrics" or None)
+    and `disagree` (both gave a number and the numbers differ)."""
+
+    usage: int | None
+    metrics_hits: float | None
+    metrics_queries: float | None
+    source: str | None
+    disagree: bool
+
+
 @dataclass(frozen=True)
 class NormalizedCompletion:
     """An engine's answer, normalized: what a record keeps as its `completion`.
@@ -136,6 +149,11 @@ class NormalizedCompletion:
     decode_ms: float | None = documented("milliseconds the engine spent generating")
     outcome: str = documented("`ok`, or `context_overflow` when the engine refused the prompt as too long (a "
                               "recorded outcome, not a crash)", "ok")
+    cache_measures: CacheMeasures | None = documented(
+        "only where the engine measures reuse two ways (vLLM): `usage` (the response's "
+        "`usage.prompt_tokens_details.cached_tokens`), `metrics_hits` and `metrics_queries` (the /metrics prefix-cache "
+        "counter deltas around the request, one request in flight), `source` of `cached_tokens` (`usage`, `metrics` "
+        "or null) and `disagree` (both gave a number and they differ)", None)
 
 
 NORMALIZED_FIELDS = tuple(f.name for f in fields(NormalizedCompletion))
@@ -168,6 +186,9 @@ class Capabilities:
     chat_messages: bool = False  # does complete() take chat `messages` (rendered by the engine's own template)?
     prompt_rendering: bool = False  # apply_template(messages) -> the prompt text of the model's own template
     tokenization: bool = False  # tokenize(text) -> the model's token ids
+    # prefix caching is fixed per server process (vLLM): `prefix_caching` says how this server runs and
+    # `cache_counters()` reads its prefix-cache hit/query counters (see ServerCacheArm)
+    arm_per_server: bool = False
 
 
 @runtime_checkable
@@ -196,9 +217,24 @@ class PromptTools(Protocol):
     def tokenize(self, text: str) -> list[int]: ...
 
 
+class ServerCacheArm(Protocol):
+    """An engine whose cache arm is its server's launch setting (declared by `arm_per_server`)."""
+
+    prefix_caching: bool | None  # how the server was launched (None: unknown)
+
+    def cache_counters(self) -> Any:
+        """The server's cumulative prefix-cache counters now (`.hits`, `.queries`, in tokens), or None."""
+        ...
+
+    def server_prefix_caching(self) -> bool | None:
+        """Whether the server itself says it runs with prefix caching; None where it does not say."""
+        ...
+
+
 CAN = {"raw_prompts": "take a templated prompt", "chat_messages": "take chat messages",
        "prompt_rendering": "render a prompt with the model's chat template",
-       "tokenization": "tokenize text"}
+       "tokenization": "tokenize text",
+       "arm_per_server": "prove a cache arm from its server's launch setting and hit counters"}
 
 
 LLAMA_SERVER = "serve it from llama-server (the embedded engine, --server-bin or --engine-url)"

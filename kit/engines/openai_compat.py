@@ -115,8 +115,7 @@ class OpenAICompatEngine:
         if before is not None and completion.cached_tokens is None:
             from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
 
-            telemetry = _cache_telemetry(completion, before, self._metrics.cache_counters())
-            completion = _with_cached(completion, telemetry.cached_tokens)
+            completion = _with_cached(completion, _cache_telemetry(completion, before, self._metrics.cache_counters()))
         return completion
 
     def info(self) -> dict[str, Any]:

@@ -3,14 +3,18 @@
 vLLM's quirks, handled here so nothing downstream sees them:
 - Emitted tokens come back as strings (`logprobs.tokens`); ids only when the server returns
   `choices[0].token_ids` (ask with `request_token_ids=True`), else `token_ids` is None.
-- `usage.prompt_tokens_details` is null unless the server runs with `--enable-prompt-tokens-details`
-  AND the request hit the cache, so null means "unknown", never 0. The client then reads the
-  cache counters from `/metrics` (`vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`,
-  in tokens) before and after the request; with one request in flight their deltas are that
-  request's hits and prompt length. The delta is used only when the queries delta equals the
-  request's prompt tokens; otherwise cached tokens stay unknown.
+- Cached tokens are measured two ways and both are recorded (`Completion.cache_measures`):
+  `usage.prompt_tokens_details.cached_tokens`, which is null unless the server runs with
+  `--enable-prompt-tokens-details` AND the request hit the cache (so null means "unknown", never 0),
+  and the deltas of the `/metrics` counters `vllm:prefix_cache_hits_total` /
+  `vllm:prefix_cache_queries_total` (tokens) read before and after the request; with one request in
+  flight they are that request's hits and prompt length, so the delta counts only when the queries
+  delta equals the request's prompt tokens. `cached_tokens` is the usage number where there is one,
+  else the delta; where both exist and differ the completion says `disagree`.
 - Prefix caching is chosen per server process (`--enable-prefix-caching` or not); there is no
-  per-request bypass. `POST /reset_prefix_cache` exists only with `VLLM_SERVER_DEV_MODE=1` and its
+  per-request bypass. The server's own word on it is the `enable_prefix_caching` label of the
+  `vllm:cache_config_info` gauge (`server_prefix_caching()`).
+- `POST /tokenize` counts a prompt's tokens with the served model's tokenizer. `POST /reset_prefix_cache` exists only with `VLLM_SERVER_DEV_MODE=1` and its
   200 does not prove the cache is empty: verify with the next request's cached tokens.
 - A prompt longer than the context is an HTTP 400 ("maximum context length"): a recorded
   `context_overflow` outcome, not a crash.
@@ -25,6 +29,7 @@ from typing import Any
 import httpx
 
 from kit.engines.base import (
+    CacheMeasures,
     Capabilities,
     Completion,
     CompletionRequest,
@@ -38,6 +43,7 @@ from kit.secret_urls import connection_parts
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"
 QUERIES_METRIC = "vllm:prefix_cache_queries_total"
+CONFIG_METRIC = "vllm:cache_config_info"
 _OVERFLOW = re.compile(r"maximum context length", re.IGNORECASE)
 _OVERFLOW_PROMPT = re.compile(r"\((\d+) in the messages|has (\d+) input tokens|contains at least (\d+) input tokens")
 
@@ -52,29 +58,52 @@ class CacheCounters:
 
 @dataclass(frozen=True)
 class CacheTelemetry:
-    """Where one completion's cached-token count came from: "usage", "metrics", or None (unknown)."""
+    """One completion's cached tokens as each measure gave them, and which one `cached_tokens` took:
+    `source` "usage", "metrics", or None (unknown)."""
 
     source: str | None
     cached_tokens: int | None
     hits_delta: float | None = None
     queries_delta: float | None = None
+    usage: int | None = None
+    metrics_cached: int | None = None  # the delta's hits, where it covers exactly this request's prompt
+
+    @property
+    def disagree(self) -> bool:
+        return self.usage is not None and self.metrics_cached is not None and self.usage != self.metrics_cached
+
+    def measures(self) -> CacheMeasures:
+        return {"usage": self.usage, "metrics_hits": self.hits_delta, "metrics_queries": self.queries_delta,
+                "source": self.source, "disagree": self.disagree}
+
+
+def _samples(text: str):
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - only vLLM needs it
+
+    try:
+        for family in text_string_to_metric_families(text):
+            yield from family.samples
+    except ValueError as exc:
+        raise EngineError(f"vLLM /metrics is not Prometheus text ({exc})", "check the server URL") from exc
 
 
 def parse_cache_counters(text: str) -> CacheCounters | None:
     """Read the prefix-cache counters from Prometheus text; None when vLLM does not export them."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     totals: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in (HITS_METRIC, QUERIES_METRIC):
-                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    except ValueError as exc:
-        raise EngineError(f"vLLM /metrics is not Prometheus text ({exc})", "check the server URL") from exc
+    for sample in _samples(text):
+        if sample.name in (HITS_METRIC, QUERIES_METRIC):
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     if HITS_METRIC not in totals or QUERIES_METRIC not in totals:
         return None
     return CacheCounters(hits=totals[HITS_METRIC], queries=totals[QUERIES_METRIC])
+
+
+def parse_prefix_caching(text: str) -> bool | None:
+    """The `enable_prefix_caching` label of `vllm:cache_config_info` in Prometheus text; None without it."""
+    for sample in _samples(text):
+        if sample.name == CONFIG_METRIC and "enable_prefix_caching" in sample.labels:
+            return sample.labels["enable_prefix_caching"].strip().lower() == "true"
+    return None
 
 
 def _error_message(body: Any, fallback: str) -> str:
@@ -118,7 +147,8 @@ class VllmEngine:
         self.use_metrics = use_metrics
         # prefix caching is chosen per server process: no per-request bypass
         self.capabilities = Capabilities(cached_token_telemetry=True, token_ids=request_token_ids,
-                                         reset_endpoint=dev_mode, restartable=restartable, raw_prompts=True)
+                                         reset_endpoint=dev_mode, restartable=restartable, raw_prompts=True,
+                                         tokenization=True, arm_per_server=True)
         self._http = client(connect, timeout_s, transport, params)
         self._model = model
         self._who = f"vLLM at {self.base_url}"
@@ -146,12 +176,30 @@ class VllmEngine:
             raise EngineError(f"vLLM /v1/models answered HTTP {response.status_code}", "check the server URL")
         return response.json()
 
+    def _metrics_text(self) -> str | None:
+        response = self._get("/metrics")
+        return response.text if response.status_code == 200 else None
+
     def cache_counters(self) -> CacheCounters | None:
         """The server's prefix-cache counters now, or None when /metrics lacks them."""
-        response = self._get("/metrics")
-        if response.status_code != 200:
-            return None
-        return parse_cache_counters(response.text)
+        text = self._metrics_text()
+        return parse_cache_counters(text) if text is not None else None
+
+    def server_prefix_caching(self) -> bool | None:
+        """Whether the server says it runs with prefix caching (`vllm:cache_config_info`); None if it does not say."""
+        text = self._metrics_text()
+        return parse_prefix_caching(text) if text is not None else None
+
+    def tokenize(self, text: str) -> list[int]:
+        """The served model's token ids of `text` (`POST /tokenize`, no special tokens added)."""
+        response, _ = post_timed(self._http, "/tokenize", {"model": self.model, "prompt": text,
+                                                           "add_special_tokens": False}, who=self._who, fix=RUNNING)
+        body = json_or(response, {})
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if response.status_code != 200 or not isinstance(tokens, list):
+            raise EngineError(f"vLLM /tokenize answered HTTP {response.status_code} without tokens",
+                              "check that the URL is a vLLM server")
+        return [int(t) for t in tokens]
 
     # -- the Engine protocol --------------------------------------------------------------------
 
@@ -205,9 +253,7 @@ class VllmEngine:
         completion = normalize_completion(payload, sent)
         telemetry = _cache_telemetry(completion, before, after)
         self.last_cache_telemetry = telemetry
-        if telemetry.cached_tokens != completion.cached_tokens:
-            completion = _with_cached(completion, telemetry.cached_tokens)
-        return completion
+        return _with_cached(completion, telemetry)
 
     def reset_prefix_cache(self) -> None:
         """Ask the server to drop its prefix cache (dev mode only).
@@ -286,22 +332,24 @@ def normalize_completion(body: dict[str, Any], sent: Sent | None = None) -> Comp
 def _cache_telemetry(
     completion: Completion, before: CacheCounters | None, after: CacheCounters | None
 ) -> CacheTelemetry:
-    if completion.cached_tokens is not None:
-        return CacheTelemetry(source="usage", cached_tokens=completion.cached_tokens)
-    if before is None or after is None:
-        return CacheTelemetry(source=None, cached_tokens=None)
-    hits = after.hits - before.hits
-    queries = after.queries - before.queries
-    # Trust the delta only if it covers exactly this request's prompt (one request in flight).
-    if completion.prompt_tokens is not None and queries == completion.prompt_tokens and 0 <= hits <= queries:
-        return CacheTelemetry(source="metrics", cached_tokens=int(hits), hits_delta=hits, queries_delta=queries)
-    return CacheTelemetry(source=None, cached_tokens=None, hits_delta=hits, queries_delta=queries)
+    """Both measures of one completion's cached tokens: the usage field (already in `completion`) and the
+    counter deltas, which count only if they cover exactly this request's prompt (one request in flight)."""
+    usage = completion.cached_tokens
+    hits = queries = metrics = None
+    if before is not None and after is not None:
+        hits, queries = after.hits - before.hits, after.queries - before.queries
+        if completion.prompt_tokens is not None and queries == completion.prompt_tokens and 0 <= hits <= queries:
+            metrics = int(hits)
+    if usage is not None:
+        return CacheTelemetry("usage", usage, hits, queries, usage, metrics)
+    return CacheTelemetry("metrics" if metrics is not None else None, metrics, hits, queries, None, metrics)
 
 
-def _with_cached(completion: Completion, cached: int | None) -> Completion:
-    prompt = completion.prompt_tokens
+def _with_cached(completion: Completion, telemetry: CacheTelemetry) -> Completion:
+    """`completion` with the cached tokens `telemetry` settled on, and both measures."""
+    prompt, cached = completion.prompt_tokens, telemetry.cached_tokens
     prefill = (prompt - cached) if prompt is not None and cached is not None else None
-    return replace(completion, cached_tokens=cached, prefill_tokens=prefill)
+    return replace(completion, cached_tokens=cached, prefill_tokens=prefill, cache_measures=telemetry.measures())
 
 
 def _overflow_completion(payload: Any, message: str, sent: Sent | None = None) -> Completion:

@@ -264,6 +264,22 @@ def llamacpp_spec(
     )
 
 
+def vllm_serve_args(model: str, *, prefix_caching: bool, host: str, port: int, seed: int = 42,
+                    max_model_len: int = 16384) -> list[str]:
+    """The `vllm serve` arguments of every protocol (REFERENCE §3), after `vllm serve`: one request at a
+    time, the request seed, the context, cached tokens in `usage`, and the arm's prefix-caching flag."""
+    return [
+        model,
+        "--host", host,
+        "--port", str(port),
+        "--max-num-seqs", "1",
+        "--seed", str(seed),
+        "--max-model-len", str(max_model_len),
+        "--enable-prompt-tokens-details",
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+    ]  # fmt: skip
+
+
 def vllm_spec(
     *,
     run_id: str,
@@ -297,17 +313,8 @@ def vllm_spec(
             served = str(PurePosixPath(MODELS_TARGET) / model)
     if hf_cache_volume:
         mounts.append(Mount(source=hf_cache_volume, target=HF_CACHE_TARGET, read_only=False, kind="volume"))
-    command = [
-        served,
-        "--host", "0.0.0.0",
-        "--port", str(VLLM_CONTAINER_PORT),
-        "--max-num-seqs", "1",
-        "--seed", str(seed),
-        "--max-model-len", str(max_model_len),
-        "--enable-prompt-tokens-details",
-        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
-        *_check_args(extra_args),
-    ]  # fmt: skip
+    command = [*vllm_serve_args(served, prefix_caching=prefix_caching, host="0.0.0.0", port=VLLM_CONTAINER_PORT,
+                                seed=seed, max_model_len=max_model_len), *_check_args(extra_args)]
     environment: dict[str, str] = {}
     if dev_mode:
         environment["VLLM_SERVER_DEV_MODE"] = "1"

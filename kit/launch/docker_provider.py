@@ -75,7 +75,8 @@ def _vllm_engine(prefix_caching: bool, dev_mode: bool) -> EngineFactory:
     def make(running: RunningContainer) -> Engine:
         from kit.engines.vllm import VllmEngine  # noqa: PLC0415
 
-        return VllmEngine(running.base_url, prefix_caching=prefix_caching, dev_mode=dev_mode, restartable=True)
+        return VllmEngine(running.base_url, prefix_caching=prefix_caching, dev_mode=dev_mode, restartable=True,
+                          request_token_ids=True)
 
     return make
 

@@ -1,4 +1,5 @@
-"""Start and stop a llama-server process on this machine, with a health wait and a captured log."""
+"""Start and stop an engine server process on this machine (llama-server, or `vllm serve` through
+kit.launch.vllm_launch), with a health wait and a captured log."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ class ServerSpec:
     port: int | None = None
     env: dict[str, str] | None = None
 
+    label = "llama-server"
+
+    def check(self) -> None:
+        """Refuse, in one line, what cannot start: a missing binary or model file."""
+        if not self.binary.is_file():
+            raise EngineError(f"llama-server binary not found: {self.binary}",
+                              "pass --server-bin with the path of a llama-server executable")
+        if not self.model.is_file():
+            raise EngineError(f"model file not found: {self.model}", "pass --model with the path of a GGUF file")
+
     def argv(self, port: int) -> list[str]:
         args = [str(self.binary), "--host", self.host, "--port", str(port), "-m", str(self.model),
                 "-np", str(self.parallel), "-c", str(self.ctx_size), "--seed", str(self.seed),
@@ -60,7 +71,8 @@ class ServerSpec:
 
 
 class NativeServer:
-    """One llama-server process. Use as a context manager, or call start() and stop()."""
+    """One server process: a llama-server of a `ServerSpec`, or any spec with the same `label`, `check()`,
+    `argv(port)`, `host`, `port` and `env`. Use as a context manager, or call start() and stop()."""
 
     def __init__(self, spec: ServerSpec, log_path: Path, startup_timeout: float = 180.0):
         self.spec = spec
@@ -77,11 +89,7 @@ class NativeServer:
 
     def start(self) -> "NativeServer":
         spec = self.spec
-        if not spec.binary.is_file():
-            raise EngineError(f"llama-server binary not found: {spec.binary}",
-                              "pass --server-bin with the path of a llama-server executable")
-        if not spec.model.is_file():
-            raise EngineError(f"model file not found: {spec.model}", "pass --model with the path of a GGUF file")
+        spec.check()
         if spec.port is not None and port_in_use(spec.port, spec.host):
             raise EngineError(f"port {spec.port} is already in use",
                               "pass another --port, leave it out to pick a free one, or stop the other server")
@@ -108,7 +116,7 @@ class NativeServer:
                 code = self.process.poll()
                 if code is not None:
                     error = IllegalInstruction if code == -signal.SIGILL else EngineError
-                    raise error(f"llama-server exited during start-up ({self._exit_reason(code)})",
+                    raise error(f"{self.spec.label} exited during start-up ({self._exit_reason(code)})",
                                 f"see its log: {self.log_path}")
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
@@ -117,7 +125,7 @@ class NativeServer:
                     pass
                 time.sleep(0.2)
         self.stop()
-        raise EngineError(f"llama-server did not become healthy within {self.startup_timeout:.0f} s",
+        raise EngineError(f"{self.spec.label} did not become healthy within {self.startup_timeout:.0f} s",
                           f"see its log: {self.log_path}")
 
     def _exit_reason(self, code: int) -> str:

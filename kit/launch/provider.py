@@ -139,6 +139,41 @@ class NativeProvider:
             server.stop()
 
 
+class ArmProviders:
+    """One provider per cache arm, for engines whose prefix caching is a server launch setting (vLLM):
+    every session of the cache-on arm comes from `arms["on"]`, of the cache-off arm from `arms["off"]`.
+    `details` (model name, family, ...) go into `describe()` beside each arm's own description."""
+
+    def __init__(self, arms: dict[str, Any], details: dict[str, Any] | None = None):
+        self.arms = dict(arms)
+        self.details = details or {}
+        self.fresh_servers = all(p.fresh_servers for p in self.arms.values())
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "per_arm", **self.details, "arms": {arm: p.describe() for arm, p in self.arms.items()}}
+
+    def session(self, label: str, log_dir: Path) -> Any:
+        raise ConfigError(f"session {label} would serve both cache arms from one server, but this engine fixes "
+                          "prefix caching per server process",
+                          "give the protocol `server: per_arm` (each arm's passes on its own server) or "
+                          "`server: per_pass`")
+
+    def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
+                details: dict[str, Any] | None = None) -> Any:
+        raise ConfigError("this protocol needs servers of another model file or cache setting per pass, which a "
+                          "server per cache arm does not offer", "run it on llama.cpp (embedded, native or docker)")
+
+
+def for_arm(provider: Any, arm: str) -> Any:
+    """The provider of `arm`'s servers: its own for an ArmProviders, else `provider` itself (llama.cpp
+    switches the cache per request, so one server serves both arms)."""
+    if not isinstance(provider, ArmProviders):
+        return provider
+    if arm not in provider.arms:
+        raise ConfigError(f"no server is given for the cache-{arm} arm", f"give one (e.g. --engine-url {arm}=URL)")
+    return provider.arms[arm]
+
+
 class ExternalProvider:
     """An engine someone else started: the kit cannot restart it, so sessions share its history."""
 

@@ -114,6 +114,7 @@ class CheckpointEntry(_Strict):
     revision: str = "main"
     family: Family
     engine: Literal["vllm"] = "vllm"
+    format: str | None = None  # the weights' precision as served (the paper's vLLM arms: BF16)
     description: str = ""
 
 

@@ -1,14 +1,16 @@
 """The grid: BFCL multi-turn episodes served with prefix caching on and off, each arm twice.
 
-Passes run in the protocol's order on one server (the paper's llama.cpp grid: on, off, on, off) or
-on a fresh server each. Every request becomes a record; every episode gets an episode record with
+Passes run in the protocol's order (`server`): all on one server (`shared`, the paper's llama.cpp
+grid: on, off, on, off), each arm's passes on a server of their own (`per_arm`: vLLM fixes prefix
+caching per server process; the paper's vLLM grid ran on, on, off, off that way), or each pass on a
+fresh server (`per_pass`). Every request becomes a record; every episode gets an episode record with
 BFCL's verdict. As soon as an episode exists in both passes of a comparison, its verdict is emitted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,6 +26,7 @@ from kit.events import (
     PlanEstimate,
     SessionStarted,
 )
+from kit.launch.provider import for_arm
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid_pass import GridGates, run_pass
@@ -48,7 +51,8 @@ class PassPlan:
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
-FAMILY_RENDERERS = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}
+FAMILY_RENDERERS = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
+RENDERER_OF = {"chatml": "chatml", "qwen25": "qwen2.5", "llama31": "llama3.1"}  # prompt_format -> RENDERERS key
 
 
 def _arm(value: Any) -> Any:
@@ -95,7 +99,9 @@ class GridProtocol(BfclPassesProtocol):
     protocol: Literal["grid"]
     passes: tuple[Arm, ...] = ("on", "off", "on", "off")
     orders: Annotated[tuple[b.OrderIndex, ...], b.UNIQUE] = Field((0,), min_length=1, max_length=b.ORDERS_MAX)
-    server: Literal["shared", "per_pass"] = "shared"
+    # shared: one server for every pass; per_arm: one server per cache arm, serving all of that arm's passes
+    # (both cache-on passes from one process); per_pass: a fresh server for every pass
+    server: Literal["shared", "per_arm", "per_pass"] = "shared"
 
 
 def pass_plan(protocol: GridProtocol) -> list[PassPlan]:
@@ -151,7 +157,7 @@ def renderer_for(protocol: GridProtocol, engine_details: dict[str, Any]):
             raise ConfigError("cannot tell which prompt format this model uses",
                               "set workload.prompt_format to chatml, qwen25 or llama31 in the protocol")
         name = FAMILY_RENDERERS[family]
-    return name, RENDERERS[name]
+    return name, RENDERERS[RENDERER_OF[name]]
 
 
 class LiveComparer:
@@ -188,7 +194,7 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
 
 def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
     """(pass, live engine session) in run order for the passes not done yet: one server for all of
-    them, or one per pass."""
+    them, one per cache arm (opened at the arm's first pass, closed after its last), or one per pass."""
     logs = ctx.run_dir / "logs"
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
     if protocol.server == "shared":
@@ -196,10 +202,34 @@ def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPla
             ctx.emit(SessionStarted("grid", 1, 1, live.launch))
             yield from ((p, live) for p in todo)
         return
+    if protocol.server == "per_arm":
+        yield from _arm_sessions(todo, ctx, logs)
+        return
     for index, plan in enumerate(todo, start=1):
-        with ctx.provider.session(plan.pass_id, logs) as live:
+        with for_arm(ctx.provider, plan.arm).session(plan.pass_id, logs) as live:
             ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
             yield plan, live
+
+
+def _arm_sessions(todo: list[PassPlan], ctx: RunContext, logs: Path) -> Iterator[tuple[PassPlan, Any]]:
+    """`server: per_arm`: each arm's server starts at its first pass and stops after its last, so
+    interleaved arms (on, off, on, off) keep two servers up at once."""
+    arms = list(dict.fromkeys(p.arm for p in todo))
+    last = {p.arm: p.pass_id for p in todo}
+    servers: dict[str, tuple[ExitStack, Any]] = {}
+    try:
+        for plan in todo:
+            if plan.arm not in servers:
+                stack = ExitStack()
+                live = stack.enter_context(for_arm(ctx.provider, plan.arm).session(f"arm-{plan.arm}", logs))
+                servers[plan.arm] = (stack, live)
+                ctx.emit(SessionStarted(f"arm-{plan.arm}", arms.index(plan.arm) + 1, len(arms), live.launch))
+            yield plan, servers[plan.arm][1]
+            if last[plan.arm] == plan.pass_id:
+                servers.pop(plan.arm)[0].close()
+    finally:
+        for stack, _ in servers.values():
+            stack.close()
 
 
 def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
@@ -221,7 +251,9 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
                      else worker.load_episodes(count=workload.episodes))
         if arms and "estimate" not in ctx.manifest.data:
             first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
-            speed = probe(estimate_provider or ctx.provider, ctx.run_dir / "logs", protocol.seed, first)
+            # uncached, so on a server of the cache-off arm where each arm has its own
+            speed = probe(estimate_provider or for_arm(ctx.provider, "off"), ctx.run_dir / "logs", protocol.seed,
+                          first)
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))
             ctx.emit(guess)

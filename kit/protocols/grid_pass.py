@@ -1,5 +1,11 @@
 """One pass of the grid: every episode driven through the agent loop, each request recorded and
-checked against the cache state its arm must show, each episode scored; the pass ends OK or VOID."""
+checked against the cache state its arm must show, each episode scored; the pass ends OK or VOID.
+
+Where the engine fixes prefix caching per server process (vLLM, `arm_per_server`), the arm is also
+proven around the pass (`ServerArm`): the server was launched with the arm's setting, the server's own
+word does not contradict it, and a cache-off pass leaves the server's hit counters where they were,
+since such a server reports nothing per request (a null `cached_tokens` there is expected, not a
+violation)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pydantic import Field
 
 from kit.divergence import completion_emitted
 from kit.engines.base import Completion, CompletionRequest, require
+from kit.errors import ConfigError
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
 from kit.protocols import bounds as b
@@ -31,10 +38,14 @@ class GridGates(Strict):
     episode_start_cold: bool = Field(False, strict=True)
 
 
-def gate(arm: str, request_index: int, cached: int | None, gates: GridGates) -> tuple[bool, str | None]:
+def gate(arm: str, request_index: int, cached: int | None, gates: GridGates,
+         arm_per_server: bool = False) -> tuple[bool, str | None]:
     """Does a request show the cache state its arm needs? Under sentinel isolation an episode's first
-    request must reuse nothing either."""
+    request must reuse nothing either. On a server whose launch setting is the arm (`arm_per_server`) a
+    cache-off request that reports nothing is fine: its pass is proven by the server's counters."""
     if cached is None:
+        if arm == "off" and arm_per_server:
+            return True, None
         return False, "the engine did not report cached tokens"
     if arm == "off" and cached > gates.off_max_cached_tokens:
         return False, f"{cached} cached tokens on a cache-off request"
@@ -43,6 +54,46 @@ def gate(arm: str, request_index: int, cached: int | None, gates: GridGates) -> 
     if gates.episode_start_cold and request_index == 0 and cached > 0:
         return False, f"{cached} cached tokens on an episode's first request (its cache state was not isolated)"
     return True, None
+
+
+class ServerArm:
+    """The cache arm of a server whose prefix caching is its launch setting, checked when the pass starts
+    (launch flag and the server's own word) and proven when it ends (a cache-off pass: zero hit tokens on
+    the server's counters over the pass)."""
+
+    def __init__(self, engine: Any, arm: str, pass_id: str):
+        expected = arm == "on"
+        launched = engine.prefix_caching
+        fix = ("give each arm its own server: --enable-prefix-caching for the cache-on arm, "
+               "--no-enable-prefix-caching for the cache-off arm")
+        if launched is None:
+            raise ConfigError(f"pass {pass_id}: how the server for the cache-{arm} arm was launched is unknown", fix)
+        if launched != expected:
+            raise ConfigError(f"pass {pass_id} is a cache-{arm} pass but its server runs with prefix caching "
+                              f"{'on' if launched else 'off'}", fix)
+        self.said = engine.server_prefix_caching()
+        if self.said is not None and self.said != expected:
+            raise ConfigError(f"pass {pass_id} is a cache-{arm} pass but its server says enable_prefix_caching="
+                              f"{self.said} (vllm:cache_config_info)", fix)
+        self.engine, self.arm, self.launched = engine, arm, launched
+        self.start = engine.cache_counters()
+        self.end: Any = None
+
+    def failure(self) -> str | None:
+        """Why the pass's arm is not proven, or None."""
+        self.end = self.engine.cache_counters()
+        if self.arm != "off":
+            return None
+        if self.start is None or self.end is None:
+            return "the cache-off arm is unproven: its server exports no prefix-cache counters on /metrics"
+        hits = self.end.hits - self.start.hits
+        return f"{hits:g} prefix-cache hit tokens on the cache-off server over the pass" if hits else None
+
+    def to_json(self) -> dict[str, Any]:
+        moved = (self.start is not None and self.end is not None)
+        return {"launched_with_prefix_caching": self.launched, "server_says": self.said,
+                "hits_over_pass": self.end.hits - self.start.hits if moved else None,
+                "queries_over_pass": self.end.queries - self.start.queries if moved else None}
 
 
 @dataclass
@@ -55,6 +106,16 @@ class PassTally:
     on_checked: int = 0
     on_hits: int = 0
     first: list[str] = field(default_factory=list)
+    arm_unproven: str | None = None  # a server-level arm that its counters did not prove (ServerArm)
+    emitted_as: dict[str, int] = field(default_factory=lambda: {"token_ids": 0, "token_strings": 0})
+    disagreements: list[str] = field(default_factory=list)  # requests whose two cache measures differ
+
+    def measured(self, completion: Completion, where: str) -> None:
+        """Note how a completion's tokens can be compared, and whether its cache measures disagree."""
+        self.emitted_as["token_ids" if completion.token_ids is not None else "token_strings"] += 1
+        measures = completion.cache_measures
+        if measures and measures["disagree"]:
+            self.disagreements.append(f"{where}: usage says {measures['usage']}, /metrics {measures['metrics_hits']:g}")
 
     def add(self, request_index: int, ok: bool, why: str | None, where: str) -> None:
         if self.arm == "on" and request_index > 0 and (ok or "no cache hit" in (why or "")):
@@ -66,6 +127,8 @@ class PassTally:
             self.first.append(f"{where}: {why}")
 
     def verdict(self, gates: GridGates) -> tuple[str, str | None]:
+        if self.arm_unproven:
+            return "VOID", self.arm_unproven
         if self.violations:
             return "VOID", f"{self.violations} requests violated the cache-state gate (first: {self.first[0]})"
         if self.on_checked and self.on_hits < gates.on_min_hit_share * self.on_checked:
@@ -85,11 +148,18 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
     tally = PassTally(arm)
     stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "grid"}
 
+    arm_per_server = live.engine.capabilities.arm_per_server
+    server_arm = None
+    if arm_per_server:
+        with live.engine_calls(f"pass {pass_id} (checking its server's cache setting)"):
+            server_arm = ServerArm(live.engine, arm, pass_id)
+
     def record(writer: RecordWriter, unit: str, completion: Completion, request_index: int,
                action: str, **details: Any) -> tuple[str, bool]:
-        ok, why = gate(arm, request_index, completion.cached_tokens, protocol.gates)
+        ok, why = gate(arm, request_index, completion.cached_tokens, protocol.gates, arm_per_server)
         if action != "sentinel":
             tally.add(request_index, ok, why, f"{unit} request {request_index}")
+            tally.measured(completion, f"{unit} request {request_index}")
         written = writer.answered(BfclRecord, completion, unit=unit, step=request_index, gate=Gate(ok, why),
                                   arm=arm, action=action, **details)
         tally.requests += 1
@@ -102,7 +172,9 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
         for done, episode in enumerate(episodes, start=1):
             ctx.checkpoint()
             if protocol.sentinel:
-                sentinel = CompletionRequest(prompt=SENTINEL_PROMPT, max_tokens=1, cache_prompt=True,
+                # a server whose launch setting is the arm takes only that arm's cache switch
+                sentinel = CompletionRequest(prompt=SENTINEL_PROMPT, max_tokens=1,
+                                             cache_prompt=arm == "on" if arm_per_server else True,
                                              top_logprobs=protocol.top_logprobs, seed=protocol.seed)
                 with live.engine_calls(f"pass {pass_id} (episode {episode.id}, sentinel)"):
                     answered = live.engine.complete(sentinel)
@@ -133,6 +205,13 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
             ctx.emit(EpisodeDone(pass_id, episode.id, done, len(episodes), result.n_requests, result.outcome,
                                  score.valid))
             on_episode(pass_id, episode.id, walked)
+    extra: dict[str, Any] = {}
+    if server_arm is not None:
+        with live.engine_calls(f"pass {pass_id} (reading the server's prefix-cache counters)"):
+            tally.arm_unproven = server_arm.failure()
+        extra["server_arm"] = server_arm.to_json()
     status, reason = tally.verdict(protocol.gates)
-    ctx.manifest.set_pass(pass_id, status=status, reason=reason, records=tally.requests, ended=now())
+    ctx.manifest.set_pass(pass_id, status=status, reason=reason, records=tally.requests, ended=now(),
+                          emitted_as=tally.emitted_as, cache_measure_disagreements=len(tally.disagreements),
+                          first_disagreement=tally.disagreements[0] if tally.disagreements else None, **extra)
     ctx.emit(SessionEnded(pass_id, status, reason))

@@ -122,7 +122,8 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
         raise ConfigError(f"{where} was imported from {manifest['imported'].get('from')}; nothing ran here to replay",
                           "replay runs made by `kit run`")
     saved = dict(manifest.get("options") or {})
-    if saved.get("provider") or saved.get("engine_url") or saved.get(runner.CREDENTIALS_DROPPED):
+    if saved.get("provider") or saved.get("engine_url") or saved.get("engine_urls") \
+            or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
                           "replay it against that engine with `kit run` and the same protocol file")
     server_bin = saved.get("server_bin")
