@@ -23,6 +23,12 @@ def comparison_level(every_request_has_ids: bool) -> str:
     return TOKEN_IDS if every_request_has_ids else TOKEN_STRINGS
 
 
+def level_note(level: str) -> dict[str, str]:
+    """What a results entry says of its comparison level: `compared_on: token_strings` where it was made on
+    strings; nothing on ids, so results of runs made before the level was recorded recompute unchanged."""
+    return {} if level == TOKEN_IDS else {"compared_on": level}
+
+
 def completion_emitted(completion) -> list:
     """The emitted tokens of a Completion: ids where the engine gave them, else token strings."""
     return list(completion.token_ids) if completion.token_ids is not None else list(completion.tokens)

@@ -91,9 +91,15 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     return NativeProvider(spec, details, cpu)
 
 
-def refuse_reused_servers(protocol: ProtocolBase, provider: EngineProvider) -> None:
-    """A protocol that asks for a fresh server per pass cannot run on servers the kit did not start."""
-    if getattr(protocol, "server", None) == "per_pass" and not provider.fresh_servers:
+def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EngineProvider) -> None:
+    """A protocol that starts servers of its own (a kind that needs them, or a grid with a fresh server
+    per pass) cannot run on servers the kit did not start: refused before the run folder exists."""
+    if provider.fresh_servers:
+        return
+    if kind.launcher is not None and kind.launcher.started_engine_only:
+        raise KitError(f"{kind.name} protocols start fresh servers of their own, but the kit cannot restart a server "
+                       "it reaches by --engine-url", "let the kit start the engine (drop --engine-url)")
+    if getattr(protocol, "server", None) == "per_pass":
         raise KitError("the protocol asks for a fresh server per pass (server: per_pass), but the kit cannot restart "
                        "a server it reaches by --engine-url", "let the kit start the engine (drop --engine-url), or "
                        "use a protocol with server: shared or per_arm")
@@ -103,7 +109,7 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
     """A server per cache arm: at the URLs given, in the pinned container, or native `vllm serve`."""
     from kit.launch import vllm_launch  # noqa: PLC0415
 
-    vllm_launch.refuse_kind(protocol.protocol, getattr(protocol, "server", None))
+    vllm_launch.refuse_protocol(protocol)
     if options.engine_urls:
         return vllm_launch.by_urls(options.engine_urls, options.model)
     if options.launcher == "docker":
@@ -133,7 +139,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
-    refuse_reused_servers(protocol, provider)
+    refuse_reused_servers(protocol, kind, provider)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     manifest = Manifest.create(
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,

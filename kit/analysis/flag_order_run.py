@@ -22,15 +22,25 @@ from kit.records import read_records
 QUARTILES = (1, 2, 3, 4)
 
 
-def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str]) -> dict[str, Any]:
-    """The server(s) an arm's passes ran on: process ids and the `--cache-ram` each was started with."""
+def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str], on_passes: list[str]) -> dict[str, Any]:
+    """The server(s) an arm's passes ran on: server sessions (the kit's name for each server it started;
+    process ids in runs made before it named them), process ids, the `--cache-ram` each was started with,
+    and whether the two cache-on passes shared one server."""
     launches = [(infos.get(p) or {}).get("launch") or {} for p in pass_ids]
     pids = sorted({launch["pid"] for launch in launches if launch.get("pid") is not None})
     flags = []
     for launch in launches:
         argv = [str(a) for a in launch.get("argv") or []]
         flags.append(argv[argv.index("--cache-ram") + 1] if "--cache-ram" in argv[:-1] else None)
-    return {"pids": pids, "cache_ram_arg": sorted(set(flags), key=str), "one_server": len(pids) == 1}
+
+    def server(pass_id: str) -> Any:
+        info = infos.get(pass_id) or {}
+        return info.get("server_session") or (info.get("launch") or {}).get("pid")
+
+    sessions = sorted({str(s) for p in pass_ids if (s := server(p)) is not None})
+    on_servers = {server(p) for p in on_passes}
+    return {"pids": pids, "sessions": sessions, "cache_ram_arg": sorted(set(flags), key=str),
+            "one_server": len(on_servers) == 1 and None not in on_servers}
 
 
 def _requests(run_dir: Path, info: dict[str, Any]) -> int | None:
@@ -72,8 +82,9 @@ def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, dict[str, Any]], cel
     on1, on2 = labels["run_to_run"]
     kinds = dict(zip(cell["passes"], (cell.get("resolved") or {}).get("passes") or []))
     entry: dict[str, Any] = {"prompt_cache": labels.get("prompt_cache"), "order": labels.get("order"),
+                             "lifetime": labels.get("server", "shared"),
                              "cache_ram": (cell.get("engine") or {}).get("cache_ram"), "passes": cell["passes"],
-                             "server": _server(infos, cell["passes"]),
+                             "server": _server(infos, cell["passes"], [on1, on2]),
                              "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or {})}
     run_to_run = passes.compare(on1, on2)
     if "skipped" not in run_to_run and run_to_run["episodes"]:
@@ -91,7 +102,7 @@ def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], table: dict[s
     found = {}
     for a, b in combinations(cells_in, 2):
         ca, cb = table["cells"][a], table["cells"][b]
-        if ca["prompt_cache"] != cb["prompt_cache"] or ca["order"] == cb["order"]:
+        if ca["prompt_cache"] != cb["prompt_cache"] or ca["lifetime"] != cb["lifetime"] or ca["order"] == cb["order"]:
             continue
         ra, rb = ca["run_to_run"], cb["run_to_run"]
         pairs = zip(cells_in[a]["flag_order"]["run_to_run"], cells_in[b]["flag_order"]["run_to_run"])
@@ -119,20 +130,22 @@ def flag_order_table(run_dir: Path) -> dict[str, Any]:
                              "void_passes": [{"pass": p, "status": i.get("status"), "reason": i.get("reason")}
                                              for p, i in infos.items() if p not in passes.ok]}
     table["orders"] = _orders(passes, cells_in, table)
-    pids = [tuple(c["server"]["pids"]) for c in table["cells"].values()]
-    table["fresh_server_per_arm"] = (all(c["server"]["one_server"] for c in table["cells"].values())
-                                     and len(set(pids)) == len(pids)) if pids else None
+    # every cell on servers of its own, its cache-on passes on one server exactly where its lifetime is shared
+    sessions = [s for c in table["cells"].values() for s in c["server"]["sessions"]]
+    table["fresh_server_per_arm"] = (all(c["server"]["one_server"] == (c["lifetime"] == "shared")
+                                         for c in table["cells"].values())
+                                     and len(set(sessions)) == len(sessions)) if sessions else None
     return table
 
 
-CSV_FIELDS = ("cell", "prompt_cache", "order", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi",
+CSV_FIELDS = ("cell", "prompt_cache", "lifetime", "order", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi",
               "q1", "q2", "q3", "q4", "trend_p", "path_diverged", "path_episodes", "requests_first_pass")
 
 
 def _row(name: str, c: dict[str, Any]) -> dict[str, Any]:
     r2r, path = c["run_to_run"], c.get("path") or {}
     quartiles = r2r.get("quartiles") or {}
-    row = {"cell": name, "prompt_cache": c["prompt_cache"], "order": c["order"], "pass_a": r2r["passes"][0],
+    row = {"cell": name, "prompt_cache": c["prompt_cache"], "lifetime": c["lifetime"], "order": c["order"], "pass_a": r2r["passes"][0],
            "pass_b": r2r["passes"][1], "episodes": r2r.get("episodes"), "diverged": r2r.get("diverged"),
            "rate": r2r.get("rate"), **{k: (r2r.get("interval") or {}).get(k) for k in ("lo", "hi")},
            "trend_p": (quartiles.get("trend") or {}).get("p"), "path_diverged": path.get("diverged"),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.results_files import write_results
-from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence
+from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.manifest import Manifest
 from kit.records import read_records
 
@@ -151,7 +151,7 @@ def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None) ->
             continue
         level = compared_on(loaded[a][0], loaded[b][0])
         first, second = ({u: _emitted(rs, level) for u, rs in loaded[p][0].items()} for p in (a, b))
-        result = {"passes": [a, b], "compared_on": level,
+        result = {"passes": [a, b], **level_note(level),
                   **_compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2])}
         units = [u for u in loaded[a][2] if u in loaded[b][1]]
         result["identity"] = identity(first, second, units)

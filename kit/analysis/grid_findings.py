@@ -14,6 +14,7 @@ import numpy as np
 
 from kit.analysis import grid as grid_results
 from kit.analysis.collect import RunFolder, format_rank
+from kit.divergence import TOKEN_IDS
 
 COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}
 
@@ -105,7 +106,7 @@ def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
         row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
                # vLLM has no server-level prompt cache (llama.cpp's --cache-ram layer)
                "prompt_cache": "none" if g["engine"] == "vLLM" else prompt_cache_setting(g["cache_ram"]),
-               "run": g["run"], "compared_on": c["path"].get("compared_on", "token_ids"),
+               "run": g["run"], "compared_on": c["path"].get("compared_on", TOKEN_IDS),
                **_rate_cells(c["path"]["interval"], "path_")}
         for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):
             if key in c and "interval" in c[key]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence
+from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
 from kit.records import read_records
 
 
@@ -116,7 +116,7 @@ class OkPasses:
         if pa is None or pb is None:
             return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}
         units, indicators, verdicts = divergence_indicators(pa, pb)
-        return {"passes": [a, b], "compared_on": comparison_level(pa.all_ids() and pb.all_ids()),
+        return {"passes": [a, b], **level_note(comparison_level(pa.all_ids() and pb.all_ids())),
                 "episodes": len(units), "diverged": sum(indicators),
                 "rate": sum(indicators) / len(units) if units else None,
                 "interval": rate_interval(sum(indicators), len(units)).to_json() if units else None,

@@ -160,8 +160,18 @@ class ArmProviders:
 
     def variant(self, model: Path | None = None, cache_ram: Any = KEEP,
                 details: dict[str, Any] | None = None) -> Any:
-        raise ConfigError("this protocol needs servers of another model file or cache setting per pass, which a "
-                          "server per cache arm does not offer", "run it on llama.cpp (embedded, native or docker)")
+        """The same servers: they have no server-level prompt cache to set (`cache_ram` KEEP or None) and
+        serve their one checkpoint (`model` None)."""
+        if model is None and cache_ram in (KEEP, None):
+            return self
+        raise ConfigError("this protocol needs servers of another model file or --cache-ram setting per pass, "
+                          "which a server per cache arm (vLLM) does not offer",
+                          "run it on llama.cpp (embedded, native or docker)")
+
+
+def per_arm_servers(provider: Any) -> bool:
+    """Does every cache arm get servers of its own (the engine fixes prefix caching per process)?"""
+    return isinstance(provider, ArmProviders)
 
 
 def for_arm(provider: Any, arm: str) -> Any:

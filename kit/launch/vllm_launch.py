@@ -30,7 +30,7 @@ from kit.secret_urls import redact_url
 ARMS = ("on", "off")
 DEFAULT_CHECKPOINT = "qwen2.5-7b-instruct"  # the paper's vLLM Qwen arm
 STARTUP_TIMEOUT_S = 900.0  # loading a 7B checkpoint and capturing CUDA graphs takes minutes
-KINDS = ("grid",)  # protocol kinds a vLLM run serves (`kit check` covers pinning on a running server)
+KINDS = ("grid", "flag_order", "sweep")  # kinds a vLLM run serves (`kit check` covers pinning on a running server)
 NO_VLLM = ("install it with `kit engines install vllm`, or pass --server-bin PATH/TO/vllm, --launcher docker, "
            "or --engine-url on=URL --engine-url off=URL")
 
@@ -200,13 +200,26 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
                          for arm in ARMS}, chosen.details())
 
 
-def refuse_kind(kind: str, server: str | None) -> None:
-    """A vLLM run serves the grid with a server per arm or per pass; anything else is refused up front."""
+def refuse_protocol(protocol: Any) -> None:
+    """What a vLLM run cannot serve is refused before the run folder exists: kinds other than the BFCL
+    passes, a grid serving both arms from one server, flag × order cells that set `--cache-ram` (vLLM has
+    no such layer: its lever is server lifetime), a sweep over more than the checkpoint's own format."""
+    kind = protocol.protocol
     if kind not in KINDS:
-        raise ConfigError(f"{kind} protocols do not run on vLLM yet (it serves the grid; `kit check URL --kind vllm` "
-                          "checks a running server's cache states)", "drop --engine vllm to run it on llama.cpp")
-    if server == "shared":
+        raise ConfigError(f"{kind} protocols do not run on vLLM (it serves grid, flag_order and sweep; `kit check "
+                          "URL --kind vllm` checks a running server's cache states)",
+                          "drop --engine vllm to run it on llama.cpp")
+    if kind == "grid" and protocol.server == "shared":
         raise ConfigError("this grid serves every pass from one server (server: shared), but vLLM fixes prefix "
                           "caching per server process",
                           "use a protocol with server: per_arm (e.g. grid-vllm: both cache-on passes from one "
                           "process) or server: per_pass (grid-vllm-fresh: a fresh server per pass)")
+    if kind == "flag_order":
+        cells = [arm.name for arm in protocol.arms if arm.cache_ram is not None]
+        if cells:
+            raise ConfigError(f"flag x order arm {cells[0]} sets cache_ram, llama.cpp's server-level prompt cache, "
+                              "which vLLM does not have", "use flag-order-vllm (its arms vary server lifetime)")
+    if kind == "sweep":
+        from kit.protocols.formats import served_as_is  # noqa: PLC0415
+
+        served_as_is(protocol.formats)

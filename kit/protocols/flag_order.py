@@ -4,7 +4,10 @@ Each arm is one cell: a `--cache-ram` setting (null = llama.cpp's default, 8192 
 a sequence of passes holding two cache-on passes, either adjacent (on, on) or with a cache-off pass in
 between (on, off, on). Every arm gets a freshly started server and its passes share it, as in the
 paper, so the second cache-on pass inherits whatever the earlier passes of its arm left in the
-server's caches. Episodes run in the canonical order (ascending id). Per arm, the two cache-on passes
+server's caches; an arm with `server: per_pass` gives every pass a fresh server instead. That server
+lifetime is the lever on vLLM, which has no `--cache-ram` layer (protocols/flag-order-vllm.yaml: "a
+fresh server for each cache-enabled pass" against "both passes from one process"); there an arm's
+cache-off pass runs on a server of its own, since vLLM fixes prefix caching per process. Episodes run in the canonical order (ascending id). Per arm, the two cache-on passes
 are compared (run-to-run divergence); an arm with a cache-off pass also gets the path comparison.
 """
 
@@ -20,9 +23,19 @@ from pydantic import Field, field_validator
 from kit.analysis import flag_order_run
 from kit.analysis.grid_findings import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
-from kit.events import Notice, SessionStarted
 from kit.protocols import bounds as b
-from kit.protocols.grid import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.launch.provider import for_arm, per_arm_servers
+from kit.protocols.grid import (
+    BFCL_EPISODES,
+    Arm,
+    BfclPassesProtocol,
+    PassPlan,
+    bfcl_estimate,
+    drive,
+    prepare_bfcl,
+    rerun_whole,
+    served,
+)
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
@@ -36,6 +49,8 @@ class FlagOrderArm(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     cache_ram: b.CacheRam | None = None  # MiB; null keeps llama.cpp's default (8192), 0 disables
     passes: tuple[Arm, ...]
+    # shared: the arm's passes share one server (a server per cache setting on vLLM); per_pass: a fresh one each
+    server: Literal["shared", "per_pass"] = "shared"
 
     @field_validator("passes")
     @classmethod
@@ -58,6 +73,7 @@ DEFAULT_ARMS = (
 class FlagOrderPass(PassPlan):
     cell: str = ""
     cache_ram: int | None = None
+    server: str = "shared"
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +103,7 @@ def pass_plan(protocol: FlagOrderProtocol) -> list[FlagOrderPass]:
         for kind in arm.passes:
             seen[kind] = seen.get(kind, 0) + 1
             plans.append(FlagOrderPass(f"{arm.name}-{kind}{seen[kind]}", kind, seen[kind], CANONICAL, arm.name,
-                                       arm.cache_ram))
+                                       arm.cache_ram, arm.server))
     return plans
 
 
@@ -116,15 +132,16 @@ def cells(protocol: FlagOrderProtocol) -> dict[str, dict[str, Any]]:
                        "engine": {"cache_ram": arm.cache_ram},
                        "resolved": {"passes": list(arm.passes)},
                        "flag_order": {"prompt_cache": prompt_cache_setting(arm.cache_ram),
-                                      "order": pass_order(list(arm.passes)),
+                                      "order": pass_order(list(arm.passes)), "server": arm.server,
                                       "run_to_run": [ids[arm.name][("on", 1)], ids[arm.name][("on", 2)]]}}
             for arm in protocol.arms}
 
 
 def prepare(protocol: FlagOrderProtocol, inputs: RunInputs) -> Prepared:
     return prepare_bfcl(protocol, {
-        "arms": {a.name: {"cache_ram": a.cache_ram, "passes": list(a.passes)} for a in protocol.arms},
-        "server": "fresh server per arm", "order": "canonical",
+        "arms": {a.name: {"cache_ram": a.cache_ram, "passes": list(a.passes), "server": a.server}
+                 for a in protocol.arms},
+        "server": "fresh server per arm (per pass where an arm says so)", "order": "canonical",
         "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))})
 
 
@@ -132,27 +149,30 @@ def results(run_dir: Path) -> dict[str, Any]:
     return flag_order_run.write(run_dir)
 
 
+def _server_key(per_arm_servers: bool) -> Any:
+    """Which passes share a server: an arm's (`server: shared`; on an engine whose cache arm is a server
+    setting, an arm's passes of one cache setting), or none (`per_pass`)."""
+    def key(plan: FlagOrderPass) -> str:
+        if plan.server == "per_pass":
+            return plan.pass_id
+        return f"{plan.cell}-{plan.arm}" if per_arm_servers else plan.cell
+    return key
+
+
 def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[FlagOrderPass, Any]]:
-    """(pass, live session) in run order: one fresh server per arm with passes still to run. An arm cut
-    short after some of its passes runs again whole (its passes share one server history); the passes it
-    had finished are kept aside in records/superseded/."""
+    """(pass, live session) in run order, each arm on fresh servers. An arm cut short after some of its
+    passes that share a server runs them again with the rest (kit.protocols.grid.rerun_whole)."""
     plans = pass_plan(protocol)
-    todo_arms = [a for a in protocol.arms if any(p.pass_id not in ctx.done for p in plans if p.cell == a.name)]
-    for index, arm in enumerate(todo_arms, start=1):
-        own = [p for p in plans if p.cell == arm.name]
-        finished = [p.pass_id for p in own if p.pass_id in ctx.done]
-        if finished:
-            ctx.emit(Notice(f"arm {arm.name} stopped after {', '.join(finished)}: its passes share one server, "
-                            "so the whole arm runs again (earlier records kept in records/superseded/)"))
-            for pass_id in finished:
-                ctx.manifest.supersede(pass_id)
-                ctx.done.discard(pass_id)
-        provider = ctx.provider.variant(cache_ram=arm.cache_ram)
-        with provider.session(arm.name, ctx.run_dir / "logs") as live:
-            ctx.emit(SessionStarted(arm.name, index, len(todo_arms), live.launch))
-            for plan in own:
-                ctx.manifest.set_pass(plan.pass_id, cell=arm.name, cache_ram=arm.cache_ram)
-                yield plan, live
+    rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
+    todo = [p for p in plans if p.pass_id not in ctx.done]
+    logs = ctx.run_dir / "logs"
+
+    def start(plan: FlagOrderPass, label: str) -> Any:
+        return for_arm(ctx.provider.variant(cache_ram=plan.cache_ram), plan.arm).session(label, logs)
+
+    for plan, live in served(todo, _server_key(per_arm_servers(ctx.provider)), start, ctx):
+        ctx.manifest.set_pass(plan.pass_id, cell=plan.cell, cache_ram=plan.cache_ram)
+        yield plan, live
 
 
 def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> None:
@@ -164,7 +184,7 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
     # the speed probe gets a server of its own (drive does that): every arm's server starts empty
     drive(protocol, prepared, ctx, _sessions(protocol, ctx), comparisons(protocol),
           [p.arm for p in plans if p.pass_id not in ctx.done], fresh_server_per_pass=False,
-          estimate_provider=ctx.provider.variant(cache_ram=0))
+          estimate_provider=None if per_arm_servers(ctx.provider) else ctx.provider.variant(cache_ram=0))
 
 
 def estimate_on_cpu(data: dict[str, Any]) -> str:

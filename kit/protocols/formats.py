@@ -52,6 +52,16 @@ def check_labels(formats: dict[str, FormatSource]) -> None:
         seen.append(label)
 
 
+def served_as_is(formats: dict[str, FormatSource]) -> str:
+    """The one format of an engine that serves its checkpoint as it is (vLLM): `{LABEL: {model: source}}`;
+    its label (e.g. BF16). Anything else needs GGUF files of other formats, which only llama.cpp serves."""
+    if len(formats) != 1 or next(iter(formats.values())).model != SOURCE:
+        raise ConfigError(f"formats {', '.join(formats)}: vLLM serves one checkpoint as it is, so a sweep on it has "
+                          "one format, the run's own model", "give formats: {BF16: {model: source}} (sweep-vllm), "
+                          "or run the formats on llama.cpp")
+    return next(iter(formats))
+
+
 def run_model(details: dict[str, Any]) -> ModelFile:
     """The model the run was started with, as the provider describes it."""
     path, digest = details.get("model_path"), details.get("model_sha256")

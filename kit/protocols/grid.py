@@ -9,7 +9,8 @@ BFCL's verdict. As soon as an episode exists in both passes of a comparison, its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from kit.divergence import episode_divergence
 from kit.errors import ConfigError
 from kit.events import (
     EpisodeVerdict,
+    Notice,
     PlanEstimate,
     SessionStarted,
 )
@@ -192,44 +194,61 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
                         f"~{out} new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
 
 
-def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
-    """(pass, live engine session) in run order for the passes not done yet: one server for all of
-    them, one per cache arm (opened at the arm's first pass, closed after its last), or one per pass."""
-    logs = ctx.run_dir / "logs"
-    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
-    if protocol.server == "shared":
-        with ctx.provider.session("grid", logs) as live:
-            ctx.emit(SessionStarted("grid", 1, 1, live.launch))
-            yield from ((p, live) for p in todo)
-        return
-    if protocol.server == "per_arm":
-        yield from _arm_sessions(todo, ctx, logs)
-        return
-    for index, plan in enumerate(todo, start=1):
-        with for_arm(ctx.provider, plan.arm).session(plan.pass_id, logs) as live:
-            ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
-            yield plan, live
-
-
-def _arm_sessions(todo: list[PassPlan], ctx: RunContext, logs: Path) -> Iterator[tuple[PassPlan, Any]]:
-    """`server: per_arm`: each arm's server starts at its first pass and stops after its last, so
-    interleaved arms (on, off, on, off) keep two servers up at once."""
-    arms = list(dict.fromkeys(p.arm for p in todo))
-    last = {p.arm: p.pass_id for p in todo}
-    servers: dict[str, tuple[ExitStack, Any]] = {}
+def served(todo: list, key: Callable[[Any], str], start: Callable[[Any, str], Any],
+           ctx: RunContext) -> Iterator[tuple[Any, Any]]:
+    """(pass, live session) for the passes `todo` in order. Passes with the same `key` share one server:
+    `start(pass, key)` opens its session (a context manager) at the first of them, and it is closed after
+    the last, so passes of different keys that alternate keep their servers up at once."""
+    keys = list(dict.fromkeys(key(p) for p in todo))
+    last = {key(p): p.pass_id for p in todo}
+    servers: dict[str, tuple[ExitStack, Any, str]] = {}
     try:
         for plan in todo:
-            if plan.arm not in servers:
+            label = key(plan)
+            if label not in servers:
                 stack = ExitStack()
-                live = stack.enter_context(for_arm(ctx.provider, plan.arm).session(f"arm-{plan.arm}", logs))
-                servers[plan.arm] = (stack, live)
-                ctx.emit(SessionStarted(f"arm-{plan.arm}", arms.index(plan.arm) + 1, len(arms), live.launch))
-            yield plan, servers[plan.arm][1]
-            if last[plan.arm] == plan.pass_id:
-                servers.pop(plan.arm)[0].close()
+                # which server a pass ran on, unique within the run (a resumed run starts new ones)
+                servers[label] = (stack, stack.enter_context(start(plan, label)), f"{label}/{uuid.uuid4().hex[:8]}")
+                ctx.emit(SessionStarted(label, keys.index(label) + 1, len(keys), servers[label][1].launch))
+            ctx.manifest.set_pass(plan.pass_id, server_session=servers[label][2])
+            yield plan, servers[label][1]
+            if last[label] == plan.pass_id:
+                servers.pop(label)[0].close()
     finally:
-        for stack, _ in servers.values():
+        for stack, *_ in servers.values():
             stack.close()
+
+
+def rerun_whole(plans: list, key: Callable[[Any], str], ctx: RunContext, what: str) -> None:
+    """Passes that must share one server history (the same `key`) run again together: where some of a
+    key's passes finished before the run stopped and some did not, the finished ones are superseded
+    (kept aside in records/superseded/) and run again with the rest on a new server."""
+    for label in dict.fromkeys(key(p) for p in plans):
+        own = [p.pass_id for p in plans if key(p) == label]
+        finished = [pass_id for pass_id in own if pass_id in ctx.done]
+        if finished and len(finished) < len(own):
+            ctx.emit(Notice(f"{what} {label} stopped after {', '.join(finished)}: its passes share one server, "
+                            "so it runs again whole (earlier records kept in records/superseded/)"))
+            for pass_id in finished:
+                ctx.manifest.supersede(pass_id)
+                ctx.done.discard(pass_id)
+
+
+SERVER_KEY: dict[str, Callable[[PassPlan], str]] = {  # grid `server` setting -> which passes share a server
+    "shared": lambda plan: "grid", "per_arm": lambda plan: f"arm-{plan.arm}", "per_pass": lambda plan: plan.pass_id}
+
+
+def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
+    """(pass, live engine session) in run order for the passes not done yet: one server for all of
+    them, one per cache arm, or one per pass (`server`)."""
+    logs = ctx.run_dir / "logs"
+    if protocol.server == "per_arm":
+        rerun_whole(pass_plan(protocol), SERVER_KEY["per_arm"], ctx, "server")
+    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
+    if protocol.server == "shared":  # one server for both arms: refused where the arm is a server's setting
+        return served(todo, SERVER_KEY["shared"], lambda plan, label: ctx.provider.session(label, logs), ctx)
+    return served(todo, SERVER_KEY[protocol.server],
+                  lambda plan, label: for_arm(ctx.provider, plan.arm).session(label, logs), ctx)
 
 
 def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
@@ -252,7 +271,7 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
         if arms and "estimate" not in ctx.manifest.data:
             first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
             # uncached, so on a server of the cache-off arm where each arm has its own
-            speed = probe(estimate_provider or for_arm(ctx.provider, "off"), ctx.run_dir / "logs", protocol.seed,
+            speed = probe(for_arm(estimate_provider or ctx.provider, "off"), ctx.run_dir / "logs", protocol.seed,
                           first)
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))

@@ -23,6 +23,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from kit.analysis import sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
+from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols import bounds as b
 from kit.protocols import formats as weight_formats
 from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
@@ -136,7 +137,7 @@ def cells(protocol: SweepProtocol, files: dict[str, dict[str, Any]]) -> dict[str
 def _sessions(protocol: SweepProtocol, ctx: RunContext, providers: dict[str, Any]) -> Iterator[tuple[SweepPass, Any]]:
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
     for index, plan in enumerate(todo, start=1):
-        with providers[plan.format].session(plan.pass_id, ctx.run_dir / "logs") as live:
+        with for_arm(providers[plan.format], plan.arm).session(plan.pass_id, ctx.run_dir / "logs") as live:
             ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
             ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
             yield plan, live
@@ -146,12 +147,18 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
     if not ctx.provider.fresh_servers:
         raise ConfigError("the sweep starts a fresh server for every pass, but this engine was started elsewhere",
                           "drop --engine-url and let the kit start llama-server")
-    files = weight_formats.resolve(protocol.formats, ctx.provider.describe(), say=lambda text: ctx.emit(Notice(text)))
-    ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
-    details = {label: weight_formats.engine_details(label, model) for label, (model, _) in files.items()}
+    if per_arm_servers(ctx.provider):  # vLLM: one checkpoint, served as it is (BF16 for the paper's)
+        label = weight_formats.served_as_is(protocol.formats)
+        details = {label: {**ctx.provider.describe(), "format": label}}
+        providers = {label: ctx.provider}
+    else:
+        files = weight_formats.resolve(protocol.formats, ctx.provider.describe(),
+                                       say=lambda text: ctx.emit(Notice(text)))
+        ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
+        details = {label: weight_formats.engine_details(label, model) for label, (model, _) in files.items()}
+        providers = {label: ctx.provider.variant(model=model.path, details=details[label])
+                     for label, (model, _) in files.items()}
     ctx.manifest.update(cells=cells(protocol, details))
-    providers = {label: ctx.provider.variant(model=model.path, details=details[label])
-                 for label, (model, _) in files.items()}
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
     drive(protocol, prepared, ctx, _sessions(protocol, ctx, providers), comparisons(protocol),
           [p.arm for p in todo], fresh_server_per_pass=True,

@@ -53,6 +53,7 @@ def test_cells_carry_setting_and_order_the_way_table_iii_reads_them():
     assert between["passes"] == ["disabled-between-on1", "disabled-between-off1", "disabled-between-on2"]
     assert between["engine"] == {"cache_ram": 0} and between["resolved"] == {"passes": ["on", "off", "on"]}
     assert between["flag_order"] == {"prompt_cache": "disabled", "order": "cache-off pass in between",
+                                     "server": "shared",
                                      "run_to_run": ["disabled-between-on1", "disabled-between-on2"]}
     assert cells["default-adjacent"]["flag_order"]["prompt_cache"] == "default"
     assert cells["default-adjacent"]["flag_order"]["order"] == "adjacent"
@@ -136,7 +137,11 @@ def test_resume_skips_finished_arms_and_reruns_a_cut_short_arm_whole(tmp_path):
                                    "disabled-between-off1", "disabled-between-on2"]
     assert all(label == p.rsplit("-", 1)[0] for p, label in ran)  # each pass on its own arm's server
     assert "default-between-on1" not in ctx.done and "default-adjacent-on1" in manifest.data["passes"]
-    assert manifest.data["passes"]["default-between-on1"] == {"cell": "default-between", "cache_ram": None}
+    rerun = manifest.data["passes"]["default-between-on1"]
+    assert {k: rerun[k] for k in ("cell", "cache_ram")} == {"cell": "default-between", "cache_ram": None}
+    # the server it ran on again, shared with the arm's other passes and named apart from any earlier one
+    assert rerun["server_session"].startswith("default-between/")
+    assert manifest.data["passes"]["default-between-on2"]["server_session"] == rerun["server_session"]
     assert [f.name.split(".")[0] for f in (tmp_path / "records" / "superseded").iterdir()] == ["default-between-on1"]
     assert any(isinstance(e, Notice) and "runs again" in e.text for e in events)
 
