@@ -167,8 +167,22 @@ def test_usage_cached_tokens_wins_over_metrics():
         metrics=[fixture_text("metrics_before.txt"), fixture_text("metrics_after_cold.txt")],
     )
     engine = engine_for(server)
-    assert engine.complete(REQUEST).cached_tokens == 48
+    done = engine.complete(REQUEST)
+    assert done.cached_tokens == 48
     assert engine.last_cache_telemetry.source == "usage"
+    # both measures are kept; here /metrics moved +64 queries and +0 hits around it: a disagreement, flagged
+    assert done.cache_measures == {"usage": 48, "metrics_hits": 0.0, "metrics_queries": 64.0, "source": "usage",
+                                   "disagree": True}
+
+
+def test_measures_that_agree_are_both_recorded():
+    server = FakeVllm(
+        completions=[(200, fixture_json("completion_cached_tokens.json"))],
+        metrics=[fixture_text("metrics_after_cold.txt"), fixture_text("metrics_after_warm.txt")],
+    )
+    done = engine_for(server).complete(REQUEST)
+    assert done.cache_measures == {"usage": 48, "metrics_hits": 48.0, "metrics_queries": 64.0, "source": "usage",
+                                   "disagree": False}
 
 
 def test_delta_not_matching_the_prompt_stays_unknown():

@@ -15,13 +15,14 @@ fake model makes of them, and so the exact counts asserted:
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from kit.cli import cli
-from tests.fake_vllm import serve
+from tests.fake_vllm import SERVER, serve
 from tests.fake_vllm.docker import VllmContainers
 
 TINY = """
@@ -169,3 +170,30 @@ def test_container_path_fresh_server_per_pass(tmp_path, monkeypatch):
     assert launch["image_info"]["repo_digests"] and launch["log"] == "container-on2.log"
     assert (run_dir / "logs" / "container-on2.log").is_file()
     assert manifest["engine"]["kind"] == "per_arm" and manifest["engine"]["arms"]["off"]["kind"] == "docker"
+
+
+def test_native_vllm_serve_one_process_per_arm(tmp_path):
+    """`--launcher native`: the kit starts `vllm serve` itself, one process per arm (here a `vllm` shim
+    that runs the fake server with the flags the kit passes)."""
+    shim = tmp_path / "bin" / "vllm"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\n[ "$1" = serve ] && shift\nexec {sys.executable} {SERVER} "$@"\n')
+    shim.chmod(0o755)
+    run_dir = run_grid(tmp_path, "per_arm", "--server-bin", str(shim))
+    table = analyze(run_dir)
+    assert diverged(table) == {"run-to-run cache-off": 0, "run-to-run cache-on": 1, "path": 3}
+    passes = json.loads((run_dir / "manifest.json").read_text())["passes"]
+    on, off = passes["on2"]["launch"], passes["off1"]["launch"]
+    assert on["argv"][:3] == [str(shim), "serve", "Qwen/Qwen2.5-7B-Instruct"] and "--enable-prefix-caching" in on["argv"]
+    assert "--no-enable-prefix-caching" in off["argv"] and on["pid"] != off["pid"]
+    assert passes["on1"]["launch"]["pid"] == on["pid"]  # both cache-on passes from one process
+    assert "Starting vLLM API server" in (run_dir / "logs" / "server-arm-on.log").read_text()
+
+
+def test_native_without_vllm_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("kit.launch.gpu_setup.default_vllm_venv", lambda: tmp_path / "no-venv")
+    protocol = tmp_path / "grid.yaml"
+    protocol.write_text(TINY.format(server="per_arm"))
+    result = CliRunner().invoke(cli, ["run", str(protocol), "--engine", "vllm", "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and "kit engines install vllm" in said(result)
+    assert not (tmp_path / "out").exists()
