@@ -109,7 +109,6 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
     """A server per cache arm: at the URLs given, in the pinned container, or native `vllm serve`."""
     from kit.launch import vllm_launch  # noqa: PLC0415
 
-    vllm_launch.refuse_protocol(protocol)
     if options.engine_urls:
         return vllm_launch.by_urls(options.engine_urls, options.model)
     if options.launcher == "docker":
@@ -134,6 +133,10 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    if options.engine == "vllm":  # what vLLM cannot serve, refused before anything is fetched or written
+        from kit.launch import vllm_launch  # noqa: PLC0415
+
+        vllm_launch.refuse_protocol(protocol)
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
     if sha256_text(content) != digest:

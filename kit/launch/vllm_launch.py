@@ -171,13 +171,13 @@ def native(binary: Path | None, model: str | None, max_model_len: int, seed: int
     """A native `vllm serve` per session and arm (`binary` None: the venv of `kit engines install vllm`)."""
     from kit.launch.gpu_setup import default_vllm_venv  # noqa: PLC0415
 
+    chosen = checkpoint(model)
     found = Path(binary) if binary else default_vllm_venv() / "bin" / "vllm"
     if not found.is_file():
         raise ConfigError(f"no vLLM executable at {found}", NO_VLLM)
     if port is not None:
         raise ConfigError("--port names one port, but a vLLM run starts a server per cache arm",
                           "leave --port out: each server gets a free loopback port")
-    chosen = checkpoint(model)
     return ArmProviders({arm: VllmNativeProvider(VllmServeSpec(found, chosen.served, arm == "on", max_model_len,
                                                                seed))
                          for arm in ARMS}, chosen.details())
