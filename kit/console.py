@@ -84,10 +84,11 @@ class ConsoleReporter:
             print_(f"  {event.comparison} ({a} vs {b}) {event.unit}: {where}")
         elif isinstance(event, SessionStarted):
             launch = event.launch
-            build = (launch.get("build_info") or "?")
+            build = launch.get("build_info") or " ".join(str(launch[k]) for k in ("engine", "version") if launch.get(k))
             startup = launch.get("startup_seconds")
-            print_(f"session {event.session} ({event.index}/{event.total}): engine {build}"
-                   + (f", started in {startup:.1f} s" if startup is not None else " (external)"))
+            how = (f", started in {startup:.1f} s" if startup is not None
+                   else ", in a container" if "container" in launch else " (external)")
+            print_(f"session {event.session} ({event.index}/{event.total}): engine {build or '?'}{how}")
             self.progress.update(self.task, description=f"session {event.session}")
         elif isinstance(event, RequestDone):
             if self.unit == "requests":

@@ -30,6 +30,8 @@ def probe(provider, log_dir: Path, seed: int, prompt: str | Callable[[Any], str]
             text = prompt(live.engine) if callable(prompt) else prompt
             done = live.engine.complete(CompletionRequest(prompt=text, max_tokens=16, seed=seed, cache_prompt=False))
         startup = float(live.launch.get("startup_seconds") or 0.0)
-    prefill = (done.prefill_tokens or 1) / max(done.prefill_ms or 1.0, 1.0) * 1000
-    decode = (done.decode_tokens or 1) / max(done.decode_ms or 1.0, 1.0) * 1000
+    # an engine without server timings (vLLM): the request's wall time bounds each phase from above
+    wall_ms = done.sent.wall_seconds * 1000 if done.sent is not None else 1.0
+    prefill = (done.prefill_tokens or done.prompt_tokens or 1) / max(done.prefill_ms or wall_ms, 1.0) * 1000
+    decode = (done.decode_tokens or 1) / max(done.decode_ms or wall_ms, 1.0) * 1000
     return Speed(prefill, decode, done.prompt_tokens or 0, startup)

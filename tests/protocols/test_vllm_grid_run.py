@@ -197,3 +197,28 @@ def test_native_without_vllm_says_how_to_get_it(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["run", str(protocol), "--engine", "vllm", "--out", str(tmp_path / "out")])
     assert result.exit_code != 0 and "kit engines install vllm" in said(result)
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_runs_an_arm_cut_short_again_whole_on_one_server(tmp_path, arm_urls):
+    """A run stopped after on1 (here: its later passes taken out of the manifest, as a kill leaves them
+    unrecorded): on resume on1 is superseded and runs again with on2 on one server, so the cache-on
+    run-to-run comparison is again of two passes from one process."""
+    on, off = arm_urls
+    run_dir = run_grid(tmp_path, "per_arm", "--engine-url", f"on={on}", "--engine-url", f"off={off}")
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    first = manifest["passes"]["on1"]["server_session"]
+    for pass_id in ("on2", "off1", "off2"):
+        manifest["passes"].pop(pass_id)
+        (run_dir / "records" / f"{pass_id}.jsonl").unlink()
+        (run_dir / "records" / f"{pass_id}.episodes.jsonl").unlink()
+    manifest.update(status="interrupted", reason="killed")
+    manifest_path.write_text(json.dumps(manifest))
+    result = CliRunner().invoke(cli, ["resume", str(run_dir)])
+    assert result.exit_code == 0, said(result)
+    told = " ".join(result.output.split())  # the console wraps long lines
+    assert "server arm-on stopped after on1" in told and "runs again whole" in told
+    passes = json.loads(manifest_path.read_text())["passes"]
+    assert passes["on1"]["server_session"] == passes["on2"]["server_session"] != first
+    assert (run_dir / "records" / "superseded").is_dir()
+    assert diverged(analyze(run_dir)) == {"run-to-run cache-off": 0, "run-to-run cache-on": 0, "path": 3}
