@@ -126,6 +126,9 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
             or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
                           "replay it against that engine with `kit run` and the same protocol file")
+    if saved.get("engine") == "vllm":
+        raise ConfigError(f"{where} ran on vLLM, whose checkpoint has no single-file sha256 to find it again by",
+                          "run its protocol again with `kit run PROTOCOL --engine vllm` (docs/vllm.md)")
     server_bin = saved.get("server_bin")
     if server_bin and not Path(server_bin).is_file():
         raise ConfigError(f"{where} ran the llama-server at {server_bin}, which is not on this machine",
