@@ -27,6 +27,7 @@ OK, MISSING, WARN = "OK", "MISSING", "WARN"
 PROVE_FIX = "run `kit doctor` (it starts the engine for one short completion, a few seconds)"
 RUN_DEMO_FIX = "run `kit demo` to see the full error, or use --server-bin / --engine-url"
 UNPROVEN_MARK = "not proven yet: run `kit doctor`"
+VLLM_INSTALL_FIX = "install it with `kit engines install vllm` (needs a GPU and network)"
 
 # The ways of running an engine, and what each needs (check names); `runnable()` says which are open.
 EMBEDDED_WAY = "embedded CPU engine"
@@ -37,7 +38,7 @@ PATHS: dict[str, tuple[str, ...]] = {
     EMBEDDED_WAY: ("embedded engine",),
     DOCKER_WAY: ("docker daemon", "nvidia runtime", "gpu"),
     NATIVE_LLAMACPP_WAY: ("gpu", "nvcc", "build tools"),
-    NATIVE_VLLM_WAY: ("gpu",),
+    NATIVE_VLLM_WAY: ("gpu", "vllm executable"),
 }
 
 
@@ -74,6 +75,7 @@ class Probes:
     """Every way the doctor looks at the machine. Each probe may raise; the check turns that into a line."""
 
     docker_info: Callable[[], dict[str, Any]]  # ping the daemon, then `docker info` as a dict
+    docker_image: Callable[[str], dict[str, Any] | None]  # a local image by tag ({"id", "tags"}), None: absent
     run: Callable[[Sequence[str]], CommandResult | None]  # None when the command does not exist
     which: Callable[[str], str | None]
     disk_free: Callable[[Path], int]  # bytes free at a folder
@@ -84,6 +86,7 @@ class Probes:
     cache_dir: Path
     environ: Mapping[str, str]
     hf_token_file: Path
+    vllm_executable: Callable[[], Path]  # where `kit engines install vllm` puts `vllm`
 
 
 # -- the checks -------------------------------------------------------------------------------
@@ -107,6 +110,40 @@ def check_nvidia_runtime(probes: Probes, daemon: Check) -> Check:
         return Check("nvidia runtime", OK, f"Docker runtimes: {', '.join(runtimes)}")
     return Check("nvidia runtime", MISSING, f"Docker runtimes: {', '.join(runtimes) or 'none listed'}",
                  "install the NVIDIA Container Toolkit and run `nvidia-ctk runtime configure --runtime=docker`")
+
+
+def check_vllm_image(probes: Probes, daemon: Check) -> Check:
+    """The pinned vLLM image, present locally or not. Never blocks a way: the kit builds it from
+    Dockerfile.vllm on the first vLLM container run (as it does the llama.cpp image)."""
+    from kit.launch.container_spec import VLLM_IMAGE  # noqa: PLC0415
+
+    if daemon.status != OK:
+        return Check("vllm image", WARN, "cannot tell without a Docker daemon", data={"image": VLLM_IMAGE})
+    try:
+        found = probes.docker_image(VLLM_IMAGE)
+    except Exception as exc:  # noqa: BLE001 - shown, never fatal
+        return Check("vllm image", WARN, f"cannot look up {VLLM_IMAGE} ({_short(exc)})", "check that Docker is running",
+                     data={"image": VLLM_IMAGE})
+    if found is None:
+        return Check("vllm image", WARN, f"{VLLM_IMAGE} not built yet",
+                     f"`docker build -f Dockerfile.vllm -t {VLLM_IMAGE} .` (needs network), or the kit builds it on "
+                     "the first vLLM container run", data={"image": VLLM_IMAGE, "present": False})
+    image_id = str(found.get("id") or "?")
+    return Check("vllm image", OK, f"{VLLM_IMAGE} present ({image_id.removeprefix('sha256:')[:12]})",
+                 data={"image": VLLM_IMAGE, "present": True, "id": image_id})
+
+
+def check_vllm_executable(probes: Probes) -> Check:
+    """The `vllm` of the venv `kit engines install vllm` makes (native vLLM runs it)."""
+    try:
+        path = probes.vllm_executable()
+    except Exception as exc:  # noqa: BLE001 - shown, never fatal
+        return Check("vllm executable", MISSING, f"cannot locate it: {_short(exc)}", VLLM_INSTALL_FIX)
+    if not path.is_file():
+        return Check("vllm executable", MISSING, f"not installed (no {path})", VLLM_INSTALL_FIX, {"path": str(path)})
+    if not os.access(path, os.X_OK):
+        return Check("vllm executable", MISSING, f"{path} is not executable", VLLM_INSTALL_FIX, {"path": str(path)})
+    return Check("vllm executable", OK, str(path), data={"path": str(path)})
 
 
 def check_gpu(probes: Probes) -> Check:
@@ -258,16 +295,27 @@ def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = 
 
         models = (DEFAULT_MODEL,)
     daemon = check_docker_daemon(probes)
-    return [daemon, check_nvidia_runtime(probes, daemon), check_gpu(probes), check_nvcc(probes),
-            check_build_tools(probes), check_disk(probes, models), check_port(probes),
-            check_embedded(probes, start=start_engine, recheck=recheck), check_hf_token(probes)]
+    return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon), check_gpu(probes),
+            check_nvcc(probes), check_build_tools(probes), check_vllm_executable(probes), check_disk(probes, models),
+            check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck), check_hf_token(probes)]
+
+
+def usable(check: Check) -> bool:
+    """Does this check allow the ways that need it? (nvcc 13 still counts as present; an installed embedded
+    engine not proven yet counts, and `unproven_ways` names it.)"""
+    return check.status == OK or unproven(check) or (check.name == "nvcc" and check.status == WARN)
 
 
 def runnable(checks: Sequence[Check]) -> list[str]:
-    """The ways of running an engine that every needed check allows (nvcc 13 still counts as present; an
-    installed embedded engine not proven yet counts, and `unproven_ways` names it)."""
-    usable = {c.name for c in checks if c.status == OK or unproven(c) or (c.name == "nvcc" and c.status == WARN)}
-    return [path for path, needs in PATHS.items() if all(name in usable for name in needs)]
+    """The ways of running an engine that every needed check allows."""
+    allowed = {c.name for c in checks if usable(c)}
+    return [path for path, needs in PATHS.items() if all(name in allowed for name in needs)]
+
+
+def blocking(checks: Sequence[Check], way: str) -> Check | None:
+    """The first check this way needs that does not allow it (None: the way is open)."""
+    found = {c.name: c for c in checks}
+    return next((found[name] for name in PATHS[way] if name in found and not usable(found[name])), None)
 
 
 def unproven_ways(checks: Sequence[Check]) -> list[str]:
@@ -299,6 +347,25 @@ def _docker_info(timeout_s: float = 3.0) -> dict[str, Any]:
         return client.info()
     finally:
         client.close()
+
+
+def _docker_image(reference: str, timeout_s: float = 5.0) -> dict[str, Any] | None:
+    import docker  # noqa: PLC0415 - only when the doctor looks
+
+    client = docker.from_env(timeout=timeout_s)
+    try:
+        image = client.images.get(reference)
+    except docker.errors.ImageNotFound:
+        return None
+    finally:
+        client.close()
+    return {"id": image.id, "tags": list(image.tags)}
+
+
+def _vllm_executable() -> Path:
+    from kit.launch.gpu_setup import default_vllm_venv  # noqa: PLC0415
+
+    return default_vllm_venv() / "bin" / "vllm"
 
 
 def _run(argv: Sequence[str], timeout_s: float = 10.0) -> CommandResult | None:
@@ -359,11 +426,11 @@ def default_probes(cpu_backend: str = "auto") -> Probes:
     environ = dict(os.environ)
     hf_home = Path(environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
     cache = cache_dir()
-    return Probes(docker_info=_docker_info, run=_run, which=shutil.which,
+    return Probes(docker_info=_docker_info, docker_image=_docker_image, run=_run, which=shutil.which,
                   disk_free=lambda path: shutil.disk_usage(path).free, free_port=_free_port,
                   embedded_identity=lambda: _embedded_identity(cpu_backend),
                   prove_embedded=lambda: _prove_embedded(cpu_backend, cache), model_needs=_model_needs,
-                  cache_dir=cache, environ=environ, hf_token_file=hf_home / "token")
+                  cache_dir=cache, environ=environ, hf_token_file=hf_home / "token", vllm_executable=_vllm_executable)
 
 
 # -- small helpers ----------------------------------------------------------------------------

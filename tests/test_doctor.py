@@ -18,6 +18,7 @@ import pytest
 from kit import doctor, embedded_proof
 from kit.doctor import MISSING, OK, WARN, CommandResult, Probes
 from kit.errors import EngineError, IllegalInstruction
+from kit.launch.container_spec import VLLM_IMAGE
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.embedded import EmbeddedBinary
 
@@ -56,32 +57,55 @@ class FakeEngine:
 
 
 def make_probes(tmp_path: Path, *, commands=None, tools=("cmake", "make", "c++"), docker=no_daemon, free=50 * 2**30,
-                engine=None, needs=None, environ=None) -> Probes:
-    commands = commands or {}
+                engine=None, needs=None, environ=None, images=None, vllm=None) -> Probes:
+    """`images`: tag -> what the docker SDK's image lookup gives (none: no image is built); `vllm`: where the
+    vLLM venv's executable is (none: a path with nothing there)."""
+    commands, images = commands or {}, images or {}
     engine = engine or FakeEngine(installed=False)
 
     def run(argv):
         return commands.get(argv[0])
 
-    return Probes(docker_info=docker, run=run, which=lambda name: f"/usr/bin/{name}" if name in tools else None,
+    def image(tag):
+        found = images.get(tag)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    return Probes(docker_info=docker, docker_image=image, run=run,
+                  which=lambda name: f"/usr/bin/{name}" if name in tools else None,
                   disk_free=lambda path: free, free_port=lambda: 43210, embedded_identity=engine.identity,
                   prove_embedded=engine.prove,
                   model_needs=lambda names: needs if needs is not None else [(n, 98362432, False) for n in names],
-                  cache_dir=tmp_path, environ=environ or {}, hf_token_file=tmp_path / "token")
+                  cache_dir=tmp_path, environ=environ or {}, hf_token_file=tmp_path / "token",
+                  vllm_executable=lambda: vllm or tmp_path / "vllm-venv" / "bin" / "vllm")
 
 
 def by_name(checks):
     return {c.name: c for c in checks}
 
 
+GPU_DOCKER = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
+VLLM_IMAGE_FOUND = {"id": "sha256:" + "3f" * 32, "tags": [VLLM_IMAGE]}
+
+
+def installed_vllm(tmp_path: Path) -> Path:
+    """A stand-in for the venv's `vllm` executable (the doctor only looks whether it is there)."""
+    path = tmp_path / "vllm-venv" / "bin" / "vllm"
+    path.parent.mkdir(parents=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
 def test_gpu_machine_with_docker_can_run_everything(tmp_path):
-    info = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
-    probes = make_probes(tmp_path, docker=lambda: info,
+    probes = make_probes(tmp_path, docker=lambda: GPU_DOCKER,
                          commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI), "nvcc": CommandResult(0, NVCC_12)},
-                         engine=FakeEngine())
+                         engine=FakeEngine(), images={VLLM_IMAGE: VLLM_IMAGE_FOUND}, vllm=installed_vllm(tmp_path))
     checks = doctor.run_checks(probes)
     found = by_name(checks)
     assert all(c.status == OK for c in checks if c.name != "hf token")
+    assert found["vllm image"].detail == f"{VLLM_IMAGE} present (3f3f3f3f3f3f)"
     assert "2 GPU(s)" in found["gpu"].detail and "550.54.15" in found["gpu"].detail
     assert found["nvcc"].data["release"] == "12.6"
     assert "proven now: 4 tokens" in found["embedded engine"].detail
@@ -101,6 +125,56 @@ def test_docker_without_nvidia_runtime_is_missing_with_the_fix(tmp_path):
 def test_no_daemon_reports_the_reason(tmp_path):
     check = doctor.check_docker_daemon(make_probes(tmp_path))
     assert check.status == MISSING and "No such file" in check.detail and "DOCKER_HOST" in check.fix
+
+
+def test_a_missing_vllm_image_is_a_warning_with_the_build_line_and_blocks_nothing(tmp_path):
+    probes = make_probes(tmp_path, docker=lambda: GPU_DOCKER, commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI)})
+    checks = doctor.run_checks(probes)
+    image = by_name(checks)["vllm image"]
+    assert image.status == WARN and image.detail == "kit/vllm:0.11.0 not built yet"
+    assert image.fix == ("`docker build -f Dockerfile.vllm -t kit/vllm:0.11.0 .` (needs network), or the kit builds it "
+                         "on the first vLLM container run")
+    assert image.data == {"image": VLLM_IMAGE, "present": False}
+    assert doctor.DOCKER_WAY in doctor.runnable(checks)  # the kit builds it on first run, as the llama.cpp image
+
+
+@pytest.mark.parametrize("images, needle", [
+    ({VLLM_IMAGE: ConnectionError("read timed out")}, "cannot look up kit/vllm:0.11.0 (read timed out)"),
+    (None, "cannot tell without a Docker daemon"),
+])
+def test_the_vllm_image_is_not_looked_up_without_a_daemon_that_answers(tmp_path, images, needle):
+    docker = (lambda: GPU_DOCKER) if images else no_daemon
+    check = by_name(doctor.run_checks(make_probes(tmp_path, docker=docker, images=images)))["vllm image"]
+    assert check.status == WARN and check.detail == needle
+
+
+def test_native_vllm_needs_the_venvs_executable_and_says_how_to_install_it(tmp_path):
+    gpu = {"nvidia-smi": CommandResult(0, NVIDIA_SMI)}
+    checks = doctor.run_checks(make_probes(tmp_path, commands=gpu))
+    missing = doctor.blocking(checks, doctor.NATIVE_VLLM_WAY)
+    assert missing is by_name(checks)["vllm executable"] and missing.status == MISSING
+    assert missing.detail == f"not installed (no {tmp_path / 'vllm-venv' / 'bin' / 'vllm'})"
+    assert missing.fix.startswith("install it with `kit engines install vllm`")
+    assert doctor.NATIVE_VLLM_WAY not in doctor.runnable(checks)
+    installed = doctor.run_checks(make_probes(tmp_path, commands=gpu, vllm=installed_vllm(tmp_path)))
+    assert by_name(installed)["vllm executable"].status == OK
+    assert doctor.NATIVE_VLLM_WAY in doctor.runnable(installed) and doctor.blocking(installed, doctor.NATIVE_VLLM_WAY) is None
+    no_gpu = doctor.run_checks(make_probes(tmp_path, vllm=installed_vllm(tmp_path / "other")))
+    assert doctor.blocking(no_gpu, doctor.NATIVE_VLLM_WAY).name == "gpu"  # the first missing need is named
+
+
+def test_the_vllm_executable_must_be_executable(tmp_path):
+    path = installed_vllm(tmp_path)
+    path.chmod(0o644)
+    check = doctor.check_vllm_executable(make_probes(tmp_path, vllm=path))
+    assert check.status == MISSING and check.detail == f"{path} is not executable"
+
+
+def test_the_docker_way_names_its_first_missing_need(tmp_path):
+    no_runtime = doctor.run_checks(make_probes(tmp_path, docker=lambda: {"ServerVersion": "27.3.1", "Runtimes": {}},
+                                               commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI)}))
+    assert doctor.blocking(no_runtime, doctor.DOCKER_WAY).name == "nvidia runtime"
+    assert doctor.blocking(doctor.run_checks(make_probes(tmp_path)), doctor.DOCKER_WAY).name == "docker daemon"
 
 
 @pytest.mark.parametrize("result, status, needle", [
@@ -205,6 +279,9 @@ def test_no_start_without_a_proof_is_installed_but_unproven_and_still_a_way_to_r
     result = doctor.report(checks)
     assert result["can_run"] == ["embedded CPU engine"] and result["unproven"] == ["embedded CPU engine"]
     assert result["checks"][-2]["data"]["proven"] is False
+    assert {c["name"] for c in result["checks"]} >= {"vllm image", "vllm executable"}
+    assert set(result) == {"checks", "can_run", "unproven"}
+    assert all(set(c) == {"name", "status", "detail", "fix", "data"} for c in result["checks"])
 
 
 def test_a_failed_proof_is_kept_as_a_failure_never_as_a_success(tmp_path):
@@ -281,3 +358,20 @@ def test_doctor_on_this_machine_proves_the_embedded_engine(fresh_kit_cache):
 
     cached = {c["name"]: c for c in doctor_json("--no-start")["checks"]}["embedded engine"]
     assert cached["status"] == OK and cached["data"]["cached"] is True and cached["data"]["at"] == kept["at"]
+
+
+def test_the_real_image_probe_asks_the_docker_sdk_and_reads_not_found_as_absent(monkeypatch):
+    import docker
+
+    class Images:
+        def get(self, reference):
+            if reference != VLLM_IMAGE:
+                raise docker.errors.ImageNotFound(f"No such image: {reference}")
+            return type("Image", (), {"id": VLLM_IMAGE_FOUND["id"], "tags": [VLLM_IMAGE]})()
+
+    closed = []
+    client = type("Client", (), {"images": Images(), "close": lambda self: closed.append(True)})()
+    monkeypatch.setattr(docker, "from_env", lambda timeout: client)
+    assert doctor._docker_image(VLLM_IMAGE) == VLLM_IMAGE_FOUND
+    assert doctor._docker_image("kit/vllm:missing") is None
+    assert closed == [True, True]

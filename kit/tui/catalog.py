@@ -45,10 +45,14 @@ class Capabilities:
 
 
 def capabilities(checks: Sequence[Check]) -> Capabilities:
-    """The doctor's checks as the launcher uses them: an embedded engine counts only once proven."""
+    """The doctor's checks as the launcher uses them: an embedded engine counts only once proven; a way
+    that is not open says what is missing (the doctor's line for the first check it needs that fails)."""
     waiting = doctor.unproven_ways(checks)
     ways = tuple(way for way in doctor.runnable(checks) if way not in waiting)
     why_not = {}
+    for way in doctor.PATHS:
+        if way not in ways and (missing := doctor.blocking(checks, way)) is not None:
+            why_not[way] = missing.sentence()
     if EMBEDDED not in ways:
         engine = next(c for c in checks if c.name == "embedded engine")
         why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()

@@ -3,28 +3,35 @@ the RunOptions the runner gets. Each check returns None (fine) or one line sayin
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY
+from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
+from kit.errors import KitError
 from kit.tui.catalog import EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
 
 GGUF_MAGIC = b"GGUF"
+HF_ID = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face model id: Org/Name
+VLLM_PROTOCOLS = "grid-vllm, grid-vllm-fresh, flag-order-vllm or sweep-vllm"  # the kit's protocols for vLLM
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """One way to get an engine, what the doctor must allow for it, and whether the runner drives it yet."""
+    """One way to get an engine: what the doctor must allow for it, and the runner's engine and launcher."""
 
     key: str
     label: str
     doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
-    wired: bool  # can the runner drive it now?
+    engine: str = "llamacpp"  # RunOptions.engine (the endpoint's comes from its kind)
+    launcher: str = "native"  # RunOptions.launcher
 
     @property
     def way(self) -> str:
@@ -33,35 +40,92 @@ class EngineChoice:
 
 
 ENGINES = (
-    EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED, True),
-    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY, True),
-    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, True),
-    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, False),
-    EngineChoice("endpoint", "my own endpoint (URL + kind)", None, True),
+    EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
+    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
+    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
+    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine="vllm", launcher="docker"),
+    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine="vllm"),
+    EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
 )
 CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
     "auto": "auto (the wheel's where this CPU allows, else portable)",
     "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
     "portable": "portable (AVX2, built here once)",
 }
-ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API)"}
-WIRED_ENDPOINT_KINDS = {"llamacpp"}
+ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API, a server per cache arm)"}
 
 
-def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str) -> str | None:
-    """Why this engine cannot be used here for this kind of protocol, or None."""
-    if not choice.wired:
-        return f"{choice.label}: the runner cannot start it yet; use the CLI's engine commands or an endpoint URL"
-    if choice.way not in kind_ways(kind):
+def choice_of(key: str) -> EngineChoice:
+    return next(c for c in ENGINES if c.key == key)
+
+
+def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol: str = "") -> str | None:
+    """Why this engine cannot be used here for this kind of protocol (`protocol`: its file), or None."""
+    if choice.engine == "vllm":
+        if problem := vllm_problem(protocol):
+            return problem
+    elif choice.way not in kind_ways(kind):
         return f"{kind} protocols cannot use {choice.label}: they need {kind_needs(kind)}"
     if choice.doctor_way and caps.checked and choice.doctor_way not in caps.ways:
         return caps.why_not.get(choice.doctor_way) or f"{choice.label}: `kit doctor` says this machine cannot run it"
     return None
 
 
-def usable_engine(kind: str, caps: Capabilities) -> str:
-    """The first engine choice this kind can use here (the embedded engine when none can)."""
-    return next((c.key for c in ENGINES if engine_problem(c, caps, kind) is None), "embedded")
+def vllm_problem(protocol: str) -> str | None:
+    """Why vLLM cannot run this protocol file (the runner's rules, kit.launch.vllm_launch.refuse_protocol), or None."""
+    from kit.launch.vllm_launch import KINDS, refuse_protocol  # noqa: PLC0415 - loads the vLLM client
+
+    try:
+        loaded = loaded_protocol(protocol)
+    except KitError as exc:
+        return exc.line()
+    try:
+        refuse_protocol(loaded)
+    except KitError as exc:
+        if loaded.protocol not in KINDS:  # its fix names the CLI's --engine
+            return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({VLLM_PROTOCOLS})"
+        return exc.line()
+    return None
+
+
+def reused_server_problem(engine: str, protocol: str) -> str | None:
+    """A protocol that starts a fresh server per pass cannot run on servers reached by URL (the runner's rule,
+    kit.runner.refuse_reused_servers), or None."""
+    from kit.protocols.kinds import of  # noqa: PLC0415
+    from kit.runner import refuse_reused_servers  # noqa: PLC0415
+
+    try:
+        loaded = loaded_protocol(protocol)
+    except KitError as exc:
+        return exc.line()
+    try:
+        refuse_reused_servers(loaded, of(loaded), SimpleNamespace(fresh_servers=False))
+    except KitError as exc:  # its fix names the CLI's --engine-url
+        pick = "grid-vllm (a server per cache arm)" if engine == "vllm" else "a protocol with server: shared or per_arm"
+        return f"{exc.message}: pick {pick}, or an engine the kit starts"
+    return None
+
+
+def loaded_protocol(protocol: str) -> Any:
+    """The protocol file, validated as the runner loads it (kept while the file is unchanged)."""
+    try:
+        stamp = Path(protocol).stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    return _load(protocol, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(protocol: str, stamp: int | None) -> Any:
+    from kit.protocols.kinds import load  # noqa: PLC0415
+
+    return load(protocol)[0]
+
+
+def usable_engine(kind: str, caps: Capabilities, protocol: str = "") -> str:
+    """The first engine choice this kind of protocol (`protocol`: its file) can use here (the embedded engine
+    when none can)."""
+    return next((c.key for c in ENGINES if engine_problem(c, caps, kind, protocol) is None), "embedded")
 
 
 def check_url(text: str) -> str | None:
@@ -78,7 +142,7 @@ def check_url(text: str) -> str | None:
     except ValueError:
         return "the port must be a number from 1 to 65535"
     if parsed.path not in ("", "/"):
-        return "give the server's base URL without a path (the kit adds /completion itself)"
+        return "give the server's base URL without a path (the kit adds the API path itself)"
     return None
 
 
@@ -96,6 +160,58 @@ def check_model(text: str, known: set[str]) -> str | None:
         if fh.read(4) != GGUF_MAGIC:
             return f"{path.name} is not a GGUF file (it does not start with 'GGUF')"
     return None
+
+
+@dataclass(frozen=True)
+class RegistryNames:
+    models: frozenset[str] = frozenset()  # GGUF models llama.cpp serves
+    checkpoints: frozenset[str] = frozenset()  # checkpoints vLLM serves
+
+
+@functools.cache
+def registry_names() -> RegistryNames:
+    """The model registry's names (kit/models/registry.yaml), read once."""
+    try:
+        from kit.models import load_registry  # noqa: PLC0415
+
+        registry = load_registry()
+    except Exception:  # noqa: BLE001 - a broken registry only costs the names (paths and Org/Name ids still work)
+        return RegistryNames()
+    return RegistryNames(frozenset(registry.models), frozenset(registry.checkpoints))
+
+
+def check_checkpoint(text: str, known: frozenset[str] | set[str]) -> str | None:
+    """Empty (the default checkpoint), a registry checkpoint name, a Hugging Face id (Org/Name) or a folder."""
+    text = text.strip()
+    if not text or text in known:
+        return None
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return None
+    give = f"give a checkpoint from the registry ({', '.join(sorted(known)) or 'none'}), a Hugging Face id " \
+           "(Org/Name) or a checkpoint folder"
+    if path.suffix == ".gguf":
+        return f"{path.name} is a GGUF file, which runs on llama.cpp, not vLLM: {give}"
+    if text.startswith(("/", ".", "~")) or path.exists():
+        return f"no checkpoint folder at {path}: {give}"
+    if not HF_ID.fullmatch(text):
+        return f"{text!r} is not a vLLM checkpoint: {give}"
+    return None
+
+
+def check_arm_urls(on: str, off: str) -> dict[str, str | None]:
+    """The vLLM servers of the two cache arms: each a base URL, and two different servers."""
+    found = {name: check_url(text) if text.strip() else f"give the base URL of the vLLM server started with {flag}"
+             for name, text, flag in (("url_on", on, "--enable-prefix-caching"),
+                                      ("url_off", off, "--no-enable-prefix-caching"))}
+    if not any(found.values()) and base_url(on).lower() == base_url(off).lower():
+        found["url_off"] = ("this is the cache-on server again, but vLLM fixes prefix caching per server process: "
+                            "start one server per arm and give each its URL")
+    return found
+
+
+def base_url(text: str) -> str:
+    return text.strip().rstrip("/")
 
 
 def check_binary(text: str) -> str | None:
@@ -140,7 +256,9 @@ class Setup:
     engine: str = "embedded"
     cpu_backend: str = "auto"  # the embedded engine's CPU backend (CPU_BACKENDS)
     model: str = ""
-    url: str = ""
+    url: str = ""  # a llama.cpp endpoint
+    url_on: str = ""  # a vLLM endpoint: the cache-on server (--enable-prefix-caching)
+    url_off: str = ""  # ... and the cache-off server (--no-enable-prefix-caching)
     endpoint_kind: str = "llamacpp"
     server_bin: str = ""
     size: str = ""  # the numbers the kind's launcher entry asks for (kit.protocols.kind.Launcher):
@@ -154,12 +272,17 @@ class Setup:
 def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[str, str]:
     """Field name -> what is wrong with it, for every field the chosen engine uses."""
     found: dict[str, str | None] = {}
-    choice = next(c for c in ENGINES if c.key == setup.engine)
-    found["engine"] = engine_problem(choice, caps, setup.kind)
+    choice = choice_of(setup.engine)
+    found["engine"] = engine_problem(choice, caps, setup.kind, setup.protocol)
     if setup.engine == "endpoint":
-        found["url"] = check_url(setup.url)
-        if setup.endpoint_kind not in WIRED_ENDPOINT_KINDS:
-            found["endpoint_kind"] = f"{ENDPOINT_KINDS[setup.endpoint_kind]}: the runner drives llama.cpp endpoints only so far"
+        found["engine"] = found["engine"] or reused_server_problem(setup.endpoint_kind, setup.protocol)
+        if setup.endpoint_kind == "vllm":
+            found["endpoint_kind"] = vllm_problem(setup.protocol)
+            found.update(check_arm_urls(setup.url_on, setup.url_off))
+        else:
+            found["url"] = check_url(setup.url)
+    elif choice.engine == "vllm":
+        found["model"] = check_checkpoint(setup.model, registry_names().checkpoints)
     else:
         found["model"] = check_model(setup.model, known_models)
     if setup.engine == "native":
@@ -192,12 +315,19 @@ def run_options(setup: Setup):
     """RunOptions for a form without problems."""
     from kit.runner import RunOptions
 
+    choice = choice_of(setup.engine)
     endpoint = setup.engine == "endpoint"
-    return RunOptions(protocol=setup.protocol, overrides=overrides(setup),
-                      model=None if endpoint or not setup.model.strip() else setup.model.strip(),
+    engine = setup.endpoint_kind if endpoint else choice.engine
+    model = setup.model.strip()
+    if engine == "vllm" and model and Path(model).expanduser().is_dir():
+        model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
+    by_arm = endpoint and engine == "vllm"
+    return RunOptions(protocol=setup.protocol, overrides=overrides(setup), engine=engine,
+                      model=None if endpoint or not model else model,
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
-                      engine_url=setup.url.strip().rstrip("/") if endpoint else None,
-                      launcher="docker" if setup.engine == "llamacpp-container" else "native",
+                      engine_url=base_url(setup.url) if endpoint and not by_arm else None,
+                      engine_urls={"on": base_url(setup.url_on), "off": base_url(setup.url_off)} if by_arm else {},
+                      launcher=choice.launcher,
                       cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
                       out=Path(setup.out).expanduser())
 

@@ -7,10 +7,13 @@ import asyncio
 
 from textual.widgets import Button, Input, OptionList, Select
 
+from kit.doctor import DOCKER_WAY
+from kit.errors import KitError
 from kit.paths import protocols_dir
+from kit.protocols.kinds import KINDS
 from kit.tui import form
 from kit.tui.app import KitApp
-from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities
+from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, entry
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.setup import SetupScreen
 from tests.tui.conftest import PROTOCOLS, static_text
@@ -51,7 +54,7 @@ def test_an_invalid_url_is_refused_inline_with_an_explanation(cpu_caps, tmp_path
             screen = app.screen
             assert app.focused is screen.query_one("#f-engine", Select)
             await pilot.press("enter")  # open the engine list
-            await pilot.press("down", "down", "down", "down", "enter")  # "my own endpoint"
+            await pilot.press(*["down"] * 5, "enter")  # "my own endpoint", the last choice
             await pilot.pause()
             assert screen.setup.engine == "endpoint"
             assert screen.query_one("#w-url").display and not screen.query_one("#w-model").display
@@ -152,3 +155,66 @@ def test_an_unproven_embedded_engine_leaves_only_the_endpoint_and_says_why(tmp_p
 
     engine, problem = asyncio.run(drive())
     assert engine == "endpoint" and problem.strip() == ""  # the form starts on the one engine it can use
+
+
+def test_a_vllm_endpoint_asks_for_a_server_per_cache_arm_and_refuses_the_same_one_twice(tmp_path):
+    caps = Capabilities((EMBEDDED, DOCKER_WAY))
+    started = []
+
+    def run_fn(options, emit, say):
+        started.append(options)
+        raise KitError("stopped by the test")
+
+    async def drive():
+        app = KitApp(caps=caps, run_fn=run_fn, outputs=tmp_path, watch_logs=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            app.open_setup(entry(protocols_dir() / "grid-vllm.yaml", KINDS, caps))
+            await pilot.pause()
+            screen = app.screen
+            screen.query_one("#f-engine", Select).value = "vllm-container"
+            await pilot.pause()
+            shown = {name: screen.query_one(f"#w-{name}").display for name in ("model", "url", "url_on", "url_off")}
+            hint = screen.query_one("#f-model", Input).placeholder
+            screen.query_one("#f-engine", Select).value = "endpoint"
+            screen.query_one("#f-endpoint_kind", Select).value = "vllm"
+            await pilot.pause()
+            assert screen.query_one("#w-url_on").display and screen.query_one("#w-url_off").display
+            assert not screen.query_one("#w-url").display and not screen.query_one("#w-model").display
+            assert "--enable-prefix-caching" in static_text(screen, "#p-url_on")
+            screen.query_one("#f-url_on", Input).focus()
+            await pilot.press(*"http://127.0.0.1:8001", "tab", *"http://127.0.0.1:8001")
+            await pilot.pause()
+            same = static_text(screen, "#p-url_off").replace("\n", " ")
+            refused = screen.query_one("#start", Button).disabled
+            await pilot.press("backspace", "2")
+            await pilot.pause()
+            assert static_text(screen, "#p-url_off").strip() == ""
+            await pilot.press("ctrl+r")
+            await pilot.pause()
+            return shown, hint, same, refused
+
+    shown, hint, same, refused = asyncio.run(drive())
+    assert shown == {"model": True, "url": False, "url_on": False, "url_off": False}
+    assert hint.startswith("vLLM checkpoint") and "qwen2.5-7b-instruct" in hint
+    assert "cache-on server again" in same and refused
+    [options] = started
+    assert options.engine == "vllm" and options.engine_urls == {"on": "http://127.0.0.1:8001",
+                                                                "off": "http://127.0.0.1:8002"}
+
+
+def test_a_vllm_choice_for_a_shared_server_grid_says_which_protocols_to_pick(tmp_path):
+    caps = Capabilities((EMBEDDED, DOCKER_WAY))
+
+    async def drive():
+        app = KitApp(caps=caps, protocols_folder=PROTOCOLS, outputs=tmp_path, watch_logs=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")  # grid-cpu: server: shared
+            await pilot.pause()
+            screen = app.screen
+            screen.query_one("#f-engine", Select).value = "vllm-container"
+            await pilot.pause()
+            return static_text(screen, "#p-engine").replace("\n", " "), screen.query_one("#start", Button).disabled
+
+    line, refused = asyncio.run(drive())
+    assert "server: shared" in line and "grid-vllm" in line and "grid-vllm-fresh" in line and refused

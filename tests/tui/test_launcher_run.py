@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 
 from kit import embedded_proof
+from kit.doctor import DOCKER_WAY
 from kit.records import read_records
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED
@@ -59,7 +60,8 @@ def test_the_launcher_proves_the_embedded_engine_before_it_says_ready(fresh_kit_
 
     checking, caps, entries = asyncio.run(drive())
     assert "checking this machine" in checking and "ready" not in checking  # nothing is ready before the proof
-    assert EMBEDDED in caps.ways and not caps.why_not
+    assert EMBEDDED in caps.ways and EMBEDDED not in caps.why_not
+    assert caps.why_not[DOCKER_WAY].startswith("docker daemon: not reachable")  # what is missing, in the doctor's words
     assert entries == [("grid-cpu", True), ("reset", True), ("batch", False)]
     kept = [path for path in embedded_proof.folder(fresh_kit_cache).glob("embedded-proof-*.json")]
     assert len(kept) == 1 and json.loads(kept[0].read_text())["ok"] is True  # kept for the next launch

@@ -23,6 +23,7 @@ from kit.launch.cpu_backend import CHOICES
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog
 from kit.tui.live_state import LiveState
+from kit.tui.screens.picker import machine_line
 from tests.test_doctor import NVIDIA_SMI, FakeEngine, make_probes
 from tests.tui.conftest import PROTOCOLS, SetClock
 
@@ -59,14 +60,22 @@ def _by_kind(caps):
 
 def test_a_proven_embedded_engine_makes_every_kind_ready(tmp_path):
     caps = _caps(tmp_path, FakeEngine())
-    assert caps.ways == (EMBEDDED,) and not caps.why_not
+    assert caps.ways == (EMBEDDED,) and EMBEDDED not in caps.why_not
+    assert caps.why_not[doctor.DOCKER_WAY].startswith("docker daemon: not reachable")  # what each closed way lacks
+    assert caps.why_not[doctor.NATIVE_VLLM_WAY].startswith("gpu: nvidia-smi not found")
     assert all(e.ready and e.runnable and e.why_not is None for e in catalog(caps))
+
+
+def test_the_pickers_machine_line_names_the_embedded_engines_reason_only(tmp_path):
+    caps = _caps(tmp_path, FakeEngine(), start=False)
+    assert doctor.DOCKER_WAY in caps.why_not  # said in the setup form, where a GPU way is chosen
+    assert machine_line(caps) == f"this machine: no proven local engine (an endpoint URL still works); {NOT_PROVEN}"
 
 
 def test_an_unproven_embedded_engine_makes_nothing_ready_and_says_run_kit_doctor(tmp_path):
     engine = FakeEngine()
     caps = _caps(tmp_path, engine, start=False)
-    assert engine.proofs == 0 and caps.ways == () and caps.why_not == {EMBEDDED: NOT_PROVEN}
+    assert engine.proofs == 0 and caps.ways == () and caps.why_not[EMBEDDED] == NOT_PROVEN
     for kind, entries in _by_kind(caps).items():
         for entry in entries:
             assert not entry.ready and entry.why_not == NOT_PROVEN
@@ -157,8 +166,8 @@ def test_defaults_run_and_become_overrides(tmp_path, cpu_caps):
     assert options.engine_url is None and options.out == tmp_path
     setup.engine, setup.url = "endpoint", "http://127.0.0.1:8080/"
     assert form.run_options(setup).engine_url == "http://127.0.0.1:8080"
-    setup.engine = "vllm-container"
-    assert "cannot start it yet" in form.problems(setup, cpu_caps, set())["engine"]
+    setup.engine = "vllm-container"  # wired, but vLLM serves grids only
+    assert "reset protocols do not run on vLLM" in form.problems(setup, cpu_caps, set())["engine"]
     setup.engine = "llamacpp-container"  # wired to the runner's Docker launcher, but this machine has no daemon
     assert "cannot run it" in form.problems(setup, cpu_caps, set())["engine"]
     assert form.run_options(setup).launcher == "docker"

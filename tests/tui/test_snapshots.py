@@ -19,8 +19,14 @@ from kit.events import (
     SessionEnded,
     SessionStarted,
 )
+from textual.widgets import Input, Select
+
+from kit.doctor import DOCKER_WAY
+from kit.paths import protocols_dir
+from kit.protocols.kinds import KINDS
 from kit.runner import RunOptions, RunResult
 from kit.tui.app import KitApp
+from kit.tui.catalog import EMBEDDED, Capabilities, entry
 from tests.tui.conftest import PROTOCOLS, SetClock
 
 RUN_DIR = Path("/runs/reset-20260101-000000")
@@ -101,3 +107,22 @@ def test_results_screen(snap_compare, cpu_caps):
         await pilot.pause()
 
     assert snap_compare(_app(cpu_caps), terminal_size=(80, 24), run_before=show)
+
+
+def test_setup_for_a_vllm_endpoint(snap_compare):
+    """The form for grid-vllm with a vLLM endpoint: a URL per cache arm, the second one refused."""
+    caps = Capabilities((EMBEDDED, DOCKER_WAY))
+
+    async def fill(pilot):
+        app = pilot.app
+        app.open_setup(entry(protocols_dir() / "grid-vllm.yaml", KINDS, caps))
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#f-engine", Select).value = "endpoint"
+        screen.query_one("#f-endpoint_kind", Select).value = "vllm"
+        screen.query_one("#f-url_on", Input).value = "http://127.0.0.1:8001"
+        screen.query_one("#f-url_off", Input).value = "http://127.0.0.1:8001/"
+        await pilot.pause()
+
+    app = KitApp(caps=caps, outputs=Path("/runs"), watch_logs=False)
+    assert snap_compare(app, terminal_size=(100, 30), run_before=fill)

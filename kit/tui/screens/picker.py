@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from kit.tui.catalog import Capabilities, Entry, catalog
+from kit.tui.catalog import EMBEDDED, Capabilities, Entry, catalog
 
 
 def _label(entry: Entry) -> Text:
@@ -121,8 +121,9 @@ class PickerScreen(Screen):
 
 
 def machine_line(caps: Capabilities) -> str:
-    """What this machine can run, and why the engines it cannot use yet are not ready."""
+    """What this machine can run, and why the embedded engine is not ready when it is not (what each GPU way
+    lacks is said where it is chosen, in the setup form)."""
     if not caps.checked:
         return "this machine: checking what it can run (kit doctor: one short completion on the embedded engine)…"
     line = "this machine: " + (", ".join(caps.ways) or "no proven local engine (an endpoint URL still works)")
-    return "; ".join((line, *caps.why_not.values()))
+    return "; ".join((line, *([caps.why_not[EMBEDDED]] if EMBEDDED in caps.why_not else [])))

@@ -20,20 +20,15 @@ from kit.tui.catalog import Capabilities, Entry
 FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
     "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
     "url": ("Endpoint URL", "http://127.0.0.1:8080"),
+    "url_on": ("Cache-on URL", "vLLM server with --enable-prefix-caching, e.g. http://127.0.0.1:8001"),
+    "url_off": ("Cache-off URL", "vLLM server with --no-enable-prefix-caching, e.g. http://127.0.0.1:8002"),
     "server_bin": ("Server binary", "llama-server of your GPU build"),
     "size": None,
     "repeats": None,
     "max_tokens": None,
     "out": ("Output folder", "the run folder goes inside"),
 }
-
-def known_models() -> set[str]:
-    try:
-        from kit.models import load_registry
-
-        return set(load_registry().models)
-    except Exception:  # noqa: BLE001 - a broken registry only costs the suggestions
-        return set()
+CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
 
 
 class SetupScreen(Screen):
@@ -64,8 +59,10 @@ class SetupScreen(Screen):
         self.entry = entry
         data = yaml.safe_load(entry.path.read_text()) or {}
         self.setup = form.defaults(str(entry.path), entry.kind, data, out)
-        self.setup.engine = form.usable_engine(entry.kind, caps)  # e.g. the endpoint where no engine is proven
-        self.models = known_models()
+        # the first engine it can use here: e.g. the endpoint where no engine is proven
+        self.setup.engine = form.usable_engine(entry.kind, caps, str(entry.path))
+        self.models = set(form.registry_names().models)
+        self.shown_for: str | None = None  # the engine (llama.cpp or vLLM) the model field is set up for
         # set before mounting: the Header reads them once it has mounted its parts
         self.title, self.sub_title = "kit", f"set up {self.entry.name}"
 
@@ -116,11 +113,14 @@ class SetupScreen(Screen):
 
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
-        engine = self.setup.engine
+        engine, by_arm = self.setup.engine, self.setup.endpoint_kind == "vllm"
         visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
-                   "url": engine == "endpoint", "model": engine != "endpoint", "server_bin": engine == "native"}
+                   "url": engine == "endpoint" and not by_arm, "url_on": engine == "endpoint" and by_arm,
+                   "url_off": engine == "endpoint" and by_arm, "model": engine != "endpoint",
+                   "server_bin": engine == "native"}
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
+        self.show_model_for(form.choice_of(engine).engine)
         found = form.problems(self.setup, self.app.caps, self.models)
         for widget in self.query(".problem"):
             problem = found.get(widget.id.removeprefix("p-"))
@@ -134,6 +134,21 @@ class SetupScreen(Screen):
         self.query_one("#estimate", Static).update(
             form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run")
         return found
+
+    def show_model_for(self, engine: str) -> None:
+        """The model field's hint and suggestions: GGUF models for llama.cpp, checkpoints for vLLM."""
+        if engine == self.shown_for:
+            return
+        self.shown_for = engine
+        field = self.query_one("#f-model", Input)
+        if engine == "vllm":
+            from kit.launch.vllm_launch import DEFAULT_CHECKPOINT  # noqa: PLC0415
+
+            field.placeholder = CHECKPOINT_HINT.format(DEFAULT_CHECKPOINT)
+            field.suggester = SuggestFromList(sorted(form.registry_names().checkpoints))
+        else:
+            field.placeholder = FIELDS["model"][1]
+            field.suggester = SuggestFromList(sorted(self.models))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
