@@ -200,6 +200,7 @@ KIND = Kind(
     launcher=Launcher(
         measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "
                  "order (adjacent / cache-off pass between), a fresh server per arm",
-        needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
+        needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: arms without cache_ram) + BFCL; long "
+              "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
     analysis=Analysis(None))  # read only through the cells its manifest lists: one grid folder per arm

@@ -315,6 +315,7 @@ KIND = Kind(
     render=Lazy("kit.console:grid_table"),
     launcher=Launcher(
         measures="BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
-        needs="any llama.cpp engine + BFCL (fetched once); long prompts, slow on a CPU", estimate=estimate_on_cpu,
+        needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
+              "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
     analysis=Analysis("grid"))

@@ -179,7 +179,8 @@ KIND = Kind(
     render=Lazy("kit.console:sweep_table"),
     launcher=Launcher(
         measures="path divergence across weight formats x episode histories, a fresh server per pass",
-        needs="any llama.cpp engine the kit starts (not --engine-url) + BFCL; long prompts, slow on a CPU",
+        needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: one format, the checkpoint) + BFCL; "
+              "long prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
