@@ -100,6 +100,12 @@ def test_by_urls_both_cache_on_passes_from_one_process(tmp_path, arm_urls):
         assert record["completion"]["cached_tokens"] is None and record["gate"]["ok"]
         assert record["request"]["body"]["seed"] == 7 and record["request"]["body"]["return_token_ids"] is True
     assert passes["on1"]["cache_measure_disagreements"] == 0
+    # the run is read as the paper's vLLM row of Table V (Qwen2.5-7B BF16): 3 values, each a small sample
+    compared = CliRunner().invoke(cli, ["compare", str(run_dir), "--reference", "paper"])
+    assert compared.exit_code == 0, compared.output
+    lines = json.loads((run_dir / "analysis" / "compare-paper.json").read_text())["lines"]
+    assert [line["published"] for line in lines if line["table"] == "Table V"] == [
+        "0/80 = 0.0%", "7/80 = 8.8% [2.5, 17.0]", "50/80 = 62.5% [50.0, 75.0]"]
 
 
 def test_token_strings_when_the_endpoint_gives_no_ids(tmp_path):
