@@ -111,6 +111,7 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
 
     if options.engine_urls:
         return vllm_launch.by_urls(options.engine_urls, options.model)
+    vllm_launch.refuse_two_servers_at_once(protocol)
     if options.launcher == "docker":
         return vllm_launch.docker(options.model, uuid.uuid4().hex[:12], protocol.engine.ctx_size, protocol.seed)
     return vllm_launch.native(options.server_bin, options.model, protocol.engine.ctx_size, protocol.seed,

@@ -200,6 +200,23 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
                          for arm in ARMS}, chosen.details())
 
 
+def refuse_two_servers_at_once(protocol: Any) -> None:
+    """Servers the kit starts for one run share one GPU: a grid whose `per_arm` servers would both be up at
+    once (its arms alternate) is refused, since each vLLM server takes 90% of the GPU's memory by default."""
+    if protocol.protocol != "grid" or protocol.server != "per_arm":
+        return
+    from kit.protocols.grid import pass_plan  # noqa: PLC0415
+
+    arms = [p.arm for p in pass_plan(protocol)]
+    runs = [arm for index, arm in enumerate(arms) if index == 0 or arm != arms[index - 1]]  # each arm's stretches
+    if len(runs) != len(set(runs)):
+        raise ConfigError(f"with server: per_arm, passes {' '.join(protocol.passes)} (orders "
+                          f"{', '.join(map(str, protocol.orders))}) keep a cache-on and a cache-off vLLM server up at "
+                          "once, and each takes 90% of the GPU's memory",
+                          "run each arm's passes back to back (passes [on, on, off, off], one order: grid-vllm), "
+                          "use server: per_pass, or start the two servers yourself and give --engine-url on=/off=")
+
+
 def refuse_protocol(protocol: Any) -> None:
     """What a vLLM run cannot serve is refused before the run folder exists: kinds other than the BFCL
     passes, a grid serving both arms from one server, flag × order cells that set `--cache-ram` (vLLM has

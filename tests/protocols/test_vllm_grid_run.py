@@ -228,3 +228,13 @@ def test_resume_runs_an_arm_cut_short_again_whole_on_one_server(tmp_path, arm_ur
     assert passes["on1"]["server_session"] == passes["on2"]["server_session"] != first
     assert (run_dir / "records" / "superseded").is_dir()
     assert diverged(analyze(run_dir)) == {"run-to-run cache-off": 0, "run-to-run cache-on": 0, "path": 3}
+
+
+def test_alternating_arms_on_servers_the_kit_starts_are_refused(tmp_path):
+    """Two vLLM servers the kit starts would both be up at once on one GPU: refused before anything runs."""
+    protocol = tmp_path / "grid.yaml"
+    protocol.write_text(TINY.format(server="per_arm").replace("passes: [on, on, off, off]", "passes: [on, off, on, off]"))
+    result = CliRunner().invoke(cli, ["run", str(protocol), "--engine", "vllm", "--launcher", "docker",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and "keep a cache-on and a cache-off vLLM server up at once" in said(result)
+    assert not (tmp_path / "out").exists()
