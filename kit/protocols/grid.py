@@ -54,7 +54,6 @@ class PassPlan:
         return asdict(self)
 
 FAMILY_RENDERERS = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
-RENDERER_OF = {"chatml": "chatml", "qwen25": "qwen2.5", "llama31": "llama3.1"}  # prompt_format -> RENDERERS key
 
 
 def _arm(value: Any) -> Any:
@@ -159,7 +158,7 @@ def renderer_for(protocol: GridProtocol, engine_details: dict[str, Any]):
             raise ConfigError("cannot tell which prompt format this model uses",
                               "set workload.prompt_format to chatml, qwen25 or llama31 in the protocol")
         name = FAMILY_RENDERERS[family]
-    return name, RENDERERS[RENDERER_OF[name]]
+    return name, RENDERERS[name]
 
 
 class LiveComparer:

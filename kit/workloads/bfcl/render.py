@@ -73,6 +73,6 @@ def render_llama31(messages: Sequence[Message]) -> str:
 RENDERERS: dict[str, Renderer] = {
     "chatml": render_chatml,
     "smollm2": render_chatml,
-    "qwen2.5": render_qwen25,
-    "llama3.1": render_llama31,
+    "qwen25": render_qwen25,
+    "llama31": render_llama31,
 }

@@ -94,5 +94,14 @@ def test_llama31_uses_ipython_for_tool_results_and_strips_content():
 
 def test_registry_names_each_family():
     assert RENDERERS["smollm2"] is render_chatml
-    assert RENDERERS["qwen2.5"] is render_qwen25
-    assert RENDERERS["llama3.1"] is render_llama31
+    assert RENDERERS["qwen25"] is render_qwen25
+    assert RENDERERS["llama31"] is render_llama31
+
+
+def test_every_prompt_format_a_protocol_may_name_has_its_renderer():
+    from typing import get_args
+
+    from kit.protocols.grid import FAMILY_RENDERERS, BfclWorkload
+
+    named = set(get_args(BfclWorkload.model_fields["prompt_format"].annotation)) - {"auto"}
+    assert named <= set(RENDERERS) and set(FAMILY_RENDERERS.values()) <= named
