@@ -1,13 +1,14 @@
 """Reading a YAML data file the kit ships (the model registry, the paper's published values), or a
-user's file in its place: one way, with one-line errors naming the file."""
+user's file in its place, and validating it: one way, with one-line errors naming the file."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from kit.errors import ConfigError
 
@@ -26,3 +27,18 @@ def read_yaml(package: str, name: str, path: Path | None, what: str) -> tuple[An
         return yaml.safe_load(text), origin
     except yaml.YAMLError as err:
         raise ConfigError(f"{origin}: not valid YAML ({err})", "fix the YAML syntax") from None
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(model: type[Model], data: Any, origin: str, where: Callable[[tuple[Any, ...], Any], str],
+              fix: str) -> Model:
+    """`data` as `model`; else a ConfigError naming `origin`, the first problem's place (`where(loc, data)`),
+    what is wrong and how many more problems there are."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first, more = err.errors()[0], err.error_count() - 1
+        extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(f"{origin}: {where(tuple(first['loc']), data)}: {first['msg']}{extra}", fix) from None

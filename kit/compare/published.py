@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.compare.measures import CONDITION_NAMES, MEASURES, ROWS, SCALE_KEYS, TABLES, TREND, Kind, Section
 from kit.errors import ConfigError
-from kit.packaged_yaml import read_yaml
+from kit.packaged_yaml import read_yaml, validated
 
 REFERENCES = {"paper": "paper.yaml"}
 FORMATS = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K")
@@ -204,14 +204,7 @@ def _has(node: Any, item: Any) -> bool:
 
 def parse_reference(data: Any, origin: str) -> Reference:
     """Validate parsed YAML; a ConfigError names the file, the entry and what is wrong with it."""
-    try:
-        return Reference.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        more = len(err.errors()) - 1
-        extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(f"{origin}: {_where(tuple(first['loc']), data)}: {first['msg']}{extra}",
-                          "fix that entry of the published values") from None
+    return validated(Reference, data, origin, _where, "fix that entry of the published values")
 
 
 def load_reference(name: str = "paper", path: Path | None = None) -> Reference:

@@ -173,14 +173,12 @@ def native(binary: Path | None, model: str | None, max_model_len: int, seed: int
 
     chosen = checkpoint(model)
     found = Path(binary) if binary else default_vllm_venv() / "bin" / "vllm"
-    if not found.is_file():
-        raise ConfigError(f"no vLLM executable at {found}", NO_VLLM)
+    specs = {arm: VllmServeSpec(found, chosen.served, arm == "on", max_model_len, seed) for arm in ARMS}
+    specs["on"].check()  # the executable, refused now rather than at the first session
     if port is not None:
         raise ConfigError("--port names one port, but a vLLM run starts a server per cache arm",
                           "leave --port out: each server gets a free loopback port")
-    return ArmProviders({arm: VllmNativeProvider(VllmServeSpec(found, chosen.served, arm == "on", max_model_len,
-                                                               seed))
-                         for arm in ARMS}, chosen.details())
+    return ArmProviders({arm: VllmNativeProvider(spec) for arm, spec in specs.items()}, chosen.details())
 
 
 def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launcher: Any = None) -> ArmProviders:

@@ -15,13 +15,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 from kit.errors import ConfigError
-from kit.packaged_yaml import read_yaml
+from kit.packaged_yaml import read_yaml, validated
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"  # the CPU default: what runs when no --model is given
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -187,16 +186,7 @@ def _key_path(loc: tuple[Any, ...]) -> str:
 
 def parse_registry(data: Any, origin: str = "registry") -> Registry:
     """Validate already-parsed YAML data; errors name `origin` and the offending key."""
-    try:
-        return Registry.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        more = len(err.errors()) - 1
-        extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(
-            f"{origin}: {_key_path(tuple(first['loc']))}: {first['msg']}{extra}",
-            "fix that key in the registry file",
-        ) from None
+    return validated(Registry, data, origin, lambda loc, _: _key_path(loc), "fix that key in the registry file")
 
 
 def load_registry(path: Path | None = None) -> Registry:
