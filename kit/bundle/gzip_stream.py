@@ -1,9 +1,16 @@
-"""Reading a bundle's gzip layer strictly: exactly the one member `kit bundle` writes, nothing after it.
+"""Reading a bundle's gzip layer strictly: exactly one gzip member, nothing after it.
 
 Python's gzip module reads on past the first member (a second member's bytes would join the tar)
-and skips trailing zeros; this reader refuses both, checks the header fields the writer sets
-(kit.bundle.archive_format.gzip_header), the CRC-32 and length, and inflates in bounded chunks so a
-small file never becomes a large buffer.
+and skips trailing zeros; this reader refuses both, checks the CRC-32 and length, and inflates in
+bounded chunks so a small file never becomes a large buffer.
+
+The header is read as RFC 1952 defines it. `kit bundle` writes the fixed header of
+kit.bundle.archive_format.gzip_header, but the fields a header may carry beside it are harmless and
+are skipped: a bundle written by an earlier kit (through tarfile, whose gzip header names the file:
+FNAME) or recompressed by another tool must stay verifiable. MTIME, XFL, OS, FTEXT, a file name, a
+comment and an extra field say nothing about the content, which the CRC-32, the tar layer and the
+checksum list check. Refused: another compression method, reserved flag bits (RFC 1952 says a reader
+must), a header CRC (FHCRC) that does not match, and a name or comment longer than MAX_FIELD bytes.
 """
 
 from __future__ import annotations
@@ -18,24 +25,55 @@ from kit.bundle.errors import BadBundle, UnsafeBundle
 CHUNK = 1 << 20
 HEADER = 10
 TRAILER = 8
-FLAGS = {0x01: "FTEXT", 0x02: "FHCRC", 0x04: "FEXTRA", 0x08: "FNAME", 0x10: "FCOMMENT"}
 DAMAGED_FIX = "get an intact copy of the bundle"
+
+
+RESERVED = 0xE0
+MAX_FIELD = 64 * 1024  # a gzip FNAME or FCOMMENT: a file name or a comment, never this long
 
 
 def _header_problem(header: bytes) -> str | None:
     if len(header) < HEADER or header[:2] != fmt.GZIP_MAGIC:
         return "is not a gzip file (no gzip header); a bundle is the .tar.gz written by `kit bundle`"
-    method, flags, _, xfl, os_byte = struct.unpack("<BBIBB", header[2:HEADER])
+    method, flags = header[2], header[3]
     if method != fmt.GZIP_DEFLATE:
         return f"has gzip compression method {method}, not deflate (8)"
-    if flags:
-        named = [name for bit, name in FLAGS.items() if flags & bit] or [f"reserved bits {flags:#04x}"]
-        return f"has gzip header flags {', '.join(named)} set; `kit bundle` sets none"
-    if xfl != fmt.GZIP_XFL:
-        return f"has gzip extra flags (XFL) {xfl}; `kit bundle` writes {fmt.GZIP_XFL}"
-    if os_byte != fmt.GZIP_OS:
-        return f"has gzip OS byte {os_byte}; `kit bundle` writes {fmt.GZIP_OS}"
+    if flags & RESERVED:
+        return f"has gzip header flags with reserved bits {flags & RESERVED:#04x} set (RFC 1952: refused)"
     return None
+
+
+def _zero_terminated(raw: BinaryIO, what: str, label: str) -> bytes:
+    """A header field that ends with a NUL byte (FNAME, FCOMMENT), at most MAX_FIELD bytes, NUL included."""
+    field = bytearray()
+    while not field.endswith(b"\0"):
+        byte = raw.read(1)
+        if not byte:
+            raise BadBundle(f"{label} is damaged: its gzip header ends inside its {what}", DAMAGED_FIX)
+        field += byte
+        if len(field) > MAX_FIELD:
+            raise UnsafeBundle(f"{label} has a gzip header {what} longer than {MAX_FIELD} bytes")
+    return bytes(field)
+
+
+def _optional_fields(raw: BinaryIO, header: bytes, label: str) -> None:
+    """Read past the optional header fields the flags announce (RFC 1952 order), checking FHCRC if set."""
+    flags, read = header[3], bytearray(header)
+    if flags & 0x04:  # FEXTRA: a 2-byte length, then that many bytes
+        size = raw.read(2)
+        extra = raw.read(struct.unpack("<H", size)[0]) if len(size) == 2 else b""
+        if len(size) != 2 or len(extra) != struct.unpack("<H", size)[0]:
+            raise BadBundle(f"{label} is damaged: its gzip header ends inside its extra field", DAMAGED_FIX)
+        read += size + extra
+    if flags & 0x08:
+        read += _zero_terminated(raw, "file name (FNAME)", label)
+    if flags & 0x10:
+        read += _zero_terminated(raw, "comment (FCOMMENT)", label)
+    if flags & 0x02:  # FHCRC: the two low bytes of the CRC-32 of the header before it
+        recorded = raw.read(2)
+        if len(recorded) != 2 or struct.unpack("<H", recorded)[0] != zlib.crc32(read) & 0xFFFF:
+            raise BadBundle(f"{label} is damaged: its gzip header CRC (FHCRC) does not match its header",
+                            DAMAGED_FIX)
 
 
 class GzipStream:
@@ -48,7 +86,7 @@ class GzipStream:
         problem = _header_problem(header)
         if problem:
             raise UnsafeBundle(f"{label} {problem}")
-        self.mtime: int = struct.unpack("<I", header[4:8])[0]
+        _optional_fields(raw, header, label)
         self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
         self._buffer = bytearray()
         self._crc = self._length = 0

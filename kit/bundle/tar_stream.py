@@ -1,6 +1,7 @@
 """Reading a bundle's tar layer strictly: every header must be, byte for byte, the one `kit bundle`
 writes for that name, size and the bundle's timestamp (kit.bundle.archive_format), and the archive
-must end exactly as the writer ends it.
+must end exactly as the writer ends it. The bundle's timestamp is its first file's mtime (every file
+has the same one); the gzip header's MTIME is not compared with it (kit.bundle.gzip_stream).
 
 Python's tarfile is lenient on purpose (it stops quietly at a damaged header after the first, reads
 GNU and PAX extensions, keeps any mode and owner); here anything else is refused with the reason,
@@ -83,7 +84,7 @@ def _field_difference(header: bytes, mtime: int) -> str | None:
         return (f"is owned by uid {info.uid} gid {info.gid} ({info.uname!r}/{info.gname!r}); "
                 "`kit bundle` writes uid and gid 0 and no owner names")
     if info.mtime != mtime:
-        return f"has mtime {info.mtime}, not the bundle's timestamp {mtime} (from its gzip header)"
+        return f"has mtime {info.mtime}, not the bundle's timestamp {mtime} (that of its first file)"
     if info.linkname or header[329:345].strip(b"\0"):
         return "has a link target or device numbers set; `kit bundle` writes neither"
     if header[345:500].strip(b"\0"):
@@ -95,7 +96,8 @@ class TarStream:
     """The members of the tar inside a GzipStream, each checked before its data is read."""
 
     def __init__(self, stream: GzipStream, max_name_bytes: int):
-        self.stream, self.label, self.mtime = stream, stream.label, stream.mtime
+        self.stream, self.label = stream, stream.label
+        self.mtime: int | None = None  # the bundle's timestamp: its first file's mtime
         self.max_pax_bytes = max_name_bytes + MAX_PAX_OVERHEAD
         self.offset = 0
         self._unread = 0
@@ -155,6 +157,11 @@ class TarStream:
             size = _octal(block[124:136])
         except ValueError:
             raise self._refuse(name, "has an unreadable size field") from None
+        if self.mtime is None:
+            try:
+                self.mtime = _octal(block[136:148])
+            except ValueError:
+                raise self._refuse(name, "has an unreadable mtime field") from None
         expected = fmt.member_header(name, size, self.mtime) if size < fmt.MAX_OCTAL else b""
         if raw != expected:
             if fmt.needs_pax(name) != (len(raw) > fmt.BLOCK):
