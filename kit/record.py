@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from kit.digests import sha256_text
-from kit.engines.base import Completion, NormalizedCompletion
+from kit.engines.base import Completion, NormalizedCompletion, prompt_text
 from kit.engines.base import documented as _field
 from kit.raw_echo import record_raw
 
@@ -202,6 +202,30 @@ def answered(kind: type[R], completion: Completion, **fields: Any) -> R:
     return kind(prompt_sha256=sent.prompt_sha256, request=RequestSent(sent.endpoint, sent.body),
                 completion=normalized, output_sha256=sha256_text(normalized.text), raw=raw, raw_dropped=dropped,
                 started=sent.started, wall_seconds=sent.wall_seconds, **fields)
+
+
+def digest_problem(record: dict[str, Any]) -> str | None:
+    """Which digest of a record (as read, schema 2) does not match the text it is the digest of, or None:
+    `output_sha256` against `completion.text` (an imported record's `text`), `prompt_sha256` against the
+    prompt of `request.body` (kit.engines.base.prompt_text). A digest whose text the record does not carry
+    (a hash-only or imported record has no body) cannot be checked and is taken as it is."""
+    digest = record.get("output_sha256")
+    completion = record.get("completion")
+    text = completion.get("text") if isinstance(completion, dict) else record.get("text")
+    if isinstance(text, str) and digest is not None and digest != sha256_text(text):
+        field = "completion.text" if isinstance(completion, dict) else "text"
+        return f"output_sha256 {str(digest)[:12]}… is not the sha256 of its {field}"
+    request = record.get("request")
+    body = request.get("body") if isinstance(request, dict) else None
+    if isinstance(body, dict):
+        try:
+            prompt = prompt_text(body)
+        except ValueError:
+            return None
+        if record.get("prompt_sha256") != sha256_text(prompt):
+            return f"prompt_sha256 {str(record.get('prompt_sha256'))[:12]}… is not the sha256 of the prompt of its " \
+                   "request.body"
+    return None
 
 
 _adapters: dict[type, Any] = {}

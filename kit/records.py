@@ -9,6 +9,8 @@ they are read (kit.record_v1), so every reader sees schema 2.
 What a reader refuses (DamagedRecords, a ConfigError, naming file and line), so that no count is ever
 silently different:
 - a damaged line, or a record of another schema;
+- a record whose text no longer matches its digests (`output_sha256` of `completion.text`,
+  `prompt_sha256` of the prompt sent: kit.record.digest_problem), so that a forged record cannot pass;
 - in a request file, a record whose `seq` repeats one already read or skips one (seq runs 0, 1, 2, ...
   in the order written), or whose `pass_id` is not the file's;
 - in an episodes file (`records/<pass>.episodes.jsonl`), an episode (`unit`) listed twice;
@@ -31,7 +33,7 @@ import orjson
 
 from kit.engines.base import Completion
 from kit.errors import ConfigError
-from kit.record import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered
+from kit.record import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record_v1 import V1, upgrade
 
 
@@ -239,6 +241,10 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
             raise DamagedRecords(f"{path}:{number} has record schema {schema!r}",
                               f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
         record = upgrade(record) if schema == V1 else record
+        forged = digest_problem(record) if schema != EPISODE_SCHEMA else None
+        if forged:
+            raise DamagedRecords(f"{path}:{number}: {forged} (the record was changed after it was written)",
+                                 DAMAGED_FIX)
         counter.check(record, number, len(records))
         records.append(record)
     return RecordFile(path=path, records=records, torn_tail=torn_tail)

@@ -110,6 +110,42 @@ def test_every_record_is_counted_once_or_the_file_is_refused_naming_the_line(tmp
         read_records(path)
 
 
+@pytest.mark.parametrize("logprobs", [True, False], ids=["full", "skimmed"])
+@pytest.mark.parametrize("forge, message", [
+    (lambda line: line.replace(b'"text":"ab"', b'"text":"ac"'),
+     r"p\.jsonl:2: output_sha256 [0-9a-f]{12}… is not the sha256 of its completion\.text \(the record was changed"),
+    (lambda line: line.replace(b'"prompt":"Say ab"', b'"prompt":"Say ac"'),
+     r"p\.jsonl:2: prompt_sha256 [0-9a-f]{12}… is not the sha256 of the prompt of its request\.body"),
+    (lambda line: line.replace(sha256_text("ab").encode(), sha256_text("ac").encode()),
+     r"p\.jsonl:2: output_sha256 "),
+], ids=["text", "prompt", "digest"])
+def test_a_record_whose_text_no_longer_matches_its_digests_is_refused(tmp_path, forge, message, logprobs):
+    """A forged record (its text, its prompt or a digest changed after it was written) never reads."""
+    path = tmp_path / "p.jsonl"
+    with RecordWriter(path, **STAMP) as writer:
+        for _ in range(3):
+            write(writer, ["a", "b"], prompt="Say ab")
+    read_records(path, logprobs=logprobs)  # the untouched file reads
+    lines = path.read_bytes().splitlines(keepends=True)
+    forged = forge(lines[1])
+    assert forged != lines[1]
+    path.write_bytes(lines[0] + forged + lines[2])
+    with pytest.raises(ConfigError, match=message):
+        read_records(path, logprobs=logprobs)
+
+
+def test_an_imported_records_text_is_checked_against_its_digest_and_a_hash_only_record_is_taken_as_it_is(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    call = {"schema": SCHEMA, "run_id": "r", "pass_id": "calls", "protocol": "harness", "prompt_sha256": "f" * 64,
+            "text": "hello", "output_sha256": sha256_text("hello")}
+    hash_only = {**call, "seq": 1, "text": None, "output_sha256": "0" * 64}
+    path.write_text(json.dumps({**call, "seq": 0}) + "\n" + json.dumps(hash_only) + "\n")
+    assert len(read_records(path).records) == 2
+    path.write_text(json.dumps({**call, "seq": 0, "text": "hellO"}) + "\n")
+    with pytest.raises(ConfigError, match=r"calls\.jsonl:1: output_sha256 .* its text "):
+        read_records(path)
+
+
 def test_an_episode_listed_twice_is_refused(tmp_path):
     path = tmp_path / "p1.episodes.jsonl"
     line = {"schema": EPISODE_SCHEMA, "run_id": "r", "pass_id": "p1", "protocol": "grid", "unit": "ep_3"}
