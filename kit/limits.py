@@ -21,3 +21,4 @@ ROUNDS_MAX = 100  # pinning calibration rounds and repeats
 REPLICATES_MAX = 1_000_000  # analyze: bootstrap replicates
 WORKERS_MAX = 1024  # analyze: processes
 UNLOAD_TIMEOUT_MAX = 3600.0  # seconds
+IMPORT_CALLS_MAX = 100_000  # kit import: calls in one harness run (seed 002's runs hold 100-150)

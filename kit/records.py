@@ -146,12 +146,14 @@ def _resume_fix(path: Path) -> str:
 
 class RecordWriter:
     """Appends records (kit.record dataclasses) to a JSON-lines file; each is flushed and fsynced before
-    `write` returns; `count` is the records the file holds (`answered()` gives the next one that seq).
-    `context` (run_id, pass_id, protocol) is stamped on every record `answered()` makes."""
+    `write` returns (with sync_each=False, once at `close`); `count` is the records the file holds
+    (`answered()` gives the next one that seq). `context` (run_id, pass_id, protocol) is stamped on every
+    record `answered()` makes."""
 
-    def __init__(self, path: Path, **context: Any):
+    def __init__(self, path: Path, *, sync_each: bool = True, **context: Any):
         self.path = path
         self.context = context
+        self.sync_each = sync_each  # False: one sync at close (an importer writing a whole file it can redo)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.count = 0  # records in the file: one opened again goes on counting (seq) from its last record
         if path.is_file():
@@ -165,8 +167,9 @@ class RecordWriter:
     def write(self, record: RequestRecord | EpisodeSummary) -> None:
         """Append one record and make it durable (written, flushed, its data and the file's size synced)."""
         self._fh.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
-        self._fh.flush()
-        _sync(self._fh.fileno())
+        if self.sync_each:
+            self._fh.flush()
+            _sync(self._fh.fileno())
         self.count += 1
 
     def answered(self, kind: type[R], completion: Completion, **fields: Any) -> R:
@@ -176,6 +179,9 @@ class RecordWriter:
         return record
 
     def close(self) -> None:
+        if not self.sync_each and not self._fh.closed:
+            self._fh.flush()
+            _sync(self._fh.fileno())
         self._fh.close()
 
     def __enter__(self) -> "RecordWriter":

@@ -160,3 +160,61 @@ def test_a_protocol_file_cannot_ask_for_the_imported_kind(tmp_path):
     refused = kit("run", str(tmp_path / "h.yaml"), "--out", str(tmp_path / "out"))
     one_line_error(refused, "key 'protocol' is 'harness'; allowed values: flag_order, grid, pinning, reset, sweep")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_folder_whose_writing_fails_is_removed_and_the_harness_files_kept(tmp_path, monkeypatch):
+    import errno
+
+    from kit.records import RecordWriter
+
+    calls = _copy(tmp_path, None, None)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def disk_full(self, record):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RecordWriter, "write", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        import_run(HarnessFiles.beside(calls), tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_a_calls_file_that_changes_while_it_is_imported_is_refused(tmp_path):
+    from kit.errors import ConfigError
+
+    calls = _copy(tmp_path, None, None)
+    heard = []
+
+    def grow(what: str, done: int, total: int) -> None:
+        heard.append(what)
+        if what == "checking" and done == total:  # checked whole: now someone appends a line
+            with calls.open("a") as fh:
+                fh.write(calls.read_text().splitlines()[0] + "\n")
+
+    with pytest.raises(ConfigError, match="changed while it was imported"):
+        import_run(HarnessFiles.beside(calls), tmp_path / "out", progress=grow)
+    assert list((tmp_path / "out").iterdir()) == [] and "copying" in heard
+
+
+def test_more_calls_than_the_limit_are_refused_at_the_first_one_over(tmp_path, monkeypatch):
+    from kit.errors import ConfigError
+    from kit.importers import determinism_harness
+
+    monkeypatch.setattr(determinism_harness, "IMPORT_CALLS_MAX", 5)
+    with pytest.raises(ConfigError, match=r"fixture-churn-ab\.jsonl:6 is call 6: the kit imports at most 5 calls"):
+        import_run(HarnessFiles.beside(FIXTURES / "fixture-churn-ab.jsonl"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_progress_is_heard_for_each_pass_and_the_import_matches_a_quiet_one(tmp_path):
+    heard: dict[str, tuple[int, int]] = {}
+    run_dir = import_run(HarnessFiles.beside(FIXTURES / "fixture-churn-ab.jsonl"), tmp_path / "a",
+                         progress=lambda what, done, total: heard.__setitem__(what, (done, total)))
+    quiet = import_run(HarnessFiles.beside(FIXTURES / "fixture-churn-ab.jsonl"), tmp_path / "b")
+    size = (FIXTURES / "fixture-churn-ab.jsonl").stat().st_size
+    assert heard == {"checking": (size, size), "copying": (size, size), "writing records": (8, 8)}
+    def calls(run: Path) -> list[dict]:
+        return [{**r, "run_id": None} for r in read_records(run / "records" / "calls.jsonl").records]
+
+    assert calls(run_dir) == calls(quiet) and len(calls(run_dir)) == 8

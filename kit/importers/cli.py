@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -24,6 +26,26 @@ def thresholds(ctx: click.Context, param: click.Parameter, value: str | None) ->
 THRESHOLDS = click.option("--thresholds", callback=thresholds, metavar="LOW,HIGH",
                           help="Fixed prefill classes in ms: calls below LOW, between, above HIGH (e.g. 25,30, "
                                "the harness's cache-timing gate); without it only the kit's own classes.")
+
+
+@contextmanager
+def _progress(console) -> Iterator[Callable[[str, int, int], None]]:
+    """How far each pass over a large calls file is, as a bar on a terminal (nothing elsewhere)."""
+    if not console.is_terminal:
+        yield lambda what, done, total: None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn  # noqa: PLC0415
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=console,
+                  transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield update
 
 
 @click.group("import")
@@ -57,7 +79,8 @@ def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[floa
 
     target = out or outputs_dir()
     check_out(target, "--out")
-    run_dir = import_run(HarnessFiles.beside(calls, report), target, thresholds)
     console = Console()
+    with _progress(console) as progress:
+        run_dir = import_run(HarnessFiles.beside(calls, report), target, thresholds, progress)
     console.print(harness_table(KINDS["harness"].results(run_dir)))
     console.print(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)")
