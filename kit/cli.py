@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from pathlib import Path
@@ -451,12 +450,14 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
     Holds the manifests, raw records, logs, protocols as run, results and analysis, an offline HTML
     report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
     """
+    from kit import run_lock  # noqa: PLC0415
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
     if output is not None:
         check_out(output.parent, "--output")
-    written = write_bundle(list(run_dirs), output)
+    with run_lock.readers(run_dirs, "bundle"):  # never packs a run another kit is writing
+        written = write_bundle(list(run_dirs), output)
     for line in written.skipped:
         click.echo(f"left out: {line}")
     for redaction in written.redactions:
@@ -511,15 +512,10 @@ def _attach_subcommands() -> None:
 _attach_subcommands()
 
 
-def _stop_on_terminate(signum, frame) -> None:
-    """SIGTERM / SIGHUP stop a run like Ctrl-C: servers the kit started are stopped, records kept,
-    and the manifest says interrupted (a plain kill would leave the engine running)."""
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    for terminate in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(terminate, _stop_on_terminate)
+    from kit import run_faults  # noqa: PLC0415
+
+    run_faults.on_stop_signals()  # SIGINT, SIGTERM, SIGHUP stop a run like Ctrl-C, named in its manifest
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

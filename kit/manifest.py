@@ -10,10 +10,12 @@ from typing import Any
 
 from kit.atomic_file import write_json_atomic
 from kit.errors import ConfigError
+from kit.regular_file import read_regular
 
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
 FINAL_STATES = ("finished", "failed", "interrupted")
+MANIFEST_BYTES = 64 << 20  # what a bundle reads whole (kit.bundle.limits.read_whole_bytes)
 
 
 def now() -> str:
@@ -48,12 +50,16 @@ class Manifest:
     @classmethod
     def load(cls, run_dir: Path) -> "Manifest":
         path = run_dir / MANIFEST
+        if not (path.exists() or path.is_symlink()):
+            raise ConfigError(f"{run_dir} has no {MANIFEST}", "pass a run folder made by `kit run`")
+        raw = read_regular(path, "the run's manifest", MANIFEST_BYTES, "restore it from a bundle")
         try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"{run_dir} has no {MANIFEST}", "pass a run folder made by `kit run`") from exc
-        except ValueError as exc:
-            raise ConfigError(f"{path} is not valid JSON ({exc})", "restore it from a bundle") from exc
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise ConfigError(f"{path} is not valid JSON ({reason})", "restore it from a bundle") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} holds a {type(data).__name__}, not a manifest object", "restore it from a bundle")
         if data.get("schema") != SCHEMA:
             raise ConfigError(f"{path} has schema {data.get('schema')!r}", f"this kit reads {SCHEMA}; upgrade the kit")
         return cls(run_dir, data)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit import preflight, records, sigill_guard
+from kit import preflight, records, run_faults, run_lock, sigill_guard
 from kit.digests import sha256_text
 from kit.errors import IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
@@ -145,13 +145,15 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     provider = provider_for(options, protocol, say)
     refuse_reused_servers(protocol, kind, provider)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
-    manifest = Manifest.create(
-        run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
-                           "content": content, "resolved": protocol.model_dump(mode="json"),
-                           "overrides": options.overrides},
-        options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
-        seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
-    return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop)
+    with run_lock.locked(run_dir, "run", run_lock.RESERVE_BYTES) as lock:
+        manifest = Manifest.create(
+            run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
+                               "content": content, "resolved": protocol.model_dump(mode="json"),
+                               "overrides": options.overrides},
+            options=_options_json(options), plan=prepared.plan, workload=prepared.workload,
+            engine=provider.describe(), seeds=prepared.seeds,
+            provenance={**collect(), "cpu_backend": _cpu_record(provider)})
+        return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop, lock=lock)
 
 
 def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
@@ -164,7 +166,15 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
-    (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers)."""
+    (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers).
+    The run folder is locked first (kit.run_lock): a second kit on it is refused."""
+    Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
+    with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
+        return _resume(run_dir, emit, say, stop, cpu_backend, lock)
+
+
+def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
+            lock: run_lock.Held | None) -> RunResult:
     manifest = Manifest.load(run_dir)
     if manifest.data.get("imported"):
         raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
@@ -211,7 +221,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                     "leftover_servers": stopped})
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
-                    done=set(manifest.data.get("passes", {})), stop=stop)
+                    done=set(manifest.data.get("passes", {})), stop=stop, lock=lock)
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
@@ -249,10 +259,13 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
 
 
 def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
-             done: set[str] | None = None, stop: threading.Event | None = None) -> RunResult:
+             done: set[str] | None = None, stop: threading.Event | None = None,
+             lock: run_lock.Held | None = None) -> RunResult:
     """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
-    them), whatever way the run ended."""
+    them), whatever way the run ended: a stop signal, a full disk or a dead helper ends it with its true
+    cause (kit.run_faults), and the final manifest is written with the run lock's disk reserve given back."""
     run_dir = manifest.run_dir
+    run_faults.clear()
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     stop = stop or threading.Event()
@@ -266,30 +279,52 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
                 done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
-    except (KeyboardInterrupt, RunStopped):
-        status, reason = "interrupted", "stopped by the user; records written so far are kept"
-    except KitError as exc:
-        status, reason = "failed", exc.line()
+    except (KeyboardInterrupt, RunStopped, KitError, OSError) as exc:
+        status, reason = _ended_by(exc)
     except BaseException as exc:  # noqa: BLE001 - also SystemExit or a test runner's timeout: never "finished"
         status, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
         raise
     finally:
-        for pass_id, info in manifest.data.get("passes", {}).items():
-            if info.get("status") == "running":  # cut short: never reported as a result
-                manifest.set_pass(pass_id, status=status, reason=reason)
-        results_error: BaseException | None = None
-        try:
-            table = kind.results(run_dir)
-            manifest.update(results=table.get("files", {}))
-        except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
-            table, results_error = None, exc
-            if status != "failed":  # a failure already recorded stays the reason
-                status, reason = "failed", f"writing the results failed: {_reason(exc)}"
-        manifest.finish(status, reason)
-        emit(RunEnded(run_dir, status, reason))
-        if results_error is not None and not isinstance(results_error, Exception):
-            raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
-    return RunResult(run_dir, status, reason, table)
+        if lock is not None:
+            lock.give_back_reserve()
+        with run_faults.deferred():
+            try:
+                table = _finish(kind, run_dir, manifest, emit, status, reason)
+            except OSError as exc:  # even the reserve did not make room: say so in one line
+                raise KitError(f"the run ended ({status}: {reason}) but its manifest could not be updated: "
+                               f"{run_faults.os_failure(exc)}", f"then `kit resume {run_dir}`") from exc
+    return RunResult(run_dir, manifest.data["status"], manifest.data.get("reason"), table)
+
+
+def _ended_by(exc: BaseException) -> tuple[str, str]:
+    """(status, reason) of a run the exception ended: interrupted when it was stopped (a signal, Ctrl-C,
+    the launcher's stop), even if a helper the signal killed raised something else on the way out."""
+    stopped = run_faults.stop_cause(exc, (RunStopped,))
+    if stopped:
+        return "interrupted", stopped
+    return "failed", run_faults.os_failure(exc) if isinstance(exc, OSError) else _reason(exc)
+
+
+def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: str,
+            reason: str | None) -> dict[str, Any] | None:
+    """Mark passes cut short, write the results and the final manifest; the results table (None if none)."""
+    for pass_id, info in manifest.data.get("passes", {}).items():
+        if info.get("status") == "running":  # cut short: never reported as a result
+            manifest.set_pass(pass_id, status=status, reason=reason)
+    results_error: BaseException | None = None
+    table = None
+    try:
+        table = kind.results(run_dir)
+        manifest.update(results=table.get("files", {}))
+    except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
+        table, results_error = None, exc
+        if status != "failed":  # a failure already recorded stays the reason
+            status, reason = "failed", f"writing the results failed: {_reason(exc)}"
+    manifest.finish(status, reason)
+    emit(RunEnded(run_dir, status, reason))
+    if results_error is not None and not isinstance(results_error, Exception):
+        raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
+    return table
 
 
 def _reason(exc: Exception) -> str:

@@ -39,6 +39,7 @@ from kit.errors import ConfigError
 from kit.manifest import Manifest, now
 from kit.provenance import kit_source
 from kit.records import require_whole
+from kit.run_lock import LOCK
 
 SUFFIX = ".tar.gz"
 NOT_HELD = ("records/", "logs/")
@@ -83,7 +84,7 @@ def _run_files(run_dir: Path, run_id: str, skipped: list[str]) -> dict[str, Path
         rel = path.relative_to(run_dir).as_posix()
         if path.is_symlink():
             skipped.append(f"{run_id}/{rel} (a link; bundles hold only regular files)")
-        elif not path.is_file():
+        elif not path.is_file() or rel == LOCK:  # the run lock: who holds the folder now, not the run
             continue
         elif path.name.startswith(".") and path.name.endswith((".tmp", STAGING_SUFFIX)):
             skipped.append(f"{run_id}/{rel} (an unfinished temporary file)")
