@@ -277,6 +277,10 @@ class BfclWorker:
             return BfclWorkerError(f"BFCL worker exceeded its {limit} limit during {op!r} "
                                    f"({signal.Signals(-status).name})",
                                    "see kit/workloads/bfcl/confinement.py for the limits")
+        if status is not None and status < 0:  # killed by a signal from outside: the install is not the cause
+            return BfclWorkerError(f"BFCL worker was killed by {signal.Signals(-status).name} during {op!r}",
+                                   f"something outside the kit stopped it (the kernel's out-of-memory killer sends "
+                                   f"SIGKILL: check free memory); see {self.log_path}")
         return BfclWorkerError(f"BFCL worker exited during {op!r}: {tail}".rstrip(": "),
                                f"see {self.log_path}; `kit workloads install bfcl` repairs the install")
 

@@ -129,3 +129,14 @@ def test_a_worker_ended_by_its_cpu_limit_says_so(bfcl_install, tmp_path):
     with pytest.raises(BfclWorkerError, match="exceeded its CPU time limit during 'hello' .SIGXCPU"):
         worker.hello()
     assert worker.home is None
+
+
+def test_a_worker_killed_from_outside_names_the_signal_not_a_broken_install(bfcl_install, tmp_path):
+    # a stand-in interpreter killed the way the out-of-memory killer or a stray `kill` ends a worker
+    killed = tmp_path / "killed-python"
+    killed.write_text("#!/bin/sh\nkill -KILL $$\n")
+    killed.chmod(0o755)
+    worker = BfclWorker(bfcl_install, python=str(killed), timeout_s=20, log_path=tmp_path / "worker.log")
+    with pytest.raises(BfclWorkerError, match="was killed by SIGKILL during 'hello'") as refused:
+        worker.hello()
+    assert "install" not in str(refused.value) and "out-of-memory" in str(refused.value)
