@@ -27,7 +27,7 @@ def checked(llama_server_url, tmp_path_factory):
     result = CliRunner().invoke(cli, ["check", url, "--kind", "openai", "--cycles", "1", "--per-arm", "2",
                                       "--max-tokens", "4", "--calibration-rounds", "1", "--always-fresh", "1",
                                       "--steady", "1", "--out", str(out)], catch_exceptions=False)
-    run_dir = next(out.iterdir())
+    [run_dir] = [p for p in out.iterdir() if (p / "manifest.json").is_file()]  # bundles/ is beside it
     bundle = tmp_path_factory.mktemp("bundles") / "check.tar.gz"
     bundled = CliRunner().invoke(cli, ["bundle", str(run_dir), "-o", str(bundle)], catch_exceptions=False)
     return result, run_dir, bundled, bundle, parts.netloc
