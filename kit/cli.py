@@ -453,9 +453,9 @@ def install_workload(workload: str) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="The bundle to write (default: bundles/<first run folder>.tar.gz beside it).")
 @click.option("--allow-unfinished", is_flag=True,
-              help="Also pack runs that did not finish (status started, interrupted or failed), as they are; "
-                   "its bundle.json lists each under `unfinished`, and its README and report show its "
-                   "status. Without it such a run is refused.")
+              help="Also pack runs that did not finish (status started, interrupted or failed), as they are: "
+                   "the bundle lists each under `unfinished` in bundle.json, and its README and report show "
+                   "each run's status. Without it such a run is refused.")
 def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bool) -> None:
     """Pack RUN_DIRS into one .tar.gz a reviewer can check without your machine.
 
