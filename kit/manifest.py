@@ -10,6 +10,7 @@ from typing import Any
 
 from kit.atomic_file import write_json_atomic
 from kit.errors import ConfigError
+from kit.terminal_text import one_line
 
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
@@ -18,6 +19,17 @@ FINAL_STATES = ("finished", "failed", "interrupted")
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def unfinished_problem(data: dict[str, Any]) -> str | None:
+    """Why a run (its manifest's data) did not finish: its status and the reason it ended, on one line;
+    None for a finished run. `kit bundle` refuses such a run and `kit analyze` flags it."""
+    status = data.get("status")
+    if status == "finished":
+        return None
+    if status == "started":
+        return "status 'started': it is still running, or its kit was killed before it ended"
+    return f"status {one_line(str(status))!r}: {one_line(str(data.get('reason') or 'no reason recorded'))}"
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:

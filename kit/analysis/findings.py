@@ -17,9 +17,11 @@ from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
 from kit.atomic_file import write_json_atomic
+from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
 from kit.records import read_records
+from kit.terminal_text import one_line
 
 SCHEMA = "kit.findings/1"
 
@@ -231,12 +233,29 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     return findings
 
 
+def refuse_empty(findings: dict[str, Any]) -> None:
+    """A KitError when the inputs hold nothing to analyse: no run folder at all (each input's reason
+    named), or runs none of which has an OK pass."""
+    if not findings["runs"]:
+        why = "; ".join(f"{item['path']}: {item['reason']}" for item in findings["skipped_inputs"][:3])
+        more = len(findings["skipped_inputs"]) - 3
+        raise KitError(f"no run folder to analyse ({one_line(why)}{f'; and {more} more' if more > 0 else ''})",
+                       "pass a run folder made by `kit run` or `kit import` (it holds manifest.json), or a folder "
+                       "holding such run folders")
+    if not any(run["ok_passes"] for run in findings["runs"]):
+        raise KitError(f"nothing to analyse: none of the {len(findings['runs'])} run(s) given has an OK pass "
+                       f"({len(findings['excluded_passes'])} pass(es) cut short, VOID or never run)",
+                       "finish the run with `kit resume RUN_DIR`, or pass a run with at least one OK pass")
+
+
 def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figures: bool = True) -> dict[str, Any]:
-    """Compute the findings and write findings.json, tables/ and figures/ under `out`."""
+    """Compute the findings and write findings.json, tables/ and figures/ under `out`; refuses inputs that
+    hold nothing to analyse (`refuse_empty`) before anything is written."""
     from kit.analysis import tables  # noqa: PLC0415
 
     timer = Timer()
     findings = compute(paths, settings, timer)
+    refuse_empty(findings)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     findings["files"] = {"tables": tables.write_all(findings, out / "tables")}
