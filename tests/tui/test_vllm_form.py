@@ -142,7 +142,25 @@ def test_a_vllm_endpoint_is_refused_where_vllm_or_a_server_reached_by_url_cannot
     assert fresh == {"engine": "the protocol asks for a fresh server per pass (server: per_pass), but the kit cannot "
                                "restart a server it reaches by --engine-url: pick grid-vllm (a server per cache arm), "
                                "or an engine the kit starts"}
-    llamacpp = form.problems(setup_for("grid-vllm-fresh", tmp_path, url="http://127.0.0.1:8080", **urls), cpu, set())
+    llamacpp = form.problems(setup_for("grid-vllm-fresh", tmp_path, url="http://127.0.0.1:8080", endpoint_kind="llamacpp",
+                                   **urls), cpu, set())
     assert llamacpp["engine"].endswith("pick a protocol with server: shared or per_arm, or an engine the kit starts")
     assert "reset protocols do not run on vLLM" in form.problems(
         setup_for("reset", tmp_path, endpoint_kind="vllm", **urls), cpu, set())["endpoint_kind"]
+
+
+@pytest.mark.parametrize("name", VLLM_FILES)
+def test_a_file_written_for_vllm_is_never_set_up_on_llama_cpp(name, tmp_path):
+    """On a CPU-only machine the form opens a vLLM file on vLLM servers by URL (not the embedded engine for
+    hours), and every llama.cpp engine says the file is written for vLLM (issue #22.6)."""
+    path = str(protocols_dir() / f"{name}.yaml")
+    kind = yaml.safe_load(Path(path).read_text())["protocol"]
+    cpu = Capabilities((EMBEDDED,))
+    started_only = kind in ("sweep", "flag_order")
+    assert form.usable_engine(kind, cpu, path) == ("embedded" if started_only else "endpoint")  # none: the first
+    for engine in ("embedded", "native", "llamacpp-container"):
+        line = form.problems(setup_for(name, tmp_path, engine=engine), GPU, set())["engine"]
+        assert line.startswith(f"{name} is written for vLLM (engine.kind: vllm): pick ")
+    setup = setup_for(name, tmp_path, engine="endpoint", url="http://127.0.0.1:8080", endpoint_kind="llamacpp")
+    assert "written for vLLM" in form.problems(setup, cpu, set())["endpoint_kind"]
+    assert setup_for(name, tmp_path).endpoint_kind == "vllm"  # the form opens with a vLLM endpoint
