@@ -139,17 +139,10 @@ def _report(execute) -> None:
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
-    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
-    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    """Every run ends with a bundle in bundles/ beside its folder (kit.bundle.writer.bundle_after_run)."""
+    from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
 
-    try:
-        written = write_bundle([run_dir])
-    except (KitError, OSError) as exc:
-        say(f"no bundle written: {exc}")
-        return
-    say(f"bundle: {written.path}  (check it anywhere with `kit verify {written.path.name}`)")
-    for redaction in written.redactions:
-        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    bundle_after_run(run_dir, say)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

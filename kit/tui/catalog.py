@@ -36,6 +36,7 @@ class Capabilities:
     ways: tuple[str, ...]
     checked: bool = True  # False while the doctor is still looking
     why_not: Mapping[str, str] = field(default_factory=dict, hash=False)
+    report: tuple[str, ...] = ()  # the doctor's lines, as `kit doctor` prints them (empty: not looked)
 
     @property
     def embedded(self) -> bool:
@@ -58,7 +59,7 @@ def capabilities(checks: Sequence[Check]) -> Capabilities:
     if EMBEDDED not in ways:
         engine = next(c for c in checks if c.name == "embedded engine")
         why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
-    return Capabilities(ways, why_not=why_not)
+    return Capabilities(ways, why_not=why_not, report=(*(c.line() for c in checks), doctor.can_run_line(checks)))
 
 
 def machine_capabilities() -> Capabilities:
