@@ -126,6 +126,8 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
+    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+        reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
