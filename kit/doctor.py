@@ -301,8 +301,9 @@ def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = 
         models = (DEFAULT_MODEL,)
     daemon, gpu = check_docker_daemon(probes), check_gpu(probes)
     return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon), gpu,
-            check_nvcc(probes, gpu), check_build_tools(probes), check_vllm_executable(probes), check_disk(probes, models),
-            check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck), check_hf_token(probes)]
+            check_nvcc(probes, gpu), check_build_tools(probes), check_vllm_executable(probes),
+            check_disk(probes, models), check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck),
+            check_hf_token(probes)]
 
 
 def usable(check: Check) -> bool:

@@ -151,13 +151,14 @@ def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
     ways = kind_ways(kind, known, engine)
     if any(way in caps.ways for way in ways):
         return True, True, None
-    found = [(way, caps.why_not[way]) for way in ways if way in caps.why_not]
-    reason = f"needs {kind_needs(kind, known, engine)}, which `kit doctor` does not find here"
-    if engine == "vllm":  # the most telling way: native vLLM (its GPU, then its executable)
-        way, why = next(((w, t) for w, t in found if w == NATIVE_VLLM_WAY), found[0] if found else ("", ""))
-        reason = f"written for vLLM, which `kit doctor` does not find here ({way}: {why})" if found else reason
-    elif found:
-        reason = found[0][1]
+    missing = {way: caps.why_not[way] for way in ways if way in caps.why_not}
+    if engine == "vllm" and NATIVE_VLLM_WAY in missing:  # the most telling way: its GPU, then its executable
+        reason = (f"written for vLLM, which `kit doctor` does not find here "
+                  f"({NATIVE_VLLM_WAY}: {missing[NATIVE_VLLM_WAY]})")
+    elif missing:
+        reason = next(iter(missing.values()))
+    else:
+        reason = f"needs {kind_needs(kind, known, engine)}, which `kit doctor` does not find here"
     return ENDPOINT in ways, False, reason  # with no proven engine, an endpoint URL can still be given
 
 
