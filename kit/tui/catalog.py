@@ -26,6 +26,7 @@ STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY)  # llama.cpp engi
 ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
 VLLM_WAYS = (DOCKER_WAY, NATIVE_VLLM_WAY, ENDPOINT)  # the doctor's ways that run vLLM, and a vLLM server by URL
 NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"
+CPU_FIGURE = "; vLLM on a GPU takes far less"  # after the CPU estimate of a vLLM file or setup
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Capabilities:
     checked: bool = True  # False while the doctor is still looking
     why_not: Mapping[str, str] = field(default_factory=dict, hash=False)
     report: tuple[str, ...] = ()  # the doctor's lines, as `kit doctor` prints them (empty: not looked)
+    blocked: Mapping[str, str] = field(default_factory=dict, hash=False)  # way -> its first failing check, no fix
 
     @property
     def embedded(self) -> bool:
@@ -52,14 +54,15 @@ def capabilities(checks: Sequence[Check]) -> Capabilities:
     that is not open says what is missing (the doctor's line for the first check it needs that fails)."""
     waiting = doctor.unproven_ways(checks)
     ways = tuple(way for way in doctor.runnable(checks) if way not in waiting)
-    why_not = {}
+    why_not, blocked = {}, {}
     for way in doctor.PATHS:
         if way not in ways and (missing := doctor.blocking(checks, way)) is not None:
-            why_not[way] = missing.sentence()
+            why_not[way], blocked[way] = missing.sentence(), f"{missing.name}: {missing.detail}"
     if EMBEDDED not in ways:
         engine = next(c for c in checks if c.name == "embedded engine")
         why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
-    return Capabilities(ways, why_not=why_not, report=(*(c.line() for c in checks), doctor.can_run_line(checks)))
+    return Capabilities(ways, why_not=why_not, report=(*(c.line() for c in checks), doctor.can_run_line(checks)),
+                        blocked=blocked)
 
 
 def machine_capabilities() -> Capabilities:
@@ -131,6 +134,8 @@ def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
         needs = kind_needs(kind, known, engine)
     runnable, ready, why_not = readiness(kind, known, caps, engine)
     cost = launcher.estimate(data) if launcher and launcher.estimate else "duration unknown"
+    if engine == "vllm" and launcher and launcher.estimate:
+        cost += CPU_FIGURE
     return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready, engine)
 
 
@@ -152,9 +157,9 @@ def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
     if any(way in caps.ways for way in ways):
         return True, True, None
     missing = {way: caps.why_not[way] for way in ways if way in caps.why_not}
-    if engine == "vllm" and NATIVE_VLLM_WAY in missing:  # the most telling way: its GPU, then its executable
-        reason = (f"written for vLLM, which `kit doctor` does not find here "
-                  f"({NATIVE_VLLM_WAY}: {missing[NATIVE_VLLM_WAY]})")
+    if engine == "vllm" and NATIVE_VLLM_WAY in caps.blocked:  # the most telling way: its GPU, then its executable
+        reason = (f"written for vLLM, which `kit doctor` does not find here ({NATIVE_VLLM_WAY}: "
+                  f"{caps.blocked[NATIVE_VLLM_WAY]}; `d` shows every check and its fix)")
     elif missing:
         reason = next(iter(missing.values()))
     else:

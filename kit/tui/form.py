@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.errors import KitError
-from kit.tui.catalog import EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
+from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
@@ -371,4 +371,5 @@ def estimate_line(setup: Setup) -> str:
     estimate = kind_launcher(setup.kind).estimate
     if estimate is None:
         return "this setup: duration unknown"
-    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}"
+    on_vllm = (setup.endpoint_kind if setup.engine == "endpoint" else choice_of(setup.engine).engine) == "vllm"
+    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}{CPU_FIGURE if on_vllm else ''}"

@@ -86,7 +86,8 @@ def test_a_cpu_only_machine_is_not_ready_for_the_vllm_files_as_kit_doctor_says(t
         entry = entries[name]
         assert not entry.ready
         assert entry.runnable is (entry.kind not in STARTED_ONLY)  # a grid: your own vLLM servers by URL still work
-        assert entry.why_not.startswith("written for vLLM, which `kit doctor` does not find here (native vLLM: gpu: ")
+        assert entry.why_not == ("written for vLLM, which `kit doctor` does not find here (native vLLM: gpu: nvidia-smi "
+                                 "not found: no NVIDIA GPU visible; `d` shows every check and its fix)")
     ready = [e.ready for e in catalog(capabilities(checks))]
     assert ready == sorted(ready, reverse=True) and sum(ready) == len(entries) - len(VLLM_FILES)  # ready ones first
 

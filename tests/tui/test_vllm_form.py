@@ -13,7 +13,7 @@ from kit.doctor import DOCKER_WAY, NATIVE_VLLM_WAY, CommandResult
 from kit.paths import protocols_dir
 from kit.preflight import check_engine_choice
 from kit.tui import form
-from kit.tui.catalog import EMBEDDED, Capabilities, capabilities
+from kit.tui.catalog import CPU_FIGURE, EMBEDDED, Capabilities, capabilities
 from tests.test_doctor import NVIDIA_SMI, make_probes
 
 GPU = Capabilities((DOCKER_WAY, NATIVE_VLLM_WAY))
@@ -164,3 +164,11 @@ def test_a_file_written_for_vllm_is_never_set_up_on_llama_cpp(name, tmp_path):
     setup = setup_for(name, tmp_path, engine="endpoint", url="http://127.0.0.1:8080", endpoint_kind="llamacpp")
     assert "written for vLLM" in form.problems(setup, cpu, set())["endpoint_kind"]
     assert setup_for(name, tmp_path).endpoint_kind == "vllm"  # the form opens with a vLLM endpoint
+
+
+def test_a_vllm_setup_says_its_estimate_is_a_cpu_figure(tmp_path):
+    on_vllm = form.estimate_line(setup_for("grid-vllm", tmp_path, engine="vllm-native"))
+    assert on_vllm.startswith("this setup: 80 episodes x 4 passes") and on_vllm.endswith("on a CPU" + CPU_FIGURE)
+    by_url = form.estimate_line(setup_for("grid-vllm", tmp_path, engine="endpoint"))  # opens on vLLM servers
+    assert by_url.endswith(CPU_FIGURE)
+    assert not form.estimate_line(setup_for("grid-cpu", tmp_path, engine="embedded")).endswith(CPU_FIGURE)
