@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kit import preflight, records, sigill_guard
 from kit.digests import sha256_text
-from kit.errors import IllegalInstruction, KitError
+from kit.errors import ConfigError, IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
@@ -134,6 +134,10 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    if protocol.engine.kind == "vllm" and options.engine != "vllm" and options.provider is None:
+        raise ConfigError(f"{path.name} is written for vLLM (engine.kind: vllm), not for {options.engine}",
+                          "add --engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url "
+                          "off=URL), or run a llama.cpp protocol (grid, grid-cpu)")
     if options.engine == "vllm":  # what vLLM cannot serve, refused before anything is fetched or written
         from kit.launch import vllm_launch  # noqa: PLC0415
 

@@ -3,6 +3,9 @@ server per cache arm), the RunOptions each makes, and every refusal's line."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +175,17 @@ def test_a_vllm_setup_says_its_estimate_is_a_cpu_figure(tmp_path):
     by_url = form.estimate_line(setup_for("grid-vllm", tmp_path, engine="endpoint"))  # opens on vLLM servers
     assert by_url.endswith(CPU_FIGURE)
     assert not form.estimate_line(setup_for("grid-cpu", tmp_path, engine="embedded")).endswith(CPU_FIGURE)
+
+
+@pytest.mark.parametrize("name", VLLM_FILES)
+def test_kit_run_refuses_a_vllm_file_on_llama_cpp_as_the_launcher_does(name, tmp_path):
+    """The CLI agrees with the launcher: a file written for vLLM does not start on the embedded engine for
+    hours; one line says so and how to run it, and nothing is written."""
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "run", name, "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode != 0 and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"kit: error: {name}.yaml is written for vLLM (engine.kind: vllm), not for llamacpp; add "
+                     "--engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url off=URL), "
+                     "or run a llama.cpp protocol (grid, grid-cpu)"]
+    assert not (tmp_path / "out").exists()
