@@ -126,6 +126,8 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
+    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+        reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
@@ -139,17 +141,10 @@ def _report(execute) -> None:
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
-    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
-    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    """Every run ends with a bundle in bundles/ beside its folder (kit.bundle.writer.bundle_after_run)."""
+    from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
 
-    try:
-        written = write_bundle([run_dir])
-    except (KitError, OSError) as exc:
-        say(f"no bundle written: {exc}")
-        return
-    say(f"bundle: {written.path}  (check it anywhere with `kit verify {written.path.name}`)")
-    for redaction in written.redactions:
-        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    bundle_after_run(run_dir, say)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -198,11 +198,21 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
 
 def _prompt_cache(run: RunFolder) -> str:
-    """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value."""
+    """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value;
+    for a run whose phases set `cache_prompt` per request (the restored-state control, the demo), that first:
+    its server-level cache may be disabled while its warm phases reuse the slot's prompt cache."""
     try:
-        return grid_findings.prompt_cache_setting(run.cache_ram)
+        server = grid_findings.prompt_cache_setting(run.cache_ram)
     except (TypeError, ValueError):
-        return str(run.cache_ram)
+        server = str(run.cache_ram)
+    phases = run.resolved.get("phases")
+    if run.kind != "reset" or not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases):
+        return server
+    by_setting = {flag: [str(p.get("name")) for p in phases if bool(p.get("cache_prompt")) is flag]
+                  for flag in (False, True)}
+    said = "; ".join(f"cache_prompt {str(flag).lower()} in {', '.join(names)}"
+                     for flag, names in by_setting.items() if names)
+    return f"per request: {said} (server-level prompt cache {server})"
 
 
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:

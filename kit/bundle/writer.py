@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kit.atomic_file import STAGING_SUFFIX
 from kit.bundle import (
@@ -35,8 +35,9 @@ from kit.bundle.content import BundledRun
 from kit.bundle.limits import DEFAULT as LIMITS
 from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
-from kit.errors import ConfigError
+from kit.errors import ConfigError, KitError
 from kit.manifest import Manifest, now, unfinished_problem
+from kit.paths import shown_path
 from kit.provenance import kit_source
 from kit.records import require_whole
 
@@ -172,6 +173,20 @@ def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets
             run.files[rel] = data
     run.manifest = json.loads(run.files["manifest.json"])
     return run
+
+
+def bundle_after_run(run_dir: Path, say: Callable[[str], None]) -> Path | None:
+    """The bundle every run ends with (`kit run`, `kit demo`, the launcher), in bundles/ beside its folder;
+    failing to write one never fails the run. Says where it is and the `kit verify` to type here."""
+    try:
+        written = write_bundle([run_dir])
+    except (KitError, OSError) as exc:
+        say(f"no bundle written: {exc}")
+        return None
+    say(f"bundle: {written.path}  (check it with `kit verify {shown_path(written.path)}`)")
+    for redaction in written.redactions:
+        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    return written.path
 
 
 def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping[str, str] | None = None,
