@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import time
@@ -25,6 +26,16 @@ CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
     help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
          "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
+
+ANSWER_BOUNDS = [
+    click.option("--max-answer-bytes", type=_within(limits.ANSWER_BYTES_MIN, limits.ANSWER_BYTES_MAX),
+                 default=limits.ANSWER_BYTES_DEFAULT, show_default=True,
+                 help="The most bytes of one engine answer the kit reads; a longer answer fails the run (a real "
+                      "one is far smaller). Recorded in the manifest."),
+    click.option("--request-deadline", type=click.FloatRange(0, limits.REQUEST_DEADLINE_MAX, min_open=True),
+                 help="Seconds one engine request may take, from connecting to its answer's last byte (default: "
+                      "the longer of 600 s and 1 s per token the request asks for). Recorded in the manifest."),
+]
 
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
@@ -63,11 +74,12 @@ RUN_OPTIONS = [
                  help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
+    *ANSWER_BOUNDS,
 ]
 
 
-def run_options(func):
-    for option in reversed(RUN_OPTIONS):
+def run_options(func, options=RUN_OPTIONS):
+    for option in reversed(options):
         func = option(func)
     return func
 
@@ -101,7 +113,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend) -> None:
+         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
@@ -109,7 +121,8 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
-                                cpu_backend=cpu_backend)
+                                cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
+                                request_deadline=request_deadline)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
 
 
@@ -218,8 +231,9 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
+@functools.partial(run_options, options=ANSWER_BOUNDS)
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out, cpu_backend) -> None:
+          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -236,6 +250,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
+        max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
