@@ -123,7 +123,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
                                 request_deadline=request_deadline)
-    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
+    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
 def _report(execute) -> None:
@@ -142,8 +142,8 @@ def _report(execute) -> None:
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
-    _bundle_after_run(result.run_dir, reporter.console.print)
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
+    _bundle_after_run(result.run_dir, reporter.say)
     if result.status == "interrupted":
         raise RunInterrupted(f"the run was interrupted: {result.reason}",
                              f"continue it with `kit resume {result.run_dir}`")
@@ -257,12 +257,12 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:
-        result = runner.run(options, emit=reporter, say=reporter.console.print)
+        result = runner.run(options, emit=reporter, say=reporter.say)
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
         reporter.console.print(console.pinning_verdict(result.table))
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
@@ -279,7 +279,7 @@ def resume_run(run_dir: Path, cpu_backend: str) -> None:
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit import runner  # noqa: PLC0415
 
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print,
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say,
                                            cpu_backend=cpu_backend))
 
 

@@ -120,7 +120,7 @@ def validated(shape: type[M], payload: Any, *, who: str, what: str, fix: str) ->
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         if not first["loc"]:
             reason = f"an answer that is not a JSON object ({type(payload).__name__})"
         elif first["type"] == "missing":

@@ -30,7 +30,7 @@ from kit.engines.base import (
 )
 from kit.engines.http import M, Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, logprob_entry
-from kit.errors import EngineError, InvalidAnswer
+from kit.errors import EngineError
 from kit.secret_urls import connection_parts
 
 NS_PER_MS = 1_000_000
@@ -91,15 +91,14 @@ def _ms(ns: float | None) -> float | None:
     return ns / NS_PER_MS if ns is not None else None
 
 
-def normalize(body: Any, sent: Sent | None = None, *, who: str = "Ollama", logprobs_asked: bool = False) -> Completion:
+def normalize(body: Any, sent: Sent | None = None, *, who: str = "Ollama") -> Completion:
     """Turn a final (non-streamed) `/api/chat` or `/api/generate` answer into a Completion; InvalidAnswer
-    if a field the kit needs is missing or wrong (`logprobs_asked`: the request asked for log-probabilities)."""
+    if a field the kit needs is missing or wrong. Log-probabilities are optional: Ollama before 0.12.11 gives
+    none, and the checks run on Ollama compare output bytes and prefill times."""
     chat = isinstance(body, dict) and "message" in body
     what = "POST /api/chat" if chat else "POST /api/generate"
     answer_: ChatAnswer | GenerateAnswer = validated(ChatAnswer if chat else GenerateAnswer, body, who=who,
                                                      what=what, fix=NOT_OLLAMA)
-    if logprobs_asked and answer_.logprobs is None:
-        raise InvalidAnswer(f"{who} answered {what} without `logprobs`, which the request asked for", NOT_OLLAMA)
     entries = tuple([logprob_entry(item) for item in answer_.logprobs or ()])
     return Completion(
         text=answer_.message.content if isinstance(answer_, ChatAnswer) else answer_.response,
@@ -201,8 +200,7 @@ class OllamaEngine:
                               "reload the model (keep_alive 0) to get a full evaluation")
         endpoint, body = self.request_body(request)
         response, sent = post_timed(self._http, endpoint, body, who=self._who, fix=SERVE, tokens=request.max_tokens)
-        return normalize(self._checked(response, endpoint), sent, who=self._who,
-                         logprobs_asked=bool(request.top_logprobs))
+        return normalize(self._checked(response, endpoint), sent, who=self._who)
 
     # -- the instance ---------------------------------------------------------------------------
 
