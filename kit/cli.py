@@ -318,9 +318,9 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     if result.get("comparability"):
         click.echo(f"warning: {result['comparability']}")
     for item in result["skipped_inputs"]:
-        click.echo(f"skipped {item['path']}: {item['reason']}")
-    for item in result["excluded_passes"]:
-        click.echo(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}")
+        click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
+    for item in result["excluded_passes"]:  # a VOID pass's reason may quote its engine
+        click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
     for name, table in result["tables"].items():
         click.echo(f"table {name}: {len(table['rows'])} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))

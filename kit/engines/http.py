@@ -72,10 +72,10 @@ def send(http: httpx.Client, method: str, path: str, body: dict[str, Any] | None
     try:
         with deadline_in(seconds), http.stream(method, path, json=body) as response:
             content = _read(response, bounds.max_answer_bytes, what)
-    except httpx.TimeoutException as exc:
-        raise EngineError(f"{what} did not answer in full within {seconds:g} s ({type(exc).__name__})",
-                          "check the engine; if it is only slow, raise --request-deadline") from exc
     except httpx.HTTPError as exc:
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):  # the deadline
+            raise EngineError(f"{what} did not answer in full within {seconds:g} s ({type(exc).__name__})",
+                              "check the engine; if it is only slow, raise --request-deadline") from exc
         raise EngineError(f"{who} did not answer {method} {path} ({type(exc).__name__}: {exc})", fix) from exc
     # the body as read (decoded); no headers are kept (records never hold them, see kit.secret_urls)
     return httpx.Response(response.status_code, content=content, request=response.request)

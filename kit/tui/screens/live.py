@@ -187,7 +187,7 @@ class LiveScreen(Screen):
         self.query_one("#numbers", Static).update(
             f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}")
         self.query_one("#stage", Static).update(
-            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {status}")
+            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {shown(status)}")
 
     def show_log(self) -> None:
         path = newest_log(self.state.run_dir)

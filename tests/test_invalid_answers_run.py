@@ -1,0 +1,42 @@
+"""An engine answer without what a verdict needs voids the pass it served, with the reason naming the field,
+and the run goes on with the next pass; the answer bounds a run used are recorded in its manifest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kit import runner
+from kit.records import read_records
+from tests.adversarial.hostile_engine import HostileEngine
+
+
+@pytest.fixture
+def broken_engine():
+    engine = HostileEngine("no-content")
+    yield engine
+    engine.stop()
+
+
+def test_every_pass_served_by_a_broken_engine_is_void_with_the_field_named(broken_engine, tmp_path):
+    options = runner.RunOptions(protocol="demo", engine_url=broken_engine.url, out=tmp_path,
+                                overrides={"workload": {"items": 1}, "sessions": 2, "max_tokens": 4},
+                                max_answer_bytes=1 << 20, request_deadline=5.0)
+    said: list[str] = []
+    result = runner.run(options, say=said.append)
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    passes = manifest["passes"]
+    assert result.status == "finished" and sorted(passes) == ["s1", "s2"]  # s2 ran after s1 was voided
+    for info in passes.values():
+        assert info["status"] == "VOID" and "answered POST /completion with an answer without `content`" in info["reason"]
+        assert info["records"] == 0 == len(read_records(result.run_dir / info["file"]).records)
+    assert all(row["status"] == "VOID" for row in result.table["sessions"])  # no verdict from empty answers
+    assert manifest["options"]["max_answer_bytes"] == 1 << 20 and manifest["options"]["request_deadline"] == 5.0
+
+
+def test_the_default_bounds_are_recorded_too(broken_engine, tmp_path):
+    options = runner.RunOptions(protocol="demo", engine_url=broken_engine.url, out=tmp_path,
+                                overrides={"workload": {"items": 1}, "sessions": 1, "max_tokens": 4})
+    manifest = json.loads((runner.run(options, say=lambda _: None).run_dir / "manifest.json").read_text())
+    assert manifest["options"]["max_answer_bytes"] == 64 << 20 and manifest["options"]["request_deadline"] is None
