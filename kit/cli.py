@@ -22,6 +22,19 @@ def _within(low: int, high: int) -> click.IntRange:
     """An integer option within [low, high] (the limits table in docs/protocols.md)."""
     return click.IntRange(low, high)
 
+class Seconds(click.FloatRange):
+    """Seconds, more than 0 and at most `high`; NaN, which compares false with every bound, is refused too."""
+
+    def __init__(self, high: float):
+        super().__init__(0, high, min_open=True)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds in the range 0<x<={self.max:g}", param, ctx)
+        return seconds
+
+
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
     help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
@@ -32,7 +45,7 @@ ANSWER_BOUNDS = [
                  default=limits.ANSWER_BYTES_DEFAULT, show_default=True,
                  help="The most bytes of one engine answer the kit reads; a longer answer fails the run (a real "
                       "one is far smaller). Recorded in the manifest."),
-    click.option("--request-deadline", type=click.FloatRange(0, limits.REQUEST_DEADLINE_MAX, min_open=True),
+    click.option("--request-deadline", type=Seconds(limits.REQUEST_DEADLINE_MAX),
                  help="Seconds one engine request may take, from connecting to its answer's last byte (default: "
                       "the longer of 600 s and 1 s per token the request asks for). Recorded in the manifest."),
 ]
@@ -224,7 +237,7 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--steady", type=_within(0, limits.CALLS_MAX),
               help="Calls in the steady-state regime (default 10; 0 skips it).")
 @click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
-@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True),
+@click.option("--unload-timeout", type=Seconds(limits.UNLOAD_TIMEOUT_MAX),
               default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
 @click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
