@@ -1,14 +1,15 @@
 """Hostile or broken engines (tests/adversarial/hostile_engine.py) behind `kit check URL` and `kit run demo
 --engine-url URL`: an answer past the size cap or the deadline fails the run in one clear line; an answer
 without what a verdict needs voids its pass with a reason naming the field, never an empty `ok`; engine text
-with Rich markup or terminal escapes is shown as written, escapes stripped."""
+with Rich markup or terminal escapes is shown as written, escapes stripped; so is an imported harness run's
+arm name (`kit import`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
-from tests.adversarial.corpus import Case, Ending, Scratch
+from tests.adversarial.corpus import REPO, Case, Ending, Scratch
 from tests.adversarial.hostile_engine import HostileEngine
 
 CAP = 1 << 20
@@ -86,6 +87,23 @@ def _shows_build_info(scratch: Scratch, ending: Ending) -> str | None:
     return problem
 
 
+HOSTILE_ARM = "blocked\\u001b]0;owned\\u0007\\u001b[2J[/][bold]x"  # JSON escapes: ESC, BEL, markup
+
+
+def _import_hostile_arm_names(scratch: Scratch) -> list[str]:
+    """A determinism-harness run (seed 002's shipped fixture) whose arm is named with terminal escapes and markup."""
+    for path in (REPO / "tests" / "fixtures" / "harness").glob("fixture-churn-ab.*"):
+        (scratch.inbox / path.name).write_text(path.read_text().replace("blocked", HOSTILE_ARM))
+    return ["import", "determinism-harness", str(scratch.inbox / "fixture-churn-ab.jsonl"), "--out", str(scratch.outputs)]
+
+
+def _shows_arm_as_written(scratch: Scratch, ending: Ending) -> str | None:
+    problem = _shows_markup_as_written(scratch, ending)
+    if problem is None and "blocked[/][bold]x" not in ending.text:
+        return "the arm's name was not shown as written"
+    return problem
+
+
 BROKEN = [("no-content", "`content`"), ("truncated", "not JSON"), ("nan", "not JSON"),
           ("array", "not a JSON object"), ("wrong-types", "`content`"), ("no-logprob", "logprob`")]
 
@@ -110,4 +128,6 @@ CASES = [
          check=_fails_the_run(f"within {DEADLINE} s")),
     Case(cls="engine answer", name="demo: build_info with markup and escapes", make=_serve("markup-build", "demo"),
          expect="handled", check=_shows_build_info),
+    Case(cls="import file", name="harness arm names with markup and escapes", make=_import_hostile_arm_names,
+         expect="handled", check=_shows_arm_as_written),
 ]
