@@ -48,7 +48,7 @@ def test_an_engine_build_with_markup_and_escapes_is_printed_as_written():
 
     from rich.console import Console
 
-    from kit.console import ConsoleReporter, pinning_verdict
+    from kit.console import ConsoleReporter
     from kit.events import RunStarted, SessionEnded, SessionStarted
 
     out = io.StringIO()

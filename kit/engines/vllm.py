@@ -254,8 +254,7 @@ class VllmEngine:
             )
         after = self.cache_counters() if before is not None else None
         completion = normalize_completion(parsed(response, who=self._who, what="POST /v1/completions", fix=NOT_VLLM),
-                                          sent, who=self._who, logprobs_asked=request.top_logprobs > 0,
-                                          ids_asked=self.request_token_ids)
+                                          sent, who=self._who, logprobs_asked=request.top_logprobs > 0)
         telemetry = _cache_telemetry(completion, before, after)
         self.last_cache_telemetry = telemetry
         return _with_cached(completion, telemetry)
@@ -328,18 +327,18 @@ class VersionAnswer(Answer):
 NOT_VLLM = "check that the URL is a vLLM 0.11 completions server; the pass is VOID"
 
 
-def normalize_completion(body: Any, sent: Sent | None = None, *, who: str = "vLLM", logprobs_asked: bool = False,
-                         ids_asked: bool = False) -> Completion:
+def normalize_completion(body: Any, sent: Sent | None = None, *, who: str = "vLLM",
+                         logprobs_asked: bool = False) -> Completion:
     """Turn a vLLM /v1/completions body into a `Completion` (no network); InvalidAnswer if a field the kit
-    needs is missing or wrong (`logprobs_asked` / `ids_asked`: the request asked for log-probabilities /
-    token ids)."""
+    needs is missing or wrong (`logprobs_asked`: the request asked for log-probabilities, which carry the
+    emitted token strings). Token ids are optional even when asked for: an endpoint that gives strings only
+    is compared on its strings."""
     what = "POST /v1/completions"
     answer_ = validated(CompletionAnswer, body, who=who, what=what, fix=NOT_VLLM)
     choice, usage = answer_.choices[0], answer_.usage
-    for asked, name, got in ((logprobs_asked, "logprobs", choice.logprobs), (ids_asked, "token_ids", choice.token_ids)):
-        if asked and got is None:
-            raise InvalidAnswer(f"{who} answered {what} without `choices[0].{name}`, which the request asked for",
-                                NOT_VLLM)
+    if logprobs_asked and choice.logprobs is None:
+        raise InvalidAnswer(f"{who} answered {what} without `choices[0].logprobs`, which the request asked for",
+                            NOT_VLLM)
     cached = usage.cached_tokens
     block = choice.logprobs
     tokens = tuple(block.tokens) if block else ()

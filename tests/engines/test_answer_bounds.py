@@ -8,6 +8,7 @@ import copy
 import json
 import resource
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -129,3 +130,47 @@ def test_props_of_the_wrong_shape_are_an_invalid_answer_not_a_traceback():
     engine = LlamaCppEngine("http://llama.test", transport=httpx.MockTransport(props))
     with pytest.raises(InvalidAnswer, match="GET /props with an answer whose `build_info` is wrong"):
         engine.info()
+
+
+def _fixture(engine: str, name: str) -> dict:
+    return json.loads((Path(__file__).resolve().parents[1] / "fixtures" / engine / name).read_text())
+
+
+def _vllm(edit) -> dict:
+    body = _fixture("vllm", "completion_cached_tokens.json")
+    edit(body)
+    return body
+
+
+@pytest.mark.parametrize("body, field", [
+    (_vllm(lambda b: b["choices"][0].pop("text")), "`choices[0].text`"),
+    (_vllm(lambda b: b.pop("usage")), "`usage`"),
+    (_vllm(lambda b: b.update(choices=[])), "`choices` is wrong"),
+    (_vllm(lambda b: b["choices"][0].update(logprobs=None)), "without `choices[0].logprobs`"),
+    (_vllm(lambda b: b["choices"][0]["logprobs"].update(tokens="Janet")), "`choices[0].logprobs.tokens` is wrong"),
+    (_vllm(lambda b: b["usage"].update(prompt_tokens="64")), "`usage.prompt_tokens` is wrong"),
+])
+def test_vllm_answers_without_what_a_verdict_needs_are_invalid(body, field):
+    from kit.engines.vllm import normalize_completion
+
+    with pytest.raises(InvalidAnswer, match="POST /v1/completions") as info:
+        normalize_completion(body, logprobs_asked=True)
+    assert field in info.value.line()
+
+
+def test_ollama_and_chat_answers_without_their_text_are_invalid():
+    from kit.engines import ollama
+    from kit.engines.openai_compat import normalize_chat
+
+    chat = _fixture("ollama", "chat_logprobs.json")
+    assert ollama.normalize(chat).text == "Floating-point addition rounds"
+    del chat["message"]["content"]
+    with pytest.raises(InvalidAnswer, match="POST /api/chat with an answer without `message.content`"):
+        ollama.normalize(chat)
+    generate = _fixture("ollama", "generate.json")
+    with pytest.raises(InvalidAnswer, match="`prompt_eval_duration` is wrong"):
+        ollama.normalize({**generate, "prompt_eval_duration": "fast"})
+    with pytest.raises(InvalidAnswer, match="POST /v1/chat/completions with an answer whose `choices` is wrong"):
+        normalize_chat({"choices": []})
+    with pytest.raises(InvalidAnswer, match=r"`choices\[0\].message.content` is wrong"):
+        normalize_chat({"choices": [{"message": {"content": 7}}]})
