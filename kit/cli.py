@@ -22,6 +22,7 @@ def _within(low: int, high: int) -> click.IntRange:
     """An integer option within [low, high] (the limits table in docs/protocols.md)."""
     return click.IntRange(low, high)
 
+
 class Seconds(click.FloatRange):
     """Seconds, more than 0 and at most `high`; NaN, which compares false with every bound, is refused too."""
 
