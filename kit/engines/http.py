@@ -98,12 +98,12 @@ def json_or(response: httpx.Response, fallback: Any) -> Any:
 
 
 def error_text(response: httpx.Response, *keys: str) -> str:
-    """An error answer's message: the first string found along `keys` in its JSON (e.g. "error", "message"),
-    else the start of its text."""
+    """An error answer's message (its first 300 characters): the string found along `keys` in its JSON
+    (e.g. "error", "message"), else its text."""
     found: Any = json_or(response, None)
     for key in keys:
         found = found.get(key) if isinstance(found, dict) else None
-    return found if isinstance(found, str) else response.text[:300]
+    return (found if isinstance(found, str) else response.text)[:300]
 
 
 def _field(loc: tuple[Any, ...]) -> str:
