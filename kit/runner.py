@@ -259,11 +259,13 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
              bounds: AnswerBounds = AnswerBounds()) -> RunResult:
     """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
     them), whatever way the run ended. Engine answers are held to `bounds`; an unusable answer (InvalidAnswer)
-    voids the pass it served, and the procedure goes on with the passes after it."""
+    voids the pass it served, and the procedure goes on with the passes after it; the same pass voided again
+    (passes sharing a server run again together) fails the run."""
     run_dir = manifest.run_dir
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     stop = stop or threading.Event()
+    voided: set[str] = set()
     try:
         while True:
             try:
@@ -274,8 +276,11 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
             except InvalidAnswer as exc:
-                if not _void_running_passes(manifest, exc.line(), emit):
-                    raise
+                running = [p for p, info in manifest.data.get("passes", {}).items() if info.get("status") == "running"]
+                if not running or voided & set(running):
+                    raise  # outside any pass, or a pass voided before and run again (passes sharing a server)
+                _void_passes(manifest, running, exc.line(), emit)
+                voided.update(running)
             done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
     except (KeyboardInterrupt, RunStopped):
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
@@ -303,21 +308,18 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
     return RunResult(run_dir, status, reason, table)
 
 
-def _void_running_passes(manifest: Manifest, reason: str, emit: Emit) -> bool:
-    """Mark the passes in progress VOID with `reason` (their records kept and counted); False if none was."""
-    voided = False
-    for pass_id, info in manifest.data.get("passes", {}).items():
-        if info.get("status") != "running":
-            continue
+def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emit) -> None:
+    """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
+    written yet, so the pass is whole, not cut short)."""
+    for pass_id in pass_ids:
+        info = manifest.data["passes"][pass_id]
         path = manifest.run_dir / info["file"] if info.get("file") else None
         if path is not None and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()  # the answer failed before the first record: an empty records file, as counted
+            path.touch()
         count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
         manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
         emit(SessionEnded(pass_id, "VOID", reason))
-        voided = True
-    return voided
 
 
 def _reason(exc: Exception) -> str:

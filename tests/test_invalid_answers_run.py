@@ -8,6 +8,10 @@ import json
 import pytest
 
 from kit import runner
+from kit.errors import InvalidAnswer
+from kit.events import ignore
+from kit.manifest import Manifest
+from kit.protocols.procedure import Prepared
 from kit.records import cut_short, read_records
 from tests.adversarial.hostile_engine import HostileEngine
 
@@ -41,3 +45,33 @@ def test_the_default_bounds_are_recorded_too(broken_engine, tmp_path):
                                 overrides={"workload": {"items": 1}, "sessions": 1, "max_tokens": 4})
     manifest = json.loads((runner.run(options, say=lambda _: None).run_dir / "manifest.json").read_text())
     assert manifest["options"]["max_answer_bytes"] == 64 << 20 and manifest["options"]["request_deadline"] is None
+
+
+class _RerunsWhole:
+    """A kind whose passes share one server (as grid.rerun_whole): a pass finished before a re-entry is
+    superseded and run again, and this engine's answer is never usable."""
+
+    def __init__(self):
+        self.entries = 0
+
+    def run(self, protocol, prepared, ctx):
+        self.entries += 1
+        for pass_id in ("p1", "p2"):
+            if pass_id in ctx.done:
+                ctx.manifest.supersede(pass_id)
+                ctx.done.discard(pass_id)
+        ctx.manifest.set_pass("p1", file="records/p1.jsonl", status="running")
+        raise InvalidAnswer("llama-server answered POST /completion with an answer without `content`", "check it")
+
+    def results(self, run_dir):
+        return {}
+
+
+def test_a_pass_voided_twice_fails_the_run_instead_of_looping(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    kind = _RerunsWhole()
+    result = runner._execute(None, kind, Prepared(plan={}, workload={}), None, Manifest.create(run_dir, protocol={"name": "shared"}), ignore,
+                             lambda _: None)
+    assert kind.entries == 2  # voided once and went on; the same pass again: the run stops
+    assert result.status == "failed" and "without `content`" in result.reason
