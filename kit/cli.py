@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import time
@@ -21,10 +22,34 @@ def _within(low: int, high: int) -> click.IntRange:
     """An integer option within [low, high] (the limits table in docs/protocols.md)."""
     return click.IntRange(low, high)
 
+
+class Seconds(click.FloatRange):
+    """Seconds, more than 0 and at most `high`; NaN, which compares false with every bound, is refused too."""
+
+    def __init__(self, high: float):
+        super().__init__(0, high, min_open=True)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds in the range 0<x<={self.max:g}", param, ctx)
+        return seconds
+
+
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
     help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
          "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
+
+ANSWER_BOUNDS = [
+    click.option("--max-answer-bytes", type=_within(limits.ANSWER_BYTES_MIN, limits.ANSWER_BYTES_MAX),
+                 default=limits.ANSWER_BYTES_DEFAULT, show_default=True,
+                 help="The most bytes of one engine answer the kit reads; a longer answer fails the run (a real "
+                      "one is far smaller). Recorded in the manifest."),
+    click.option("--request-deadline", type=Seconds(limits.REQUEST_DEADLINE_MAX),
+                 help="Seconds one engine request may take, from connecting to its answer's last byte (default: "
+                      "the longer of 600 s and 1 s per token the request asks for). Recorded in the manifest."),
+]
 
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
@@ -63,11 +88,12 @@ RUN_OPTIONS = [
                  help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
+    *ANSWER_BOUNDS,
 ]
 
 
-def run_options(func):
-    for option in reversed(RUN_OPTIONS):
+def run_options(func, options=RUN_OPTIONS):
+    for option in reversed(options):
         func = option(func)
     return func
 
@@ -101,7 +127,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend) -> None:
+         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
@@ -109,8 +135,9 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
-                                cpu_backend=cpu_backend)
-    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
+                                cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
+                                request_deadline=request_deadline)
+    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
 def _report(execute) -> None:
@@ -131,8 +158,8 @@ def _report(execute) -> None:
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
-    _bundle_after_run(result.run_dir, reporter.console.print)
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
+    _bundle_after_run(result.run_dir, reporter.say)
     if result.status == "interrupted":
         raise RunInterrupted(f"the run was interrupted: {result.reason}",
                              f"continue it with `kit resume {result.run_dir}`")
@@ -206,15 +233,16 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--steady", type=_within(0, limits.CALLS_MAX),
               help="Calls in the steady-state regime (default 10; 0 skips it).")
 @click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
-@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True),
+@click.option("--unload-timeout", type=Seconds(limits.UNLOAD_TIMEOUT_MAX),
               default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
 @click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
+@functools.partial(run_options, options=ANSWER_BOUNDS)
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out, cpu_backend) -> None:
+          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -231,18 +259,19 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
+        max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:
-        result = runner.run(options, emit=reporter, say=reporter.console.print)
+        result = runner.run(options, emit=reporter, say=reporter.say)
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
         reporter.console.print(console.pinning_verdict(result.table))
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
@@ -259,7 +288,7 @@ def resume_run(run_dir: Path, cpu_backend: str) -> None:
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit import runner  # noqa: PLC0415
 
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print,
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say,
                                            cpu_backend=cpu_backend))
 
 
@@ -305,9 +334,9 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     if result.get("comparability"):
         click.echo(f"warning: {result['comparability']}")
     for item in result["skipped_inputs"]:
-        click.echo(f"skipped {item['path']}: {item['reason']}")
-    for item in result["excluded_passes"]:
-        click.echo(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}")
+        click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
+    for item in result["excluded_passes"]:  # a VOID pass's reason may quote its engine
+        click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
     for name, table in result["tables"].items():
         click.echo(f"table {name}: {len(table['rows'])} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))

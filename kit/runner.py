@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 from kit import preflight, records, sigill_guard
 from kit.digests import sha256_text
-from kit.errors import ConfigError, IllegalInstruction, KitError
-from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
+from kit.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
+from kit.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
 from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
@@ -50,6 +51,11 @@ class RunOptions:
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
     cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
     stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
+    max_answer_bytes: int = MAX_ANSWER_BYTES  # the most bytes read of one engine answer (kit.engines.bounds)
+    request_deadline: float | None = None  # seconds one engine request may take; None: scaled from its max tokens
+
+    def bounds(self) -> AnswerBounds:
+        return AnswerBounds(self.max_answer_bytes, self.request_deadline)
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
@@ -155,7 +161,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                            "overrides": options.overrides},
         options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
         seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
-    return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop)
+    return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop, bounds=options.bounds())
 
 
 def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
@@ -215,7 +221,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
                     "leftover_servers": stopped})
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
-                    done=set(manifest.data.get("passes", {})), stop=stop)
+                    done=set(manifest.data.get("passes", {})), stop=stop, bounds=options.bounds())
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
@@ -253,23 +259,33 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
 
 
 def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
-             done: set[str] | None = None, stop: threading.Event | None = None) -> RunResult:
+             done: set[str] | None = None, stop: threading.Event | None = None,
+             bounds: AnswerBounds = AnswerBounds()) -> RunResult:
     """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
-    them), whatever way the run ended."""
+    them), whatever way the run ended. Engine answers are held to `bounds`; an unusable answer (InvalidAnswer)
+    voids the pass it served, and the procedure goes on with the passes after it; the same pass voided again
+    (passes sharing a server run again together) fails the run."""
     run_dir = manifest.run_dir
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     stop = stop or threading.Event()
+    voided: set[str] = set()
     try:
         while True:
             try:
-                with fewer_collections():
+                with fewer_collections(), bounded(bounds):
                     kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
                                                             stop=stop))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
-                done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
+            except InvalidAnswer as exc:
+                running = [p for p, info in manifest.data.get("passes", {}).items() if info.get("status") == "running"]
+                if not running or voided & set(running):
+                    raise  # outside any pass, or a pass voided before and run again (passes sharing a server)
+                _void_passes(manifest, running, exc.line(), emit)
+                voided.update(running)
+            done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
     except (KeyboardInterrupt, RunStopped):
         status, reason = "interrupted", "stopped by the user; records written so far are kept"
     except KitError as exc:
@@ -294,6 +310,20 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
         if results_error is not None and not isinstance(results_error, Exception):
             raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
     return RunResult(run_dir, status, reason, table)
+
+
+def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emit) -> None:
+    """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
+    written yet, so the pass is whole, not cut short)."""
+    for pass_id in pass_ids:
+        info = manifest.data["passes"][pass_id]
+        path = manifest.run_dir / info["file"] if info.get("file") else None
+        if path is not None and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
+        manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
+        emit(SessionEnded(pass_id, "VOID", reason))
 
 
 def _reason(exc: Exception) -> str:

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Header, Static
 
 from kit.console import cut_answers_note, results_view
 from kit.paths import shown_path
+from kit.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
 
 OPEN_WAIT_S = 5  # xdg-open hands the folder to the file manager and exits; its exit status says if it could
@@ -79,11 +80,11 @@ class ResultsScreen(Screen):
         status = Text("run ")
         status.append(result.status, style=f"bold {STATUS_STYLE.get(result.status, '')}")
         if result.reason:
-            status.append(f": {result.reason}")
+            status.append(f": {one_line(result.reason)}")  # reasons may quote an engine's answer
         for row in (result.table or {}).get("sessions", []) + (result.table or {}).get("passes", []):
             if row.get("status") not in (None, "OK") and row.get("reason"):
                 name = row.get("session") or row.get("pass")
-                status.append(f"\n{name} {row['status']}: {row['reason']}", style="red")
+                status.append("\n" + one_line(f"{name} {row['status']}: {row['reason']}"), style="red")
         if result.status == "interrupted":
             status.append("\nThe records written so far are complete; the counts below cover them only.",
                           style="dim")
