@@ -62,7 +62,7 @@ def test_bundle_verifies_on_another_checkout_without_the_run_folders(run_copies,
     assert done.returncode == 0, done.stdout + done.stderr
     _, files = read_members(bundle)
     summary = done.stdout.strip().splitlines()[-1]
-    assert summary.startswith(f"OK: {len(files) - 1} files match their checksums; 4 results files"), summary
+    assert summary.startswith(f"OK: {len(files) - 1} files match their checksums; recomputed 4 files"), summary
     assert "from the raw records" in done.stdout
 
 
