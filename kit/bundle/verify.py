@@ -102,8 +102,8 @@ class Verdict:
             tail.append(f"{_count(without, 'figure image')} with no data beside {'it' if without == 1 else 'them'} "
                         "to recompute, checked by checksum only")
         if self.not_recomputed:
-            tail.append(f"{_count(len(self.not_recomputed), 'computed file')} NOT recomputed, checked by checksum "
-                        "only (see the notes)")
+            tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
+                        "bundle gives them; each in the notes), checked by checksum only")
         return head, tail
 
     def summary(self) -> str:
@@ -258,6 +258,10 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
         verdict.problems.append(Problem(prefix + recompute_analysis.FINDINGS,
                                         f"recomputing the analysis failed: {type(exc).__name__}: {exc}"))
         return
+    for why in fresh.carried:
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {why} is NOT recomputed on this machine; the bundled values "
+                             "were compared as given")
+        verdict.not_recomputed.append(f"{prefix}{recompute_analysis.FINDINGS}: {why}")
     by_rule: dict[str, list[str]] = {}
     for name, data in sorted(held.items()):
         file = prefix + name

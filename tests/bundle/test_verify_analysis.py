@@ -9,7 +9,7 @@ kit at commit eb721ab (before Table IV's `k of n` layout and the figure data fil
 
 from __future__ import annotations
 
-import re
+import json
 import shutil
 from pathlib import Path
 
@@ -97,7 +97,7 @@ def test_findings_of_runs_the_bundle_lacks_are_said_not_recomputed(analysed, tmp
     assert len(verdict.not_recomputed) == 3 * 5 + 1 + 3 + 2 + 4
     assert all(name.startswith("runs/grid-tiny-20261201-070919/analysis/") for name in verdict.not_recomputed)
     assert any("elsewhere-1" in note and "bundle them together" in note for note in verdict.notes)
-    assert re.search(r"; \d+ computed files NOT recomputed, checked by checksum only", verdict.summary())
+    assert "; NOT recomputed: 25 (computed files, " in verdict.summary()
 
 
 def test_settings_out_of_bounds_are_not_run(analysed, tmp_path):
@@ -128,3 +128,27 @@ def test_a_changed_number_in_an_older_layout_is_still_a_mismatch(tmp_path, file,
     forged = mutations.edit(OLD_BUNDLE.read_bytes(), file, reseal=True, replace_text=[old, new])
     verdict = verify(forged, tmp_path)
     assert {m.file for m in verdict.mismatches} == {f"runs/{file}"}, verdict.lines()
+
+
+def test_gsm8k_correctness_this_machine_cannot_recompute_is_said_and_not_a_mismatch(tmp_path):
+    """Table VII's correctness needs the GSM8K file the manifest names (its reference answers), which no bundle
+    holds: on a machine without it the bundled correctness counts stand, reported as not recomputed; with it,
+    they are recomputed like every other value."""
+    gsm8k = tmp_path / "gsm8k" / "test.jsonl"
+    gsm8k.parent.mkdir()
+    gsm8k.write_text("".join(json.dumps({"question": f"q{i}", "answer": f"so #### {i}"}) + "\n" for i in range(2)))
+    run = Path(shutil.copytree(FIXTURES / "records_v1" / RUNS[0], tmp_path / RUNS[0]))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["workload"] = {"source": "gsm8k", "file": str(gsm8k), "items": 2, "first_item": 0}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    found = findings.analyze([run], run / "analysis", SETTINGS, figures=False)
+    assert "correct_recompute" in found["tables"]["VII"]["rows"][0]
+    bundle = write_bundle([run], tmp_path / "gsm8k.tar.gz", environ={}).path
+    assert verify_bundle(bundle).not_recomputed == []
+    gsm8k.unlink()
+    verdict = verify_bundle(bundle)
+    assert verdict.ok, verdict.lines()
+    assert verdict.not_recomputed == [f"runs/{RUNS[0]}/analysis/findings.json: Table VII correctness of {RUNS[0]} "
+                                      f"(the GSM8K answers: the GSM8K file {gsm8k} named in the manifest is not on "
+                                      "this machine)"]
+    assert "NOT recomputed: 1 " in verdict.summary()
