@@ -259,8 +259,8 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
                                         f"recomputing the analysis failed: {type(exc).__name__}: {exc}"))
         return
     for why in fresh.carried:
-        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {why} is NOT recomputed on this machine; the bundled values "
-                             "were compared as given")
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {why} is NOT recomputed on this machine; the bundled "
+                             "values stand in the recomputed findings")
         verdict.not_recomputed.append(f"{prefix}{recompute_analysis.FINDINGS}: {why}")
     by_rule: dict[str, list[str]] = {}
     for name, data in sorted(held.items()):
@@ -270,7 +270,7 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
                                  "checked")
             verdict.not_recomputed.append(file)
         elif recompute_analysis.is_image(name):
-            with_data = f"{name.rsplit('.', 1)[0]}.json" in fresh.files and f"{name.rsplit('.', 1)[0]}.json" in held
+            with_data = f"{name.rsplit('.', 1)[0]}.json" in held  # compared (or said not recomputed) on its own
             verdict.images[with_data] += 1
             if not with_data:
                 by_rule.setdefault(NO_FIGURE_DATA, []).append(name)
