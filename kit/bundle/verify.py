@@ -103,7 +103,7 @@ class Verdict:
                         "to recompute, checked by checksum only")
         if self.not_recomputed:
             tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
-                        "bundle gives them; each in the notes), checked by checksum only")
+                        "bundle gives them; listed in the notes), checked by checksum only")
         return head, tail
 
     def summary(self) -> str:
@@ -263,11 +263,11 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
                              "values stand in the recomputed findings")
         verdict.not_recomputed.append(f"{prefix}{recompute_analysis.FINDINGS}: {why}")
     by_rule: dict[str, list[str]] = {}
+    unchecked: dict[str, list[str]] = {}  # why not recomputed -> files
     for name, data in sorted(held.items()):
         file = prefix + name
         if name in fresh.not_recomputed:
-            verdict.notes.append(f"{file} is not recomputed: {fresh.not_recomputed[name]}; only its checksum was "
-                                 "checked")
+            unchecked.setdefault(fresh.not_recomputed[name], []).append(name)
             verdict.not_recomputed.append(file)
         elif recompute_analysis.is_image(name):
             with_data = f"{name.rsplit('.', 1)[0]}.json" in held  # compared (or said not recomputed) on its own
@@ -283,9 +283,12 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
             if outcome.rule != rendered.EXACT and not outcome.mismatches:
                 by_rule.setdefault(outcome.rule, []).append(name)
             verdict.compared(fresh.files[name].kind, file, outcome.values if not outcome.mismatches else 0)
+    for why, names_ in unchecked.items():
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} NOT recomputed ({why}); only "
+                             "their checksums were checked: " + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
     for rule, names_ in by_rule.items():
-        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {len(names_)} file{'s' if len(names_) != 1 else ''} "
-                             f"{RULE_NOTES[rule]}: " + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} {RULE_NOTES[rule]}: "
+                             + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
 
 
 NO_FIGURE_DATA = "no figure data"
