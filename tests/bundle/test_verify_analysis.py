@@ -152,3 +152,16 @@ def test_gsm8k_correctness_this_machine_cannot_recompute_is_said_and_not_a_misma
                                       f"(the GSM8K answers: the GSM8K file {gsm8k} named in the manifest is not on "
                                       "this machine)"]
     assert "NOT recomputed: 1 " in verdict.summary()
+
+
+def test_the_bundle_readme_says_what_verify_recomputes(analysed, tmp_path):
+    path = tmp_path / "b.tar.gz"
+    path.write_bytes(analysed)
+    from tests.bundle.conftest import read_members  # noqa: PLC0415
+
+    _, files = read_members(path)
+    readme = files["README.md"].decode()
+    for part in ("each run's results, its findings, every table, the data behind every figure and the comparison "
+                 "with the paper", "figure images, and anything it cannot recompute, are checked by checksum only",
+                 "how many files and values it recomputed from how many records"):
+        assert part in " ".join(readme.split()), part
