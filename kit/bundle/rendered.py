@@ -150,7 +150,7 @@ def compare_table(file: str, bundled: bytes, fresh: bytes, source: Any, relaid: 
     exact = compare_json({"header": theirs.header, "text": theirs.text, "rows": _cells(theirs.rows)},
                          {"header": ours.header, "text": ours.text, "rows": _cells(ours.rows)}, file)
     if not exact:
-        return Outcome([], sum(len(row) for row in theirs.rows) + len(theirs.text))
+        return Outcome([], sum(len(row) for row in theirs.rows) + sum(1 for line in theirs.text if line.strip()))
     sequence = _sequence(theirs)
     if len(theirs.rows) == len(ours.rows) and _same_numbers(sequence, _sequence(ours)) and not any(
             _unknown_words(row, {w for cell in mine for w in WORD.findall(cell)})
