@@ -161,8 +161,8 @@ LAYOUTS: dict[str, Callable[[dict[str, Any]], Layout]] = {
     "III": table_iii, "IV": table_iv, "V": table_v, "VI": table_vi, "VII": table_vii}
 # tables laid out anew since bundles were first written: kit verify compares an older layout of these by the
 # numbers it shows (kit.bundle.rendered), since they no longer line up with this kit's
-RELAID = {"IV": "Table IV before commit 233eaa0 put every count as k of n, kept the sessions column and wrote its "
-                "CSV one line per session"}
+RELAID = {"IV": "Table IV as kits up to commit eb721ab wrote it: per-session counts joined by '/', no sessions "
+                "column, its CSV one line per run"}
 CSV_ROWS: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {"IV": table_iv_csv}
 
 
