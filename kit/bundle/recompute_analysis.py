@@ -47,6 +47,10 @@ VOLATILE = {FINDINGS_KIND: (("created",), ("timings_seconds",), ("files",), ("sk
 # keys this kit writes that the findings of an older kit lack: compared where the bundle has them
 ADDED_SINCE = (("settings", "harness_thresholds"), ("runs", "*", "engine"), ("runs", "*", "prompt_cache"),
                ("tables", "V", "rows", "*", "compared_on"))
+# labels the kit derives from a run's manifest (itself checked), reworded by later kits to say more: the
+# bundled label also matches when it is an older, shorter wording found within this kit's ("disabled" within
+# "per request: ... (server-level prompt cache disabled)")
+REWORDED = (("runs", "*", "prompt_cache"),)
 
 
 class NotRecomputed(Exception):
@@ -241,6 +245,11 @@ def comparable(kind: str, bundled: Any, fresh: Any) -> tuple[Any, Any]:
             for i, (parent, key) in enumerate(_at(fresh, path)):
                 if i >= len(kept) or key not in kept[i][0]:
                     parent.pop(key, None)
+        for path in REWORDED:
+            for (theirs, key), (ours, _) in zip(_at(bundled, path), _at(fresh, path)):
+                old, new = theirs.get(key), ours.get(key)
+                if isinstance(old, str) and isinstance(new, str) and old and old in new:
+                    ours[key] = old
     return bundled, fresh
 
 
