@@ -165,3 +165,14 @@ def test_the_bundle_readme_says_what_verify_recomputes(analysed, tmp_path):
                  "with the paper", "figure images, and anything it cannot recompute, are checked by checksum only",
                  "how many files and values it recomputed from how many records"):
         assert part in " ".join(readme.split()), part
+
+
+def test_a_label_later_kits_reworded_matches_only_as_the_older_wording_within_the_new():
+    from kit.bundle import recompute_analysis as ra  # noqa: PLC0415
+    from kit.bundle.compare import compare_json  # noqa: PLC0415
+
+    newer = "per request: cache_prompt false in cold; cache_prompt true in warm (server-level prompt cache disabled)"
+    for older, equal in (("disabled", True), (newer, True), ("default", False), ("", False)):
+        bundled, fresh = ra.comparable(ra.FINDINGS_KIND, {"runs": [{"run": "r", "prompt_cache": older}]},
+                                       {"runs": [{"run": "r", "prompt_cache": newer}]})
+        assert (compare_json(bundled, fresh, "findings.json") == []) is equal, older
