@@ -34,8 +34,11 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
         "With the kit installed (`pip install cache-divergence-kit` or a checkout; best the version and commit "
         "named above, since another version may lay its results out differently, which shows as mismatches):", "",
         "    kit verify THIS_BUNDLE.tar.gz", "",
-        "checks every checksum, recomputes every result from the raw records with the bundled protocol and "
-        "seeds, and compares every number; it prints OK or each mismatch (file, key, bundled value, "
+        "checks every checksum; recomputes from the raw records, with the bundled protocol, seeds and analysis "
+        "settings, each run's results, its findings, every table, the data behind every figure and the "
+        "comparison with the paper, and compares them number by number (figure images, and anything it cannot "
+        "recompute, are checked by checksum only and listed as such); its last line says how many files and "
+        "values it recomputed from how many records. It prints OK or each mismatch (file, key, bundled value, "
         "recomputed value) and exits non-zero on any mismatch or on an archive laid out otherwise than "
         "`kit bundle` writes it. `kit show THIS_BUNDLE.tar.gz` verifies the bundle the same way, then prints the "
         "headline results and provenance (`--no-verify` shows them unchecked, labelled UNVERIFIED).", "",
