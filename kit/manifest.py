@@ -14,10 +14,37 @@ from kit.errors import ConfigError
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
 FINAL_STATES = ("finished", "failed", "interrupted")
+FILE_KEYS = ("file", "episodes_file")  # the keys of a pass that name a file of the run folder
+PLAIN_NAME = re.compile(r"[^/\\\x00-\x1f.][^/\\\x00-\x1f]{0,49}")  # one file name: no /, no leading dot (so no ..)
+CONFINED_FIX = "a run folder names only its own files (records/<pass>.jsonl); restore the manifest from its bundle"
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def inside(run_dir: Path, name: Any, what: str) -> Path:
+    """The file a manifest names, `run_dir / name`, once `name` is checked to stay inside the run folder:
+    a relative path without `..`, none of whose parts is a link leading out of it. The one check of every
+    path read from a manifest (Manifest.load applies it to each pass's files); ConfigError otherwise."""
+    problem = ("is not a string" if not isinstance(name, str) else "is empty" if not name
+               else "is an absolute path" if name.startswith("/") or Path(name).is_absolute()
+               else "contains '..'" if ".." in Path(name).parts else None)
+    path = run_dir / name if problem is None else run_dir
+    if problem is None:
+        root = run_dir.resolve()
+        resolved = path.resolve()
+        if resolved != root and root not in resolved.parents:
+            problem = f"leads out of the run folder through a link (to {resolved})"
+    if problem:
+        raise ConfigError(f"{run_dir / MANIFEST}: {what} {name!r} {problem}", CONFINED_FIX)
+    return path
+
+
+def links_in(run_dir: Path) -> list[Path]:
+    """The links inside a run folder (the kit never makes one there): a folder the kit writes into again
+    (`kit resume`) must hold none, or a write could land wherever a link points."""
+    return sorted(p for p in run_dir.rglob("*") if p.is_symlink())
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:
@@ -54,8 +81,16 @@ class Manifest:
             raise ConfigError(f"{run_dir} has no {MANIFEST}", "pass a run folder made by `kit run`") from exc
         except ValueError as exc:
             raise ConfigError(f"{path} is not valid JSON ({exc})", "restore it from a bundle") from exc
-        if data.get("schema") != SCHEMA:
-            raise ConfigError(f"{path} has schema {data.get('schema')!r}", f"this kit reads {SCHEMA}; upgrade the kit")
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            schema = data.get("schema") if isinstance(data, dict) else None
+            raise ConfigError(f"{path} has schema {schema!r}", f"this kit reads {SCHEMA}; upgrade the kit")
+        passes = data.get("passes") or {}
+        if not isinstance(passes, dict) or not all(isinstance(info, dict) for info in passes.values()):
+            raise ConfigError(f"{path}: passes is not a mapping of pass id to pass", "restore it from a bundle")
+        for pass_id, info in passes.items():
+            for key in FILE_KEYS:
+                if info.get(key) is not None:
+                    inside(run_dir, info[key], f"passes.{pass_id}.{key}")
         return cls(run_dir, data)
 
     @property
@@ -80,10 +115,13 @@ class Manifest:
         counted) and its manifest entry goes."""
         info = self.data.get("passes", {}).pop(pass_id, {})
         superseded = self.run_dir / "records" / "superseded"
-        for key in ("file", "episodes_file"):
-            if info.get(key) and (self.run_dir / info[key]).exists():
+        for key in FILE_KEYS:
+            if info.get(key) is None:
+                continue
+            path = inside(self.run_dir, info[key], f"passes.{pass_id}.{key}")  # checked again: moved, not read
+            if path.is_file() and not path.is_symlink():
                 superseded.mkdir(parents=True, exist_ok=True)
-                (self.run_dir / info[key]).rename(superseded / f"{Path(info[key]).name}.{now().replace(':', '')}")
+                path.rename(superseded / f"{path.name}.{now().replace(':', '')}")
         self.save()
 
     def finish(self, status: str, reason: str | None = None) -> None:
