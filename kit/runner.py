@@ -20,7 +20,7 @@ from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import Manifest, new_run_dir, now
+from kit.manifest import Manifest, links_in, new_run_dir, now
 from kit.models import DEFAULT_MODEL, ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
@@ -149,7 +149,8 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
         run_dir, protocol={"name": path.stem, "kind": protocol.protocol, "file": str(path), "sha256": digest,
                            "content": content, "resolved": protocol.model_dump(mode="json"),
                            "overrides": options.overrides},
-        options=_options_json(options), plan=prepared.plan, workload=prepared.workload, engine=provider.describe(),
+        options=_options_json(options), plan=prepared.plan, workload=prepared.workload,
+        engine={**provider.describe(), **server_bin_record(options.server_bin)},
         seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
     return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop)
 
@@ -159,13 +160,67 @@ def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
     return cpu.to_json() if cpu else None
 
 
+def server_bin_record(server_bin: Path | None) -> dict[str, str]:
+    """What the manifest's engine records of a server binary the user gave: its sha256, by which a later
+    resume or replay compares the binary the user gives then (a recorded path is never run: docs/security.md)."""
+    from kit.models.hashing import sha256_file  # noqa: PLC0415
+
+    return {"server_bin_sha256": sha256_file(Path(server_bin))} if server_bin and Path(server_bin).is_file() else {}
+
+
+def own_server_bin(recorded: str | None, recorded_sha256: str | None, given: Path | None,
+                   where: str) -> tuple[Path | None, str | None]:
+    """The server binary a resume or replay of a run starts: only ever one the user gives now (`given`),
+    never the path the run folder or bundle names (`recorded`). (binary, problem): problem says why that
+    may not be the engine build the run used (None: it is the recorded sha256, or neither used one)."""
+    if given is None:
+        return None, (f"{where} ran the server binary {recorded}, which is not run again: a run folder or "
+                      "bundle never chooses a program to run" if recorded else None)
+    preflight.check_binary(Path(given))
+    if not recorded:
+        return given, f"{where} ran the kit's own engine, not a server binary"
+    if recorded_sha256 is None:
+        return given, f"{where} did not record the sha256 of its server binary {recorded}"
+    digest = server_bin_record(given)["server_bin_sha256"]
+    if digest != recorded_sha256:
+        return given, (f"--server-bin {given} has sha256 {digest[:12]}…, but {where} ran a server binary with "
+                       f"sha256 {recorded_sha256[:12]}… ({recorded}): a different engine build")
+    return given, None
+
+
+def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: dict[str, Any],
+                        given: Path | None, say: Callable[[str], None]) -> Path | None:
+    """A resume starts the server binary the user passes again (`--server-bin`), never the recorded path;
+    it must have the recorded sha256 (a run recorded before the sha256 was: the binary the user passes)."""
+    recorded = saved_options.pop("server_bin", None)
+    binary, problem = own_server_bin(recorded, engine.get("server_bin_sha256"), given, str(run_dir))
+    if problem is None:
+        return binary
+    if binary is None:
+        raise KitError(problem, "to resume it, pass --server-bin with your own build of that binary (its sha256 "
+                                f"is compared with the recorded one), e.g. --server-bin {recorded} if that is yours")
+    if not recorded:
+        raise KitError(f"{problem}; --server-bin would mix engines in one run", "resume without --server-bin")
+    if engine.get("server_bin_sha256") is not None:
+        raise KitError(problem, "pass the build the run used; one run never mixes engine builds")
+    say(f"note: {problem}; resuming with --server-bin {binary}, as you asked")
+    return binary
+
+
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
-           stop: threading.Event | None = None, cpu_backend: str = "auto") -> RunResult:
+           stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
-    (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers)."""
+    (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers).
+    Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
+    the recorded sha256 (docs/security.md, "Run folders and bundles")."""
     manifest = Manifest.load(run_dir)
+    links = links_in(run_dir)
+    if links:
+        raise KitError(f"{run_dir} holds a link, {links[0].relative_to(run_dir)} -> {os.readlink(links[0])}: a resume "
+                       "writes into the run folder, and a write through a link could land outside it",
+                       "replace the link by the file it points to (cp -rL copies a folder so), then resume")
     if manifest.data.get("imported"):
         raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
                        "nothing to resume", "import the harness's files again (`kit import`) if they changed")
@@ -184,12 +239,16 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
         raise KitError(f"{run_dir} ran against --engine-url "
                        f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
+    engine = manifest.data.get("engine") or {}
+    binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
-    options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
+    options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    _same_inputs(run_dir, manifest.data.get("workload") or {}, prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
+    _same_inputs(run_dir, engine, provider.describe(), "model")
     now_cpu = _cpu_record(provider)
     if recorded and (now_cpu or {}).get("library_sha256") != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
@@ -212,6 +271,15 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop)
+
+
+def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:
+    """A resumed run reads the same data and serves the same model: found again, they must have the sha256
+    the run recorded (a path the folder names is read, never trusted)."""
+    key = "model_sha256" if what == "model" else "sha256"
+    if recorded.get(key) and now_found.get(key) and recorded[key] != now_found[key]:
+        raise KitError(f"{run_dir}: the {what} found at the recorded place has sha256 {now_found[key][:12]}…, but the "
+                       f"run recorded {recorded[key][:12]}…: one run never mixes inputs", "start a new run")
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
