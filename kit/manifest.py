@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,7 +15,8 @@ from kit.errors import ConfigError
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
 FINAL_STATES = ("finished", "failed", "interrupted")
-FILE_KEYS = ("file", "episodes_file")  # the keys of a pass that name a file of the run folder
+FILE_KEYS = ("file", "episodes_file")
+MAX_NAME = 1000  # characters in a name a manifest gives a file of its run folder  # the keys of a pass that name a file of the run folder
 PLAIN_NAME = re.compile(r"[^/\\\x00-\x1f.][^/\\\x00-\x1f]{0,49}")  # one file name: no /, no leading dot (so no ..)
 CONFINED_FIX = "a run folder names only its own files (records/<pass>.jsonl); restore the manifest from its bundle"
 
@@ -23,21 +25,34 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _encodable(name: str) -> bool:
+    try:
+        return all(len(part) <= 255 for part in os.fsencode(name).split(b"/"))
+    except UnicodeError:
+        return False
+
+
 def inside(run_dir: Path, name: Any, what: str) -> Path:
     """The file a manifest names, `run_dir / name`, once `name` is checked to stay inside the run folder:
     a relative path without `..`, none of whose parts is a link leading out of it. The one check of every
     path read from a manifest (Manifest.load applies it to each pass's files); ConfigError otherwise."""
     problem = ("is not a string" if not isinstance(name, str) else "is empty" if not name
-               else "is an absolute path" if name.startswith("/") or Path(name).is_absolute()
+               else f"is over {MAX_NAME} characters" if len(name) > MAX_NAME
+               else "contains a control character" if any(ord(c) < 32 for c in name)
+               else "is not a file name this system can hold" if not _encodable(name)
+               else "is an absolute path" if name.startswith("/")
                else "contains '..'" if ".." in Path(name).parts else None)
     path = run_dir / name if problem is None else run_dir
     if problem is None:
-        root = run_dir.resolve()
-        resolved = path.resolve()
-        if resolved != root and root not in resolved.parents:
+        try:
+            root, resolved = run_dir.resolve(), path.resolve()
+        except (OSError, RuntimeError) as exc:  # a link loop, a name the system refuses
+            root, resolved, problem = None, None, f"cannot be followed ({exc})"
+        if root is not None and resolved != root and root not in resolved.parents:
             problem = f"leads out of the run folder through a link (to {resolved})"
     if problem:
-        raise ConfigError(f"{run_dir / MANIFEST}: {what} {name!r} {problem}", CONFINED_FIX)
+        shown = repr(name) if len(repr(name)) <= 120 else f"{repr(name)[:120]}…"
+        raise ConfigError(f"{run_dir / MANIFEST}: {what} {shown} {problem}", CONFINED_FIX)
     return path
 
 

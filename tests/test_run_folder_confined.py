@@ -121,3 +121,15 @@ def test_resume_refuses_a_folder_holding_a_link(tmp_path):
     with pytest.raises(KitError, match="holds a link, logs -> .*elsewhere: a resume writes into the run folder"):
         runner.resume(run_dir, say=lambda _: None)
     assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_names_that_cannot_be_followed_are_refused_not_raised(tmp_path):
+    run_dir = _copy(tmp_path)
+    (run_dir / "loop-a").symlink_to(run_dir / "loop-b")
+    (run_dir / "loop-b").symlink_to(run_dir / "loop-a")
+    for name, problem in (("loop-a/x.jsonl", "cannot be followed"), ("records/s1\x00.jsonl", "a control character"),
+                          ("x" * 5000, "is over 1000 characters"),
+                          ("a/" + "x" * 300, "not a file name this system can hold")):
+        with pytest.raises(ConfigError, match=problem) as refused:
+            inside(run_dir, name, "passes.s1.file")
+        assert len(refused.value.line()) < 400
