@@ -188,6 +188,46 @@ def own_server_bin(recorded: str | None, recorded_sha256: str | None, given: Pat
     return given, None
 
 
+# the manifest fields a resume reads, by the type each must have (None: the field may be absent)
+RESUMED_FIELDS = {"status": (str,), "protocol": (dict,), "options": (dict, type(None)), "engine": (dict, type(None)),
+                  "provenance": (dict, type(None)), "workload": (dict, type(None)), "imported": (dict, type(None))}
+
+
+def _check_layout(run_dir: Path, data: dict[str, Any]) -> None:
+    """Each manifest field a resume reads has the type `kit run` writes; refused in one line otherwise."""
+    wrong = [key for key, kinds_ in RESUMED_FIELDS.items() if not isinstance(data.get(key), kinds_)]
+    protocol = data.get("protocol") if isinstance(data.get("protocol"), dict) else {}
+    wrong += [f"protocol.{key}" for key, kinds_ in (("file", (str,)), ("overrides", (dict, type(None))))
+              if not isinstance(protocol.get(key), kinds_)]  # its content: check_stored_protocol
+    if wrong:
+        raise KitError(f"{run_dir}/manifest.json: {', '.join(wrong)} not laid out as `kit run` writes it",
+                       "restore the manifest from its bundle")
+
+
+# the options a manifest records, by the type each must have; others (of another kit version) are not used
+SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
+                 "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str,
+                 CREDENTIALS_DROPPED: bool}
+
+
+def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
+    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume uses:
+    the run folder is where it is); a value of another type is refused in one line."""
+    kept = {key: value for key, value in (saved if isinstance(saved, dict) else {}).items()
+            if key in SAVED_OPTIONS and value is not None}
+    for key, value in kept.items():
+        wanted = SAVED_OPTIONS[key]
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)) or \
+                (wanted is dict and not all(isinstance(v, str) for v in [*value, *value.values()])):
+            raise KitError(f"{run_dir}/manifest.json: options.{key} is {type(value).__name__} {str(value)[:80]!r}, "
+                           f"not the {wanted.__name__} the kit records", "restore the manifest from its bundle")
+    if kept.get("launcher", "native") not in ("native", "docker") or \
+            kept.get("cpu_backend", "auto") not in ("auto", "wheel", "portable"):
+        raise KitError(f"{run_dir}/manifest.json: options.launcher {kept.get('launcher')!r} or options.cpu_backend "
+                       f"{kept.get('cpu_backend')!r} is not one the kit has", "restore the manifest from its bundle")
+    return kept
+
+
 def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: dict[str, Any],
                         given: Path | None, say: Callable[[str], None]) -> Path | None:
     """A resume starts the server binary the user passes again (`--server-bin`), never the recorded path;
@@ -216,6 +256,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
     the recorded sha256 (docs/security.md, "Run folders and bundles")."""
     manifest = Manifest.load(run_dir)
+    _check_layout(run_dir, manifest.data)
     links = links_in(run_dir)
     if links:
         raise KitError(f"{run_dir} holds a link, {links[0].relative_to(run_dir)} -> {os.readlink(links[0])}: a resume "
@@ -231,7 +272,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
     kind = kinds.of(protocol)
-    saved_options = dict(manifest.data.get("options", {}))
+    saved_options = _saved_options(run_dir, manifest.data.get("options"))
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
@@ -243,8 +284,17 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
+    if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
+                                     and isinstance(recorded.get("library_sha256"), str)):
+        raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
+                       "restore the manifest from its bundle")
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
+    try:
+        preflight.check_run_options(options)
+    except KitError as exc:
+        raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
+                       "start a new run") from exc
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     _same_inputs(run_dir, manifest.data.get("workload") or {}, prepared.workload, "workload")
     provider = provider_for(options, protocol, say)

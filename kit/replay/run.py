@@ -114,9 +114,19 @@ def _backend(manifest: dict[str, Any], options: ReplayOptions, where: str, say: 
 
 
 def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> Planned:
-    """What re-running `run_dir` takes, every input found and checked; nothing is written."""
+    """What re-running `run_dir` takes, every input found and checked; nothing is written. A manifest whose
+    fields are not of the types `kit run` writes is refused in one line."""
     manifest = Manifest.load(run_dir).data
     where = f"run {manifest.get('run_id', run_dir.name)}"
+    try:
+        return _plan(run_dir, manifest, where, options, say)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise ConfigError(f"{where}: {run_dir}/manifest.json is not laid out as `kit run` writes it "
+                          f"({type(exc).__name__}: {exc})", "restore it from its bundle") from exc
+
+
+def _plan(run_dir: Path, manifest: dict[str, Any], where: str, options: ReplayOptions,
+          say: Callable[[str], None]) -> Planned:
     if manifest.get("status") not in ("finished", "failed", "interrupted"):
         raise ConfigError(f"{where} is still running (status {manifest.get('status')!r})",
                           "replay it once it has ended (`kit resume` continues a run that was killed)")
