@@ -56,10 +56,11 @@ def inside(run_dir: Path, name: Any, what: str) -> Path:
     return path
 
 
-def links_in(run_dir: Path) -> list[Path]:
-    """The links inside a run folder (the kit never makes one there): a folder the kit writes into again
-    (`kit resume`) must hold none, or a write could land wherever a link points."""
-    return sorted(p for p in run_dir.rglob("*") if p.is_symlink())
+def not_plain(run_dir: Path) -> list[Path]:
+    """What in a run folder is neither a regular file nor a folder: links (the kit never makes one there),
+    pipes, sockets, devices. A folder the kit writes into again (`kit resume`) must hold none: a write
+    through a link could land wherever it points, and a pipe would block."""
+    return sorted(p for p in run_dir.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir()))
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:

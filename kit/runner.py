@@ -20,7 +20,7 @@ from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import Manifest, links_in, new_run_dir, now
+from kit.manifest import Manifest, new_run_dir, not_plain, now
 from kit.models import DEFAULT_MODEL, ensure_model
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
@@ -257,11 +257,13 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     the recorded sha256 (docs/security.md, "Run folders and bundles")."""
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.data)
-    links = links_in(run_dir)
-    if links:
-        raise KitError(f"{run_dir} holds a link, {links[0].relative_to(run_dir)} -> {os.readlink(links[0])}: a resume "
-                       "writes into the run folder, and a write through a link could land outside it",
-                       "replace the link by the file it points to (cp -rL copies a folder so), then resume")
+    odd = not_plain(run_dir)
+    if odd:
+        what = (f"a link, {odd[0].relative_to(run_dir)} -> {os.readlink(odd[0])}" if odd[0].is_symlink() else
+                f"{odd[0].relative_to(run_dir)}, which is not a regular file or folder")
+        raise KitError(f"{run_dir} holds {what}: a resume writes into the run folder, and a write through it could "
+                       "land outside the folder or block", "replace it by a regular file (cp -rL copies a folder so, "
+                       "links followed), then resume")
     if manifest.data.get("imported"):
         raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
                        "nothing to resume", "import the harness's files again (`kit import`) if they changed")

@@ -133,3 +133,13 @@ def test_names_that_cannot_be_followed_are_refused_not_raised(tmp_path):
         with pytest.raises(ConfigError, match=problem) as refused:
             inside(run_dir, name, "passes.s1.file")
         assert len(refused.value.line()) < 400
+
+
+def test_resume_refuses_a_folder_holding_a_pipe_where_records_go(tmp_path):
+    import os
+
+    run_dir = _copy(tmp_path)
+    (run_dir / "records" / "s2.jsonl").unlink()
+    os.mkfifo(run_dir / "records" / "s2.jsonl")
+    with pytest.raises(KitError, match="holds records/s2.jsonl, which is not a regular file or folder"):
+        runner.resume(run_dir, say=lambda _: None)

@@ -104,6 +104,22 @@ def _resume_through_a_linked_logs_folder(scratch: Scratch) -> list[str]:
     return ["resume", str(folder)]
 
 
+def _resume_with_a_pipe_for_records(scratch: Scratch) -> list[str]:
+    import os  # noqa: PLC0415
+
+    folder = _run_folder(scratch, resumable=True)
+    (folder / "records" / "s2.jsonl").unlink()
+    os.mkfifo(folder / "records" / "s2.jsonl")  # a resume that appended to it would block
+    return ["resume", str(folder)]
+
+
+def _mistyped(command: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Scratch], list[str]]:
+    def make(scratch: Scratch) -> list[str]:
+        folder = _run_folder(scratch, change, resumable=True)
+        return [command, str(folder)] + (["--out", str(scratch.outputs)] if command == "replay" else [])
+    return make
+
+
 def _pid_note_naming_the_victim(scratch: Scratch) -> list[str]:
     """A note naming a live process of this user by its pid, real command line, start time and boot id; the
     run resumes against a URL where nothing listens, so it fails after the notes are read."""
@@ -189,6 +205,14 @@ CASES = [
       for command in ("resume", "analyze", "bundle")],
     Case(cls="run folder", name="resume through a logs folder linked outside",
          make=_resume_through_a_linked_logs_folder, needle="holds a link, logs"),
+    Case(cls="run folder", name="resume with a pipe where a records file goes", make=_resume_with_a_pipe_for_records,
+         needle="holds records/s2.jsonl, which is not a regular file or folder"),
+    Case(cls="run folder", name="resume of a manifest whose options are a string",
+         make=_mistyped("resume", lambda m: m.update(options="x")), needle="options not laid out"),
+    Case(cls="run folder", name="resume of a manifest whose thread count is text",
+         make=_mistyped("resume", lambda m: m["options"].update(threads="all")), needle="options.threads is str"),
+    Case(cls="run folder", name="replay of a manifest whose model sha256 is a number",
+         make=_mistyped("replay", lambda m: m["engine"].update(model_sha256=5)), needle="is not laid out as `kit run`"),
     Case(cls="run folder", name="resume with a pid note naming another process", expect="handled",
          make=_pid_note_naming_the_victim, check=_note_read_and_left, timeout=120),
     Case(cls="concurrency and faults", name="replay whose server fails to start", expect="handled",
