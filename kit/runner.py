@@ -184,7 +184,7 @@ def own_server_bin(recorded: str | None, recorded_sha256: str | None, given: Pat
     digest = server_bin_record(given)["server_bin_sha256"]
     if digest != recorded_sha256:
         return given, (f"--server-bin {given} has sha256 {digest[:12]}…, but {where} ran a server binary with "
-                       f"sha256 {recorded_sha256[:12]}… ({recorded}): a different engine build")
+                       f"sha256 {str(recorded_sha256)[:12]}… ({recorded}): a different engine build")
     return given, None
 
 
@@ -330,8 +330,8 @@ def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, A
     the run recorded (a path the folder names is read, never trusted)."""
     key = "model_sha256" if what == "model" else "sha256"
     if recorded.get(key) and now_found.get(key) and recorded[key] != now_found[key]:
-        raise KitError(f"{run_dir}: the {what} found at the recorded place has sha256 {now_found[key][:12]}…, but the "
-                       f"run recorded {recorded[key][:12]}…: one run never mixes inputs", "start a new run")
+        raise KitError(f"{run_dir}: the {what} found at the recorded place has sha256 {str(now_found[key])[:12]}…, "
+                       f"but the run recorded {str(recorded[key])[:12]}…: one run never mixes inputs", "start a new run")
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
