@@ -15,8 +15,8 @@ from kit.errors import ConfigError
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
 FINAL_STATES = ("finished", "failed", "interrupted")
-FILE_KEYS = ("file", "episodes_file")
-MAX_NAME = 1000  # characters in a name a manifest gives a file of its run folder  # the keys of a pass that name a file of the run folder
+FILE_KEYS = ("file", "episodes_file")  # the keys of a pass that name a file of the run folder
+MAX_NAME = 1000  # characters in a name a manifest gives a file of its run folder
 PLAIN_NAME = re.compile(r"[^/\\\x00-\x1f.][^/\\\x00-\x1f]{0,49}")  # one file name: no /, no leading dot (so no ..)
 CONFINED_FIX = "a run folder names only its own files (records/<pass>.jsonl); restore the manifest from its bundle"
 

@@ -331,7 +331,8 @@ def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, A
     key = "model_sha256" if what == "model" else "sha256"
     if recorded.get(key) and now_found.get(key) and recorded[key] != now_found[key]:
         raise KitError(f"{run_dir}: the {what} found at the recorded place has sha256 {str(now_found[key])[:12]}…, "
-                       f"but the run recorded {str(recorded[key])[:12]}…: one run never mixes inputs", "start a new run")
+                       f"but the run recorded {str(recorded[key])[:12]}…: one run never mixes inputs",
+                       "start a new run")
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:

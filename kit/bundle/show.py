@@ -81,7 +81,8 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any]) -> list[str]:
         lines.extend(f"{key}: {value}" for key, value in summary(run).items() if value not in (None, ""))
         refused = not_honoured(run.manifest)
         if refused:
-            lines += ["not honoured (replay and resume use your own install and options):"] + [f"  {r}" for r in refused]
+            lines.append("not honoured (replay and resume use your own install and options):")
+            lines.extend(f"  {r}" for r in refused)
         tables = run.tables()
         lines.append("results:")
         for name, data in tables.items():
