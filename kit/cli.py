@@ -126,6 +126,8 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
+    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+        reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
@@ -139,17 +141,10 @@ def _report(execute) -> None:
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
-    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
-    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    """Every run ends with a bundle in bundles/ beside its folder (kit.bundle.writer.bundle_after_run)."""
+    from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
 
-    try:
-        written = write_bundle([run_dir])
-    except (KitError, OSError) as exc:
-        say(f"no bundle written: {exc}")
-        return
-    say(f"bundle: {written.path}  (check it anywhere with `kit verify {written.path.name}`)")
-    for redaction in written.redactions:
-        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    bundle_after_run(run_dir, say)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -292,9 +287,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
 
     Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
     folders works too). VOID passes are excluded and listed; tables a run cannot feed are skipped with
-    the reason.
+    the reason; a run that did not finish is flagged (only its OK passes count). Inputs holding no run
+    folder, or no OK pass at all, are refused before anything is written.
     """
     from kit.analysis import findings  # noqa: PLC0415
+    from kit.manifest import Manifest, unfinished_problem  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "analysis")
@@ -303,6 +300,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
+    for path in sorted({run["path"] for run in result["runs"]}):
+        problem = unfinished_problem(Manifest.load(Path(path)).data)
+        if problem:
+            click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
+                       f"`kit resume {path}` finishes it")
     if result.get("comparability"):
         click.echo(f"warning: {result['comparability']}")
     for item in result["skipped_inputs"]:
@@ -448,18 +450,28 @@ def install_workload(workload: str) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="The bundle to write (default: bundles/<first run folder>.tar.gz beside it).")
-def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
+@click.option("--allow-unfinished", is_flag=True,
+              help="Also pack runs that did not finish (status started, interrupted or failed), as they are: "
+                   "the bundle lists each under `unfinished` in bundle.json, and its README and report show "
+                   "each run's status. Without it such a run is refused.")
+def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bool) -> None:
     """Pack RUN_DIRS into one .tar.gz a reviewer can check without your machine.
 
     Holds the manifests, raw records, logs, protocols as run, results and analysis, an offline HTML
     report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
+
+    Only finished runs are packed: a run that was interrupted, failed, or still says "started" (running,
+    or its kit was killed) is refused with its status; `kit resume RUN_DIR` finishes it. A reviewer then
+    knows every run in a bundle ran to its end; --allow-unfinished packs such a run anyway, flagged.
     """
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
     if output is not None:
         check_out(output.parent, "--output")
-    written = write_bundle(list(run_dirs), output)
+    written = write_bundle(list(run_dirs), output, allow_unfinished=allow_unfinished)
+    for line in written.unfinished:
+        click.echo(f"unfinished run packed (--allow-unfinished): {line}")
     for line in written.skipped:
         click.echo(f"left out: {line}")
     for redaction in written.redactions:

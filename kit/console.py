@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -141,6 +142,25 @@ def reset_table(table: dict[str, Any]) -> Table:
     view.caption = "\n".join([view.caption, *answers])
     view.caption_justify = "left"
     return view
+
+
+def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+    """Under a restored-state table whose answers were cut short: why its correct counts read low (e.g. the
+    demo's 64 tokens end most answers before their '####' line). None when no scored answer was cut."""
+    if not table or table.get("table") != "restored-state control" or not any(
+            row.get("outcomes") for row in table.get("sessions", [])):
+        return None
+    from kit.analysis.reset_table import cut_answers  # noqa: PLC0415
+
+    max_tokens, sessions = cut_answers(run_dir)
+    counts = [f"{cut} of {scored} in {session}" for session, (scored, cut) in sessions.items() if cut]
+    if not counts:
+        return None
+    most = any(2 * cut > scored for scored, cut in sessions.values())
+    return (f"correctness: answers cut at {max_tokens} tokens before any final answer ('#### n') count as wrong: "
+            f"{', '.join(counts)} (recompute and cache-hit answers scored); "
+            f"{'so the correct counts above do not measure accuracy; ' if most else ''}"
+            "more tokens (--max-tokens) give the answers room")
 
 
 class PinningReporter(ConsoleReporter):

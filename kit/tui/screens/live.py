@@ -114,6 +114,10 @@ class LiveScreen(Screen):
             except Exception as exc:  # noqa: BLE001 - shown to the user; the runner already wrote the manifest
                 self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
                 return
+            if result.run_dir.is_dir():  # as after `kit run`: the run ends with its bundle
+                from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
+
+                bundle_after_run(result.run_dir, say)
             self.app.call_from_thread(self.on_finished, result)
         except RuntimeError:  # the app closed while the run was stopping: nothing left to show it on
             pass
@@ -135,18 +139,24 @@ class LiveScreen(Screen):
             table.border_subtitle = f"{diverged} of {compared} differ"
         if isinstance(event, RunEnded):
             self.stop.set()
+            self.sub_title = f"{self.name_of_run()} {event.status}"
         self.render_state()
 
     def on_say(self, line: str) -> None:
         self.query_one("#log", RichLog).write(f"kit: {line}")
 
+    def name_of_run(self) -> str:
+        return Path(self.options.protocol).stem
+
     def on_failed(self, message: str) -> None:
         self.error = message
+        self.sub_title = f"{self.name_of_run()} failed"
         self.notify(message, title="the run failed", severity="error", timeout=30)
         self.render_state()
 
     def on_finished(self, result) -> None:
         self.result = result
+        self.sub_title = f"{self.name_of_run()} {result.status}"
         self.render_state()
         self.refresh_bindings()
         self.app.show_results(result)
