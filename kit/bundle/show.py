@@ -17,6 +17,7 @@ from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
+from kit.manifest import PLAIN_NAME
 from kit.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
@@ -48,12 +49,40 @@ def _result_lines(name: str, data: Any) -> list[str]:
     return lines
 
 
+def not_honoured(manifest: dict[str, Any]) -> list[str]:
+    """What a run's manifest asks for that `kit replay` (or `kit resume` of its folder) will not honour:
+    a bundle names no program, file or URL the kit would use on its word (docs/security.md)."""
+    def field(name: str) -> dict[str, Any]:
+        value = manifest.get(name)
+        return value if isinstance(value, dict) else {}
+
+    options, found = field("options"), []
+    if options.get("server_bin"):
+        found.append(f"recorded server binary {options['server_bin']}: not run; replay uses your own install "
+                     "(--server-bin, compared by sha256)")
+    model = options.get("model")
+    if isinstance(model, str) and ("/" in model or model.endswith(".gguf")):
+        found.append(f"recorded model path {model}: not used; the model is found by its sha256 (registry or --model)")
+    urls = options.get("engine_urls")
+    for url in [options.get("engine_url"), *(urls.values() if isinstance(urls, dict) else [])]:
+        if url:
+            found.append(f"recorded engine URL {url}: not contacted; replay refuses a run against a URL")
+    name = field("protocol").get("name")
+    if name is not None and not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
+        found.append(f"protocol name {name!r}: not a plain name; replay refuses it")
+    return found
+
+
 def describe_runs(runs: list[BundledRun], index: dict[str, Any]) -> list[str]:
     lines = [f"bundle written {index.get('created')} by kit {index.get('kit', {}).get('version')} "
              f"(commit {index.get('kit', {}).get('git_commit')}); {len(runs)} run(s)"]
     for run in runs:
         lines.append("")
         lines.extend(f"{key}: {value}" for key, value in summary(run).items() if value not in (None, ""))
+        refused = not_honoured(run.manifest)
+        if refused:
+            lines.append("not honoured (replay and resume use your own install and options):")
+            lines.extend(f"  {r}" for r in refused)
         tables = run.tables()
         lines.append("results:")
         for name, data in tables.items():
