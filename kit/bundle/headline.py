@@ -37,8 +37,7 @@ class Headline:
 
 def few(n: Any) -> str:
     """A warning appended to a rate that rests on fewer than FEW observations."""
-    return f" (only {n} observation{'s' if n != 1 else ''}: the rate says little)" if isinstance(n, int) and \
-        n < FEW else ""
+    return f" (n={n} only: little evidence)" if isinstance(n, int) and n < FEW else ""
 
 
 def rate(k: int, n: int, interval: dict[str, Any] | None = None, unit: str = "episodes") -> str:

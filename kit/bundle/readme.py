@@ -4,24 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
+import re
+
 from kit.bundle import CHECKSUMS, CRATE, INDEX, REPORT, RUNS
 from kit.bundle.content import BundledRun, summary
+from kit.terminal_text import one_line
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
+
+
+def text(value: object) -> str:
+    """A value from a manifest or the index as Markdown that shows it as written: on one line, with the
+    characters that could start raw HTML, a link or code backslash-escaped (kit verify refuses a README
+    with raw HTML)."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", one_line(str(value)))
 
 
 def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> bytes:
-    lines = [f"# Results bundle {bundle_name}", "",
-             f"Written {index.get('created')} by the cache-divergence reproducibility kit "
-             f"{index.get('kit', {}).get('version')} (commit {index.get('kit', {}).get('git_commit')}).", "",
+    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
+    lines = [f"# Results bundle {text(bundle_name)}", "",
+             f"Written {text(index.get('created'))} by the cache-divergence reproducibility kit "
+             f"{text(kit.get('version'))} (commit {text(kit.get('git_commit'))}).", "",
              "## What was run", ""]
     for run in runs:
         info = summary(run)
-        lines.append(f"### {run.run_id}")
+        lines.append(f"### {text(run.run_id)}")
         lines.append("")
-        lines.extend(f"- {key}: {value}" for key, value in info.items() if key != "run" and value not in (None, ""))
+        lines.extend(f"- {key}: {text(value)}" for key, value in info.items() if key != "run" and value not in (None, ""))
         lines.append("")
     lines += [
         "## What is in here", "",
-        f"- `{REPORT}`: the results as tables and figures; open it in any browser, no network needed.",
+        f"- `{REPORT}`: the headline verdict of each run, its results and the paper's tables as tables, and the "
+        "figures; open it in any browser, no network or script needed. `kit verify` renders it again from the "
+        "verified files and compares.",
         f"- `{RUNS}/<run>/manifest.json`: the run's settings, engine, model sha256, seeds, host, GPUs, package "
         "versions and each pass's launch details and status (only passes with status OK are results).",
         f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the engine's raw "
