@@ -53,7 +53,7 @@ class _Inspector(HTMLParser):
         self.in_style = tag == "style"
         for name, value in attrs:
             value = value or ""
-            if name not in REPORT_ATTRIBUTES or (name == "src") != (tag == "img") or (name == "href") != (tag == "a") \
+            if name not in REPORT_ATTRIBUTES or (name == "src" and tag != "img") or (name == "href" and tag != "a") \
                     or (name == "charset" and tag != "meta") or (tag == "meta" and name != "charset"):
                 self._refuse(f"<{tag} {name}=...>")
             elif name == "src" and not IMAGE_URI.match(value.strip()):
@@ -145,8 +145,9 @@ def held_files(bundle: safe_tar.Unpacked) -> dict[str, bytes]:
     return {n: data for n in names for data in [bundle.read(n)] if data is not None}
 
 
-def check(files: dict[str, bytes], root: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(problems as (file, what), notes) for the report and README among a verified bundle's files."""
+def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
+    """(problems as (file, what), notes) for the report and README among a bundle's files; they are compared
+    with what this kit renders only when everything else `verified` (else the data itself is in doubt)."""
     problems: list[tuple[str, str]] = []
     for name, inspect, what in ((REPORT, unsafe_html, "holds what the kit's report never does"),
                                 (README, raw_html_in_markdown, "holds raw HTML outside code")):
@@ -157,6 +158,9 @@ def check(files: dict[str, bytes], root: str) -> tuple[list[tuple[str, str]], li
         if found:
             problems.append((name, f"{what}: {', '.join(found[:5])}; do not open it in a browser"))
     present = {name: files[name] for name in (REPORT, README) if name in files}
+    if not verified:
+        return problems, [f"{' and '.join(present) or REPORT} not compared with what this kit renders: the files "
+                          "they are rendered from did not verify"]
     try:
         fresh = rendered(files, root)
         index = load_json(files.get(INDEX) or b"{}")
@@ -164,7 +168,8 @@ def check(files: dict[str, bytes], root: str) -> tuple[list[tuple[str, str]], li
         return problems + [(REPORT, f"cannot be rendered again from the bundled files ({type(exc).__name__}: "
                                     f"{exc})")], []
     written_by = index.get("kit") if isinstance(index, dict) else None
-    differ = [name for name in (REPORT, README) if name in present and present[name] != fresh[name]]
+    unsafe = {file for file, _ in problems}
+    differ = [name for name in present if name not in unsafe and present[name] != fresh[name]]
     notes: list[str] = []
     if differ and same_kit(written_by):
         problems.extend((name, "differs from what this kit renders from the verified files (the kit that wrote "

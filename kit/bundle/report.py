@@ -132,8 +132,8 @@ def _run_section(run: BundledRun, h: Headline) -> str:
     parts += ["<h3>Provenance</h3>", _kv_table(summary(run))]
     raw = [n for n in run.computed() if n not in figures]
     if raw:
-        parts.append('<p class="note">Raw results in the bundle (every number above is read from them; '
-                     f"<code>{escape(FINDINGS)}</code> holds every finding with its counts): "
+        findings = f"; <code>{escape(FINDINGS)}</code> holds every finding with its counts" if FINDINGS in raw else ""
+        parts.append(f'<p class="note">Raw results in the bundle (every number above is read from them{findings}): '
                      + ", ".join(_link(run, n) for n in raw) + "</p>")
     return "".join(parts)
 

@@ -248,7 +248,7 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
-    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root)  # what a reviewer reads
+    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
     verdict.problems.extend(Problem(file, what) for file, what in problems)
     verdict.notes.extend(notes)
     return verdict
