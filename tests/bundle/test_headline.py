@@ -13,6 +13,8 @@ from kit.bundle.content import BundledRun, runs_from_files
 from kit.bundle.headline import FEW, few, headline, paper_tables
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
+from kit.analysis import flag_order_run
+from tests.analysis.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
 from tests.bundle.conftest import synthetic_grid_run
 
 RECORDS_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1"
@@ -113,3 +115,31 @@ def test_show_prints_the_same_headline_and_tables_as_rich_tables_not_json(tmp_pa
     assert ["path", " vs ".join(path["passes"]), f"{path['diverged']}/{path['episodes']}"] in [c[:3] for c in cells]
     assert not any('{"' in line or '": ' in line for line in lines if not line.startswith(("overrides:", "seeds:")))
     assert max(len(line) for line in lines if line.startswith(("│", "┃", "┏", "└"))) <= 100
+
+
+def test_flag_order_verdict_per_cell_and_fresh_servers_as_the_control(flag_dir):
+    table = flag_order_run.write(flag_dir)
+    h = headline(_run(flag_dir))
+    assert h.held is table["fresh_server_per_arm"] is True
+    assert [line.split(": cache-on run-to-run divergence ")[1].split(" (")[0] for line in h.verdict] == [
+        f"{c['run_to_run']['diverged']}/{c['run_to_run']['episodes']} episodes" for c in table["cells"].values()]
+    assert [row[2] for row in h.tables[0].rows] == [
+        f"{c['run_to_run']['diverged']}/{c['run_to_run']['episodes']}" for c in table["cells"].values()]
+
+
+def test_sweep_verdict_per_format_and_the_reference_as_the_control():
+    spread = {"per_history": {"0": 2, "1": 4}, "histories": 2, "mean": 0.3, "sd": 0.1414, "min": 0.2, "max": 0.4,
+              "episodes": 10, "episodes_status_varies": 2, "varying_episodes": ["e1", "e2"]}
+    table = {"table": "sweep", "run_id": "sweep-toy", "formats": {"F16": spread, "Q8_0": {"skipped": "no OK cell"}},
+             "cells": {}, "replicates": {}, "void_passes": [],
+             "reference_check": {"F16": {"passes": ["ref-a", "ref-b"], "episodes": 10, "diverged": 1,
+                                         "interval": {"rate": 0.1, "lo": 0.018, "hi": 0.404, "k": 1, "n": 10,
+                                                      "method": "wilson"}, "identical": False}}}
+    run = BundledRun("sweep-toy", {"protocol": {"kind": "sweep"}, "status": "finished"},
+                     {"results/sweep.json": json.dumps(table).encode()})
+    h = headline(run)
+    assert h.verdict[0].startswith("F16: path divergence 30.0% on average over 2 histories of 10 episodes "
+                                   "(range 20.0–40.0%) (n=2 only: little evidence)")
+    assert h.verdict[1] == "Q8_0: no OK cell"
+    assert h.held is False and h.controls == ["F16 reference under two orders (should not diverge): 1/10 episodes "
+                                              "(10.0%, 95% CI (wilson) [1.8, 40.4])"]
