@@ -56,6 +56,8 @@ class _Inspector(HTMLParser):
             if name not in REPORT_ATTRIBUTES or (name == "src" and tag != "img") or (name == "href" and tag != "a") \
                     or (name == "charset" and tag != "meta") or (tag == "meta" and name != "charset"):
                 self._refuse(f"<{tag} {name}=...>")
+            elif name == "charset" and value.strip().lower() != "utf-8":
+                self._refuse(f"<meta charset={value[:20]!r}> (the report is UTF-8)")
             elif name == "src" and not IMAGE_URI.match(value.strip()):
                 self._refuse(f"<img src> loading {value[:40]!r} (only data:image URIs)")
             elif name == "href" and not _in_bundle(value):
@@ -72,6 +74,9 @@ class _Inspector(HTMLParser):
         lowered = data.lower().replace(" ", "")
         if self.in_style and any(load.replace(" ", "") in lowered for load in STYLE_LOADS):
             self._refuse("a style that loads or runs something (url(), @import, expression())")
+
+    def handle_comment(self, data: str) -> None:
+        self._refuse("an HTML comment (browsers and parsers disagree on where some end)")
 
     def handle_pi(self, data: str) -> None:
         self._refuse("a processing instruction")
@@ -154,7 +159,12 @@ def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[li
         data = files.get(name)
         if data is None:
             continue
-        found = inspect(data.decode("utf-8", "replace"))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        found = ["bytes that are not UTF-8 text"] if text is None or text.startswith("\ufeff") or "\x00" in text \
+            else inspect(text)
         if found:
             problems.append((name, f"{what}: {', '.join(found[:5])}; do not open it in a browser"))
     present = {name: files[name] for name in (REPORT, README) if name in files}

@@ -41,6 +41,9 @@ HOSTILE_REPORTS = {
     "svg": '<svg onload="alert(1)"></svg>',
     "form": '<form action="https://evil.example/"><input name="q"></form>',
     "image with a non-image data URI": '<img src="data:text/html;base64,PHNjcmlwdD4=">',
+    "comment the parser and the browser end apart": "<!-- --!><script>alert(1)</script> -->",
+    "comment hiding a script": "<!--><script>alert(1)</script>-->",
+    "another charset": '<meta charset="utf-7">',
 }
 
 
@@ -142,6 +145,14 @@ def test_a_readme_with_raw_html_or_an_external_image_never_verifies(same_kit, tm
     assert "holds raw HTML outside code" in verdict.problems[0].what
 
 
+@pytest.mark.parametrize("data", ["<p>x</p>".encode("utf-16"), "\ufeff<p>x</p>".encode(), b"<p>x\x00</p>",
+                                  b"<p>\xff</p>"])
+def test_a_report_or_readme_that_is_not_plain_utf8_is_refused(data):
+    for name in (REPORT, README):
+        problems, _ = reader_files.check({name: data}, "root", verified=False)
+        assert problems == [(name, problems[0][1])] and "bytes that are not UTF-8 text" in problems[0][1]
+
+
 def test_markdown_code_and_escapes_are_not_raw_html():
     assert raw_html_in_markdown("`<b>`, ``a <i> b``, \\<script\\>\n\n```\n<script>\n```\n") == []
     assert raw_html_in_markdown("\\`<b>`") == ["<b>"]  # an escaped backtick opens no code span
@@ -188,3 +199,11 @@ def test_show_report_refuses_a_bad_target_before_reading_anything(tmp_path, args
     outcome = run_kit("show", str(bundle), *[a.format(tmp=tmp_path) for a in args], scratch=tmp_path / "s")
     assert outcome.code == 2 and error in outcome.one_line_reason()
     assert not list(tmp_path.glob("r.*")) and not (tmp_path / "missing").exists()
+
+
+def test_show_report_writes_nothing_for_a_bundle_that_does_not_verify(tmp_path):
+    forged = _edited(_bundle(tmp_path), tmp_path / "forged.tar.gz", file="{run}/results/grid.json",
+                     set_json={"comparisons.path.diverged": 2})
+    outcome = run_kit("show", str(forged), "--report", str(tmp_path / "r.html"), scratch=tmp_path / "s")
+    assert outcome.code == 1 and "does not verify" in outcome.one_line_reason()
+    assert not (tmp_path / "r.html").exists() and not list(tmp_path.glob(".r.html*"))
