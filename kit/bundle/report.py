@@ -12,13 +12,14 @@ renders it again from the verified files and compares (kit.bundle.reader_files).
 from __future__ import annotations
 
 import base64
-from html import escape
+import html
 from typing import Any
 from urllib.parse import quote
 
 from kit.analysis.tables import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
+from kit.terminal_text import printable
 
 COMPARE_FILE = "analysis/compare-paper.json"  # written by `kit compare RUN_DIR --reference paper`
 COMPARE_COLUMNS = ("table", "row", "quantity", "published", "this_run", "verdict", "rule")
@@ -48,6 +49,12 @@ figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #c8c
 figcaption{font-size:.8rem;color:#555}
 code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.note{color:#555;font-size:.9rem}
 """
+
+
+def escape(text: Any) -> str:
+    """Text from a bundle file as HTML: control characters removed (a page is plain UTF-8 text; kit verify
+    refuses NUL), then escaped."""
+    return html.escape(printable(str(text)))
 
 
 def _table(layout: Layout, title: str | None = None) -> str:

@@ -159,7 +159,7 @@ def test_markdown_code_and_escapes_are_not_raw_html():
 
 
 def test_engine_text_is_escaped_in_the_report_and_readme(same_kit, tmp_path):
-    name = "<script>alert(1)</script>[x](https://evil.example/)<img src=x onerror=alert(1)>"
+    name = "<script>alert(1)</script>[x](https://evil.example/)<img src=x onerror=alert(1)>\x00\x1b[2J"
     run = synthetic_grid_run(tmp_path / "runs" / "grid-toy", model_name=name)
     manifest = Manifest.load(run)
     manifest.update(reason='"><iframe src=https://evil.example/>')
@@ -170,6 +170,7 @@ def test_engine_text_is_escaped_in_the_report_and_readme(same_kit, tmp_path):
         files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
     page, readme = files[REPORT].decode(), files[README].decode()
     assert unsafe_html(page) == [] and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "\x00" not in page and "\x1b" not in page and "\x00" not in readme
     assert raw_html_in_markdown(readme) == [] and "\\<script\\>alert(1)\\</script\\>" in readme
 
 
