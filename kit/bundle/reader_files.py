@@ -180,6 +180,7 @@ def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[li
     written_by = index.get("kit") if isinstance(index, dict) else None
     unsafe = {file for file, _ in problems}
     differ = [name for name in present if name not in unsafe and present[name] != fresh[name]]
+    same = [name for name in present if name not in unsafe]
     notes: list[str] = []
     if differ and same_kit(written_by):
         problems.extend((name, "differs from what this kit renders from the verified files (the kit that wrote "
@@ -191,7 +192,7 @@ def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[li
             written_by, dict) else "an unnamed kit"
         notes.append(f"{' and '.join(differ)} written by kit {version}, not this one: not compared with the "
                      "verified data; `kit show --report FILE` renders the report from it")
-    elif present:
-        notes.append(f"{' and '.join(present)} {'are' if len(present) > 1 else 'is'} exactly what this kit renders "
+    elif same:
+        notes.append(f"{' and '.join(same)} {'are' if len(same) > 1 else 'is'} exactly what this kit renders "
                      "from the verified files")
     return problems, notes

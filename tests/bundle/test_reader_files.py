@@ -98,6 +98,7 @@ def test_a_scripted_report_never_verifies_even_from_another_kit(same_kit, tmp_pa
     assert not verdict.ok
     assert [p.file for p in verdict.problems] == [REPORT]
     assert "holds what the kit's report never does" in verdict.problems[0].what
+    assert not any("report.html and" in line or "report.html is" in line for line in verdict.lines())
 
 
 def test_a_changed_report_of_this_kit_fails_and_show_renders_the_faithful_one(same_kit, tmp_path):
