@@ -18,6 +18,7 @@ from kit.bundle.content import BundledRun
 
 FINDINGS = "analysis/findings.json"  # written by `kit analyze RUN_DIR` (its default --out)
 FEW = 10  # below this many observations a rate is flagged as resting on few observations
+HELD = {True: "held", False: "did NOT hold", None: "not judged"}  # a Headline's `held`, in words
 ODD = (AttributeError, KeyError, TypeError, ValueError, IndexError, ZeroDivisionError)  # fields laid out otherwise
 
 

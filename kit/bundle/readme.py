@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from kit.bundle import CHECKSUMS, CRATE, INDEX, REPORT, RUNS
 from kit.bundle.content import BundledRun, summary
+from kit.bundle.headline import HELD, headline
 from kit.terminal_text import one_line
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
@@ -25,7 +25,14 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
     lines = [f"# Results bundle {text(bundle_name)}", "",
              f"Written {text(index.get('created'))} by the cache-divergence reproducibility kit "
              f"{text(kit.get('version'))} (commit {text(kit.get('git_commit'))}).", "",
-             "## What was run", ""]
+             "## Headline", "",
+             f"Per run, what diverged and how often (95% intervals), and whether its controls held; `{REPORT}` has "
+             "the tables and figures.", ""]
+    for h in map(headline, runs):
+        lines.append(f"- **{text(h.run_id)}** ({text(h.kind)}, {text(h.status)})")
+        lines.extend(f"  - {text(line)}" for line in h.verdict)
+        lines.append(f"  - controls {HELD[h.held]}" + "".join(f"; {text(line)}" for line in h.controls))
+    lines += ["", "## What was run", ""]
     for run in runs:
         info = summary(run)
         lines.append(f"### {text(run.run_id)}")

@@ -22,7 +22,7 @@ from kit.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
 from kit.analysis.tables import Layout
 from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
-from kit.bundle.headline import headline, paper_tables
+from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
@@ -30,7 +30,6 @@ from kit.errors import ConfigError
 from kit.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
-HELD = {True: "held", False: "did NOT hold", None: "not judged"}
 UNVERIFIED = "UNVERIFIED (kit show --no-verify): checksums and results were not checked; do not rely on this"
 
 

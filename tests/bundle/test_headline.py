@@ -143,3 +143,16 @@ def test_sweep_verdict_per_format_and_the_reference_as_the_control():
     assert h.verdict[1] == "Q8_0: no OK cell"
     assert h.held is False and h.controls == ["F16 reference under two orders (should not diverge): 1/10 episodes "
                                               "(10.0%, 95% CI (wilson) [1.8, 40.4])"]
+
+
+def test_the_readme_opens_with_the_same_headline(tmp_path):
+    from kit.bundle import readme  # noqa: PLC0415
+
+    run, _ = _grid(tmp_path)
+    h = headline(run)
+    text = readme.render([run], {"created": "2026", "kit": {"version": "0"}}, "b").decode()
+    head = text[text.index("## Headline"):text.index("## What was run")]
+    assert f"- **{run.run_id}** ({h.kind}, {h.status})" in head
+    for line in h.verdict:
+        assert f"  - {readme.text(line)}" in head
+    assert "  - controls not judged; no cache-off repeat: the control was not run" in head
