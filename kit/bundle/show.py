@@ -18,12 +18,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kit.analysis.tables import Layout
 from kit.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
-from kit.analysis.tables import Layout
 from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
-from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.errors import BadBundle
+from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
 from kit.errors import ConfigError

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from kit.analysis import flag_order_run
 from kit.bundle import report
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.bundle.headline import FEW, few, headline, paper_tables
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
-from kit.analysis import flag_order_run
 from tests.analysis.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
 from tests.bundle.conftest import synthetic_grid_run
 
@@ -117,7 +117,7 @@ def test_show_prints_the_same_headline_and_tables_as_rich_tables_not_json(tmp_pa
     assert max(len(line) for line in lines if line.startswith(("│", "┃", "┏", "└"))) <= 100
 
 
-def test_flag_order_verdict_per_cell_and_fresh_servers_as_the_control(flag_dir):
+def test_flag_order_verdict_per_cell_and_fresh_servers_as_the_control(flag_dir):  # noqa: F811 - the fixture
     table = flag_order_run.write(flag_dir)
     h = headline(_run(flag_dir))
     assert h.held is table["fresh_server_per_arm"] is True

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.bundle import INDEX, README, REPORT, reader_files, writer
+from kit.bundle import README, REPORT, reader_files, writer
 from kit.bundle.reader_files import raw_html_in_markdown, unsafe_html
 from kit.bundle.verify import verify_bundle
 from kit.manifest import Manifest
