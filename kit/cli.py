@@ -529,14 +529,16 @@ def verify(bundle_file: Path) -> None:
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--no-verify", is_flag=True,
               help="Show the content without checking checksums and results (the output says UNVERIFIED).")
-def show(bundle_file: Path, no_verify: bool) -> None:
-    """Verify a bundle, then print its headline results and provenance.
+@click.option("--report", "report_to", type=click.Path(path_type=Path),
+              help="Also write the HTML report rendered from the verified data to this .html file.")
+def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
+    """Verify a bundle, then print its headline verdicts, results tables and provenance.
 
     Exits 1 without showing anything when the bundle does not verify (unless --no-verify).
     """
     from kit.bundle.show import describe  # noqa: PLC0415
 
-    for line in describe(bundle_file, verify=not no_verify):
+    for line in describe(bundle_file, verify=not no_verify, report_to=report_to):
         click.echo(line)
 
 

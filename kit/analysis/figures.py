@@ -11,6 +11,7 @@ from pathlib import Path
 from kit.atomic_file import write_json_atomic
 from typing import Any
 
+FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
                      ("path", "path\n(on vs off)"))
 
@@ -168,24 +169,32 @@ def figure_3(block: dict[str, Any], folder: Path) -> list[str]:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
     width = 0.8 / len(formats)
     bins = block["per_format"][formats[0]]["hazard"]["bins"]
+    thin = False
     for j, f in enumerate(formats):
-        hb = block["per_format"][f]["hazard"]["bins"]
-        xs = [i + (j - (len(formats) - 1) / 2) * width for i, b in enumerate(hb) if b["positions"]]
-        ys = [100 * b["hazard"] for b in hb if b["positions"]]
-        lo = [100 * (b["hazard"] - (b["ci_lo"] if b["ci_lo"] is not None else b["hazard"])) for b in hb
+        hb = [b for b in block["per_format"][f]["hazard"]["bins"] if b["positions"]]
+        xs = [i + (j - (len(formats) - 1) / 2) * width for i, b in enumerate(block["per_format"][f]["hazard"]["bins"])
               if b["positions"]]
-        hi = [100 * ((b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]) - b["hazard"]) for b in hb
-              if b["positions"]]
-        left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f, color=f"C{j}")
-        if len(formats) <= 2:
-            for x, b in zip(xs, (b for b in hb if b["positions"])):
+        for x, b in zip(xs, hb):
+            few = b["positions"] < FEW_POSITIONS
+            thin = thin or few
+            lo = b["ci_lo"] if b["ci_lo"] is not None else b["hazard"]
+            hi = b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]
+            left.bar([x], [100 * b["hazard"]], width, yerr=None if few else [[100 * (b["hazard"] - lo)],
+                                                                              [100 * (hi - b["hazard"])]],
+                     capsize=2, color="none" if few else f"C{j}", edgecolor=f"C{j}", hatch="///" if few else None,
+                     alpha=0.45 if few else 1.0, label=f if x == xs[0] else None)
+            if few:
+                left.annotate(f"n={b['positions']}", (x, 100 * b["hazard"]), ha="center", va="bottom", fontsize=7,
+                              xytext=(0, 2), textcoords="offset points", color=f"C{j}")
+            elif len(formats) <= 2:
                 left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
                               xytext=(0, 2), textcoords="offset points", rotation=90)
     left.set_ylim(0, max(5.0, left.get_ylim()[1]))
     left.set_xticks(range(len(bins)), [_bin_label(b) for b in bins], fontsize=8)
     left.set_xlabel("top-two margin on the recompute path (logits)")
     left.set_ylabel("positions that flip (%)")
-    left.set_title("(a) flip hazard by margin (95% CI, bootstrap over episodes)", fontsize=9)
+    left.set_title("(a) flip hazard by margin (95% CI, bootstrap over episodes)" + (
+        f"\nhatched: fewer than {FEW_POSITIONS} positions (n shown), no interval drawn" if thin else ""), fontsize=9)
     left.legend(fontsize=8, frameon=False)
     stats = [block["per_format"][f]["delta_margin"] for f in formats]
     for i, s in enumerate(stats):

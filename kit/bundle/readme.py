@@ -2,26 +2,48 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kit.bundle import CHECKSUMS, CRATE, INDEX, REPORT, RUNS
 from kit.bundle.content import BundledRun, summary
+from kit.bundle.headline import HELD, headline
+from kit.terminal_text import one_line
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
+
+
+def text(value: object) -> str:
+    """A value from a manifest or the index as Markdown that shows it as written: on one line, with the
+    characters that could start raw HTML, a link or code backslash-escaped (kit verify refuses a README
+    with raw HTML)."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", one_line(str(value)))
 
 
 def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> bytes:
-    lines = [f"# Results bundle {bundle_name}", "",
-             f"Written {index.get('created')} by the cache-divergence reproducibility kit "
-             f"{index.get('kit', {}).get('version')} (commit {index.get('kit', {}).get('git_commit')}).", "",
-             "## What was run", ""]
+    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
+    lines = [f"# Results bundle {text(bundle_name)}", "",
+             f"Written {text(index.get('created'))} by the cache-divergence reproducibility kit "
+             f"{text(kit.get('version'))} (commit {text(kit.get('git_commit'))}).", "",
+             "## Headline", "",
+             f"Per run, what diverged and how often (95% intervals), and whether its controls held; `{REPORT}` has "
+             "the tables and figures.", ""]
+    for h in map(headline, runs):
+        lines.append(f"- **{text(h.run_id)}** ({text(h.kind)}, {text(h.status)})")
+        lines.extend(f"  - {text(line)}" for line in h.verdict)
+        lines.append(f"  - controls {HELD[h.held]}" + "".join(f"; {text(line)}" for line in h.controls))
+    lines += ["", "## What was run", ""]
     for run in runs:
         info = summary(run)
-        lines.append(f"### {run.run_id}")
+        lines.append(f"### {text(run.run_id)}")
         lines.append("")
-        lines.extend(f"- {key}: {value}" for key, value in info.items() if key != "run" and value not in (None, ""))
+        lines.extend(f"- {key}: {text(value)}" for key, value in info.items() if key != "run" and value not in (None, ""))
         lines.append("")
     lines += [
         "## What is in here", "",
-        f"- `{REPORT}`: the results as tables and figures; open it in any browser, no network needed.",
+        f"- `{REPORT}`: the headline verdict of each run, its results and the paper's tables as tables, and the "
+        "figures; open it in any browser, no network or script needed. `kit verify` renders it again from the "
+        "verified files and compares.",
         f"- `{RUNS}/<run>/manifest.json`: the run's settings, engine, model sha256, seeds, host, GPUs, package "
         "versions and each pass's launch details and status (only passes with status OK are results).",
         f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the engine's raw "

@@ -19,10 +19,13 @@ from typing import Any
 from kit.bundle import (
     CHECKSUMS,
     INDEX,
+    README,
+    REPORT,
     RUNS,
     SCHEMA,
     SCHEMA_VERSION,
     checksums,
+    reader_files,
     recompute,
     recompute_analysis,
     rendered,
@@ -323,7 +326,7 @@ def keep(limits: Limits, records: bool = True):
     """Which files to unpack, and up to how many bytes: records (streamed) when asked for, and the files
     the kit parses whole (index, checksum list, manifests, protocols, results and analysis)."""
     def cap(rel: str) -> int | None:
-        if rel in (INDEX, CHECKSUMS):
+        if rel in (INDEX, CHECKSUMS, REPORT, README):
             return limits.read_whole_bytes
         parts = rel.split("/", 2)
         if len(parts) < 3 or parts[0] != RUNS:
@@ -360,6 +363,9 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
+    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
+    verdict.problems.extend(Problem(file, what) for file, what in problems)
+    verdict.notes.extend(notes)
     return verdict
 
 
