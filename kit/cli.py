@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -20,10 +21,34 @@ def _within(low: int, high: int) -> click.IntRange:
     """An integer option within [low, high] (the limits table in docs/protocols.md)."""
     return click.IntRange(low, high)
 
+
+class Seconds(click.FloatRange):
+    """Seconds, more than 0 and at most `high`; NaN, which compares false with every bound, is refused too."""
+
+    def __init__(self, high: float):
+        super().__init__(0, high, min_open=True)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds in the range 0<x<={self.max:g}", param, ctx)
+        return seconds
+
+
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
     help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
          "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
+
+ANSWER_BOUNDS = [
+    click.option("--max-answer-bytes", type=_within(limits.ANSWER_BYTES_MIN, limits.ANSWER_BYTES_MAX),
+                 default=limits.ANSWER_BYTES_DEFAULT, show_default=True,
+                 help="The most bytes of one engine answer the kit reads; a longer answer fails the run (a real "
+                      "one is far smaller). Recorded in the manifest."),
+    click.option("--request-deadline", type=Seconds(limits.REQUEST_DEADLINE_MAX),
+                 help="Seconds one engine request may take, from connecting to its answer's last byte (default: "
+                      "the longer of 600 s and 1 s per token the request asks for). Recorded in the manifest."),
+]
 
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
@@ -62,11 +87,12 @@ RUN_OPTIONS = [
                  help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
+    *ANSWER_BOUNDS,
 ]
 
 
-def run_options(func):
-    for option in reversed(RUN_OPTIONS):
+def run_options(func, options=RUN_OPTIONS):
+    for option in reversed(options):
         func = option(func)
     return func
 
@@ -100,7 +126,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend) -> None:
+         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
@@ -108,8 +134,9 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
-                                cpu_backend=cpu_backend)
-    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.console.print))
+                                cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
+                                request_deadline=request_deadline)
+    _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
 def _report(execute) -> None:
@@ -125,11 +152,13 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
+    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+        reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
-    _bundle_after_run(result.run_dir, reporter.console.print)
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
+    _bundle_after_run(result.run_dir, reporter.say)
     if result.status == "interrupted":
         raise RunInterrupted(f"the run was interrupted: {result.reason}",
                              f"continue it with `kit resume {result.run_dir}`")
@@ -138,17 +167,10 @@ def _report(execute) -> None:
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
-    """Every run ends with a bundle in bundles/ beside its folder; failing to write one never fails the run."""
-    from kit.bundle.writer import write_bundle  # noqa: PLC0415
+    """Every run ends with a bundle in bundles/ beside its folder (kit.bundle.writer.bundle_after_run)."""
+    from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
 
-    try:
-        written = write_bundle([run_dir])
-    except (KitError, OSError) as exc:
-        say(f"no bundle written: {exc}")
-        return
-    say(f"bundle: {written.path}  (check it anywhere with `kit verify {written.path.name}`)")
-    for redaction in written.redactions:
-        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    bundle_after_run(run_dir, say)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -210,15 +232,16 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--steady", type=_within(0, limits.CALLS_MAX),
               help="Calls in the steady-state regime (default 10; 0 skips it).")
 @click.option("--cache-ram", help="llama-server --cache-ram for the embedded engine: MiB, 0 (off, default) or 'default'.")
-@click.option("--unload-timeout", type=click.FloatRange(0, limits.UNLOAD_TIMEOUT_MAX, min_open=True),
+@click.option("--unload-timeout", type=Seconds(limits.UNLOAD_TIMEOUT_MAX),
               default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
 @click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
+@functools.partial(run_options, options=ANSWER_BOUNDS)
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out, cpu_backend) -> None:
+          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -235,18 +258,19 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
+        max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:
-        result = runner.run(options, emit=reporter, say=reporter.console.print)
+        result = runner.run(options, emit=reporter, say=reporter.say)
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
         reporter.console.print(console.pinning_verdict(result.table))
-    reporter.console.print(f"run folder: {result.run_dir}  (status: {result.status})")
+    reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
@@ -258,13 +282,16 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 @click.option("--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
               help="auto keeps the CPU backend the run used; naming another one is refused (one run never mixes "
                    "backends).")
-def resume_run(run_dir: Path, cpu_backend: str) -> None:
+@click.option("--server-bin", type=click.Path(path_type=Path),
+              help="The server binary of a run that used one: a resume never runs the path the run folder names; "
+                   "this binary's sha256 must be the one recorded.")
+def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit import runner  # noqa: PLC0415
 
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.console.print,
-                                           cpu_backend=cpu_backend))
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say,
+                                           cpu_backend=cpu_backend, server_bin=server_bin))
 
 
 @cli.command()
@@ -288,9 +315,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
 
     Recognises reset, grid and sweep run folders from their manifests (a folder holding several run
     folders works too). VOID passes are excluded and listed; tables a run cannot feed are skipped with
-    the reason.
+    the reason; a run that did not finish is flagged (only its OK passes count). Inputs holding no run
+    folder, or no OK pass at all, are refused before anything is written.
     """
     from kit.analysis import findings  # noqa: PLC0415
+    from kit.manifest import Manifest, unfinished_problem  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "analysis")
@@ -299,12 +328,17 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
+    for path in sorted({run["path"] for run in result["runs"]}):
+        problem = unfinished_problem(Manifest.load(Path(path)).data)
+        if problem:
+            click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
+                       f"`kit resume {path}` finishes it")
     if result.get("comparability"):
         click.echo(f"warning: {result['comparability']}")
     for item in result["skipped_inputs"]:
-        click.echo(f"skipped {item['path']}: {item['reason']}")
-    for item in result["excluded_passes"]:
-        click.echo(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}")
+        click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
+    for item in result["excluded_passes"]:  # a VOID pass's reason may quote its engine
+        click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
     for name, table in result["tables"].items():
         click.echo(f"table {name}: {len(table['rows'])} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
@@ -444,11 +478,19 @@ def install_workload(workload: str) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="The bundle to write (default: bundles/<first run folder>.tar.gz beside it).")
-def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
+@click.option("--allow-unfinished", is_flag=True,
+              help="Also pack runs that did not finish (status started, interrupted or failed), as they are: "
+                   "the bundle lists each under `unfinished` in bundle.json, and its README and report show "
+                   "each run's status. Without it such a run is refused.")
+def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bool) -> None:
     """Pack RUN_DIRS into one .tar.gz a reviewer can check without your machine.
 
     Holds the manifests, raw records, logs, protocols as run, results and analysis, an offline HTML
     report, a README, RO-Crate provenance and a sealed checksum list. Secret-looking values are redacted.
+
+    Only finished runs are packed: a run that was interrupted, failed, or still says "started" (running,
+    or its kit was killed) is refused with its status; `kit resume RUN_DIR` finishes it. A reviewer then
+    knows every run in a bundle ran to its end; --allow-unfinished packs such a run anyway, flagged.
     """
     from kit import run_lock  # noqa: PLC0415
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
@@ -457,7 +499,9 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None) -> None:
     if output is not None:
         check_out(output.parent, "--output")
     with run_lock.readers(run_dirs, "bundle"):  # never packs a run another kit is writing
-        written = write_bundle(list(run_dirs), output)
+        written = write_bundle(list(run_dirs), output, allow_unfinished=allow_unfinished)
+    for line in written.unfinished:
+        click.echo(f"unfinished run packed (--allow-unfinished): {line}")
     for line in written.skipped:
         click.echo(f"left out: {line}")
     for redaction in written.redactions:
@@ -486,14 +530,16 @@ def verify(bundle_file: Path) -> None:
 @click.argument("bundle_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--no-verify", is_flag=True,
               help="Show the content without checking checksums and results (the output says UNVERIFIED).")
-def show(bundle_file: Path, no_verify: bool) -> None:
-    """Verify a bundle, then print its headline results and provenance.
+@click.option("--report", "report_to", type=click.Path(path_type=Path),
+              help="Also write the HTML report rendered from the verified data to this .html file.")
+def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
+    """Verify a bundle, then print its headline verdicts, results tables and provenance.
 
     Exits 1 without showing anything when the bundle does not verify (unless --no-verify).
     """
     from kit.bundle.show import describe  # noqa: PLC0415
 
-    for line in describe(bundle_file, verify=not no_verify):
+    for line in describe(bundle_file, verify=not no_verify, report_to=report_to):
         click.echo(line)
 
 

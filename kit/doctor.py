@@ -172,7 +172,9 @@ def nvcc_release(output: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def check_nvcc(probes: Probes) -> Check:
+def check_nvcc(probes: Probes, gpu: Check | None = None) -> Check:
+    """nvcc and its CUDA release. A release other than the pinned build's 12.x is a warning only where a GPU
+    could use that build (`gpu` OK, or not given): on a CPU-only machine no CUDA build is made."""
     result = probes.run(["nvcc", "--version"])
     if result is None or result.code != 0:
         return Check("nvcc", MISSING, "nvcc not found",
@@ -181,6 +183,9 @@ def check_nvcc(probes: Probes) -> Check:
     if release is None:
         return Check("nvcc", WARN, f"cannot read its version: {_last_line(result.output)}", "check `nvcc --version`")
     shown = f"{release[0]}.{release[1]}"
+    if release[0] != 12 and gpu is not None and gpu.status != OK:
+        return Check("nvcc", OK, f"CUDA {shown} (no GPU here, so no native CUDA build is made: its CUDA 12.x pin "
+                     "does not apply)", data={"release": shown})
     if release[0] != 12:
         return Check("nvcc", WARN, f"CUDA {shown}; the pinned llama.cpp build uses CUDA 12.x",
                      "install a CUDA 12 toolkit and put it first on PATH", data={"release": shown})
@@ -294,10 +299,11 @@ def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = 
         from kit.models.registry import DEFAULT_MODEL  # noqa: PLC0415 - kit.models is heavy to import
 
         models = (DEFAULT_MODEL,)
-    daemon = check_docker_daemon(probes)
-    return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon), check_gpu(probes),
-            check_nvcc(probes), check_build_tools(probes), check_vllm_executable(probes), check_disk(probes, models),
-            check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck), check_hf_token(probes)]
+    daemon, gpu = check_docker_daemon(probes), check_gpu(probes)
+    return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon), gpu,
+            check_nvcc(probes, gpu), check_build_tools(probes), check_vllm_executable(probes),
+            check_disk(probes, models), check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck),
+            check_hf_token(probes)]
 
 
 def usable(check: Check) -> bool:

@@ -29,6 +29,11 @@ class EngineError(KitError):
     exit_code = 3
 
 
+class InvalidAnswer(EngineError):
+    """An engine answered, but not with what the request needs (not JSON, a field missing or of the wrong
+    type): the pass it served is VOID with this reason, never recorded as an empty `ok`."""
+
+
 class RunInterrupted(KitError):
     """The user stopped the run (Ctrl-C); records written so far are kept."""
 

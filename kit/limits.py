@@ -21,4 +21,7 @@ ROUNDS_MAX = 100  # pinning calibration rounds and repeats
 REPLICATES_MAX = 1_000_000  # analyze: bootstrap replicates
 WORKERS_MAX = 1024  # analyze: processes
 UNLOAD_TIMEOUT_MAX = 3600.0  # seconds
+ANSWER_BYTES_MIN, ANSWER_BYTES_MAX = 1024, 1 << 32  # bytes of one engine answer read (4 GiB at most)
+ANSWER_BYTES_DEFAULT = 64 << 20  # real answers are far smaller: 1024 tokens with top-5 logprobs is ~1 MB
+REQUEST_DEADLINE_MAX = 7 * 86400.0  # seconds one engine request may take
 IMPORT_CALLS_MAX = 100_000  # kit import: calls in one harness run (seed 002's runs hold 100-150)

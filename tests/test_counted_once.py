@@ -12,6 +12,7 @@ import pytest
 
 from kit import runner
 from kit.records import read_records
+from tests.console_text import printed
 from tests.test_cli_errors import kit, one_line_error
 
 pytestmark = pytest.mark.engine
@@ -53,7 +54,7 @@ def test_a_torn_record_cuts_its_pass_short_until_resume_runs_it_again(finished_r
 
     resumed = kit("resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr
-    assert "pass s2 ended OK but is cut short (records/s2.jsonl ends inside a record" in resumed.stdout
+    assert printed("pass s2 ended OK but is cut short (records/s2.jsonl ends inside a record", resumed.stdout)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["resumed"][-1]["passes_redone"] == ["s2"]
     assert (run_dir / "records" / "s1.jsonl").read_bytes() == s1_before  # kept as it was

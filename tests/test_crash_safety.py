@@ -19,6 +19,7 @@ import pytest
 from kit import runner
 from kit.events import RequestDone, SessionStarted
 from kit.records import read_records
+from tests.console_text import printed
 from tests.test_cli_errors import kit
 
 pytestmark = pytest.mark.engine
@@ -76,7 +77,8 @@ def test_kill_9_of_the_kit_mid_pass_then_resume_gives_the_uninterrupted_records(
 
     resumed = kit("resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr
-    assert f"stopped llama-server pid {note['pid']} left running by an earlier kit (server-s2.log)" in resumed.stdout
+    assert printed(f"stopped llama-server pid {note['pid']} left running by an earlier kit (server-s2.log)",
+                   resumed.stdout)
     assert not _alive(note["pid"]) and not list((run_dir / "logs").glob("*.pid.json"))
     history = json.loads((run_dir / "manifest.json").read_text())["resumed"][-1]
     assert history["passes_redone"] == ["s2"] and history["kept"] == ["s1"]

@@ -192,6 +192,16 @@ def test_nvcc_versions(tmp_path):
     assert doctor.check_nvcc(make_probes(tmp_path)).status == MISSING
     warn = doctor.check_nvcc(make_probes(tmp_path, commands={"nvcc": CommandResult(0, NVCC_13)}))
     assert warn.status == WARN and "13.0" in warn.detail and "CUDA 12" in warn.fix
+
+
+def test_nvcc_13_is_no_warning_on_a_machine_without_a_gpu(tmp_path):
+    """A CPU-only machine makes no CUDA build, so its nvcc's release does not matter (issue #22.7)."""
+    cpu_only = by_name(doctor.run_checks(make_probes(tmp_path, commands={"nvcc": CommandResult(0, NVCC_13)})))
+    assert cpu_only["gpu"].status == MISSING
+    assert cpu_only["nvcc"].status == OK and "CUDA 13.0 (no GPU here" in cpu_only["nvcc"].detail
+    with_gpu = by_name(doctor.run_checks(make_probes(tmp_path, commands={
+        "nvcc": CommandResult(0, NVCC_13), "nvidia-smi": CommandResult(0, NVIDIA_SMI)})))
+    assert with_gpu["nvcc"].status == WARN and "CUDA 12" in with_gpu["nvcc"].fix
     assert doctor.nvcc_release(NVCC_12) == (12, 6)
     assert doctor.nvcc_release("garbage") is None
 

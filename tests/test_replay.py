@@ -83,7 +83,12 @@ def _folder(tmp_path: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes, needle", [
     ({"options__engine_url": "http://127.0.0.1:9"}, "ran against an engine reached by URL"),
     ({"engine__model_sha256": "ab" * 32}, "the model the run served (sha256 abababababab…"),
-    ({"options__server_bin": "/nowhere/llama-server"}, "ran the llama-server at /nowhere/llama-server"),
+    ({"options__server_bin": "/nowhere/llama-server"}, "ran the server binary /nowhere/llama-server, which is not run "
+                                                       "again: a run folder or bundle never chooses a program to run"),
+    ({"protocol__name": "../../kit/models/registry"}, "protocol name '../../kit/models/registry' is not a plain file"),
+    ({"protocol__name": "/tmp/registry"}, "protocol name '/tmp/registry' is not a plain file name"),
+    ({"options": "x"}, "manifest.json is not laid out as `kit run` writes it (ValueError"),
+    ({"engine__model_sha256": 5}, "manifest.json is not laid out as `kit run` writes it (TypeError"),
     ({"workload": {"source": "gsm8k", "file": "/nowhere/test.jsonl", "sha256": "cd" * 32}},
      "the GSM8K file the run served (sha256 cdcdcdcdcdcd…) is not at /nowhere/test.jsonl"),
     ({"imported": {"from": "determinism-harness"}}, "was imported from determinism-harness"),

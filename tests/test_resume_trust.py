@@ -125,3 +125,51 @@ def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
     manifest.save()
     with pytest.raises(runner.KitError, match="credentials were never stored"):
         runner.resume(run_dir)
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"threads": "all"}, "options.threads is str 'all', not the int the kit records"),
+    ({"threads": True}, "options.threads is bool"),
+    ({"engine_urls": ["http://x"]}, "options.engine_urls is list"),
+    ({"launcher": "ssh"}, "options.launcher 'ssh' or options.cpu_backend"),
+    ({"threads": 0}, "a recorded option does not hold here: --threads 0 is outside"),
+])
+def test_recorded_options_of_the_wrong_type_or_range_are_refused_in_one_line(tmp_path, monkeypatch, options, needle):
+    run_dir = _stopped_run(tmp_path)
+    manifest = Manifest.load(run_dir)
+    manifest.data["options"].update(options, unknown_to_this_kit="ignored")
+    manifest.save()
+    monkeypatch.setattr(runner, "provider_for", lambda *a: pytest.fail("no engine may be provided"))
+    with pytest.raises(runner.KitError, match=needle):
+        runner.resume(run_dir, say=lambda line: None)
+
+
+def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(tmp_path, monkeypatch):
+    """`out` is where the run folder was made; a resume writes into the folder where it is now."""
+    run_dir = _stopped_run(tmp_path)
+    manifest = Manifest.load(run_dir)
+    manifest.data["options"]["out"] = "/proc/not-here"
+    manifest.save()
+
+    def provider_for(options, protocol, say):
+        raise runner.KitError(f"provided, out {options.out}")
+    monkeypatch.setattr(runner, "provider_for", provider_for)
+    with pytest.raises(runner.KitError, match="provided, out None"):
+        runner.resume(run_dir, say=lambda line: None)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda m: m.update(options="x"), "options not laid out"),
+    (lambda m: m.update(engine=5), "engine not laid out"),
+    (lambda m: m.pop("status"), "status not laid out"),
+    (lambda m: m["protocol"].update(overrides=[1]), "protocol.overrides not laid out"),
+    (lambda m: m.setdefault("provenance", {}).update(cpu_backend={"name": "x"}), "provenance.cpu_backend is not"),
+])
+def test_a_manifest_not_laid_out_as_kit_run_writes_it_is_refused_in_one_line(tmp_path, monkeypatch, capsys,
+                                                                              change, needle):
+    run_dir = _stopped_run(tmp_path)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    change(manifest)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = _kit(monkeypatch, capsys, "resume", str(run_dir))
+    assert code != 0 and err.count("\n") == 1 and err.startswith("kit: error: ") and needle in err

@@ -1,11 +1,17 @@
 """Figures in the spirit of the paper's Figs. 1–3, drawn from findings (never from records directly),
-as PNG and PDF. matplotlib is imported here only, with the Agg backend (no display needed)."""
+as PNG and PDF, each with the data it draws beside it as JSON (`<stem>.json`: every bar, point and
+interval): images differ between matplotlib versions, their data does not, so `kit verify` recomputes
+and compares the data (`figure_data`). matplotlib is imported here only, with the Agg backend (no
+display needed)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from kit.atomic_file import write_json_atomic
 from typing import Any
 
+FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
                      ("path", "path\n(on vs off)"))
 
@@ -34,14 +40,23 @@ def _run_label(g: dict[str, Any]) -> str:
     return f"{g['engine']} {g['model']}\n{g['format']}, {cache}"
 
 
-def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
-    """Divergence bars with their intervals for every grid run: run-to-run (off, on) and path."""
+def data_1(findings: dict[str, Any]) -> dict[str, Any]:
+    """Figure 1's data: one group per grid run (its label), one bar per comparison with its interval."""
     from kit.analysis.collect import format_rank  # noqa: PLC0415
 
     grid = [g for g in findings.get("grid", []) if any("interval" in c for c in g["comparisons"].values())]
     if not grid:
         raise LookupError("no grid run with a comparison")
     grid.sort(key=lambda g: (g["engine"], g["model"], format_rank(g["format"]), g["cache_ram"] == 0))
+    return {"groups": [{"label": _run_label(g), "bars": {
+        key: {k: interval[k] for k in ("rate", "lo", "hi", "k", "n")}
+        for key, _ in COMPARISON_LABELS if (interval := (g["comparisons"].get(key) or {}).get("interval"))}}
+        for g in grid]}
+
+
+def figure_1(data: dict[str, Any], folder: Path) -> list[str]:
+    """Divergence bars with their intervals for every grid run: run-to-run (off, on) and path."""
+    grid = data["groups"]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 1.25 * len(grid) + 2)), 4.0))
     width = 0.8 / len(COMPARISON_LABELS)
@@ -49,7 +64,7 @@ def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
     for j, ((key, label), color) in enumerate(zip(COMPARISON_LABELS, colors)):
         xs, ys, err = [], [], [[], []]
         for i, g in enumerate(grid):
-            interval = (g["comparisons"].get(key) or {}).get("interval")
+            interval = g["bars"].get(key)
             if not interval:
                 continue
             xs.append(i + (j - 1) * width)
@@ -61,7 +76,7 @@ def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
                         rotation=90 if len(grid) > 6 else 0)
         ax.bar(xs, ys, width, yerr=err, capsize=3, color=color, label=label.replace("\n", " "))
     many = len(grid) > 4
-    ax.set_xticks(range(len(grid)), [_run_label(g) for g in grid], fontsize=7 if many else 8,
+    ax.set_xticks(range(len(grid)), [g["label"] for g in grid], fontsize=7 if many else 8,
                   rotation=30 if many else 0, ha="right" if many else "center")
     ax.set_ylabel("episodes diverged (%)")
     ax.set_ylim(0, 118)
@@ -75,9 +90,9 @@ def figure_1(findings: dict[str, Any], folder: Path) -> list[str]:
     return files
 
 
-def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
-    """Path divergence by weight format: per-history dots, the mean with its two-way interval, and the
-    single-history grid as a dashed line."""
+def data_2(findings: dict[str, Any]) -> dict[str, Any]:
+    """Figure 2's data: per format the per-history rates and their mean with its interval (sweep), and the
+    grid's single-history path divergence (production default first)."""
     from kit.analysis.collect import format_rank  # noqa: PLC0415
 
     sweep = findings.get("sweep") or {}
@@ -85,29 +100,38 @@ def figure_2(findings: dict[str, Any], folder: Path) -> list[str]:
     grid_rows = (findings["tables"].get("V") or {}).get("rows", [])
     if "formats" not in boot and not grid_rows:
         raise LookupError("no sweep with a two-way bootstrap and no grid path divergence")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
     formats = [f["label"] for f in boot.get("formats", [])]
-    if formats:
-        for i, f in enumerate(formats):
-            rates = sweep["per_history_rates"][f]
-            jitter = [(k - (len(rates) - 1) / 2) * 0.02 for k in range(len(rates))]
-            ax.scatter([i + j for j in jitter], [100 * r for r in rates], s=12, color="#9e9e9e", zorder=2,
-                       label="one random history" if i == 0 else None)
-        means = [100 * f["rate"] for f in boot["formats"]]
-        err = [[m - 100 * f["lo"] for m, f in zip(means, boot["formats"])],
-               [100 * f["hi"] - m for m, f in zip(means, boot["formats"])]]
-        ax.errorbar(range(len(formats)), means, yerr=err, color="#c44e52", marker="o", capsize=4, zorder=3,
-                    label=f"mean of {boot['n_histories']} histories (95% CI, episodes x histories)")
     sweep_models = {r["model"] for r in findings.get("runs", []) if r["kind"] == "sweep"}
     grid_by_format: dict[str, float] = {}
     for r in sorted(grid_rows, key=lambda r: r.get("prompt_cache") != "default"):  # production default first
         if not sweep_models or r["model"] in sweep_models:
-            grid_by_format.setdefault(r["format"], 100 * r["path_rate"])
-    axis = formats or sorted(grid_by_format, key=format_rank)
+            grid_by_format.setdefault(r["format"], r["path_rate"])
+    return {"axis": formats or sorted(grid_by_format, key=format_rank), "n_histories": boot.get("n_histories"),
+            "per_history": {f: sweep["per_history_rates"][f] for f in formats},
+            "mean": [{k: f[k] for k in ("label", "rate", "lo", "hi")} for f in boot.get("formats", [])],
+            "grid": grid_by_format}
+
+
+def figure_2(data: dict[str, Any], folder: Path) -> list[str]:
+    """Path divergence by weight format: per-history dots, the mean with its two-way interval, and the
+    single-history grid as a dashed line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    means = data["mean"]
+    for i, f in enumerate(m["label"] for m in means):
+        rates = data["per_history"][f]
+        jitter = [(k - (len(rates) - 1) / 2) * 0.02 for k in range(len(rates))]
+        ax.scatter([i + j for j in jitter], [100 * r for r in rates], s=12, color="#9e9e9e", zorder=2,
+                   label="one random history" if i == 0 else None)
+    if means:
+        ys = [100 * m["rate"] for m in means]
+        err = [[y - 100 * m["lo"] for y, m in zip(ys, means)], [100 * m["hi"] - y for y, m in zip(ys, means)]]
+        ax.errorbar(range(len(means)), ys, yerr=err, color="#c44e52", marker="o", capsize=4, zorder=3,
+                    label=f"mean of {data['n_histories']} histories (95% CI, episodes x histories)")
+    axis, grid_by_format = data["axis"], data["grid"]
     xs = [axis.index(f) for f in axis if f in grid_by_format]
     if xs:
-        ax.plot(xs, [grid_by_format[axis[x]] for x in xs], linestyle="--", color="#4c72b0", marker="s",
+        ax.plot(xs, [100 * grid_by_format[axis[x]] for x in xs], linestyle="--", color="#4c72b0", marker="s",
                 markersize=4, label="grid (production default), one history", zorder=1)
     ax.set_xticks(range(len(axis)), axis)
     ax.set_xlabel("weight format")
@@ -125,36 +149,52 @@ def _bin_label(b: dict[str, Any]) -> str:
     return f"[{b['lo']:g},{hi})"
 
 
-def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
-    """(a) Flip hazard by recompute-path margin per format; (b) |Δmargin| at non-flipped positions."""
+def data_3(findings: dict[str, Any]) -> dict[str, Any]:
+    """Figure 3's data: the mechanism block it draws (sweep, grid or reset runs): per format the hazard bins
+    and the |Δmargin| summary."""
     source = next((s for s in ("sweep", "grid", "reset") if (findings["mechanism"].get(s) or {}).get("formats")),
                   None)
     if source is None:
         raise LookupError("no run with top-2 or deeper log-probabilities on both paths")
     block = findings["mechanism"][source]
-    formats = block["formats"]
+    return {"source": source, "top_k": block.get("top_k", "k"), "formats": block["formats"],
+            "per_format": {f: {"hazard": {"bins": block["per_format"][f]["hazard"]["bins"]},
+                               "delta_margin": block["per_format"][f]["delta_margin"]} for f in block["formats"]}}
+
+
+def figure_3(block: dict[str, Any], folder: Path) -> list[str]:
+    """(a) Flip hazard by recompute-path margin per format; (b) |Δmargin| at non-flipped positions."""
+    source, formats = block["source"], block["formats"]
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
     width = 0.8 / len(formats)
     bins = block["per_format"][formats[0]]["hazard"]["bins"]
+    thin = False
     for j, f in enumerate(formats):
-        hb = block["per_format"][f]["hazard"]["bins"]
-        xs = [i + (j - (len(formats) - 1) / 2) * width for i, b in enumerate(hb) if b["positions"]]
-        ys = [100 * b["hazard"] for b in hb if b["positions"]]
-        lo = [100 * (b["hazard"] - (b["ci_lo"] if b["ci_lo"] is not None else b["hazard"])) for b in hb
+        hb = [b for b in block["per_format"][f]["hazard"]["bins"] if b["positions"]]
+        xs = [i + (j - (len(formats) - 1) / 2) * width for i, b in enumerate(block["per_format"][f]["hazard"]["bins"])
               if b["positions"]]
-        hi = [100 * ((b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]) - b["hazard"]) for b in hb
-              if b["positions"]]
-        left.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=f, color=f"C{j}")
-        if len(formats) <= 2:
-            for x, b in zip(xs, (b for b in hb if b["positions"])):
+        for x, b in zip(xs, hb):
+            few = b["positions"] < FEW_POSITIONS
+            thin = thin or few
+            lo = b["ci_lo"] if b["ci_lo"] is not None else b["hazard"]
+            hi = b["ci_hi"] if b["ci_hi"] is not None else b["hazard"]
+            left.bar([x], [100 * b["hazard"]], width, yerr=None if few else [[100 * (b["hazard"] - lo)],
+                                                                              [100 * (hi - b["hazard"])]],
+                     capsize=2, color="none" if few else f"C{j}", edgecolor=f"C{j}", hatch="///" if few else None,
+                     alpha=0.45 if few else 1.0, label=f if x == xs[0] else None)
+            if few:
+                left.annotate(f"n={b['positions']}", (x, 100 * b["hazard"]), ha="center", va="bottom", fontsize=7,
+                              xytext=(0, 2), textcoords="offset points", color=f"C{j}")
+            elif len(formats) <= 2:
                 left.annotate(f"{b['flips']}/{b['positions']}", (x, 0), ha="center", va="bottom", fontsize=6,
                               xytext=(0, 2), textcoords="offset points", rotation=90)
     left.set_ylim(0, max(5.0, left.get_ylim()[1]))
     left.set_xticks(range(len(bins)), [_bin_label(b) for b in bins], fontsize=8)
     left.set_xlabel("top-two margin on the recompute path (logits)")
     left.set_ylabel("positions that flip (%)")
-    left.set_title("(a) flip hazard by margin (95% CI, bootstrap over episodes)", fontsize=9)
+    left.set_title("(a) flip hazard by margin (95% CI, bootstrap over episodes)" + (
+        f"\nhatched: fewer than {FEW_POSITIONS} positions (n shown), no interval drawn" if thin else ""), fontsize=9)
     left.legend(fontsize=8, frameon=False)
     stats = [block["per_format"][f]["delta_margin"] for f in formats]
     for i, s in enumerate(stats):
@@ -173,20 +213,44 @@ def figure_3(findings: dict[str, Any], folder: Path) -> list[str]:
                     fontsize=9)
     for ax in (left, right):
         ax.spines[["top", "right"]].set_visible(False)
-    fig.suptitle(f"Mechanism from top-{block.get('top_k', 'k')} log-probabilities ({source} runs)", fontsize=10,
+    fig.suptitle(f"Mechanism from top-{block['top_k']} log-probabilities ({source} runs)", fontsize=10,
                  y=1.04)
     files = _save(fig, folder, "fig3_mechanism")
     plt.close(fig)
     return files
 
 
-def write_all(findings: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Draw every figure the findings allow; the others are listed with the reason they were skipped."""
-    folder.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Any] = {"skipped": {}}
-    for name, draw in (("fig1", figure_1), ("fig2", figure_2), ("fig3", figure_3)):
+FIGURES = {"fig1": (data_1, figure_1, "fig1_divergence"), "fig2": (data_2, figure_2, "fig2_formats"),
+           "fig3": (data_3, figure_3, "fig3_mechanism")}
+
+
+def figure_data(findings: dict[str, Any]) -> dict[str, Any]:
+    """What each figure draws, by figure: {"data": {stem: data}, "skipped": {name: reason}} (nothing drawn)."""
+    out: dict[str, Any] = {"data": {}, "skipped": {}}
+    for name, (data, _, stem) in FIGURES.items():
         try:
-            written[name] = draw(findings, folder)
+            out["data"][stem] = data(findings)
         except LookupError as exc:
-            written["skipped"][name] = str(exc)
+            out["skipped"][name] = str(exc)
+    return out
+
+
+def listing(figures: dict[str, Any]) -> dict[str, Any]:
+    """The files `write_all` writes for `figure_data`'s result, as findings.json lists them."""
+    written: dict[str, Any] = {"skipped": dict(figures["skipped"])}
+    for name, (_, _, stem) in FIGURES.items():
+        if stem in figures["data"]:
+            written[name] = [f"figures/{stem}.{ext}" for ext in ("png", "pdf", "json")]
     return written
+
+
+def write_all(findings: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Draw every figure the findings allow, each with its data beside it; the others are listed with the
+    reason they were skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = figure_data(findings)
+    for _, draw, stem in FIGURES.values():
+        if stem in figures["data"]:
+            draw(figures["data"][stem], folder)
+            write_json_atomic(folder / f"{stem}.json", figures["data"][stem])
+    return listing(figures)

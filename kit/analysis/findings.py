@@ -17,9 +17,11 @@ from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
 from kit.atomic_file import write_json_atomic
+from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
 from kit.records import read_records
+from kit.terminal_text import one_line
 
 SCHEMA = "kit.findings/1"
 
@@ -196,11 +198,21 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
 
 def _prompt_cache(run: RunFolder) -> str:
-    """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value."""
+    """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value;
+    for a run whose phases set `cache_prompt` per request (the restored-state control, the demo), that first:
+    its server-level cache may be disabled while its warm phases reuse the slot's prompt cache."""
     try:
-        return grid_findings.prompt_cache_setting(run.cache_ram)
+        server = grid_findings.prompt_cache_setting(run.cache_ram)
     except (TypeError, ValueError):
-        return str(run.cache_ram)
+        server = str(run.cache_ram)
+    phases = run.resolved.get("phases")
+    if run.kind != "reset" or not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases):
+        return server
+    by_setting = {flag: [str(p.get("name")) for p in phases if bool(p.get("cache_prompt")) is flag]
+                  for flag in (False, True)}
+    said = "; ".join(f"cache_prompt {str(flag).lower()} in {', '.join(names)}"
+                     for flag, names in by_setting.items() if names)
+    return f"per request: {said} (server-level prompt cache {server})"
 
 
 def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
@@ -231,12 +243,29 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     return findings
 
 
+def refuse_empty(findings: dict[str, Any]) -> None:
+    """A KitError when the inputs hold nothing to analyse: no run folder at all (each input's reason
+    named), or runs none of which has an OK pass."""
+    if not findings["runs"]:
+        why = "; ".join(f"{item['path']}: {item['reason']}" for item in findings["skipped_inputs"][:3])
+        more = len(findings["skipped_inputs"]) - 3
+        raise KitError(f"no run folder to analyse ({one_line(why)}{f'; and {more} more' if more > 0 else ''})",
+                       "pass a run folder made by `kit run` or `kit import` (it holds manifest.json), or a folder "
+                       "holding such run folders")
+    if not any(run["ok_passes"] for run in findings["runs"]):
+        raise KitError(f"nothing to analyse: none of the {len(findings['runs'])} run(s) given has an OK pass "
+                       f"({len(findings['excluded_passes'])} pass(es) cut short, VOID or never run)",
+                       "finish the run with `kit resume RUN_DIR`, or pass a run with at least one OK pass")
+
+
 def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figures: bool = True) -> dict[str, Any]:
-    """Compute the findings and write findings.json, tables/ and figures/ under `out`."""
+    """Compute the findings and write findings.json, tables/ and figures/ under `out`; refuses inputs that
+    hold nothing to analyse (`refuse_empty`) before anything is written."""
     from kit.analysis import tables  # noqa: PLC0415
 
     timer = Timer()
     findings = compute(paths, settings, timer)
+    refuse_empty(findings)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     findings["files"] = {"tables": tables.write_all(findings, out / "tables")}

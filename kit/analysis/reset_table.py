@@ -91,6 +91,28 @@ def reset_table(run_dir: Path) -> dict[str, Any]:
             "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}
 
 
+def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
+    """Why correctness can read 0: (max_tokens, {session: (answers scored, answers cut at max_tokens before any
+    final answer)}), over the answers `outcomes` scores (each item's first recompute and cache-hit answer).
+    Read from the records, for the printed results only: not part of the table."""
+    from kit.workloads.answers import extract  # noqa: PLC0415
+
+    manifest = Manifest.load(run_dir)
+    found: dict[str, tuple[int, int]] = {}
+    for pass_id, info in manifest.data.get("passes", {}).items():
+        file = run_dir / info.get("file", "")
+        if info.get("status") != "OK" or not file.is_file():
+            continue
+        scored = {}
+        for record in sorted(read_records(file).records, key=lambda r: r["seq"]):
+            if record.get("reference") is not None:
+                scored.setdefault((record["unit"], record["expect"]), record["completion"])
+        cut = sum(c.get("finish_reason") == "length" and extract(c.get("text") or "")[0] is None
+                  for c in scored.values())
+        found[pass_id] = (len(scored), cut)
+    return (manifest.data.get("plan") or {}).get("max_tokens"), found
+
+
 CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "cache_caused",
               "reason")
 

@@ -4,6 +4,7 @@ LaTeX (the formatted layout). A small writer of our own; no templating engine ne
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,24 +35,39 @@ def ci(lo: Any, hi: Any, signed: bool = False) -> str:
     return f"[{fmt.format(100 * lo)}, {fmt.format(100 * hi)}]"
 
 
-def slashes(values: list[Any]) -> str:
-    return "/".join(str(v) for v in values) if values else DASH
-
-
 def _skips(table: dict[str, Any]) -> list[str]:
     return [" ".join(f"{k}={v}" for k, v in s.items() if k != "reason") + f": {s['reason']}" if len(s) > 1
             else s["reason"] for s in table.get("skipped", [])]
 
 
+TABLE_IV_COUNTS = ("recompute_reproduces", "hit_reproduces", "paths_differ")
+
+
+def of_n(k: Any, n: Any) -> str:
+    """A count with what it counts out of: `4 of 6`."""
+    return f"{k} of {n}"
+
+
+def per_session(sessions: list[str], cells: list[str]) -> str:
+    """One cell for a count every session has: `x in each session` when all sessions agree, else each
+    session's value by name (`s1: 4 of 6, s2: 3 of 6`)."""
+    if not cells:
+        return DASH
+    if len(set(cells)) == 1:
+        return cells[0] if len(cells) == 1 else f"{cells[0]} in each session"
+    return ", ".join(f"{s}: {c}" for s, c in zip(sessions, cells))
+
+
 def table_iii(t: dict[str, Any]) -> Layout:
     layout = Layout("III", "Run-to-run divergence of the cache-enabled arm (%), server-level prompt cache x pass "
-                           "order, dependence-aware 95% intervals.",
+                           "order, dependence-aware 95% intervals; k of n: episodes that diverged of the episodes "
+                           "compared.",
                     ["Model", "Weights", "Server-level prompt cache", "passes adjacent (%)",
                      "cache-off pass in between (%)"], notes=_skips(t))
     cells: dict[tuple, dict[str, str]] = {}
     for r in t["rows"]:
         key = (r["model"], r["format"], r["prompt_cache"])
-        cells.setdefault(key, {})[r["order"]] = f"{pct(r['rate'])} {ci(r['lo'], r['hi'])} ({r['k']}/{r['n']})"
+        cells.setdefault(key, {})[r["order"]] = f"{pct(r['rate'])} {ci(r['lo'], r['hi'])} ({of_n(r['k'], r['n'])})"
     for (model, fmt, setting), by_order in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         layout.rows.append([model, fmt, setting, by_order.get("adjacent", DASH),
                             by_order.get("cache-off pass in between", DASH)])
@@ -59,24 +75,44 @@ def table_iii(t: dict[str, Any]) -> Layout:
 
 
 def table_iv(t: dict[str, Any]) -> Layout:
-    layout = Layout("IV", "Restored-state control: per-session counts; the last two columns count items whose tokens "
-                          "are identical in all sessions.",
-                    ["Model", "Weights", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
-                     "same in all: recompute", "same in all: cache hit"], notes=_skips(t))
+    layout = Layout("IV", "Restored-state control. Each count reads k of n: k of the n items whose four phases all "
+                          "succeeded in that session (in each session: every session gave the same count); "
+                          "the last two columns count the items whose tokens are identical in all the run's OK "
+                          "sessions, of the items OK in all of them.",
+                    ["Model", "Weights", "sessions", "recompute reproduces", "cache hit reproduces", "paths differ",
+                     "same in all sessions: recompute", "same in all sessions: cache hit"], notes=_skips(t))
     for r in t["rows"]:
-        across = r["across_sessions"]
-        same = [f"{across[key]}/{across['items']}" if key in across else DASH
+        across, names = r["across_sessions"], [str(s) for s in r["sessions"]]
+        counts = [per_session(names, [of_n(k, n) for k, n in zip(r[key], r["items"])]) for key in TABLE_IV_COUNTS]
+        same = [of_n(across[key], across["items"]) if key in across else DASH
                 for key in ("recompute_same_in_all", "hit_same_in_all")]
-        layout.rows.append([r["model"], r["format"], slashes(r["items"]), slashes(r["recompute_reproduces"]),
-                            slashes(r["hit_reproduces"]), slashes(r["paths_differ"]), *same])
+        layout.rows.append([r["model"], r["format"], f"{len(names)} ({', '.join(names)})", *counts, *same])
         if "note" in across:
             layout.notes.append(f"{r['run']}: {across['note']}")
     return layout
 
 
+def table_iv_csv(t: dict[str, Any]) -> list[dict[str, Any]]:
+    """Table IV's CSV: one line per run and session, every count a plain number beside the number it is out
+    of (`items` for the per-session counts, `items_in_all_sessions` for the last two), as the Markdown and
+    LaTeX tables show them (`k of n`)."""
+    out = []
+    for r in t["rows"]:
+        across = r["across_sessions"]
+        for i, session in enumerate(r["sessions"]):
+            out.append({"run": r["run"], "model": r["model"], "format": r["format"], "sessions": len(r["sessions"]),
+                        "session": session, "items": r["items"][i],
+                        **{key: r[key][i] for key in TABLE_IV_COUNTS},
+                        "items_in_all_sessions": across.get("items", ""),
+                        "recompute_same_in_all": across.get("recompute_same_in_all", ""),
+                        "hit_same_in_all": across.get("hit_same_in_all", "")})
+    return out
+
+
 def table_v(t: dict[str, Any]) -> Layout:
     layout = Layout("V", "Episode-level divergence per configuration: run-to-run (cache off, cache on) and path "
-                         "divergence, envelope of circular block bootstrap and Wilson 95% intervals.",
+                         "divergence, envelope of circular block bootstrap and Wilson 95% intervals; n: episodes "
+                         "compared.",
                     ["Engine", "Model", "Weights", "prompt cache", "n", "cache off (%)", "cache on (%)", "95% CI", "path (%)",
                      "95% CI"], notes=_skips(t))
     for r in t["rows"]:
@@ -90,7 +126,8 @@ def table_vi(t: dict[str, Any]) -> Layout:
     rows = t["rows"]
     h = rows[0]["histories"] if rows else 0
     layout = Layout("VI", "Replicated sweep: path divergence per format; the interval resamples episodes and "
-                          "histories; the difference from the reference is paired by episode and history.",
+                          "histories; the difference from the reference is paired by episode and history; histories "
+                          "above reference: k of the n histories.",
                     ["Weights", "canonical history (%)", f"mean of {h} histories (%)", "SD", "range", "95% CI",
                      "difference (points)", "histories above reference"], notes=_skips(t))
     for r in rows:
@@ -98,19 +135,20 @@ def table_vi(t: dict[str, Any]) -> Layout:
         layout.rows.append([r["format"], pct(r["canonical_rate"]), pct(r["mean"]), pct(r["sd"]),
                             f"{pct(r['min'])}{DASH}{pct(r['max'])}", ci(r["lo"], r["hi"]),
                             DASH if ref else f"{100 * r['diff']:+.1f} {ci(r['diff_lo'], r['diff_hi'], True)}",
-                            DASH if ref else f"{r['above_reference']}/{r['histories']}"])
+                            DASH if ref else of_n(r['above_reference'], r['histories'])])
     return layout
 
 
 def table_vii(t: dict[str, Any]) -> Layout:
     layout = Layout("VII", "Single-turn bridge: path determinism, cache-attributable path divergence (Wilson 95%), "
-                           "correctness flips and the exact McNemar test.",
+                           "correctness flips and the exact McNemar test; n: items; recompute and cache hit: k of n "
+                           "items whose path reproduced itself; flips and correct: items.",
                     ["Model", "Weights", "n", "recompute", "cache hit", "path (%)", "95% CI", "flips",
                      "correct recompute", "correct cache hit", "McNemar p"], notes=_skips(t))
     for r in t["rows"]:
         div = r.get("path_divergence") or {}
-        layout.rows.append([r["model"], r["format"], str(r["n"]), f"{r['recompute_reproduces']}/{r['n']}",
-                            f"{r['hit_reproduces']}/{r['n']}", pct(div.get("rate")), ci(div.get("lo"), div.get("hi")),
+        layout.rows.append([r["model"], r["format"], str(r["n"]), of_n(r['recompute_reproduces'], r['n']),
+                            of_n(r['hit_reproduces'], r['n']), pct(div.get("rate")), ci(div.get("lo"), div.get("hi")),
                             str(r.get("flips", DASH)), str(r.get("correct_recompute", DASH)),
                             str(r.get("correct_hit", DASH)),
                             f"{r['mcnemar']['p']:.3f}" if "mcnemar" in r else DASH])
@@ -121,6 +159,11 @@ def table_vii(t: dict[str, Any]) -> Layout:
 
 LAYOUTS: dict[str, Callable[[dict[str, Any]], Layout]] = {
     "III": table_iii, "IV": table_iv, "V": table_v, "VI": table_vi, "VII": table_vii}
+# tables laid out anew since bundles were first written: kit verify compares an older layout of these by the
+# numbers it shows (kit.bundle.rendered), since they no longer line up with this kit's
+RELAID = {"IV": "Table IV as kits up to commit eb721ab wrote it: per-session counts joined by '/', no sessions "
+                "column, its CSV one line per run"}
+CSV_ROWS: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {"IV": table_iv_csv}
 
 
 def markdown(layout: Layout) -> str:
@@ -162,25 +205,32 @@ def flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+def csv_text(rows: list[dict[str, Any]]) -> str:
     flats = [flat(r) for r in rows]
     fields = list(dict.fromkeys(k for r in flats for k in r))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields or ["no_rows"])
-        writer.writeheader()
-        writer.writerows(flats)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields or ["no_rows"])
+    writer.writeheader()
+    writer.writerows(flats)
+    return buffer.getvalue()
+
+
+def render(name: str, table: dict[str, Any]) -> dict[str, str]:
+    """Table `name` as its three files: extension -> text (what `write_all` writes, and what `kit verify`
+    compares a bundled table with)."""
+    layout = LAYOUTS[name](table)
+    rows = CSV_ROWS[name](table) if name in CSV_ROWS else table["rows"]
+    return {"csv": csv_text(rows), "md": markdown(layout), "tex": latex(layout)}
 
 
 def write_all(findings: dict[str, Any], folder: Path) -> dict[str, list[str]]:
     """Write table_<N>.csv/.md/.tex for every table; returns the file names per table."""
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, make in LAYOUTS.items():
-        table = findings["tables"][name]
-        layout = make(table)
+    for name in LAYOUTS:
         stem = f"table_{name}"
-        write_csv(folder / f"{stem}.csv", table["rows"])
-        (folder / f"{stem}.md").write_text(markdown(layout))
-        (folder / f"{stem}.tex").write_text(latex(layout))
+        for ext, text in render(name, findings["tables"][name]).items():
+            with (folder / f"{stem}.{ext}").open("w", newline="") as fh:
+                fh.write(text)
         written[name] = [f"tables/{stem}.{ext}" for ext in ("csv", "md", "tex")]
     return written

@@ -72,7 +72,8 @@ def compare_json(bundled: Any, recomputed: Any, file: str, key: str = "") -> lis
     return []
 
 
-def _cell(text: str) -> Any:
+def cell_value(text: str) -> Any:
+    """A table cell as the number it reads, else as its text."""
     for convert in (int, float):
         try:
             return convert(text)
@@ -82,7 +83,7 @@ def _cell(text: str) -> Any:
 
 
 def parse_csv(data: bytes) -> list[list[Any]]:
-    return [[_cell(c) for c in row] for row in csv.reader(io.StringIO(data.decode("utf-8")))]
+    return [[cell_value(c) for c in row] for row in csv.reader(io.StringIO(data.decode("utf-8")))]
 
 
 def compare_file(name: str, bundled: bytes, recomputed: bytes) -> list[Mismatch]:

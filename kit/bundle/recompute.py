@@ -53,3 +53,13 @@ def recompute(run_dir: Path) -> dict[str, bytes]:
             for path in sorted(p for p in base.rglob("*") if p.is_file()):
                 out[path.relative_to(run_dir).as_posix()] = path.read_bytes()
     return out
+
+
+def count_records(run_dir: Path) -> int:
+    """Record lines in run_dir's records/ files (one JSON line per request, or per episode)."""
+    total = 0
+    for path in sorted((run_dir / "records").rglob("*.jsonl")):
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                total += chunk.count(b"\n")
+    return total

@@ -1,148 +1,167 @@
-"""The offline HTML report: one self-contained page (inline CSS, figures as data URIs, no network).
+"""The offline HTML report: one self-contained page a reviewer reads top to bottom (inline CSS, figures as
+data URIs, no script, no network).
 
-Tables are rendered from the bundled results themselves (JSON and CSV), so the page shows exactly
-the numbers `kit verify` re-checks.
+It opens with a headline verdict per run (kit.bundle.headline: what diverged, how often, with its
+interval, and whether the controls held), then each run: its verdict and controls, its main table,
+the paper's Tables III–VII when `kit analyze` left findings in the run folder, the comparison with the
+published values (`kit compare`), the figures, the provenance, and links to the raw results files
+(never dumped). Every text from a bundle file is HTML-escaped. `render` is deterministic: `kit verify`
+renders it again from the verified files and compares (kit.bundle.reader_files).
 """
 
 from __future__ import annotations
 
 import base64
-import json
-from html import escape
+import html
 from typing import Any
+from urllib.parse import quote
 
+from kit.analysis.tables import Layout
 from kit.bundle.content import BundledRun, summary
+from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
+from kit.terminal_text import printable
 
 COMPARE_FILE = "analysis/compare-paper.json"  # written by `kit compare RUN_DIR --reference paper`
 COMPARE_COLUMNS = ("table", "row", "quantity", "published", "this_run", "verdict", "rule")
+FIGURE_NOTES = {
+    "fig3": "Margin bins with fewer positions than the threshold printed on the figure are hatched and labelled "
+            "with their n: a rate from so few positions says little.",
+}
 
 STYLE = """
+*{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:70rem;color:#1d1d1f;
-line-height:1.4;padding:0 1rem}
-h1{font-size:1.6rem}h2{border-bottom:2px solid #3b6ea5;padding-bottom:.2rem;margin-top:2.5rem}
-h3{margin-top:1.6rem;font-size:1.05rem;font-family:ui-monospace,monospace}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.85rem}
-th,td{border:1px solid #c8ccd2;padding:.25rem .55rem;text-align:left;vertical-align:top}
+line-height:1.45;padding:0 1rem}
+h1{font-size:1.6rem;overflow-wrap:anywhere}h2{border-bottom:2px solid #3b6ea5;padding-bottom:.2rem;margin-top:2.5rem;
+overflow-wrap:anywhere}h3{margin-top:1.6rem;font-size:1.05rem}
+.wide{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.85rem;max-width:100%}
+caption{text-align:left;font-size:.85rem;color:#333;padding-bottom:.3rem}
+th,td{border:1px solid #c8ccd2;padding:.25rem .55rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
+table.kv td{overflow-wrap:anywhere}
 th{background:#e8eef6}tr:nth-child(even) td{background:#f7f8fa}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status-finished{color:#176b2c;font-weight:600}.status-failed,.status-interrupted{color:#a31515;font-weight:600}
-figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #c8ccd2}figcaption{font-size:.8rem;color:#555}
-code{font-family:ui-monospace,monospace;font-size:.85em;word-break:break-all}.note{color:#555;font-size:.9rem}
+table.kv th{width:12rem}
+.status-finished{color:#176b2c}.status-failed,.status-interrupted{color:#a31515}
+.held{color:#176b2c;font-weight:600}.broken{color:#a31515;font-weight:600}.unjudged{color:#7a5b00;font-weight:600}
+.verdict{border-left:4px solid #3b6ea5;background:#f3f6fa;padding:.5rem 1rem;margin:.8rem 0}
+.verdict ul{margin:.2rem 0;padding-left:1.2rem}
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #c8ccd2}
+figcaption{font-size:.8rem;color:#555}
+code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.note{color:#555;font-size:.9rem}
 """
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return '<td class="null">&mdash;</td>'
-    if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
-    if isinstance(value, (int, float)):
-        text = f"{value:.6g}" if isinstance(value, float) else str(value)
-        return f'<td class="num">{escape(text)}</td>'
-    if isinstance(value, (list, dict)):
-        return f"<td><code>{escape(json.dumps(value, ensure_ascii=False))}</code></td>"
-    return f"<td>{escape(str(value))}</td>"
+def escape(text: Any) -> str:
+    """Text from a bundle file as HTML: control characters removed (a page is plain UTF-8 text; kit verify
+    refuses NUL), then escaped."""
+    return html.escape(printable(str(text)))
 
 
-def _rows_table(rows: list[dict[str, Any]]) -> str:
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(k for k in row if k not in columns)
-    head = "".join(f"<th>{escape(str(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(row.get(c)) for c in columns) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _table(layout: Layout, title: str | None = None) -> str:
+    caption = f"<caption><strong>{escape(title)}.</strong> {escape(layout.caption)}</caption>" if title else \
+        f"<caption>{escape(layout.caption)}</caption>"
+    head = "".join(f"<th>{escape(c)}</th>" for c in layout.header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in layout.rows)
+    if not layout.rows:
+        body = f'<tr><td colspan="{max(1, len(layout.header))}">(no rows)</td></tr>'
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in layout.notes)
+    return f'<div class="wide"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{notes}'
 
 
 def _kv_table(pairs: dict[str, Any]) -> str:
-    body = "".join(f"<tr><th>{escape(str(k))}</th>{_cell(v)}</tr>" for k, v in pairs.items())
-    return f"<table><tbody>{body}</tbody></table>"
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{'&mdash;' if v is None else escape(str(v))}</td></tr>"
+                   for k, v in pairs.items())
+    return f'<div class="wide"><table class="kv"><tbody>{body}</tbody></table></div>'
 
 
-def _grid_table(grid: list[list[Any]]) -> str:
-    if not grid:
-        return '<p class="note">(empty)</p>'
-    head = "".join(f"<th>{escape(str(c))}</th>" for c in grid[0])
-    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in grid[1:])
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _held(h: Headline) -> str:
+    label, css = {True: ("controls held", "held"), False: ("controls did NOT hold", "broken"),
+                  None: ("controls not judged", "unjudged")}[h.held]
+    return f'<span class="{css}">{label}</span>'
 
 
-def _is_rows(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(r, dict) for r in value)
+def _verdict(h: Headline) -> str:
+    items = "".join(f"<li>{escape(line)}</li>" for line in h.verdict)
+    controls = "".join(f"<li>{escape(line)}</li>" for line in h.controls)
+    return (f'<div class="verdict"><p><strong>Verdict</strong></p><ul>{items}</ul>'
+            f"<p><strong>Controls</strong>: {_held(h)}</p>" + (f"<ul>{controls}</ul>" if controls else "") + "</div>")
 
 
-def render_value(data: Any) -> str:
-    """A JSON result as tables: scalars as a key/value table, lists of objects as row tables."""
-    if _is_rows(data):
-        return _rows_table(data)
-    if not isinstance(data, dict):
-        return _kv_table({"value": data})
-    scalars = {k: v for k, v in data.items() if not (isinstance(v, dict) or _is_rows(v))}
-    parts = [_kv_table(scalars)] if scalars else []
-    for key, value in data.items():
-        if key in scalars:
-            continue
-        parts.append(f"<h4>{escape(str(key))}</h4>{render_value(value)}")
-    return "".join(parts)
-
-
-def _figure(name: str, media: str, data: bytes) -> str:
-    uri = f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
-    return f'<figure><img src="{uri}" alt="{escape(name)}"><figcaption>{escape(name)}</figcaption></figure>'
+def _link(run: BundledRun, name: str) -> str:
+    return f'<a href="{escape(quote(run.prefix + name))}"><code>{escape(name)}</code></a>'
 
 
 def paper_comparison(data: Any) -> str | None:
     """The section `kit compare` leaves in analysis/compare-paper.json: one line per published value with
-    this run's value and the verdict; None when the file is not laid out that way (then shown as JSON)."""
+    this run's value and the verdict; None when the file is not laid out that way (then only linked)."""
     if not isinstance(data, dict) or not isinstance(data.get("lines"), list) or not all(
             isinstance(line, dict) for line in data["lines"]):
         return None
-    rows = [{c.replace("_", " "): line.get(c) for c in COMPARE_COLUMNS} for line in data["lines"]]
     counts = data.get("counts") if isinstance(data.get("counts"), dict) else {}
+    layout = Layout("compare", f"{', '.join(f'{k} {v}' for k, v in counts.items())}. Each line names the rule it "
+                    "used; underpowered: a smaller run than the paper's; not comparable: the line says what differs.",
+                    [c.replace("_", " ") for c in COMPARE_COLUMNS],
+                    [["" if line.get(c) is None else str(line.get(c)) for c in COMPARE_COLUMNS]
+                     for line in data["lines"]])
     absent = [a for a in data.get("absent") or [] if isinstance(a, dict) and isinstance(a.get("rows"), list)]
-    parts = ["<h3>Against the paper's published values (kit compare)</h3>",
-             f'<p class="note">{escape(", ".join(f"{k} {v}" for k, v in counts.items()))}. Each line names the '
-             "rule it used; underpowered: a smaller run than the paper's; not comparable: the line says what "
-             "differs.</p>"]
-    parts.append(_rows_table(rows) if rows else '<p class="note">(no line)</p>')
-    if absent:
-        parts.append('<p class="note">Not in this run: ' + "; ".join(
-            escape(f"{a.get('table')}: {len(a['rows'])} published rows ({a.get('reason')})") for a in absent) + "</p>")
-    return "".join(parts)
+    layout.notes = ["Not in this run: " + "; ".join(f"{a.get('table')}: {len(a['rows'])} published rows "
+                                                    f"({a.get('reason')})" for a in absent)] if absent else []
+    return "<h3>Against the paper's published values (kit compare)</h3>" + _table(layout)
 
 
-def _run_section(run: BundledRun) -> str:
-    info = summary(run)
-    status = escape(str(info["status"]))
-    parts = [f'<h2 id="{escape(run.run_id)}">Run {escape(run.run_id)} '
-             f'<span class="status-{status}">{status}</span></h2>', "<h3>Provenance</h3>", _kv_table(info)]
+def _figure(name: str, media: str, data: bytes) -> str:
+    uri = f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
+    stem = name.rsplit("/", 1)[-1]
+    note = next((n for key, n in FIGURE_NOTES.items() if stem.startswith(key)), "")
+    return (f'<figure><img src="{uri}" alt="{escape(name)}"><figcaption><code>{escape(name)}</code>'
+            f"{' ' + escape(note) if note else ''}</figcaption></figure>")
+
+
+def _run_section(run: BundledRun, h: Headline) -> str:
+    status = escape(h.status)
+    parts = [f'<h2 id="{escape(run.run_id)}">Run {escape(run.run_id)} <span class="status-{status}">({status})'
+             "</span></h2>", _verdict(h)]
+    parts.extend(_table(layout, f"Results: {layout.name}") for layout in h.tables)
+    shown, absent = paper_tables(run)
+    if shown or absent:
+        parts.append("<h3>The paper's tables (kit analyze)</h3>")
+        parts.extend(_table(layout, f"Table {layout.name}") for layout in shown)
+        if absent:
+            parts.append('<p class="note">Not computed from this run: ' + "; ".join(escape(a) for a in absent) + "</p>")
     tables = run.tables()
     comparison = paper_comparison(tables.get(COMPARE_FILE)) if COMPARE_FILE in tables else None
     if comparison is not None:
         parts.append(comparison)
-    for name, data in tables.items():
-        if name.endswith(".csv") and name[:-4] + ".json" in run.files:
-            continue  # the JSON twin is shown, with more detail
-        if name == COMPARE_FILE and comparison is not None:
-            continue  # shown above, as its own section
-        parts.append(f"<h3>{escape(name)}</h3>")
-        parts.append(_grid_table(data) if name.endswith(".csv") else render_value(data))
     figures = run.figures()
     if figures:
         parts.append("<h3>Figures</h3>")
         parts.extend(_figure(name, media, data) for name, (media, data) in figures.items())
-    others = [n for n in run.computed() if n not in figures and not n.endswith((".json", ".csv"))]
-    if others:
-        parts.append('<p class="note">Also in the bundle: ' + ", ".join(f"<code>{escape(n)}</code>" for n in others)
-                     + "</p>")
+    parts += ["<h3>Provenance</h3>", _kv_table(summary(run))]
+    raw = [n for n in run.computed() if n not in figures]
+    if raw:
+        findings = f"; <code>{escape(FINDINGS)}</code> holds every finding with its counts" if FINDINGS in raw else ""
+        parts.append(f'<p class="note">Raw results in the bundle (every number above is read from them{findings}): '
+                     + ", ".join(_link(run, n) for n in raw) + "</p>")
     return "".join(parts)
+
+
+def _overview(heads: list[Headline]) -> str:
+    rows = "".join(f'<tr><td><a href="#{escape(quote(h.run_id))}">{escape(h.run_id)}</a></td><td>{escape(h.kind)}'
+                   f"</td><td>{escape(h.status)}</td><td>{escape(h.verdict[0] if h.verdict else '')}</td>"
+                   f"<td>{_held(h)}</td></tr>" for h in heads)
+    return ('<h2>Headline</h2><div class="wide"><table><thead><tr><th>run</th><th>kind</th><th>status</th>'
+            f"<th>what diverged, how often</th><th>controls</th></tr></thead><tbody>{rows}</tbody></table></div>")
 
 
 def render(runs: list[BundledRun], index: dict[str, Any]) -> str:
     """The whole report as one HTML string."""
     title = f"Cache-divergence kit results: {', '.join(r.run_id for r in runs)}"
+    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
     intro = (f'<p class="note">Bundle written {escape(str(index.get("created")))} by kit '
-             f'{escape(str(index.get("kit", {}).get("version")))}. Every number below is read from the bundled '
-             "results; <code>kit verify</code> recomputes them from the raw records. This page needs no network.</p>")
-    body = "".join(_run_section(run) for run in runs)
+             f'{escape(str(kit.get("version")))}. Every number below is read from the bundled results; '
+             "<code>kit verify</code> recomputes them from the raw records and renders this page again from the "
+             "verified files. This page needs no network.</p>")
+    heads = [headline(run) for run in runs]
+    body = _overview(heads) + "".join(_run_section(run, h) for run, h in zip(runs, heads))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{intro}{body}</body></html>\n")

@@ -1,5 +1,9 @@
 """`kit verify`: check every checksum, recompute every result from the raw records, compare every number.
 
+What is recomputed: each run's `results/` (its kind's results, kit.bundle.recompute) and its `analysis/`
+(findings, tables, figure data, the comparison with the paper: kit.bundle.recompute_analysis); the
+verdict counts files and values per kind, and lists every file only its checksum vouches for.
+
 The bundle is read once, as a stream (kit.bundle.safe_tar): every member is checked before its data
 is used, every file is hashed in chunks, and only what recomputation and comparison need (manifests,
 records, protocols, results, the index and checksum list) is unpacked, into a temporary folder that
@@ -15,11 +19,16 @@ from typing import Any
 from kit.bundle import (
     CHECKSUMS,
     INDEX,
+    README,
+    REPORT,
     RUNS,
     SCHEMA,
     SCHEMA_VERSION,
     checksums,
+    reader_files,
     recompute,
+    recompute_analysis,
+    rendered,
     safe_tar,
 )
 from kit.bundle.compare import Mismatch, compare_file
@@ -31,6 +40,7 @@ from kit.provenance import backends_differ
 from kit.terminal_text import one_line
 
 RECORD_KEYS = ("file", "episodes_file")  # where a manifest's passes name their record files
+RESULTS_FOLDER, ANALYSIS_FOLDER = COMPUTED_FOLDERS
 
 
 class NewerBundle(BadBundle):
@@ -53,11 +63,15 @@ class Verdict:
     """The outcome of `verify_bundle`: problems and mismatches make it fail; notes do not."""
 
     files_checked: int = 0
-    results_compared: list[str] = field(default_factory=list)
+    results_compared: list[str] = field(default_factory=list)  # every recomputed file compared, all kinds
     values_compared: int = 0
     problems: list[Problem] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    records: int = 0  # record lines in the runs' records/ files
+    by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, values] recomputed
+    images: list[int] = field(default_factory=lambda: [0, 0])  # figure images without, with their data beside
+    not_recomputed: list[str] = field(default_factory=list)  # computed files only their checksum vouches for
 
     @property
     def ok(self) -> bool:
@@ -66,17 +80,50 @@ class Verdict:
     def named_files(self) -> set[str]:
         return {p.file for p in self.problems} | {m.file for m in self.mismatches}
 
+    def compared(self, kind: str, file: str, values: int) -> None:
+        """Count one recomputed file of `kind` compared, with the values compared in it."""
+        tally = self.by_kind.setdefault(kind, [0, 0])
+        tally[0] += 1
+        tally[1] += values
+        self.results_compared.append(file)
+        self.values_compared += values
+
+    def recomputed(self) -> tuple[str, list[str]]:
+        """What was recomputed, in numbers (files and values per kind, from how many records), and what was
+        not (figure images, files this kit could not recompute)."""
+        kinds = [k for k in recompute_analysis.KINDS if k in self.by_kind]
+        files = sum(self.by_kind[k][0] for k in kinds)
+        parts = [f"{k}: {_count(self.by_kind[k][0], 'file')}, {self.by_kind[k][1]:,} values" for k in kinds]
+        head = f"recomputed {_count(files, 'file')}, {self.values_compared:,} values from " \
+               f"{_count(self.records, 'record')}" + (f" ({'; '.join(parts)})" if parts else "")
+        without, with_data = self.images
+        tail = []
+        if with_data:
+            tail.append(f"{_count(with_data, 'figure image')} checked by checksum only (images differ between "
+                        "matplotlib versions; the data each draws is among the recomputed files)")
+        if without:
+            tail.append(f"{_count(without, 'figure image')} with no data beside {'it' if without == 1 else 'them'} "
+                        "to recompute, checked by checksum only")
+        if self.not_recomputed:
+            tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
+                        "bundle gives them; listed in the notes), checked by checksum only")
+        return head, tail
+
     def summary(self) -> str:
-        if self.ok:
-            return (f"OK: {self.files_checked} files match their checksums; {len(self.results_compared)} "
-                    f"results files recomputed from the raw records, {self.values_compared} values equal")
-        return f"FAILED: {len(self.problems)} problems, {len(self.mismatches)} mismatches"
+        if not self.ok:
+            return f"FAILED: {len(self.problems)} problems, {len(self.mismatches)} mismatches"
+        head, tail = self.recomputed()
+        return "; ".join([f"OK: {self.files_checked} files match their checksums", f"{head}: all equal", *tail])
 
     def lines(self) -> list[str]:
         """What `kit verify` prints, one line each, without terminal control characters."""
         out = [p.line() for p in self.problems] + [m.line() for m in self.mismatches]
         out += [f"note: {n}" for n in self.notes]
         return [one_line(line) for line in out + [self.summary()]]
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number:,} {what}{'' if number == 1 else 's'}"
 
 
 def schema_version(schema: Any) -> int | None:
@@ -167,33 +214,97 @@ def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names
 
 
 def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
-                  verdict: Verdict) -> None:
-    """Recompute the run's results from a copy holding only its raw inputs and compare them."""
+                  verdict: Verdict) -> Path | None:
+    """Recompute the run's results/ from a copy holding only its raw inputs and compare them; the copy
+    (which analysis recomputes from) or None when the run's kind is not one this kit knows."""
     prefix = f"{RUNS}/{run_id}/"
     kind = manifest.get("protocol", {}).get("kind")
     if not isinstance(kind, str) or kind not in kinds.KINDS:
         verdict.problems.append(Problem(prefix + "manifest.json", f"protocol kind {kind!r} cannot be "
                                         "recomputed by this kit (upgrade the kit)"))
-        return
+        return None
     copy = recompute.raw_copy(bundle.folder / RUNS / run_id, bundle.scratch, run_id)
+    verdict.records += recompute.count_records(copy)
     try:
         fresh = recompute.recompute(copy)
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the run
         verdict.problems.append(Problem(prefix + "records/", f"recomputing failed: {type(exc).__name__}: {exc}"))
-        return
-    bundled = [name for name in names if name.startswith(COMPUTED_FOLDERS)]
-    for name in sorted(set(bundled) | set(fresh)):
+        return copy
+    bundled = [name for name in names if name.startswith(RESULTS_FOLDER)]
+    for name in sorted(set(bundled) | {n for n in fresh if n.startswith(RESULTS_FOLDER)}):
         file = prefix + name
         if name not in fresh:
             verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
+            verdict.not_recomputed.append(file)
         elif name not in bundled:
             verdict.mismatches.append(Mismatch(file, "", "<absent>", "<recomputed>"))
         else:
             data = bundle.read(file) or b""
             found = compare_file(file, data, fresh[name])
             verdict.mismatches.extend(found)
-            verdict.results_compared.append(file)
-            verdict.values_compared += _leaves(data, name) if not found else 0
+            verdict.compared(recompute_analysis.RESULTS, file, _leaves(data, name) if not found else 0)
+    return copy
+
+
+def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], copies: dict[str, Path],
+                   cache: dict, verdict: Verdict) -> None:
+    """Recompute the run's analysis/ (findings, tables, figure data, comparison with the paper) from the raw
+    copies of the runs its findings name, and compare each file by its rule (kit.bundle.recompute_analysis);
+    every file that cannot be recomputed is a note, counted in the summary as checked by checksum only."""
+    prefix = f"{RUNS}/{run_id}/"
+    held = {name: bundle.read(prefix + name) or b"" for name in names if name.startswith(ANALYSIS_FOLDER)}
+    if not held:
+        return
+    try:
+        fresh = recompute_analysis.recompute(held, copies, cache)
+    except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the findings
+        verdict.problems.append(Problem(prefix + recompute_analysis.FINDINGS,
+                                        f"recomputing the analysis failed: {type(exc).__name__}: {exc}"))
+        return
+    for why in fresh.carried:
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {why} is NOT recomputed on this machine; the bundled "
+                             "values stand in the recomputed findings")
+        verdict.not_recomputed.append(f"{prefix}{recompute_analysis.FINDINGS}: {why}")
+    by_rule: dict[str, list[str]] = {}
+    unchecked: dict[str, list[str]] = {}  # why not recomputed -> files
+    for name, data in sorted(held.items()):
+        file = prefix + name
+        if name in fresh.not_recomputed:
+            unchecked.setdefault(fresh.not_recomputed[name], []).append(name)
+            verdict.not_recomputed.append(file)
+        elif recompute_analysis.is_image(name):
+            with_data = f"{name.rsplit('.', 1)[0]}.json" in held  # compared (or said not recomputed) on its own
+            verdict.images[with_data] += 1
+            if not with_data:
+                by_rule.setdefault(NO_FIGURE_DATA, []).append(name)
+        elif name not in fresh.files:
+            verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
+            verdict.not_recomputed.append(file)
+        else:
+            outcome = recompute_analysis.compare(file, name, data, fresh.files[name])
+            verdict.mismatches.extend(outcome.mismatches)
+            if outcome.rule != rendered.EXACT and not outcome.mismatches:
+                by_rule.setdefault(outcome.rule, []).append(name)
+            verdict.compared(fresh.files[name].kind, file, outcome.values if not outcome.mismatches else 0)
+    for why, names_ in unchecked.items():
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} NOT recomputed ({why}); only "
+                             "their checksums were checked: " + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
+    for rule, names_ in by_rule.items():
+        verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} {RULE_NOTES[rule]}: "
+                             + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
+
+
+NO_FIGURE_DATA = "no figure data"
+RULE_NOTES = {
+    rendered.IN_ORDER: "worded otherwise than this kit writes them (another kit version); every number in them, in "
+                       "order, and every word of their rows are the recomputed ones (captions and notes were not "
+                       "compared word for word)",
+    rendered.FOUND: "in an older layout of their table (kit.analysis.tables.RELAID); each number in them is one of "
+                    "the recomputed values of that table, each word of their rows one of its words (their order and "
+                    "captions were not compared)",
+    NO_FIGURE_DATA: "are figure images with no data beside them (written by a kit that kept none), so what they "
+                    "draw is not recomputed; only their checksums were checked",
+}
 
 
 def _leaves(data: bytes, name: str) -> int:
@@ -215,7 +326,7 @@ def keep(limits: Limits, records: bool = True):
     """Which files to unpack, and up to how many bytes: records (streamed) when asked for, and the files
     the kit parses whole (index, checksum list, manifests, protocols, results and analysis)."""
     def cap(rel: str) -> int | None:
-        if rel in (INDEX, CHECKSUMS):
+        if rel in (INDEX, CHECKSUMS, REPORT, README):
             return limits.read_whole_bytes
         parts = rel.split("/", 2)
         if len(parts) < 3 or parts[0] != RUNS:
@@ -235,16 +346,26 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     check_checksums(bundle, verdict)
     index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
     check_schema(bundle.read(INDEX), index_ok, verdict)
-    manifests = []
-    for run_id, names in runs_in(bundle.listing.files).items():
+    manifests, copies = [], {}
+    runs = runs_in(bundle.listing.files)
+    for run_id, names in runs.items():
         manifest = load_manifest(bundle, run_id, names, verdict)
         if manifest is not None:
             manifests.append(manifest)
             check_protocol(bundle, run_id, manifest, names, verdict)
-            check_results(bundle, run_id, manifest, names, verdict)
+            copy = check_results(bundle, run_id, manifest, names, verdict)
+            if copy is not None:
+                copies[run_id] = copy
+    cache: dict = {}
+    for run_id, names in runs.items():
+        if run_id in copies:
+            check_analysis(bundle, run_id, names, copies, cache, verdict)
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
+    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
+    verdict.problems.extend(Problem(file, what) for file, what in problems)
+    verdict.notes.extend(notes)
     return verdict
 
 

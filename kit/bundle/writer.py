@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kit.atomic_file import STAGING_SUFFIX
 from kit.bundle import (
@@ -35,8 +35,9 @@ from kit.bundle.content import BundledRun
 from kit.bundle.limits import DEFAULT as LIMITS
 from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
-from kit.errors import ConfigError
-from kit.manifest import Manifest, now
+from kit.errors import ConfigError, KitError
+from kit.manifest import Manifest, now, unfinished_problem
+from kit.paths import shown_path
 from kit.provenance import kit_source
 from kit.records import require_whole
 from kit.run_lock import LOCK
@@ -54,6 +55,7 @@ class BundleResult:
     files: list[str]
     redactions: list[Redaction] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)  # "run_id (status ...: reason)", packed by allow_unfinished
 
 
 def bundle_name(out: Path) -> str:
@@ -103,16 +105,19 @@ def _folder_name(value: Any, what: str, fix: str) -> str:
     return value
 
 
-def check_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
-    """The runs' manifests; refuses a run still in progress, a run with a pass cut short (kit.records), a
-    run id that cannot name a folder, and a run given twice (also as a copy under another folder name)."""
+def check_runs(run_dirs: list[Path], allow_unfinished: bool = False) -> list[dict[str, Any]]:
+    """The runs' manifests; refuses a run that did not finish (started, interrupted or failed) unless
+    `allow_unfinished`, a run with a pass cut short (kit.records), a run id that cannot name a folder,
+    and a run given twice (also as a copy under another folder name)."""
     manifests: list[dict[str, Any]] = []
     seen: dict[str, Path] = {}
     for run_dir in run_dirs:
         manifest = Manifest.load(run_dir).data
-        if manifest.get("status") not in ("finished", "failed", "interrupted"):
-            raise ConfigError(f"{run_dir} is still running (status {manifest.get('status')!r})",
-                              "bundle it once the run has ended")
+        problem = unfinished_problem(manifest)
+        if problem and not allow_unfinished:
+            raise ConfigError(f"{run_dir} is not a finished run ({problem})",
+                              f"finish it with `kit resume {run_dir}`, or pack it as it is with `kit bundle "
+                              "--allow-unfinished` (the bundle then lists it as unfinished)")
         require_whole(run_dir, manifest.get("passes") or {})
         run_id = _folder_name(manifest.get("run_id"), f"the run_id in {run_dir / 'manifest.json'}",
                               "restore the manifest from the run's bundle")
@@ -171,16 +176,31 @@ def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets
     return run
 
 
-def write_bundle(run_dirs: list[Path], out: Path | None = None,
-                 environ: Mapping[str, str] | None = None) -> BundleResult:
-    """Bundle run folders into one `.tar.gz` (default: bundles/<first run>.tar.gz beside the run folders)."""
+def bundle_after_run(run_dir: Path, say: Callable[[str], None]) -> Path | None:
+    """The bundle every run ends with (`kit run`, `kit demo`, the launcher), in bundles/ beside its folder;
+    failing to write one never fails the run. Says where it is and the `kit verify` to type here."""
+    try:
+        written = write_bundle([run_dir])
+    except (KitError, OSError) as exc:
+        say(f"no bundle written: {exc}")
+        return None
+    say(f"bundle: {written.path}  (check it with `kit verify {shown_path(written.path)}`)")
+    for redaction in written.redactions:
+        say(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    return written.path
+
+
+def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping[str, str] | None = None,
+                 allow_unfinished: bool = False) -> BundleResult:
+    """Bundle run folders into one `.tar.gz` (default: bundles/<first run>.tar.gz beside the run folders).
+    Only finished runs, unless `allow_unfinished`: then the index lists each unfinished run (`unfinished`)."""
     if not run_dirs:
         raise ConfigError("no run folder given", "pass one or more run folders made by `kit run`")
     out = out or default_path(run_dirs)
     if not out.name.endswith(SUFFIX):
         raise ConfigError(f"{out} does not end in {SUFFIX}", f"name the bundle like results{SUFFIX}")
     root = _folder_name(bundle_name(out), "the bundle name", f"name the bundle like results{SUFFIX}")
-    manifests = check_runs(run_dirs)
+    manifests = check_runs(run_dirs, allow_unfinished)
     secrets = secret_values(environ)
     skipped: list[str] = []
     redactions: list[Redaction] = []
@@ -196,6 +216,8 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None,
                 "schema": SCHEMA, "created": now(), "kit": kit_source(),
                 "runs": [{"run_id": r.run_id, "kind": r.manifest.get("protocol", {}).get("kind"),
                           "status": r.manifest.get("status"), "results": sorted(r.computed())} for r in runs],
+                "unfinished": [{"run_id": r.run_id, "status": r.manifest.get("status"),
+                                "reason": r.manifest.get("reason")} for r in runs if unfinished_problem(r.manifest)],
                 "redactions": [{"file": r.file, "what": r.what, "count": r.count} for r in redactions],
                 "left_out": skipped,
             }
@@ -216,4 +238,5 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None,
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return BundleResult(out, sorted(archive.entries), redactions, skipped)
+    unfinished = [f"{r.run_id} ({unfinished_problem(r.manifest)})" for r in runs if unfinished_problem(r.manifest)]
+    return BundleResult(out, sorted(archive.entries), redactions, skipped, unfinished)

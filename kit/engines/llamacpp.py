@@ -15,8 +15,22 @@ from kit.engines.base import (
     TokenLogprob,
     refuse_unsupported,
 )
-from kit.engines.http import client, json_or, post_timed, send
-from kit.errors import EngineError
+from kit.engines.http import (
+    M,
+    Answer,
+    Count,
+    Finite,
+    answer,
+    client,
+    error_text,
+    json_or,
+    parsed,
+    post_timed,
+    send,
+    validated,
+    validated_or_none,
+)
+from kit.errors import EngineError, InvalidAnswer
 from kit.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -40,43 +54,110 @@ def request_body(request: CompletionRequest) -> dict[str, Any]:
     return body
 
 
-def _entry(item: dict[str, Any]) -> TokenLogprob:
-    return {"token": item["token"], "logprob": item["logprob"], "id": item.get("id"),
-            "top": [{"token": t["token"], "logprob": t["logprob"], "id": t.get("id")}
-                    for t in item.get("top_logprobs", ())]}
+class _Top(Answer):
+    token: str
+    logprob: Finite
+    id: Count | None = None
 
 
-def normalize(body: dict[str, Any], sent: Sent | None = None) -> Completion:
-    """Turn a `/completion` response into a Completion.
+class _Entry(_Top):
+    top_logprobs: list[_Top] = []
+
+
+class _Timings(Answer):
+    prompt_n: Count
+    prompt_ms: Finite
+    predicted_n: Count
+    predicted_ms: Finite
+    cache_n: Count | None = None  # None: this build does not say (never read as 0)
+
+
+class CompletionAnswer(Answer):
+    """A `/completion` answer (REFERENCE §1): the text, the emitted ids (`return_tokens`), the timings,
+    and the probability entries when `n_probs` asked for them."""
+
+    content: str
+    tokens: list[Count]
+    timings: _Timings
+    stop_type: str | None = None
+    completion_probabilities: list[_Entry] | None = None
+
+
+class _Settings(Answer):
+    n_ctx: Count | None = None
+
+
+class PropsAnswer(Answer):
+    build_info: str | None = None
+    model_path: str | None = None
+    total_slots: Count | None = None
+    chat_template: str = ""
+    default_generation_settings: _Settings | None = None
+
+
+class _Error(Answer):
+    type: str | None = None
+    message: str | None = None
+    n_prompt_tokens: Count | None = None
+
+
+class ErrorAnswer(Answer):
+    error: _Error
+
+
+class TokensAnswer(Answer):
+    tokens: list[Count]
+
+
+class TemplateAnswer(Answer):
+    prompt: str
+
+
+def _entry(item: _Top) -> TokenLogprob:
+    return {"token": item.token, "logprob": item.logprob, "id": item.id,
+            "top": [{"token": t.token, "logprob": t.logprob, "id": t.id} for t in getattr(item, "top_logprobs", ())]}
+
+
+NOT_LLAMA = "is this a llama-server of a supported build? the pass is VOID"
+
+
+def normalize(body: Any, sent: Sent | None = None, *, who: str = "llama-server",
+              logprobs_asked: bool = False) -> Completion:
+    """Turn a `/completion` response into a Completion; InvalidAnswer if a field the kit needs is missing
+    or wrong (`logprobs_asked`: the request's `n_probs` asked for probability entries).
 
     llama.cpp folds a token that ends inside a UTF-8 character into the next probability entry, so
     `logprobs` (and the `tokens` strings taken from it) can be shorter than `token_ids`.
     """
-    timings = body.get("timings") or {}
-    entries = tuple([_entry(item) for item in body.get("completion_probabilities") or ()])
-    prompt_n, cache_n = timings.get("prompt_n"), timings.get("cache_n")
+    what = "POST /completion"
+    answer = validated(CompletionAnswer, body, who=who, what=what, fix=NOT_LLAMA)
+    if logprobs_asked and answer.completion_probabilities is None:
+        raise InvalidAnswer(f"{who} answered {what} without `completion_probabilities`, which n_probs asked for",
+                            NOT_LLAMA)
+    timings = answer.timings
+    entries = tuple([_entry(item) for item in answer.completion_probabilities or ()])
+    prompt_n, cache_n = timings.prompt_n, timings.cache_n
     return Completion(
-        text=body.get("content", ""),
-        token_ids=tuple(body["tokens"]) if body.get("tokens") is not None else None,
+        text=answer.content,
+        token_ids=tuple(answer.tokens),
         tokens=tuple([e["token"] for e in entries]),
         logprobs=entries,
-        finish_reason=FINISH_REASONS.get(body.get("stop_type", ""), body.get("stop_type")),
+        finish_reason=FINISH_REASONS.get(answer.stop_type or "", answer.stop_type),
         cached_tokens=cache_n,
-        prompt_tokens=(prompt_n + cache_n) if prompt_n is not None and cache_n is not None else None,
+        prompt_tokens=(prompt_n + cache_n) if cache_n is not None else None,
         prefill_tokens=prompt_n,
-        prefill_ms=timings.get("prompt_ms"),
-        decode_tokens=timings.get("predicted_n"),
-        decode_ms=timings.get("predicted_ms"),
+        prefill_ms=timings.prompt_ms,
+        decode_tokens=timings.predicted_n,
+        decode_ms=timings.predicted_ms,
         raw=body,
         sent=sent,
     )
 
 
-def overflow(body: dict[str, Any], sent: Sent | None = None) -> Completion:
+def overflow(body: dict[str, Any], error: _Error, sent: Sent | None = None) -> Completion:
     """The recorded outcome of a prompt the engine refused as longer than its context."""
-    error = body.get("error", {})
     return Completion(text="", token_ids=(), tokens=(), logprobs=(), finish_reason=None, cached_tokens=None,
-                      prompt_tokens=error.get("n_prompt_tokens"), prefill_tokens=None, prefill_ms=None,
+                      prompt_tokens=error.n_prompt_tokens, prefill_tokens=None, prefill_ms=None,
                       decode_tokens=0, decode_ms=None, raw=body, outcome="context_overflow", sent=sent)
 
 
@@ -85,64 +166,71 @@ class LlamaCppEngine:
 
     name = "llama.cpp"
 
-    def __init__(self, base_url: str, timeout: float = 600.0, restartable: bool = False,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(self, base_url: str, restartable: bool = False, transport: httpx.BaseTransport | None = None):
         """`transport` replaces the network (tests of paths a real server cannot be made to take here)."""
         connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
-        self._http = client(connect, timeout, transport, params)
+        self._http = client(connect, transport, params)
         # no reset endpoint: /slots/0?action=erase answers 200 and keeps the cache; no chat messages either
         self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True, token_ids=True,
                                          restartable=restartable, raw_prompts=True, prompt_rendering=True,
                                          tokenization=True)
         self._who = f"llama-server at {self.base_url}"
 
-    def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return send(self._http, "POST", path, body, who=self._who, fix=STILL_RUNNING)
+    def _post(self, path: str, body: dict[str, Any], shape: type[M]) -> M:
+        response = send(self._http, "POST", path, body, who=self._who, fix=STILL_RUNNING)
+        if response.status_code != 200:
+            raise EngineError(f"llama-server {path} answered HTTP {response.status_code}: "
+                              f"{error_text(response, 'error', 'message')}", "check the request and the engine log")
+        return answer(response, shape, who=self._who, what=f"POST {path}", fix=NOT_LLAMA)
 
-    def _get(self, path: str) -> dict[str, Any]:
+    def _get(self, path: str, shape: type[M]) -> M:
         response = send(self._http, "GET", path, who=self._who, fix="check the URL and that the server is running")
         if response.status_code != 200:
             raise EngineError(f"llama-server {path} answered HTTP {response.status_code}",
                               "is this a llama.cpp server? pass the right --engine-url")
-        return response.json()
+        return answer(response, shape, who=self._who, what=f"GET {path}", fix=NOT_LLAMA)
 
     def complete(self, request: CompletionRequest) -> Completion:
         refuse_unsupported(self, request)
-        response, sent = post_timed(self._http, "/completion", request_body(request), who=self._who, fix=STILL_RUNNING)
-        body = json_or(response, {"error": {"message": response.text[:500]}})
-        if response.status_code == 400 and body.get("error", {}).get("type") == "exceed_context_size_error":
-            return overflow(body, sent)
+        response, sent = post_timed(self._http, "/completion", request_body(request), who=self._who, fix=STILL_RUNNING,
+                                    tokens=request.max_tokens)
         if response.status_code != 200:
-            message = body.get("error", {}).get("message", response.text[:200])
-            raise EngineError(f"llama-server answered HTTP {response.status_code}: {message}",
+            body = json_or(response, None)
+            error = validated_or_none(ErrorAnswer, body)
+            if response.status_code == 400 and error and error.error.type == "exceed_context_size_error":
+                return overflow(body, error.error, sent)
+            raise EngineError(f"llama-server answered HTTP {response.status_code}: "
+                              f"{error_text(response, 'error', 'message')[:200]}",
                               "check the request settings and the engine log")
-        return normalize(body, sent)
+        body = parsed(response, who=self._who, what="POST /completion", fix=NOT_LLAMA)
+        return normalize(body, sent, who=self._who, logprobs_asked=request.top_logprobs > 0)
 
     def tokenize(self, text: str) -> list[int]:
-        response = self._post("/tokenize", {"content": text})
-        return response.json()["tokens"]
+        return self._post("/tokenize", {"content": text}, TokensAnswer).tokens
 
     def apply_template(self, messages: list[dict[str, str]]) -> str:
         """The prompt text the model's own chat template makes of `messages` (with the assistant prefix)."""
-        response = self._post("/apply-template", {"messages": messages})
+        response = send(self._http, "POST", "/apply-template", {"messages": messages}, who=self._who,
+                        fix=STILL_RUNNING)
         if response.status_code != 200:
             raise EngineError(f"llama-server could not apply its chat template (HTTP {response.status_code})",
                               "use a model whose GGUF carries a chat template")
-        return response.json()["prompt"]
+        return answer(response, TemplateAnswer, who=self._who, what="POST /apply-template", fix=NOT_LLAMA).prompt
 
-    def props(self) -> dict[str, Any]:
-        return self._get("/props")
+    def props(self) -> PropsAnswer:
+        return self._get("/props", PropsAnswer)
 
     def info(self) -> dict[str, Any]:
         props = self.props()
+        settings = props.default_generation_settings
         return {
             "engine": self.name,
             "url": self.base_url,
-            "build_info": props.get("build_info"),
-            "model_path": props.get("model_path"),
-            "total_slots": props.get("total_slots"),
-            "n_ctx": (props.get("default_generation_settings") or {}).get("n_ctx"),
-            "chat_template_sha256": sha256_text(props.get("chat_template", "")),
+            "build_info": props.build_info,
+            "model_path": props.model_path,
+            "total_slots": props.total_slots,
+            "n_ctx": settings.n_ctx if settings else None,
+            "chat_template_sha256": sha256_text(props.chat_template),
         }
 
     def close(self) -> None:

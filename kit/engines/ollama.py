@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import httpx
+from pydantic import Field
 
 from kit.digests import sha256_text
 from kit.engines.base import (
@@ -27,8 +28,8 @@ from kit.engines.base import (
     Sent,
     refuse_unsupported,
 )
-from kit.engines.http import client, json_or, post_timed, send
-from kit.engines.openai_shapes import logprob_entry
+from kit.engines.http import M, Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
+from kit.engines.openai_shapes import LogprobEntry, logprob_entry
 from kit.errors import EngineError
 from kit.secret_urls import connection_parts
 
@@ -36,27 +37,81 @@ NS_PER_MS = 1_000_000
 SERVE = "check that `ollama serve` is running and the URL is right"
 
 
-def _ms(ns: Any) -> float | None:
-    return ns / NS_PER_MS if isinstance(ns, (int, float)) else None
+NonNegative = Annotated[Finite, Field(ge=0)]
 
 
-def normalize(body: dict[str, Any], sent: Sent | None = None) -> Completion:
-    """Turn a final (non-streamed) `/api/chat` or `/api/generate` answer into a Completion."""
-    message = body.get("message")
-    text = message.get("content", "") if isinstance(message, dict) else body.get("response", "")
-    entries = tuple([logprob_entry(item) for item in body.get("logprobs") or ()])
+class _Message(Answer):
+    content: str
+
+
+class _Answer(Answer):
+    done_reason: str | None = None
+    prompt_eval_count: Count | None = None
+    prompt_eval_duration: NonNegative | None = None  # nanoseconds
+    eval_count: Count | None = None
+    eval_duration: NonNegative | None = None
+    logprobs: list[LogprobEntry] | None = None
+
+
+class ChatAnswer(_Answer):
+    """A final (non-streamed) `/api/chat` answer (tests/fixtures/ollama)."""
+
+    message: _Message
+
+
+class GenerateAnswer(_Answer):
+    """A final (non-streamed) `/api/generate` answer."""
+
+    response: str
+
+
+class _Listed(Answer):
+    name: str | None = None
+    model: str | None = None
+
+
+class PsAnswer(Answer):
+    models: list[_Listed] | None = None
+
+
+class ShowAnswer(Answer):
+    template: str | None = None
+    details: dict[str, Any] | None = None
+    parameters: str | None = None
+
+
+class VersionAnswer(Answer):
+    version: str | None = None
+
+
+NOT_OLLAMA = "is this an Ollama server (0.12.11 or later for log-probabilities)? the pass is VOID"
+
+
+def _ms(ns: float | None) -> float | None:
+    return ns / NS_PER_MS if ns is not None else None
+
+
+def normalize(body: Any, sent: Sent | None = None, *, who: str = "Ollama") -> Completion:
+    """Turn a final (non-streamed) `/api/chat` or `/api/generate` answer into a Completion; InvalidAnswer
+    if a field the kit needs is missing or wrong. Log-probabilities are optional: Ollama before 0.12.11 gives
+    none, and the checks run on Ollama compare output bytes and prefill times."""
+    chat = isinstance(body, dict) and "message" in body
+    what = "POST /api/chat" if chat else "POST /api/generate"
+    answer_: ChatAnswer | GenerateAnswer = validated(ChatAnswer if chat else GenerateAnswer, body, who=who,
+                                                     what=what, fix=NOT_OLLAMA)
+    entries = tuple([logprob_entry(item) for item in answer_.logprobs or ()])
     return Completion(
-        text=text or "",
+        text=answer_.message.content if isinstance(answer_, ChatAnswer) else answer_.response,
         token_ids=None,
         tokens=tuple([e["token"] for e in entries]),
         logprobs=entries,
-        finish_reason=body.get("done_reason"),
+        finish_reason=answer_.done_reason,
         cached_tokens=None,  # prompt_eval_count counts restored tokens too: unknown, never 0
-        prompt_tokens=body.get("prompt_eval_count"),
+        prompt_tokens=answer_.prompt_eval_count,
         prefill_tokens=None,
-        prefill_ms=_ms(body.get("prompt_eval_duration")),
-        decode_tokens=body.get("eval_count"),
-        decode_ms=_ms(body.get("eval_duration")),
+        prefill_ms=_ms(answer_.prompt_eval_duration),
+        decode_tokens=answer_.eval_count,
+        decode_ms=_ms(answer_.eval_duration),
         raw=body,
         sent=sent,
     )
@@ -87,7 +142,7 @@ class OllamaEngine:
 
     name = "ollama"
 
-    def __init__(self, base_url: str, model: str, *, timeout: float = 600.0, keep_alive: str | None = None,
+    def __init__(self, base_url: str, model: str, *, keep_alive: str | None = None,
                  transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         """`transport` replaces the network (tests); `sleep`/`clock` drive the unload poll."""
@@ -95,23 +150,24 @@ class OllamaEngine:
         self.model = model
         self.keep_alive = keep_alive
         self.capabilities = Capabilities(raw_prompts=True, chat_messages=True)  # no cache switch, counts or ids
-        self._http = client(connect, timeout, transport, params)
+        self._http = client(connect, transport, params)
         self._sleep, self._clock = sleep, clock
+        self._who = f"Ollama at {self.base_url}"
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self._checked(send(self._http, method, path, body, who=f"Ollama at {self.base_url}", fix=SERVE), path)
+    def _call(self, method: str, path: str, shape: type[M], body: dict[str, Any] | None = None) -> M:
+        response = send(self._http, method, path, body, who=self._who, fix=SERVE)
+        return validated(shape, self._checked(response, path), who=self._who, what=f"{method} {path}", fix=NOT_OLLAMA)
 
-    def _checked(self, response: httpx.Response, path: str) -> dict[str, Any]:
-        payload = json_or(response, {"error": response.text[:300]})
+    def _checked(self, response: httpx.Response, path: str) -> Any:
+        """The JSON body of a 200 answer; EngineError for any other status."""
         if response.status_code != 200:
-            message = payload.get("error") if isinstance(payload, dict) else None
             fix = (f"pull it first: `ollama pull {self.model}`" if response.status_code == 404
                    else "check the request settings and the server log")
-            raise EngineError(f"Ollama {path} answered HTTP {response.status_code}: {message or response.text[:200]}",
-                              fix)
-        return payload
+            raise EngineError(f"Ollama {path} answered HTTP {response.status_code}: "
+                              f"{error_text(response, 'error')[:200]}", fix)
+        return parsed(response, who=self._who, what=path, fix=NOT_OLLAMA)
 
     def _options(self, max_tokens: int, seed: int, temperature: float) -> dict[str, Any]:
         return {"temperature": temperature, "seed": seed, "num_predict": max_tokens}
@@ -143,14 +199,14 @@ class OllamaEngine:
             raise EngineError("Ollama cannot skip its prompt cache for one request",
                               "reload the model (keep_alive 0) to get a full evaluation")
         endpoint, body = self.request_body(request)
-        response, sent = post_timed(self._http, endpoint, body, who=f"Ollama at {self.base_url}", fix=SERVE)
-        return normalize(self._checked(response, endpoint), sent)
+        response, sent = post_timed(self._http, endpoint, body, who=self._who, fix=SERVE, tokens=request.max_tokens)
+        return normalize(self._checked(response, endpoint), sent, who=self._who)
 
     # -- the instance ---------------------------------------------------------------------------
 
     def running(self) -> list[dict[str, Any]]:
         """The models `/api/ps` lists as loaded."""
-        return list(self._call("GET", "/api/ps").get("models") or [])
+        return [entry.model_dump() for entry in self._call("GET", "/api/ps", PsAnswer).models or ()]
 
     def loaded(self) -> bool:
         return any(same_model(entry, self.model) for entry in self.running())
@@ -158,30 +214,30 @@ class OllamaEngine:
     def unload(self, timeout: float = 30.0, poll: float = 0.25) -> UnloadResult:
         """Ask Ollama to unload the model, then poll `/api/ps` until it is gone or `timeout` passes."""
         started = self._clock()
-        answer = self._call("POST", "/api/generate", {"model": self.model, "keep_alive": 0})
+        answer = self._call("POST", "/api/generate", _Answer, {"model": self.model, "keep_alive": 0})
         polls = 0
         while True:
             polls += 1
             if not self.loaded():
                 return UnloadResult(True, self._clock() - started, polls,
-                                    f"{self.model} gone from /api/ps (done_reason {answer.get('done_reason')!r})")
+                                    f"{self.model} gone from /api/ps (done_reason {answer.done_reason!r})")
             if self._clock() - started >= timeout:
                 return UnloadResult(False, self._clock() - started, polls,
                                     f"{self.model} still listed by /api/ps after {timeout:.0f} s")
             self._sleep(poll)
 
-    def show(self) -> dict[str, Any]:
-        return self._call("POST", "/api/show", {"model": self.model})
+    def show(self) -> ShowAnswer:
+        return self._call("POST", "/api/show", ShowAnswer, {"model": self.model})
 
     def version(self) -> str | None:
-        return self._call("GET", "/api/version").get("version")
+        return self._call("GET", "/api/version", VersionAnswer).version
 
     def info(self) -> dict[str, Any]:
         """Version, model details, template and parameters (recorded in the manifest)."""
         show = self.show()
-        template = show.get("template") or ""
+        template = show.template or ""
         return {"engine": self.name, "url": self.base_url, "version": self.version(), "model": self.model,
-                "details": show.get("details"), "parameters": show.get("parameters"), "template": template,
+                "details": show.details, "parameters": show.parameters, "template": template,
                 "template_sha256": sha256_text(template),
                 "capabilities": self.capabilities.__dict__.copy()}
 

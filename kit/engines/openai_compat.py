@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from pydantic import Field
 
 from kit.engines.base import (
     Capabilities,
@@ -24,36 +25,71 @@ from kit.engines.base import (
     Sent,
     refuse_unsupported,
 )
-from kit.engines.http import client, json_or, post_timed, send
-from kit.engines.openai_shapes import first_choice, logprob_entry, usage_cached_tokens
+from kit.engines.http import Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
+from kit.engines.openai_shapes import LogprobEntry, ModelsAnswer, Usage, logprob_entry
 from kit.errors import EngineError
 from kit.secret_urls import connection_parts
 
 CHAT = "/v1/chat/completions"
 
 
-def normalize_chat(body: dict[str, Any], sent: Sent | None = None) -> Completion:
-    """Turn a `/v1/chat/completions` answer into a Completion (no network)."""
-    choice = first_choice(body, "the server", "is this an OpenAI-compatible chat URL?")
-    usage = body.get("usage") or {}
-    cached = usage_cached_tokens(body)
-    timings = body.get("timings") or {}
-    if cached is None and isinstance(timings.get("cache_n"), int):
-        cached = timings["cache_n"]
-    prompt = usage.get("prompt_tokens")
-    entries = tuple([logprob_entry(item) for item in ((choice.get("logprobs") or {}).get("content") or ())])
+class _Message(Answer):
+    content: str
+
+
+class _ChatLogprobs(Answer):
+    content: list[LogprobEntry] | None = None
+
+
+class _Choice(Answer):
+    message: _Message
+    finish_reason: str | None = None
+    logprobs: _ChatLogprobs | None = None
+
+
+class _Timings(Answer):  # llama-server's addition to the protocol
+    cache_n: Count | None = None
+    prompt_ms: Finite | None = None
+    predicted_ms: Finite | None = None
+
+
+class ChatAnswer(Answer):
+    """A `/v1/chat/completions` answer: the first choice's message text (and its log-probabilities when
+    asked for), `usage` and llama-server's `timings` where given."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: Usage | None = None
+    timings: _Timings | None = None
+
+
+NOT_CHAT = "is this an OpenAI-compatible chat URL? the pass is VOID"
+
+
+def normalize_chat(body: Any, sent: Sent | None = None, *, who: str = "the server") -> Completion:
+    """Turn a `/v1/chat/completions` answer into a Completion (no network); InvalidAnswer if a field the
+    kit needs is missing or wrong. Log-probabilities are optional (not every server gives them; the checks
+    run on a chat URL compare output bytes)."""
+    answer_ = validated(ChatAnswer, body, who=who, what=f"POST {CHAT}", fix=NOT_CHAT)
+    choice = answer_.choices[0]
+    usage = answer_.usage or Usage()
+    timings = answer_.timings or _Timings()
+    cached = usage.cached_tokens
+    if cached is None:
+        cached = timings.cache_n
+    prompt = usage.prompt_tokens
+    entries = tuple([logprob_entry(item) for item in (choice.logprobs.content if choice.logprobs else None) or ()])
     return Completion(
-        text=(choice.get("message") or {}).get("content") or "",
+        text=choice.message.content,
         token_ids=None,
         tokens=tuple([e["token"] for e in entries]),
         logprobs=entries,
-        finish_reason=choice.get("finish_reason"),
-        cached_tokens=cached if isinstance(cached, int) else None,
+        finish_reason=choice.finish_reason,
+        cached_tokens=cached,
         prompt_tokens=prompt,
-        prefill_tokens=(prompt - cached) if isinstance(prompt, int) and isinstance(cached, int) else None,
-        prefill_ms=timings.get("prompt_ms"),
-        decode_tokens=usage.get("completion_tokens"),
-        decode_ms=timings.get("predicted_ms"),
+        prefill_tokens=(prompt - cached) if prompt is not None and cached is not None else None,
+        prefill_ms=timings.prompt_ms,
+        decode_tokens=usage.completion_tokens,
+        decode_ms=timings.predicted_ms,
         raw=body,
         sent=sent,
     )
@@ -67,30 +103,31 @@ class OpenAICompatEngine:
 
     name = "openai-compatible"
 
-    def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0,
+    def __init__(self, base_url: str, model: str | None = None, *,
                  transport: httpx.BaseTransport | None = None, metrics: Any = None):
         connect, params, self.base_url = connection_parts(base_url, strip_suffix="/v1")  # base_url: as recorded
         self._model = model
         self._metrics = metrics
         self.capabilities = Capabilities(chat_messages=True)  # the protocol promises nothing else
-        self._http = client(connect, timeout, transport, params)
+        self._http = client(connect, transport, params)
 
-    def _checked(self, response: httpx.Response, path: str) -> dict[str, Any]:
+    def _checked(self, response: httpx.Response, path: str) -> Any:
+        """The JSON body of a 200 answer; EngineError for any other status."""
         if response.status_code != 200:
-            raise EngineError(f"{self.base_url}{path} answered HTTP {response.status_code}: {response.text[:200]}",
+            raise EngineError(f"{self.base_url}{path} answered HTTP {response.status_code}: "
+                              f"{error_text(response, 'error', 'message')[:200]}",
                               "check the model name and the server log")
-        return json_or(response, {})
-
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self._checked(send(self._http, method, path, body, who=self.base_url, fix=RUNNING), path)
+        return parsed(response, who=self.base_url, what=path, fix=NOT_CHAT)
 
     @property
     def model(self) -> str:
         if self._model is None:
-            data = self._request("GET", "/v1/models").get("data") or []
+            path = "/v1/models"
+            body = self._checked(send(self._http, "GET", path, who=self.base_url, fix=RUNNING), path)
+            data = validated(ModelsAnswer, body, who=self.base_url, what=f"GET {path}", fix=NOT_CHAT).data
             if not data:
                 raise EngineError(f"{self.base_url} lists no model", "pass --model")
-            self._model = str(data[0]["id"])
+            self._model = data[0].id
         return self._model
 
     def request_body(self, request: CompletionRequest) -> dict[str, Any]:
@@ -110,8 +147,8 @@ class OpenAICompatEngine:
         refuse_unsupported(self, request)
         body = self.request_body(request)
         before = self._metrics.cache_counters() if self._metrics is not None else None
-        response, sent = post_timed(self._http, CHAT, body, who=self.base_url, fix=RUNNING)
-        completion = normalize_chat(self._checked(response, CHAT), sent)
+        response, sent = post_timed(self._http, CHAT, body, who=self.base_url, fix=RUNNING, tokens=request.max_tokens)
+        completion = normalize_chat(self._checked(response, CHAT), sent, who=self.base_url)
         if before is not None and completion.cached_tokens is None:
             from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
 

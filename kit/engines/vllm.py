@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+from pydantic import Field
 
 from kit.engines.base import (
     CacheMeasures,
@@ -36,9 +37,9 @@ from kit.engines.base import (
     Sent,
     refuse_unsupported,
 )
-from kit.engines.http import client, json_or, post_timed, send
-from kit.engines.openai_shapes import first_choice, usage_cached_tokens
-from kit.errors import EngineError
+from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
+from kit.engines.openai_shapes import ModelsAnswer, Usage
+from kit.errors import EngineError, InvalidAnswer
 from kit.secret_urls import connection_parts
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"
@@ -135,7 +136,6 @@ class VllmEngine:
         restartable: bool = False,
         request_token_ids: bool = False,
         use_metrics: bool = True,
-        timeout_s: float = 600.0,
         transport: httpx.BaseTransport | None = None,
     ):
         """`prefix_caching` is how the server was started (None if unknown); `dev_mode` whether it
@@ -149,7 +149,7 @@ class VllmEngine:
         self.capabilities = Capabilities(cached_token_telemetry=True, token_ids=request_token_ids,
                                          reset_endpoint=dev_mode, restartable=restartable, raw_prompts=True,
                                          tokenization=True, arm_per_server=True)
-        self._http = client(connect, timeout_s, transport, params)
+        self._http = client(connect, transport, params)
         self._model = model
         self._who = f"vLLM at {self.base_url}"
         self.last_cache_telemetry: CacheTelemetry | None = None
@@ -159,22 +159,26 @@ class VllmEngine:
     def _get(self, path: str) -> httpx.Response:
         return send(self._http, "GET", path, who=self._who, fix=RUNNING)
 
+    def _answer(self, response: httpx.Response, shape: type[M], what: str) -> M:
+        return answer(response, shape, who=self._who, what=what, fix=NOT_VLLM)
+
     @property
     def model(self) -> str:
         """The served model name (asked from /v1/models once when not given)."""
         if self._model is None:
-            models = self.models()
-            data = models.get("data") or []
+            data = self._answer(self._get("/v1/models"), ModelsAnswer, "GET /v1/models").data
             if not data:
                 raise EngineError(f"vLLM at {self.base_url} serves no model", "check the server's start-up log")
-            self._model = str(data[0]["id"])
+            self._model = data[0].id
         return self._model
 
     def models(self) -> dict[str, Any]:
         response = self._get("/v1/models")
         if response.status_code != 200:
             raise EngineError(f"vLLM /v1/models answered HTTP {response.status_code}", "check the server URL")
-        return response.json()
+        body = parsed(response, who=self._who, what="GET /v1/models", fix=NOT_VLLM)
+        validated(ModelsAnswer, body, who=self._who, what="GET /v1/models", fix=NOT_VLLM)
+        return body
 
     def _metrics_text(self) -> str | None:
         response = self._get("/metrics")
@@ -194,12 +198,10 @@ class VllmEngine:
         """The served model's token ids of `text` (`POST /tokenize`, no special tokens added)."""
         response, _ = post_timed(self._http, "/tokenize", {"model": self.model, "prompt": text,
                                                            "add_special_tokens": False}, who=self._who, fix=RUNNING)
-        body = json_or(response, {})
-        tokens = body.get("tokens") if isinstance(body, dict) else None
-        if response.status_code != 200 or not isinstance(tokens, list):
+        if response.status_code != 200:
             raise EngineError(f"vLLM /tokenize answered HTTP {response.status_code} without tokens",
                               "check that the URL is a vLLM server")
-        return [int(t) for t in tokens]
+        return self._answer(response, TokensAnswer, "POST /tokenize").tokens
 
     # -- the Engine protocol --------------------------------------------------------------------
 
@@ -239,7 +241,8 @@ class VllmEngine:
         self._check_cache_arm(request)
         body = self.request_body(request)
         before = self.cache_counters() if self.use_metrics else None
-        response, sent = post_timed(self._http, "/v1/completions", body, who=self._who, fix=RUNNING)
+        response, sent = post_timed(self._http, "/v1/completions", body, who=self._who, fix=RUNNING,
+                                    tokens=request.max_tokens)
         payload = json_or(response, {"text": response.text})
         if response.status_code == 400 and _OVERFLOW.search(_error_message(payload, response.text)):
             self.last_cache_telemetry = CacheTelemetry(source=None, cached_tokens=None)
@@ -250,7 +253,8 @@ class VllmEngine:
                 "check the request settings and the server log",
             )
         after = self.cache_counters() if before is not None else None
-        completion = normalize_completion(payload, sent)
+        completion = normalize_completion(parsed(response, who=self._who, what="POST /v1/completions", fix=NOT_VLLM),
+                                          sent, who=self._who, logprobs_asked=request.top_logprobs > 0)
         telemetry = _cache_telemetry(completion, before, after)
         self.last_cache_telemetry = telemetry
         return _with_cached(completion, telemetry)
@@ -275,7 +279,8 @@ class VllmEngine:
 
     def info(self) -> dict[str, Any]:
         version_response = self._get("/version")
-        version = version_response.json().get("version") if version_response.status_code == 200 else None
+        version = (self._answer(version_response, VersionAnswer, "GET /version").version
+                   if version_response.status_code == 200 else None)
         return {
             "engine": self.name,
             "base_url": self.base_url,
@@ -291,38 +296,76 @@ class VllmEngine:
         self._http.close()
 
 
-def normalize_completion(body: dict[str, Any], sent: Sent | None = None) -> Completion:
-    """Turn a vLLM /v1/completions body into a `Completion` (no network)."""
-    choice = first_choice(body, "vLLM", "check that the URL is a vLLM completions server")
-    usage = body.get("usage") or {}
-    cached = usage_cached_tokens(body)
-    block = choice.get("logprobs") or {}
-    tokens = tuple(str(t) for t in block.get("tokens") or ())
-    token_logprobs = list(block.get("token_logprobs") or ())
-    tops = list(block.get("top_logprobs") or ())
+class _Logprobs(Answer):
+    tokens: list[str]
+    token_logprobs: list[Finite | None]
+    top_logprobs: list[dict[str, Finite] | None] | None = None
+
+
+class _Choice(Answer):
+    text: str
+    finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
+    token_ids: list[Count] | None = None
+
+
+class CompletionAnswer(Answer):
+    """A `/v1/completions` answer of vLLM 0.11.0 (tests/fixtures/vllm)."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: Usage
+
+
+class TokensAnswer(Answer):
+    tokens: list[Count]
+
+
+class VersionAnswer(Answer):
+    version: str | None = None
+
+
+NOT_VLLM = "check that the URL is a vLLM 0.11 completions server; the pass is VOID"
+
+
+def normalize_completion(body: Any, sent: Sent | None = None, *, who: str = "vLLM",
+                         logprobs_asked: bool = False) -> Completion:
+    """Turn a vLLM /v1/completions body into a `Completion` (no network); InvalidAnswer if a field the kit
+    needs is missing or wrong (`logprobs_asked`: the request asked for log-probabilities, which carry the
+    emitted token strings). Token ids are optional even when asked for: an endpoint that gives strings only
+    is compared on its strings."""
+    what = "POST /v1/completions"
+    answer_ = validated(CompletionAnswer, body, who=who, what=what, fix=NOT_VLLM)
+    choice, usage = answer_.choices[0], answer_.usage
+    if logprobs_asked and choice.logprobs is None:
+        raise InvalidAnswer(f"{who} answered {what} without `choices[0].logprobs`, which the request asked for",
+                            NOT_VLLM)
+    cached = usage.cached_tokens
+    block = choice.logprobs
+    tokens = tuple(block.tokens) if block else ()
+    token_logprobs = list(block.token_logprobs) if block else []
+    tops = list(block.top_logprobs or ()) if block else []
     entries = []
     for index, token in enumerate(tokens):
         value = token_logprobs[index] if index < len(token_logprobs) else None
         if value is None:  # only echoed prompt tokens lack one; generated tokens always have it
-            raise EngineError(f"vLLM gave no logprob for emitted token {index}", "do not request echo=True")
+            raise InvalidAnswer(f"vLLM gave no logprob for emitted token {index}", "do not request echo=True")
         top = tops[index] if index < len(tops) else None
         ranked = sorted((top or {}).items(), key=lambda item: -item[1])  # stable: ties keep vLLM's order
         entries.append({"token": token, "logprob": float(value), "id": None,
                         "top": [{"token": str(t), "logprob": float(lp), "id": None} for t, lp in ranked]})
-    ids = choice.get("token_ids")
-    prompt_tokens = usage.get("prompt_tokens")
-    completion_tokens = usage.get("completion_tokens")
+    ids = choice.token_ids
+    prompt_tokens = usage.prompt_tokens
     return Completion(
-        text=str(choice.get("text") or ""),
-        token_ids=tuple(int(i) for i in ids) if ids is not None else None,
+        text=choice.text,
+        token_ids=tuple(ids) if ids is not None else None,
         tokens=tokens,
         logprobs=tuple(entries),
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=choice.finish_reason,
         cached_tokens=cached,
         prompt_tokens=prompt_tokens,
         prefill_tokens=(prompt_tokens - cached) if prompt_tokens is not None and cached is not None else None,
         prefill_ms=None,
-        decode_tokens=completion_tokens,
+        decode_tokens=usage.completion_tokens,
         decode_ms=None,
         raw=body,
         sent=sent,

@@ -76,6 +76,7 @@ def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[floa
     from kit.paths import outputs_dir  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
     from kit.protocols.kinds import KINDS  # noqa: PLC0415
+    from kit.terminal_text import shown  # noqa: PLC0415
 
     target = out or outputs_dir()
     check_out(target, "--out")
@@ -83,4 +84,4 @@ def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[floa
     with _progress(console) as progress:
         run_dir = import_run(HarnessFiles.beside(calls, report), target, thresholds, progress)
     console.print(harness_table(KINDS["harness"].results(run_dir)))
-    console.print(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)")
+    console.print(shown(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)"))

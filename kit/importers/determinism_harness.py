@@ -24,6 +24,7 @@ import shutil
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -180,7 +181,7 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress) -> Scanned:
     if not indices:
         raise ConfigError(f"{files.calls} holds no calls", FIX)
     order = sorted(range(len(indices)), key=indices.__getitem__)  # stable: a repeat comes after its first
-    for first, then in zip(order, order[1:]):
+    for first, then in pairwise(order):
         if indices[first] == indices[then]:
             raise ConfigError(f"{files.calls}:{numbers[then]} repeats schedule_index {indices[then]} (first at line "
                               f"{numbers[first]}); a call is counted once", FIX)

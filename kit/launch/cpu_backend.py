@@ -102,6 +102,10 @@ class CpuBackend:
         data["isa"] = list(self.isa)
         return data
 
+    def brief(self) -> str:
+        """One short line for a run's output (`line()` and the manifest's provenance hold the details)."""
+        return f"{self.name} ({'built here' if self.rebuilt_here else 'prebuilt'}; {self.reason})"
+
     def line(self) -> str:
         built = "rebuilt here" if self.rebuilt_here else "prebuilt"
         return (f"{self.name} CPU backend ({built}; needs {' '.join(self.isa)}; {self.library} sha256 "

@@ -98,10 +98,16 @@ class NativeServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         started = time.monotonic()
-        self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=spec.env, start_new_session=True)
-        log.close()
-        leftover_servers.note_started(self.log_path, self.process.pid, self.argv)  # for a resume after a kill
+        env, token = leftover_servers.launch_env(spec.env)  # the token proves to a later resume the kit started it
+        try:
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        except OSError as exc:  # e.g. not executable, or a file that is no program
+            raise EngineError(f"{self.spec.label} could not be started ({exc.strerror or exc}): {self.argv[0]}",
+                              "pass --server-bin with the path of an executable server") from exc
+        finally:
+            log.close()
+        leftover_servers.note_started(self.log_path, self.process.pid, self.argv, token)  # for a resume after a kill
         try:
             self._wait_healthy(started)
         finally:

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.errors import ConfigError, EngineError, IllegalInstruction
+from kit.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
 from kit.secret_urls import redact_url
@@ -67,7 +67,8 @@ class EngineSession:
                                   f"see its log: {self.log_location()}; records so far are kept") from exc
             log = f"its log: {self.log_location()}" if self.server else None
             fix = "; ".join(part for part in (exc.fix, log) if part) or None
-            raise EngineError(f"during {where}: {exc.message}", fix) from exc
+            kind = InvalidAnswer if isinstance(exc, InvalidAnswer) else EngineError  # an unusable answer voids a pass
+            raise kind(f"during {where}: {exc.message}", fix) from exc
 
 
 KEEP: Any = object()  # `variant(cache_ram=KEEP)`: leave the server-level prompt cache setting as it is

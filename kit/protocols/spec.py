@@ -30,6 +30,9 @@ class EngineSettings(Strict):
 
     ctx_size: CtxSize = 4096
     cache_ram: CacheRam | None = Field(0, description="server-level prompt cache in MiB; 0 disables, null = default")
+    # The engine the file is written for: the launcher calls it ready only where `kit doctor` finds that engine,
+    # and offers only engines of it. Not in the run's resolved protocol (`kit run --engine` says what ran).
+    kind: Literal["llamacpp", "vllm"] = Field("llamacpp", exclude=True)
 
 
 class Workload(Strict):

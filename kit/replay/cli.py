@@ -18,23 +18,28 @@ import click
               help="The model file the run served, where the registry does not know it (its sha256 is checked).")
 @click.option("--gsm8k", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="The GSM8K file the run served, where it is not at its recorded path (its sha256 is checked).")
+@click.option("--server-bin", type=click.Path(path_type=Path),
+              help="Your own llama-server, for a run that used a server binary of its own: the binary a bundle or "
+                   "run folder names is never run; this one's sha256 is compared with the recorded one.")
 @click.option("--different-engine-ok", is_flag=True,
               help="Replay even when this machine's engine build differs from the recorded one.")
 def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path | None, gsm8k: Path | None,
-           different_engine_ok: bool) -> None:
+           server_bin: Path | None, different_engine_ok: bool) -> None:
     """Re-execute the runs of SOURCE (a bundle, verified first, or a run folder) with their recorded
     protocol, overrides, seeds and engine settings, and compare each new run with its original: request
     by request (byte-identical, or where the first token differs), pass by pass, and every value of the
     results tables; what differs in CPU backend, engine build, model, GPU or driver is listed beside it.
     """
+    from kit.errors import KitError  # noqa: PLC0415
     from kit.paths import outputs_dir  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
     from kit.replay.run import ReplayOptions, replay as run_replay  # noqa: PLC0415
 
     target = out or outputs_dir()
     check_out(target, "--out")
-    options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok)
-    for done in run_replay(options, say=click.echo):
+    options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok, server_bin)
+    replayed = run_replay(options, say=click.echo)
+    for done in replayed:
         comparison = done.comparison
         click.echo(f"replay of {done.original}: {comparison.summary()}")
         for item in comparison.passes:
@@ -47,3 +52,7 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
             click.echo(f"  value differs: {line}")
         click.echo(f"  new run folder: {done.result.run_dir} (status: {done.result.status}); "
                    f"comparison in {done.result.run_dir / 'replay' / 'comparison.md'}")
+    ended = [done for done in replayed if done.result.status != "finished"]
+    if ended:
+        raise KitError(f"the replay of {ended[0].original} {ended[0].result.status}: {ended[0].result.reason}",
+                       f"its run folder is {ended[0].result.run_dir}")

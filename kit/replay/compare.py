@@ -78,10 +78,15 @@ def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
 
 
+def _records(run_dir: Path, info: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A pass's records; none where it wrote no file (e.g. its server never started)."""
+    path = run_dir / info["file"] if info and info.get("file") else None  # checked inside by Manifest.load
+    return read_records(path, logprobs=False).records if path is not None and path.is_file() else []
+
+
 def _pass(pass_id: str, old_dir: Path, old: dict[str, Any], new_dir: Path,
           new: dict[str, Any] | None) -> PassComparison:
-    before = read_records(old_dir / old["file"], logprobs=False).records if old.get("file") else []
-    after = read_records(new_dir / new["file"], logprobs=False).records if new and new.get("file") else []
+    before, after = _records(old_dir, old), _records(new_dir, new)
     found = PassComparison(pass_id, (old.get("status"), (new or {}).get("status")), (len(before), len(after)), 0)
     for a, b in zip(before, after):
         token = differs_at(a, b)
@@ -131,6 +136,14 @@ def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         cpu = (manifest.get("provenance") or {}).get("cpu_backend")
         return f"{cpu['name']} (libggml-cpu sha256 {cpu['library_sha256'][:12]}…)" if cpu else None
 
+    def binary(manifest: dict[str, Any]) -> tuple[str | None, str]:
+        """A server binary is known by its sha256 (paths differ between machines); its path is shown, never run."""
+        path = (manifest.get("options") or {}).get("server_bin")
+        digest = (manifest.get("engine") or {}).get("server_bin_sha256")
+        if not path:
+            return None, "the kit's own engine"
+        return digest or f"path {path}", f"{path} (sha256 {digest[:12] + '…' if digest else 'not recorded'})"
+
     host = [((m.get("provenance") or {}).get("host") or {}) for m in (old, new)]
     checks = {
         "CPU backend": (backend(old), backend(new)),
@@ -143,7 +156,11 @@ def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         "kit": (((old.get("provenance") or {}).get("kit") or {}).get("version"),
                 ((new.get("provenance") or {}).get("kit") or {}).get("version")),
     }
-    return [f"{name}: {a} -> {b}" for name, (a, b) in checks.items() if a != b]
+    found = [f"{name}: {a} -> {b}" for name, (a, b) in checks.items() if a != b]
+    (was, was_label), (now, now_label) = binary(old), binary(new)
+    if was != now:
+        found.insert(1, f"server binary: {was_label} -> {now_label}")
+    return found
 
 
 def compare_runs(old_dir: Path, new_dir: Path) -> Comparison:

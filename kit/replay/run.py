@@ -24,8 +24,9 @@ from kit import runner
 from kit.atomic_file import write_json_atomic, write_text_atomic
 from kit.errors import ConfigError, KitError
 from kit.events import Emit, ignore
-from kit.manifest import Manifest
+from kit.manifest import PLAIN_NAME, Manifest
 from kit.replay.compare import Comparison, compare_runs
+from kit.terminal_text import one_line
 
 FIX_MODEL = "pass --model PATH of that file (its sha256 is checked), or `kit models pull NAME` if it has a name"
 
@@ -38,6 +39,7 @@ class ReplayOptions:
     model: Path | None = None
     gsm8k: Path | None = None
     different_engine_ok: bool = False
+    server_bin: Path | None = None  # the reviewer's own llama-server (the one a run recorded is never run)
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,19 @@ def _backend(manifest: dict[str, Any], options: ReplayOptions, where: str, say: 
 
 
 def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> Planned:
-    """What re-running `run_dir` takes, every input found and checked; nothing is written."""
+    """What re-running `run_dir` takes, every input found and checked; nothing is written. A manifest whose
+    fields are not of the types `kit run` writes is refused in one line."""
     manifest = Manifest.load(run_dir).data
     where = f"run {manifest.get('run_id', run_dir.name)}"
+    try:
+        return _plan(run_dir, manifest, where, options, say)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise ConfigError(f"{where}: {run_dir}/manifest.json is not laid out as `kit run` writes it "
+                          f"({type(exc).__name__}: {exc})", "restore it from its bundle") from exc
+
+
+def _plan(run_dir: Path, manifest: dict[str, Any], where: str, options: ReplayOptions,
+          say: Callable[[str], None]) -> Planned:
     if manifest.get("status") not in ("finished", "failed", "interrupted"):
         raise ConfigError(f"{where} is still running (status {manifest.get('status')!r})",
                           "replay it once it has ended (`kit resume` continues a run that was killed)")
@@ -129,19 +141,27 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
     if saved.get("engine") == "vllm":
         raise ConfigError(f"{where} ran on vLLM, whose checkpoint has no single-file sha256 to find it again by",
                           "run its protocol again with `kit run PROTOCOL --engine vllm` (docs/vllm.md)")
-    server_bin = saved.get("server_bin")
-    if server_bin and not Path(server_bin).is_file():
-        raise ConfigError(f"{where} ran the llama-server at {server_bin}, which is not on this machine",
-                          "replay it where that binary is, or run the protocol with your own --server-bin")
+    server_bin, problem = runner.own_server_bin(saved.get("server_bin"), (manifest.get("engine") or {}).get(
+        "server_bin_sha256"), options.server_bin, where)
+    if problem and not options.different_engine_ok:
+        raise ConfigError(problem, ("pass --server-bin PATH of your own build of that binary (its sha256 is compared), "
+                                    "or " if options.server_bin is None else "pass ") +
+                          "--different-engine-ok to replay on the engine given here (the difference is listed "
+                          "beside the result)")
     protocol = manifest.get("protocol") or {}
     runner.check_stored_protocol(run_dir, protocol, "replay")
+    name = protocol.get("name") or "replay"
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise ConfigError(f"{where}: protocol name {name!r} is not a plain file name (it has a /, a leading dot or a "
+                          "control character, or is over 50 characters)",
+                          "a replay names its protocol file after it; restore the manifest from its bundle")
     engine = manifest.get("engine") or {}
     run_options = runner.RunOptions(
         protocol="", overrides=protocol.get("overrides") or {}, model=_model(engine, options.model, where),
         gsm8k=_gsm8k(manifest.get("workload") or {}, options.gsm8k, where),
-        server_bin=Path(server_bin) if server_bin else None, threads=engine.get("threads"), out=options.out,
+        server_bin=server_bin, threads=engine.get("threads"), out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
-    return Planned(run_dir, run_options, protocol["content"], protocol.get("name") or "replay", [])
+    return Planned(run_dir, run_options, protocol["content"], name, [problem] if problem else [])
 
 
 @contextmanager
@@ -190,9 +210,13 @@ def replay(options: ReplayOptions, say: Callable[[str], None] = print,
     done = []
     with recorded_runs(options.source) as runs, tempfile.TemporaryDirectory(prefix="kit-replay-") as tmp:
         planned = [plan(run_dir, options, say) for run_dir in runs]  # every check before anything is written
-        for item in planned:
-            protocol_file = Path(tmp) / f"{item.protocol_name}.yaml"
+        for number, item in enumerate(planned):
+            folder = Path(tmp) / str(number)  # runs of one bundle may share a protocol name
+            folder.mkdir()
+            protocol_file = folder / f"{item.protocol_name}.yaml"  # a plain name (plan): stays in `folder`
             protocol_file.write_text(item.protocol_text, encoding="utf-8")
+            for note in item.notes:
+                say(one_line(f"note: {note}"))
             result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say,
                                 emit=watch(item.run_dir) if watch else ignore)
             comparison = compare_runs(item.run_dir, result.run_dir)

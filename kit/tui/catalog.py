@@ -1,6 +1,7 @@
 """The protocol catalog the launcher shows: every protocols/*.yaml, what it measures and needs, and
 whether this machine can run it. A protocol is ready only where an engine way it can use is open in
-`kit doctor`'s checks, the embedded engine only once proven by a real completion. No Textual here."""
+`kit doctor`'s checks, the embedded engine only once proven by a real completion; a file written for
+vLLM (`engine.kind: vllm`) can use only the ways that run vLLM. No Textual here."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ EMBEDDED = EMBEDDED_WAY
 ENDPOINT = "your own endpoint URL"  # not a doctor way: always there, never proven here
 STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY)  # llama.cpp engines the kit starts itself
 ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
+VLLM_WAYS = (DOCKER_WAY, NATIVE_VLLM_WAY, ENDPOINT)  # the doctor's ways that run vLLM, and a vLLM server by URL
 NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"
+CPU_FIGURE = "; vLLM on a GPU takes far less"  # after the CPU estimate of a vLLM file or setup
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class Capabilities:
     ways: tuple[str, ...]
     checked: bool = True  # False while the doctor is still looking
     why_not: Mapping[str, str] = field(default_factory=dict, hash=False)
+    report: tuple[str, ...] = ()  # the doctor's lines, as `kit doctor` prints them (empty: not looked)
+    blocked: Mapping[str, str] = field(default_factory=dict, hash=False)  # way -> its first failing check, no fix
 
     @property
     def embedded(self) -> bool:
@@ -49,14 +54,15 @@ def capabilities(checks: Sequence[Check]) -> Capabilities:
     that is not open says what is missing (the doctor's line for the first check it needs that fails)."""
     waiting = doctor.unproven_ways(checks)
     ways = tuple(way for way in doctor.runnable(checks) if way not in waiting)
-    why_not = {}
+    why_not, blocked = {}, {}
     for way in doctor.PATHS:
         if way not in ways and (missing := doctor.blocking(checks, way)) is not None:
-            why_not[way] = missing.sentence()
+            why_not[way], blocked[way] = missing.sentence(), f"{missing.name}: {missing.detail}"
     if EMBEDDED not in ways:
         engine = next(c for c in checks if c.name == "embedded engine")
         why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
-    return Capabilities(ways, why_not=why_not)
+    return Capabilities(ways, why_not=why_not, report=(*(c.line() for c in checks), doctor.can_run_line(checks)),
+                        blocked=blocked)
 
 
 def machine_capabilities() -> Capabilities:
@@ -79,19 +85,26 @@ class Entry:
     runnable: bool  # can be started here (ready, or with the user's own endpoint URL only)
     why_not: str | None  # shown when it is not ready here
     ready: bool = False  # an engine way it can use is proven here
+    engine: str = "llamacpp"  # the engine the file is written for (its engine.kind)
 
     def explanation(self) -> str:
         return f"{self.measures}.\nNeeds {self.needs}; {self.estimate}."
 
 
-def kind_ways(kind: str, known: Mapping[str, Kind] | None = None) -> tuple[str, ...]:
-    """The engine ways a kind can use, from its launcher entry (an unknown kind: any llama.cpp engine)."""
+def kind_ways(kind: str, known: Mapping[str, Kind] | None = None, engine: str = "llamacpp") -> tuple[str, ...]:
+    """The engine ways a protocol of this kind written for `engine` can use: for vLLM the doctor's vLLM ways;
+    for llama.cpp from its kind's launcher entry (an unknown kind: any llama.cpp engine)."""
     known = _registry() if known is None else known
     launcher = known[kind].launcher if kind in known else None
-    return STARTED_LLAMACPP if launcher is not None and launcher.started_engine_only else ANY_LLAMACPP
+    started_only = launcher is not None and launcher.started_engine_only
+    if engine == "vllm":
+        return tuple(way for way in VLLM_WAYS if not (started_only and way == ENDPOINT))
+    return STARTED_LLAMACPP if started_only else ANY_LLAMACPP
 
 
-def kind_needs(kind: str, known: Mapping[str, Kind] | None = None) -> str:
+def kind_needs(kind: str, known: Mapping[str, Kind] | None = None, engine: str = "llamacpp") -> str:
+    if engine == "vllm":
+        return "a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)"
     known = _registry() if known is None else known
     return known[kind].launcher.needs if kind in known else "an engine"
 
@@ -113,26 +126,44 @@ def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
     if not isinstance(data, dict):
         data = {}
     kind = str(data.get("protocol", "?"))
+    engine = written_for(data)
     launcher = known[kind].launcher if kind in known else None
     measures, needs = (launcher.measures, launcher.needs) if launcher else (f"a {kind} protocol", "see the file")
     description = " ".join(str(data.get("description", "")).split())
-    runnable, ready, why_not = readiness(kind, known, caps)
+    if engine == "vllm":
+        needs = kind_needs(kind, known, engine)
+    runnable, ready, why_not = readiness(kind, known, caps, engine)
     cost = launcher.estimate(data) if launcher and launcher.estimate else "duration unknown"
-    return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready)
+    if engine == "vllm" and launcher and launcher.estimate:
+        cost += CPU_FIGURE
+    return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready, engine)
 
 
-def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities) -> tuple[bool, bool, str | None]:
-    """(can start, ready, why not ready) for a kind on this machine: ready where an engine way it can use is
-    open; startable without one only where the user's own endpoint URL will do."""
+def written_for(data: Mapping) -> str:
+    """The engine a protocol file (as read from YAML) is written for: its `engine.kind`, else llama.cpp."""
+    engine = data.get("engine")
+    return "vllm" if isinstance(engine, Mapping) and engine.get("kind") == "vllm" else "llamacpp"
+
+
+def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
+              engine: str = "llamacpp") -> tuple[bool, bool, str | None]:
+    """(can start, ready, why not ready) for a kind written for `engine` on this machine: ready where an
+    engine way it can use is open; startable without one only where the user's own endpoint URL will do."""
     if kind not in known:
         return False, False, f"not available yet: this kit cannot run '{kind}' protocols"
     if not caps.checked:
         return False, False, "checking this machine…"
-    ways = kind_ways(kind, known)
+    ways = kind_ways(kind, known, engine)
     if any(way in caps.ways for way in ways):
         return True, True, None
-    reason = next((caps.why_not[way] for way in ways if way in caps.why_not),
-                  f"needs {kind_needs(kind, known)}, which `kit doctor` does not find here")
+    missing = {way: caps.why_not[way] for way in ways if way in caps.why_not}
+    if engine == "vllm" and NATIVE_VLLM_WAY in caps.blocked:  # the most telling way: its GPU, then its executable
+        reason = (f"written for vLLM, which `kit doctor` does not find here ({NATIVE_VLLM_WAY}: "
+                  f"{caps.blocked[NATIVE_VLLM_WAY]}; `d` shows every check and its fix)")
+    elif missing:
+        reason = next(iter(missing.values()))
+    else:
+        reason = f"needs {kind_needs(kind, known, engine)}, which `kit doctor` does not find here"
     return ENDPOINT in ways, False, reason  # with no proven engine, an endpoint URL can still be given
 
 

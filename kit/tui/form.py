@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.errors import KitError
-from kit.tui.catalog import EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
+from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
@@ -61,6 +61,8 @@ def choice_of(key: str) -> EngineChoice:
 
 def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol: str = "") -> str | None:
     """Why this engine cannot be used here for this kind of protocol (`protocol`: its file), or None."""
+    if choice.doctor_way is not None and choice.engine != "vllm" and written_for(protocol) == "vllm":
+        return written_for_vllm(protocol)
     if choice.engine == "vllm":
         if problem := vllm_problem(protocol):
             return problem
@@ -69,6 +71,19 @@ def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol
     if choice.doctor_way and caps.checked and choice.doctor_way not in caps.ways:
         return caps.why_not.get(choice.doctor_way) or f"{choice.label}: `kit doctor` says this machine cannot run it"
     return None
+
+
+def written_for(protocol: str) -> str:
+    """The engine a protocol file is written for (its engine.kind; llama.cpp for a file that does not load)."""
+    try:
+        return loaded_protocol(protocol).engine.kind if protocol else "llamacpp"
+    except KitError:
+        return "llamacpp"
+
+
+def written_for_vllm(protocol: str) -> str:
+    return (f"{Path(protocol).stem} is written for vLLM (engine.kind: vllm): pick the vLLM container, native vLLM "
+            "or your own vLLM servers")
 
 
 def vllm_problem(protocol: str) -> str | None:
@@ -267,6 +282,7 @@ class Setup:
     out: str = ""
     passes: int = 4  # the file's passes, not edited (a grid's estimate counts them)
     extra: dict[str, Any] = field(default_factory=dict)
+    file_numbers: dict[str, str] = field(default_factory=dict)  # the file's own numbers: left as they are, no override
 
 
 def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[str, str]:
@@ -280,6 +296,8 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
             found["endpoint_kind"] = vllm_problem(setup.protocol)
             found.update(check_arm_urls(setup.url_on, setup.url_off))
         else:
+            if written_for(setup.protocol) == "vllm":
+                found["endpoint_kind"] = written_for_vllm(setup.protocol)
             found["url"] = check_url(setup.url)
     elif choice.engine == "vllm":
         found["model"] = check_checkpoint(setup.model, registry_names().checkpoints)
@@ -300,14 +318,17 @@ def kind_launcher(kind: str) -> Launcher:
     return KINDS[kind].launcher
 
 
-def overrides(setup: Setup) -> dict[str, Any]:
-    """The protocol overrides the form's numbers stand for."""
+def overrides(setup: Setup, every: bool = False) -> dict[str, Any]:
+    """The protocol overrides the form's numbers stand for: those changed from the file's own (as `kit run`
+    records only the options given), or with `every` all of them (an estimate needs every number)."""
     from kit.protocols.spec import merge  # noqa: PLC0415
 
     found: dict[str, Any] = {}
     for name, number in kind_launcher(setup.kind).numbers().items():
-        if number.key is not None:
-            found = merge(found, number.override(int(getattr(setup, name))))
+        value = int(getattr(setup, name))
+        unchanged = name in setup.file_numbers and value == int(setup.file_numbers[name])
+        if number.key is not None and (every or not unchanged):
+            found = merge(found, number.override(value))
     return {**found, **setup.extra}
 
 
@@ -335,17 +356,20 @@ def run_options(setup: Setup):
 def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup:
     """A form that runs as it is: the protocol file's own numbers, the embedded engine, outputs/."""
     numbers = {name: str(number.value(data)) for name, number in kind_launcher(kind).numbers().items()}
-    return Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, **numbers)
+    endpoint_kind = "vllm" if written_for(protocol) == "vllm" else "llamacpp"
+    return Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, endpoint_kind=endpoint_kind,
+                 file_numbers=dict(numbers), **numbers)
 
 
 def estimate_line(setup: Setup) -> str:
     """The duration this setup would take on a CPU, as the picker estimates it (before any measurement),
     from the form's numbers and the file's passes."""
     try:
-        numbers = overrides(setup)
+        numbers = overrides(setup, every=True)
     except ValueError:
         return "fix the numbers to see an estimate"
     estimate = kind_launcher(setup.kind).estimate
     if estimate is None:
         return "this setup: duration unknown"
-    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}"
+    on_vllm = (setup.endpoint_kind if setup.engine == "endpoint" else choice_of(setup.engine).engine) == "vllm"
+    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}{CPU_FIGURE if on_vllm else ''}"

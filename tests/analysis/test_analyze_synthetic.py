@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from kit.analysis.findings import Settings, analyze, compute
 from kit.cli import cli
+from kit.errors import KitError
 from tests.analysis.records_builder import position, write_grid_like
 
 FAST = Settings(block_bootstrap_replicates=300, sweep_replicates=40, cluster_replicates=40, workers=1)
@@ -127,6 +128,9 @@ def test_cli_writes_tables_figures_and_findings(folders, tmp_path):
 
 def test_analyze_refuses_nothing_silently(tmp_path):
     (tmp_path / "empty").mkdir()
-    findings = analyze([tmp_path / "empty"], tmp_path / "out", FAST, figures=False)
+    findings = compute([tmp_path / "empty"], FAST)
     assert findings["skipped_inputs"][0]["reason"].startswith("no manifest.json")
     assert all(t["rows"] == [] and t["skipped"] for t in findings["tables"].values())
+    with pytest.raises(KitError, match=r"^no run folder to analyse \(.*empty: no manifest.json here"):
+        analyze([tmp_path / "empty"], tmp_path / "out", FAST, figures=False)
+    assert not (tmp_path / "out").exists()

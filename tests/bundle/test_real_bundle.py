@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,8 +63,8 @@ def test_bundle_verifies_on_another_checkout_without_the_run_folders(run_copies,
     assert done.returncode == 0, done.stdout + done.stderr
     _, files = read_members(bundle)
     summary = done.stdout.strip().splitlines()[-1]
-    assert summary.startswith(f"OK: {len(files) - 1} files match their checksums; 4 results files"), summary
-    assert "from the raw records" in done.stdout
+    assert summary.startswith(f"OK: {len(files) - 1} files match their checksums; recomputed 4 files"), summary
+    assert re.search(r"recomputed 4 files, \d+ values from \d+ records \(results: 4 files", done.stdout)
 
 
 def test_changing_any_byte_of_any_file_fails_and_names_the_file(real_bundle, tmp_path):
@@ -164,9 +165,12 @@ def test_show_prints_headline_and_provenance_without_extracting(real_runs, real_
         table = json.loads((run_dir / "results" / "reset_table.json").read_text())
         assert f"run: {run_dir.name}" in text
         assert manifest["engine"]["model_sha256"] in text and manifest["provenance"]["kit"]["git_commit"] in text
-        for row in table["sessions"]:
-            assert any(line.split()[:2] == [row["session"], "OK"] and line.split()[-1] == str(row["paths_differ"])
-                       for line in text.splitlines())
+        cells = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines() if line.startswith("│")]
+        for row in table["sessions"]:  # the results as a Rich table, and the headline verdict from the same counts
+            assert [row["session"], "OK", str(row["items"]), str(row["recompute_reproduces"]),
+                    str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"])] in cells
+            assert (f"session {row['session']}: the cache-hit path differs from the recompute path in "
+                    f"{row['paths_differ']}/{row['items']} items") in text
     result = CliRunner().invoke(cli, ["show", str(real_bundle)])
     assert result.exit_code == 0 and "model sha256" in result.output
 

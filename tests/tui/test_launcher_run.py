@@ -82,10 +82,16 @@ def test_pick_reset_accept_defaults_run_and_the_results_screen_matches_the_recor
             await _until(pilot, lambda: isinstance(app.screen, LiveScreen))
             live = app.screen
             await _until(pilot, lambda: isinstance(app.screen, ResultsScreen))
-            return app.screen.result, live, static_text(app.screen, "#table"), static_text(app.screen, "#status")
+            return (app.screen.result, live, static_text(app.screen, "#table"), static_text(app.screen, "#status"),
+                    app.screen.paths_text().plain)
 
-    result, live, table_text, status_text = asyncio.run(drive())
+    result, live, table_text, status_text, paths_text = asyncio.run(drive())
     assert result.status == "finished" and "run finished" in status_text
+    assert live.sub_title == "reset finished"  # not "running reset" once it has ended
+    bundle = result.run_dir.parent / "bundles" / f"{result.run_dir.name}.tar.gz"  # as after `kit run`
+    assert bundle.is_file() and f"bundle: {bundle}" in paths_text and "kit verify " in paths_text
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["protocol"]["overrides"] == {}  # the file's own numbers, as `kit run` records them
     counts = _counts_from_records(result.run_dir)
     assert set(counts) == {"s1", "s2"}
     for session, numbers in counts.items():

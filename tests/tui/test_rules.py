@@ -58,12 +58,50 @@ def _by_kind(caps):
     return entries
 
 
+def _llamacpp(caps):
+    """The catalog's entries for the files written for llama.cpp (the vLLM files are tested on their own)."""
+    return [e for e in catalog(caps) if e.engine == "llamacpp"]
+
+
 def test_a_proven_embedded_engine_makes_every_kind_ready(tmp_path):
     caps = _caps(tmp_path, FakeEngine())
     assert caps.ways == (EMBEDDED,) and EMBEDDED not in caps.why_not
     assert caps.why_not[doctor.DOCKER_WAY].startswith("docker daemon: not reachable")  # what each closed way lacks
     assert caps.why_not[doctor.NATIVE_VLLM_WAY].startswith("gpu: nvidia-smi not found")
-    assert all(e.ready and e.runnable and e.why_not is None for e in catalog(caps))
+    assert all(e.ready and e.runnable and e.why_not is None for e in _llamacpp(caps))
+    assert {e.kind for e in _llamacpp(caps)} == {"reset", "grid", "sweep", "flag_order", "pinning"}
+
+
+VLLM_FILES = {"grid-vllm", "grid-vllm-fresh", "flag-order-vllm", "sweep-vllm"}
+
+
+def test_a_cpu_only_machine_is_not_ready_for_the_vllm_files_as_kit_doctor_says(tmp_path):
+    """The launcher's readiness and `kit doctor` agree: no vLLM way open, no vLLM file ready (issue #22.6)."""
+    probes = make_probes(tmp_path, engine=FakeEngine())
+    checks = doctor.run_checks(probes)
+    assert not {doctor.DOCKER_WAY, doctor.NATIVE_VLLM_WAY} & set(doctor.runnable(checks))
+    entries = {e.name: e for e in catalog(capabilities(checks))}
+    assert {name for name, e in entries.items() if e.engine == "vllm"} == VLLM_FILES
+    for name in VLLM_FILES:
+        entry = entries[name]
+        assert not entry.ready
+        assert entry.runnable is (entry.kind not in STARTED_ONLY)  # a grid: your own vLLM servers by URL still work
+        assert entry.why_not == ("written for vLLM, which `kit doctor` does not find here (native vLLM: gpu: nvidia-smi "
+                                 "not found: no NVIDIA GPU visible; `d` shows every check and its fix)")
+    ready = [e.ready for e in catalog(capabilities(checks))]
+    assert ready == sorted(ready, reverse=True) and sum(ready) == len(entries) - len(VLLM_FILES)  # ready ones first
+
+
+def test_a_gpu_machine_with_vllm_installed_is_ready_for_the_vllm_files(tmp_path):
+    vllm = tmp_path / "venv" / "bin" / "vllm"
+    vllm.parent.mkdir(parents=True)
+    vllm.write_text("#!/bin/sh\n")
+    vllm.chmod(0o755)
+    checks = doctor.run_checks(make_probes(tmp_path, engine=FakeEngine(), vllm=vllm,
+                                           commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI)}))
+    assert doctor.NATIVE_VLLM_WAY in doctor.runnable(checks)
+    entries = {e.name: e for e in catalog(capabilities(checks))}
+    assert all(entries[name].ready and entries[name].why_not is None for name in VLLM_FILES)
 
 
 def test_the_pickers_machine_line_names_the_embedded_engines_reason_only(tmp_path):
@@ -78,7 +116,7 @@ def test_an_unproven_embedded_engine_makes_nothing_ready_and_says_run_kit_doctor
     assert engine.proofs == 0 and caps.ways == () and caps.why_not[EMBEDDED] == NOT_PROVEN
     for kind, entries in _by_kind(caps).items():
         for entry in entries:
-            assert not entry.ready and entry.why_not == NOT_PROVEN
+            assert not entry.ready and (entry.why_not == NOT_PROVEN) is (entry.engine == "llamacpp")
             assert entry.runnable is (kind not in STARTED_ONLY)  # an endpoint URL still works for the others
 
 
@@ -88,7 +126,7 @@ def test_a_failed_proof_makes_nothing_ready_and_shows_the_doctors_line(tmp_path)
     assert line.startswith("embedded engine: its proof failed: llama-server died of SIGILL")
     assert line.endswith("; run `kit doctor --cpu-backend portable`") and "\n" not in line
     assert not any(e.ready for e in catalog(caps))
-    assert all(e.why_not == line for entries in _by_kind(caps).values() for e in entries)
+    assert all(e.why_not == line for e in _llamacpp(caps))
 
 
 def test_a_kept_proof_counts_without_starting_anything(tmp_path):
@@ -162,8 +200,11 @@ def test_defaults_run_and_become_overrides(tmp_path, cpu_caps):
                                                                  "max_tokens": 8}, tmp_path)
     assert form.problems(setup, cpu_caps, set()) == {}
     options = form.run_options(setup)
-    assert options.overrides == {"workload": {"items": 2}, "sessions": 2, "max_tokens": 8}
+    assert options.overrides == {}  # the file's own numbers are no overrides (as `kit run` records `{}`)
     assert options.engine_url is None and options.out == tmp_path
+    setup.size, setup.max_tokens = "3", "8"  # a changed number is one; an unchanged one still is not
+    assert form.run_options(setup).overrides == {"workload": {"items": 3}}
+    setup.size = "2"
     setup.engine, setup.url = "endpoint", "http://127.0.0.1:8080/"
     assert form.run_options(setup).engine_url == "http://127.0.0.1:8080"
     setup.engine = "vllm-container"  # wired, but vLLM serves grids only
@@ -210,6 +251,7 @@ def test_bfcl_kinds_take_their_size_as_episodes(tmp_path):
     for kind, data in (("flag_order", {"workload": {"ids": ["a", "b"]}}), ("sweep", {"workload": {"episodes": 5}})):
         setup = form.defaults("p.yaml", kind, data, tmp_path)
         histories = {"histories": 11} if kind == "sweep" else {}  # a sweep's repeats are its histories
-        assert form.overrides(setup) == {"workload": {"episodes": int(setup.size)}, **histories}
+        assert form.overrides(setup) == {}
+        assert form.overrides(setup, every=True) == {"workload": {"episodes": int(setup.size)}, **histories}
         assert "episodes x" in form.estimate_line(setup)
     assert form.defaults("p.yaml", "flag_order", {"workload": {"ids": ["a", "b"]}}, tmp_path).size == "2"

@@ -3,6 +3,9 @@ server per cache arm), the RunOptions each makes, and every refusal's line."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from kit.doctor import DOCKER_WAY, NATIVE_VLLM_WAY, CommandResult
 from kit.paths import protocols_dir
 from kit.preflight import check_engine_choice
 from kit.tui import form
-from kit.tui.catalog import EMBEDDED, Capabilities, capabilities
+from kit.tui.catalog import CPU_FIGURE, EMBEDDED, Capabilities, capabilities
 from tests.test_doctor import NVIDIA_SMI, make_probes
 
 GPU = Capabilities((DOCKER_WAY, NATIVE_VLLM_WAY))
@@ -142,7 +145,47 @@ def test_a_vllm_endpoint_is_refused_where_vllm_or_a_server_reached_by_url_cannot
     assert fresh == {"engine": "the protocol asks for a fresh server per pass (server: per_pass), but the kit cannot "
                                "restart a server it reaches by --engine-url: pick grid-vllm (a server per cache arm), "
                                "or an engine the kit starts"}
-    llamacpp = form.problems(setup_for("grid-vllm-fresh", tmp_path, url="http://127.0.0.1:8080", **urls), cpu, set())
+    llamacpp = form.problems(setup_for("grid-vllm-fresh", tmp_path, url="http://127.0.0.1:8080", endpoint_kind="llamacpp",
+                                   **urls), cpu, set())
     assert llamacpp["engine"].endswith("pick a protocol with server: shared or per_arm, or an engine the kit starts")
     assert "reset protocols do not run on vLLM" in form.problems(
         setup_for("reset", tmp_path, endpoint_kind="vllm", **urls), cpu, set())["endpoint_kind"]
+
+
+@pytest.mark.parametrize("name", VLLM_FILES)
+def test_a_file_written_for_vllm_is_never_set_up_on_llama_cpp(name, tmp_path):
+    """On a CPU-only machine the form opens a vLLM file on vLLM servers by URL (not the embedded engine for
+    hours), and every llama.cpp engine says the file is written for vLLM (issue #22.6)."""
+    path = str(protocols_dir() / f"{name}.yaml")
+    kind = yaml.safe_load(Path(path).read_text())["protocol"]
+    cpu = Capabilities((EMBEDDED,))
+    started_only = kind in ("sweep", "flag_order")
+    assert form.usable_engine(kind, cpu, path) == ("embedded" if started_only else "endpoint")  # none: the first
+    for engine in ("embedded", "native", "llamacpp-container"):
+        line = form.problems(setup_for(name, tmp_path, engine=engine), GPU, set())["engine"]
+        assert line.startswith(f"{name} is written for vLLM (engine.kind: vllm): pick ")
+    setup = setup_for(name, tmp_path, engine="endpoint", url="http://127.0.0.1:8080", endpoint_kind="llamacpp")
+    assert "written for vLLM" in form.problems(setup, cpu, set())["endpoint_kind"]
+    assert setup_for(name, tmp_path).endpoint_kind == "vllm"  # the form opens with a vLLM endpoint
+
+
+def test_a_vllm_setup_says_its_estimate_is_a_cpu_figure(tmp_path):
+    on_vllm = form.estimate_line(setup_for("grid-vllm", tmp_path, engine="vllm-native"))
+    assert on_vllm.startswith("this setup: 80 episodes x 4 passes") and on_vllm.endswith("on a CPU" + CPU_FIGURE)
+    by_url = form.estimate_line(setup_for("grid-vllm", tmp_path, engine="endpoint"))  # opens on vLLM servers
+    assert by_url.endswith(CPU_FIGURE)
+    assert not form.estimate_line(setup_for("grid-cpu", tmp_path, engine="embedded")).endswith(CPU_FIGURE)
+
+
+@pytest.mark.parametrize("name", VLLM_FILES)
+def test_kit_run_refuses_a_vllm_file_on_llama_cpp_as_the_launcher_does(name, tmp_path):
+    """The CLI agrees with the launcher: a file written for vLLM does not start on the embedded engine for
+    hours; one line says so and how to run it, and nothing is written."""
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "run", name, "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode != 0 and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"kit: error: {name}.yaml is written for vLLM (engine.kind: vllm), not for llamacpp; add "
+                     "--engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url off=URL), "
+                     "or run a llama.cpp protocol (grid, grid-cpu)"]
+    assert not (tmp_path / "out").exists()

@@ -22,7 +22,7 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | everywhere | `ctrl+q` | quit (a running run is stopped cleanly first) |
 | everywhere | `ctrl+p` | commands, including the colour theme |
 | picker | `↑` `↓`, `enter` | choose a protocol, open its setup |
-| picker | `d` | what this machine can run |
+| picker | `d` | every check of `kit doctor` and its fix (Esc closes it) |
 | picker | `r` | replay a bundle (or run folder) here and watch the comparison with the original fill in |
 | replay | `esc` | back to the picker (the replay goes on; its run folder and comparison are written) |
 | setup | `tab` / `shift+tab` | next / previous field |
@@ -30,7 +30,7 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | setup | `esc` | back to the picker |
 | live run | `s` | stop after the current request: records kept, manifest says interrupted |
 | live run | `r` | the results (once the run has ended) |
-| results | `o` / `c` | open the results folder / copy the run folder's path |
+| results | `o` / `c` | open the results folder (no display: its path) / the run folder's path to the clipboard (OSC 52) |
 | results | `n` | set up another run |
 | results | `esc` | back to the live view of the run |
 

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Static
 
 from kit.events import Event, RunEnded
+from kit.terminal_text import one_line, printable, shown
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
 
@@ -114,6 +115,10 @@ class LiveScreen(Screen):
             except Exception as exc:  # noqa: BLE001 - shown to the user; the runner already wrote the manifest
                 self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
                 return
+            if result.run_dir.is_dir():  # as after `kit run`: the run ends with its bundle
+                from kit.bundle.writer import bundle_after_run  # noqa: PLC0415
+
+                bundle_after_run(result.run_dir, say)
             self.app.call_from_thread(self.on_finished, result)
         except RuntimeError:  # the app closed while the run was stopping: nothing left to show it on
             pass
@@ -129,24 +134,30 @@ class LiveScreen(Screen):
             row = self.state.verdicts[-1]
             verdict = Text(row.verdict, style="yellow" if row.diverged else "green")
             table = self.query_one("#divergence", DataTable)
-            table.add_row(row.where, row.unit, verdict)
+            table.add_row(shown(row.where), shown(row.unit), verdict)
             table.move_cursor(row=table.row_count - 1)
             diverged, compared = self.state.diverged_count()
             table.border_subtitle = f"{diverged} of {compared} differ"
         if isinstance(event, RunEnded):
             self.stop.set()
+            self.sub_title = f"{self.name_of_run()} {event.status}"
         self.render_state()
 
     def on_say(self, line: str) -> None:
-        self.query_one("#log", RichLog).write(f"kit: {line}")
+        self.query_one("#log", RichLog).write(f"kit: {printable(str(line))}")
+
+    def name_of_run(self) -> str:
+        return Path(self.options.protocol).stem
 
     def on_failed(self, message: str) -> None:
         self.error = message
-        self.notify(message, title="the run failed", severity="error", timeout=30)
+        self.sub_title = f"{self.name_of_run()} failed"
+        self.notify(shown(message, fold=False), title="the run failed", severity="error", timeout=30)
         self.render_state()
 
     def on_finished(self, result) -> None:
         self.result = result
+        self.sub_title = f"{self.name_of_run()} {result.status}"
         self.render_state()
         self.refresh_bindings()
         self.app.show_results(result)
@@ -156,8 +167,8 @@ class LiveScreen(Screen):
         plan = ", ".join(f"{k.replace('_', ' ')} {', '.join(map(str, v)) if isinstance(v, list) else v}"
                          for k, v in state.plan.items() if v not in (None, []))
         where = f"\nrun folder: {state.run_dir}" if state.run_dir else ""
-        self.query_one("#plan", Static).update(f"[b]{state.protocol or Path(self.options.protocol).stem}[/b]: "
-                                               f"{plan or 'preparing'}{where}")
+        self.query_one("#plan", Static).update(f"[b]{shown(state.protocol or Path(self.options.protocol).stem)}[/b]: "
+                                               f"{shown(plan or 'preparing')}{shown(where, fold=False)}")
         self.query_one("#bar", ProgressBar).update(total=state.total, progress=state.done)
         self.query_one("#strip", CacheStrip).show(state.requests)
         gates = Text("gates: ", style="bold")
@@ -165,7 +176,7 @@ class LiveScreen(Screen):
             gates.append(f"{gate.name} ", style="bold")
             gates.append(gate.status, style=GATE_STYLE.get(gate.status, ""))
             if gate.reason:
-                gates.append(f" ({gate.reason})")
+                gates.append(f" ({one_line(gate.reason)})")
             elif gate.violations:
                 gates.append(f" ({gate.violations}/{gate.requests} requests violated)", style="red")
             gates.append("   ")
@@ -186,7 +197,7 @@ class LiveScreen(Screen):
         self.query_one("#numbers", Static).update(
             f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}")
         self.query_one("#stage", Static).update(
-            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {status}")
+            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {shown(status)}")
 
     def show_log(self) -> None:
         path = newest_log(self.state.run_dir)
@@ -200,7 +211,7 @@ class LiveScreen(Screen):
         log.clear()
         log.border_title = f"Engine log ({path.name})"
         for line in lines:
-            log.write(line)
+            log.write(printable(line))  # the engine's own log: no escape sequence reaches the terminal
 
     def action_stop(self) -> None:
         if self.state.ended is None and not self.stop.is_set():

@@ -116,8 +116,15 @@ class PickerScreen(Screen):
         self.app.open_setup(entry)
 
     def action_doctor(self) -> None:
-        self.notify(f"{machine_line(self.caps)}. Run `kit doctor` in a shell for every check and its fix.",
-                    title="Machine")
+        """Every check of `kit doctor` and its fix (the line above the list only sums them up)."""
+        if not self.caps.report:
+            self.notify("the machine is still being checked; `kit doctor` in a shell shows every check and its fix"
+                        if not self.caps.checked else "`kit doctor` in a shell shows every check and its fix",
+                        title="Machine")
+            return
+        from kit.tui.screens.machine import MachineScreen  # noqa: PLC0415
+
+        self.app.push_screen(MachineScreen(self.caps))
 
 
 def machine_line(caps: Capabilities) -> str:

@@ -3,9 +3,11 @@ intervals, the run folder and bundle paths, and keys to open the results folder 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,14 +19,21 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.console import results_view
+from kit.console import cut_answers_note, results_view
+from kit.paths import shown_path
+from kit.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
 
+OPEN_WAIT_S = 5  # xdg-open hands the folder to the file manager and exits; its exit status says if it could
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "failed": "red"}
 
 
-def opener() -> list[str] | None:
-    """The desktop's "open this" command, if this machine has one."""
+def opener(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The desktop's "open this" command, if this machine has one and a display to show it on (a Linux
+    session without DISPLAY or WAYLAND_DISPLAY, e.g. over SSH, has none: xdg-open would only fail)."""
+    environ = os.environ if environ is None else environ
+    if sys.platform != "darwin" and not (environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY")):
+        return None
     for name in (("open",) if sys.platform == "darwin" else ("xdg-open", "gio")):
         found = shutil.which(name)
         if found:
@@ -32,11 +41,12 @@ def opener() -> list[str] | None:
     return None
 
 
-def bundles(run_dir: Path) -> list[Path]:
-    """Bundles made of this run: archives named after the run folder, beside it or inside it."""
-    found = [*run_dir.parent.glob(f"{run_dir.name}*.tar*"), *run_dir.parent.glob(f"{run_dir.name}*.zip"),
-             *(run_dir / "bundle").glob("*")] if run_dir.exists() else []
-    return sorted(found)
+def bundle_of(run_dir: Path) -> Path | None:
+    """The bundle the run ended with (bundles/ beside its folder, where `kit run` and the launcher write it)."""
+    from kit.bundle.writer import default_path  # noqa: PLC0415
+
+    found = default_path([run_dir])
+    return found if found.is_file() else None
 
 
 class ResultsScreen(Screen):
@@ -70,18 +80,20 @@ class ResultsScreen(Screen):
         status = Text("run ")
         status.append(result.status, style=f"bold {STATUS_STYLE.get(result.status, '')}")
         if result.reason:
-            status.append(f": {result.reason}")
+            status.append(f": {one_line(result.reason)}")  # reasons may quote an engine's answer
         for row in (result.table or {}).get("sessions", []) + (result.table or {}).get("passes", []):
             if row.get("status") not in (None, "OK") and row.get("reason"):
                 name = row.get("session") or row.get("pass")
-                status.append(f"\n{name} {row['status']}: {row['reason']}", style="red")
+                status.append("\n" + one_line(f"{name} {row['status']}: {row['reason']}"), style="red")
         if result.status == "interrupted":
             status.append("\nThe records written so far are complete; the counts below cover them only.",
                           style="dim")
         self.query_one("#status", Static).update(status)
         table = result.table or {}
         view = results_view(table)
-        self.query_one("#table", Static).update(view if view is not None else Text("no result table", style="dim"))
+        note = cut_answers_note(result.run_dir, table) if result.run_dir.is_dir() else None
+        shown = view if view is not None else Text("no result table", style="dim")
+        self.query_one("#table", Static).update(shown if note is None else Group(shown, Text(note, style="dim")))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),
                                                      plot(table, self.app.size.width - 4)))
         self.query_one("#paths", Static).update(self.paths_text())
@@ -95,9 +107,13 @@ class ResultsScreen(Screen):
         for name, rel in files.items():
             text.append(f"{name}: ", style="bold")
             text.append(f"{run_dir / rel}\n")
-        found = bundles(run_dir)
+        found = bundle_of(run_dir)
         text.append("bundle: ", style="bold")
-        text.append(", ".join(map(str, found)) if found else "not made yet (make one with the kit's bundle command)")
+        if found is None:
+            text.append(f"none written (make one with `kit bundle {shown_path(run_dir)}`)")
+        else:
+            text.append(f"{found}\n")
+            text.append(f"check it with `kit verify {shown_path(found)}`", style="dim")
         return text
 
     def results_folder(self) -> Path:
@@ -108,15 +124,35 @@ class ResultsScreen(Screen):
         folder = self.results_folder()
         command = opener()
         if command is None:
-            self.notify(f"no desktop opener on this machine; the folder is {folder} (c copies the path)",
-                        title="Open results")
+            self.notify(f"no display to open it on here; the results folder is {folder}", title="Open results")
             return
-        subprocess.Popen([*command, str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.notify(f"opened {folder}", title="Open results")
+        self.run_worker(lambda: self._open(command, folder), thread=True, group="open")
+
+    def _open(self, command: list[str], folder: Path) -> None:
+        """Run the opener and wait for it (no defunct child left behind); say what it did (another thread)."""
+        name = Path(command[0]).name
+        try:
+            child = subprocess.Popen([*command, str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        except OSError as exc:
+            self.app.call_from_thread(self.notify, f"{name} did not start ({exc}); the folder is {folder}",
+                                      title="Open results")
+            return
+        try:
+            code = child.wait(OPEN_WAIT_S)
+        except subprocess.TimeoutExpired:
+            code = None  # still handing it over (some openers wait for the application): reaped below
+        line = (f"asked the desktop to open {folder}" if not code else
+                f"{name} could not open it (exit {code}); the folder is {folder}")
+        self.app.call_from_thread(self.notify, line, title="Open results")
+        child.wait()  # never left defunct
 
     def action_copy_path(self) -> None:
+        """OSC 52 through Textual: the terminal puts it on the clipboard if it supports that (nothing says
+        whether it did), so the path is shown too."""
         self.app.copy_to_clipboard(str(self.result.run_dir))
-        self.notify(f"copied {self.result.run_dir}", title="Copy path")
+        self.notify(f"sent to the terminal's clipboard (if it accepts OSC 52): {self.result.run_dir}",
+                    title="Copy path")
 
     def action_new_run(self) -> None:
         self.app.back_to_picker()
