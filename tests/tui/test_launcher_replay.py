@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kit import runner
 from kit.bundle.writer import write_bundle
 from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
 from tests.tui.conftest import PROTOCOLS, static_text
+
+pytestmark = pytest.mark.engine
 
 
 async def _until(pilot, condition, timeout: float = 240.0) -> None:
