@@ -165,6 +165,7 @@ def test_a_protocol_file_cannot_ask_for_the_imported_kind(tmp_path):
 def test_a_run_folder_whose_writing_fails_is_removed_and_the_harness_files_kept(tmp_path, monkeypatch):
     import errno
 
+    from kit.errors import KitError
     from kit.records import RecordWriter
 
     calls = _copy(tmp_path, None, None)
@@ -174,7 +175,7 @@ def test_a_run_folder_whose_writing_fails_is_removed_and_the_harness_files_kept(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(RecordWriter, "write", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(KitError, match="writing the run folder under .* failed \\(No space left on device\\); nothing"):
         import_run(HarnessFiles.beside(calls), tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from kit.digests import sha256_text
-from kit.errors import ConfigError
+from kit.errors import ConfigError, KitError
 from kit.limits import IMPORT_CALLS_MAX
 from kit.manifest import Manifest, new_run_dir
 from kit.provenance import collect
@@ -286,7 +286,10 @@ def import_run(files: HarnessFiles, out: Path, thresholds: tuple[float, float] |
         run_dir = new_run_dir(out, f"harness-{scanned.mode}")
         try:
             _write(run_dir, files, calls, scanned, thresholds, progress)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
+            if isinstance(exc, OSError):  # a full disk, a folder that went away: one line, never a traceback
+                raise KitError(f"writing the run folder under {out} failed ({exc.strerror or exc}); nothing of it "
+                               "was kept", "free some space or fix the folder, then import again") from exc
             raise
     return run_dir
