@@ -33,7 +33,7 @@ def _stop(signum: int, frame: object) -> None:
 @contextmanager
 def deferred() -> Iterator[None]:
     """A stop signal received in the block is remembered but does not interrupt it (a run's final
-    manifest and results writes: a second Ctrl-C must not leave the run `started`)."""
+    manifest writes: a second Ctrl-C must not leave the run `started`)."""
     _deferring.append(True)
     try:
         yield

@@ -429,12 +429,11 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
     finally:
         if lock is not None:
             lock.give_back_reserve()
-        with run_faults.deferred():
-            try:
-                table = _finish(kind, run_dir, manifest, emit, status, reason)
-            except OSError as exc:  # even the reserve did not make room: say so in one line
-                raise KitError(f"the run ended ({status}: {reason}) but its manifest could not be updated: "
-                               f"{run_faults.os_failure(exc)}", f"then `kit resume {run_dir}`") from exc
+        try:
+            table = _finish(kind, run_dir, manifest, emit, status, reason)
+        except OSError as exc:  # even the reserve did not make room: say so in one line
+            raise KitError(f"the run ended ({status}: {reason}) but its manifest could not be updated: "
+                           f"{run_faults.os_failure(exc)}", f"then `kit resume {run_dir}`") from exc
     return RunResult(run_dir, manifest.data["status"], manifest.data.get("reason"), table)
 
 
@@ -449,38 +448,30 @@ def _ended_by(exc: BaseException) -> tuple[str, str]:
 
 def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: str,
             reason: str | None) -> dict[str, Any] | None:
-    """Mark passes cut short, write the results and the final manifest; the results table (None if none)."""
-    for pass_id, info in manifest.data.get("passes", {}).items():
-        if info.get("status") == "running":  # cut short: never reported as a result
-            manifest.set_pass(pass_id, status=status, reason=reason)
+    """Mark passes cut short, write the results and the final manifest; the results table (None if none).
+    A stop signal while the results are computed stops that (passed on once the manifest is final; a
+    finished run then ends failed, an interrupted one stays interrupted); the manifest writes themselves
+    are never cut by one (kit.run_faults.deferred), so a run never stays `started`."""
+    with run_faults.deferred():
+        for pass_id, info in manifest.data.get("passes", {}).items():
+            if info.get("status") == "running":  # cut short: never reported as a result
+                manifest.set_pass(pass_id, status=status, reason=reason)
     results_error: BaseException | None = None
     table = None
     try:
         table = kind.results(run_dir)
-        manifest.update(results=table.get("files", {}))
     except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
         table, results_error = None, exc
-        if status != "failed":  # a failure already recorded stays the reason
+        if status == "finished":  # a run that already failed or was stopped keeps its cause
             status, reason = "failed", f"writing the results failed: {_reason(exc)}"
-    manifest.finish(status, reason)
+    with run_faults.deferred():
+        if table is not None:
+            manifest.update(results=table.get("files", {}))
+        manifest.finish(status, reason)
     emit(RunEnded(run_dir, status, reason))
     if results_error is not None and not isinstance(results_error, Exception):
         raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
     return table
-
-
-def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emit) -> None:
-    """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
-    written yet, so the pass is whole, not cut short)."""
-    for pass_id in pass_ids:
-        info = manifest.data["passes"][pass_id]
-        path = manifest.run_dir / info["file"] if info.get("file") else None
-        if path is not None and not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
-        manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
-        emit(SessionEnded(pass_id, "VOID", reason))
 
 
 def _reason(exc: Exception) -> str:

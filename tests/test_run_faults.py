@@ -129,7 +129,7 @@ def test_a_real_error_stays_the_cause(tmp_path, monkeypatch):
     assert (result.status, result.reason) == ("failed", "BFCL worker exited during 'release'; see its log")
 
 
-def test_a_second_signal_while_the_run_winds_down_does_not_leave_it_started(tmp_path, monkeypatch, stop_signals):
+def test_a_second_signal_while_the_results_are_computed_stops_that_and_the_run_stays_interrupted(tmp_path, monkeypatch, stop_signals):
     def signalled(run_dir, manifest):
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -140,6 +140,24 @@ def test_a_second_signal_while_the_run_winds_down_does_not_leave_it_started(tmp_
     _procedure(monkeypatch, signalled)
     fake = kinds.of(None)
     monkeypatch.setattr(kinds, "of", lambda protocol: dataclasses.replace(fake, results=results))
+    with pytest.raises(KeyboardInterrupt):  # the second stop is passed on, once the manifest is final
+        runner.run(runner.RunOptions(protocol="reset", out=tmp_path), say=lambda line: None)
+    manifest = _manifest(tmp_path)
+    assert (manifest["status"], manifest["reason"]) == ("interrupted", "stopped by SIGTERM; records written so far "
+                                                                       "are kept")
+
+
+def test_a_signal_during_the_final_manifest_writes_is_held_until_they_are_done(tmp_path, monkeypatch, stop_signals):
+    from kit.manifest import Manifest
+
+    finish = Manifest.finish
+
+    def signalled_finish(self, status, reason=None):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the manifest is being finished
+        finish(self, status, reason)
+
+    _procedure(monkeypatch, lambda run_dir, manifest: None)
+    monkeypatch.setattr(Manifest, "finish", signalled_finish)
     result = runner.run(runner.RunOptions(protocol="reset", out=tmp_path), say=lambda line: None)
-    assert result.status == "interrupted" and _manifest(tmp_path)["status"] == "interrupted"
-    assert run_faults.received() == signal.SIGTERM  # the first signal is the one named
+    assert result.status == "finished" and _manifest(tmp_path)["status"] == "finished"
+    assert run_faults.received() == signal.SIGTERM  # heard, and left for whoever runs next
