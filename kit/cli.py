@@ -285,13 +285,17 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 @click.option("--server-bin", type=click.Path(path_type=Path),
               help="The server binary of a run that used one: a resume never runs the path the run folder names; "
                    "this binary's sha256 must be the one recorded.")
-def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None) -> None:
+@click.option("--engine-url", "engine_url", multiple=True, metavar="[ARM=]URL",
+              help="The server(s) of a run made against --engine-url, passed again as then: a resume never "
+                   "contacts a URL the run folder names.")
+def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...]) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit import runner  # noqa: PLC0415
 
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say,
-                                           cpu_backend=cpu_backend, server_bin=server_bin))
+    urls = engine_urls(engine_url)
+    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
+                                           server_bin=server_bin, engine_url=urls))
 
 
 @cli.command()

@@ -259,22 +259,43 @@ def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: di
     return binary
 
 
+def _resumed_engine_urls(run_dir: Path, saved_options: dict[str, Any], given: tuple[str | None, dict[str, str]]) -> None:
+    """A resume connects only where the user says now: a run against `--engine-url` resumes with the same
+    URL(s) passed again, never on the folder's word (docs/security.md: a folder must not choose where the
+    kit sends requests)."""
+    recorded = (saved_options.get("engine_url"), saved_options.get("engine_urls") or {})
+    if recorded == (given[0], given[1] or {}):
+        return
+    shown = recorded[0] or " ".join(f"{arm}={url}" for arm, url in sorted(recorded[1].items()))
+    if not any(recorded):
+        raise KitError(f"{run_dir} ran on a server the kit started, not against --engine-url",
+                       "resume without --engine-url")
+    passed = [f"--engine-url {recorded[0]}"] if recorded[0] else \
+        [f"--engine-url {arm}={url}" for arm, url in sorted(recorded[1].items())]
+    what = "was not passed" if not any(given) else "differs from the one recorded"
+    raise KitError(f"{run_dir} ran against the engine at {shown}; --engine-url {what}, and a resume never "
+                   "contacts a URL on the run folder's word", f"to resume it, pass {' '.join(passed)}")
+
+
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
-           stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None) -> RunResult:
+           stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None,
+           engine_url: tuple[str | None, dict[str, str]] = (None, {})) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
     (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers).
     Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
     the recorded sha256 (docs/security.md, "Run folders and bundles"). The run folder is locked first
-    (kit.run_lock): a second kit on it is refused."""
+    (kit.run_lock): a second kit on it is refused. An engine reached by URL is contacted only when the
+    user passes the same `engine_url` again."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, lock)
+        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock)
 
 
 def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
-            server_bin: Path | None, lock: run_lock.Held | None) -> RunResult:
+            server_bin: Path | None, engine_url: tuple[str | None, dict[str, str]],
+            lock: run_lock.Held | None) -> RunResult:
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.data)
     odd = not_plain(run_dir)
@@ -302,6 +323,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
         raise KitError(f"{run_dir} ran against --engine-url "
                        f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
+    _resumed_engine_urls(run_dir, saved_options, engine_url)
     engine = manifest.data.get("engine") or {}
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
@@ -388,6 +410,20 @@ def _options_json(options: RunOptions) -> dict[str, Any]:
         saved["engine_urls"] = {arm: redact_url(url) for arm, url in options.engine_urls.items()}
         saved[CREDENTIALS_DROPPED] = True
     return saved
+
+
+def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emit) -> None:
+    """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
+    written yet, so the pass is whole, not cut short)."""
+    for pass_id in pass_ids:
+        info = manifest.data["passes"][pass_id]
+        path = manifest.run_dir / info["file"] if info.get("file") else None
+        if path is not None and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
+        manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
+        emit(SessionEnded(pass_id, "VOID", reason))
 
 
 def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],

@@ -21,8 +21,8 @@ def test_escape_sequences_go_whole():
 
 @given(st.text())
 def test_printable_text_holds_no_terminal_controls(text):
-    for shown in (printable(text), one_line(text)):
-        assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in shown)
+    for made in (printable(text), one_line(text)):
+        assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in made)
     assert "\n" not in one_line(text) and "\t" not in one_line(text)
 
 

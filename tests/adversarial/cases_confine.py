@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,29 @@ def _pid_note_naming_the_victim(scratch: Scratch) -> list[str]:
     note = {"pid": pid, "argv": ["sleep", "300"], "started": "2026-12-01T07:08:51", "token": "ab" * 16,
             "boot_id": leftover_servers._boot_id(), "start_ticks": leftover_servers._start_ticks(pid)}
     (folder / "logs" / "server-s2.pid.json").write_text(json.dumps(note))
-    return ["resume", str(folder)]
+    return ["resume", str(folder), "--engine-url", "http://127.0.0.1:9"]  # the URL passed again, as a user would
+
+
+def _resume_run_naming_a_listening_url(scratch: Scratch) -> list[str]:
+    """A run folder that names an engine URL where something listens: a resume must not connect to it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    scratch.defer(listener.close)
+    port = listener.getsockname()[1]
+    (scratch.root / "listener-port").write_text(str(port))
+    scratch.listener = listener  # type: ignore[attr-defined]
+    return ["resume", str(_run_folder(scratch, lambda m: m["options"].update(engine_url=f"http://127.0.0.1:{port}"),
+                                      resumable=True))]
+
+
+def _never_contacted(scratch: Scratch, ending: Ending) -> str | None:
+    try:
+        scratch.listener.accept()[0].close()  # type: ignore[attr-defined]
+    except BlockingIOError:
+        return None
+    return "the resume connected to the URL the run folder named"
 
 
 def _note_read_and_left(scratch: Scratch, ending: Ending) -> str | None:
@@ -203,6 +226,8 @@ CASES = [
     *[_refused(f"{command} of a pass file linked outside", _linked_pass_file(command), command,
                "passes.s1.file 'records/s1.jsonl' leads out of the run folder through a link")
       for command in ("resume", "analyze", "bundle")],
+    Case(cls="run folder", name="resume of a run folder naming an engine URL", make=_resume_run_naming_a_listening_url,
+         needle="a resume never contacts a URL on the run folder's word", check=_never_contacted),
     Case(cls="run folder", name="resume through a logs folder linked outside",
          make=_resume_through_a_linked_logs_folder, needle="holds a link, logs"),
     Case(cls="run folder", name="resume with a pipe where a records file goes", make=_resume_with_a_pipe_for_records,

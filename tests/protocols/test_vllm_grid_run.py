@@ -220,7 +220,9 @@ def test_resume_runs_an_arm_cut_short_again_whole_on_one_server(tmp_path, arm_ur
         (run_dir / "records" / f"{pass_id}.episodes.jsonl").unlink()
     manifest.update(status="interrupted", reason="killed")
     manifest_path.write_text(json.dumps(manifest))
-    result = CliRunner().invoke(cli, ["resume", str(run_dir)])
+    result = CliRunner().invoke(cli, ["resume", str(run_dir)])  # the URLs are not taken from the folder
+    assert result.exit_code != 0 and f"pass --engine-url off={off} --engine-url on={on}" in str(result.exception)
+    result = CliRunner().invoke(cli, ["resume", str(run_dir), "--engine-url", f"on={on}", "--engine-url", f"off={off}"])
     assert result.exit_code == 0, said(result)
     told = " ".join(result.output.split())  # the console wraps long lines
     assert "server arm-on stopped after on1" in told and "runs again whole" in told
