@@ -13,9 +13,9 @@ import pytest
 
 from kit import cli, runner
 from kit.manifest import Manifest
-from kit.paths import REPO_ROOT
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
+from tests.stopped_run import stopped_run
 
 
 def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -31,19 +31,10 @@ def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
 
 
-def _stopped_run(tmp_path: Path) -> Path:
-    text = (REPO_ROOT / "protocols" / "reset.yaml").read_bytes().decode("utf-8")
-    run_dir = tmp_path / "reset-stopped"
-    run_dir.mkdir()
-    Manifest.create(run_dir, protocol={"name": "reset", "kind": "reset", "file": "protocols/reset.yaml",
-                                       "sha256": hashlib.sha256(text.encode()).hexdigest(), "content": text,
-                                       "overrides": {}},
-                    options={"out": str(tmp_path)}, passes={"s1": {"status": "interrupted"}}).finish("interrupted")
-    return run_dir
 
 
 def test_resume_refuses_a_tampered_protocol_text_and_changes_nothing(tmp_path, monkeypatch, capsys):
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     recorded = manifest["protocol"]["sha256"]
     manifest["protocol"]["content"] += "\n# harmless-looking edit\n"
@@ -61,7 +52,7 @@ def test_resume_refuses_a_tampered_protocol_text_and_changes_nothing(tmp_path, m
 
 
 def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
     del manifest.data["protocol"]["content"]
     manifest.save()
@@ -70,7 +61,7 @@ def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
 
 
 def test_an_untampered_protocol_passes_the_check(tmp_path):
-    runner.check_stored_protocol(tmp_path, Manifest.load(_stopped_run(tmp_path)).data["protocol"])
+    runner.check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).data["protocol"])
 
 
 class _Provider:
@@ -118,7 +109,7 @@ def test_the_cli_exits_non_zero_with_one_line_when_results_fail(tmp_path, monkey
 
 
 def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
     manifest.data["options"].update(engine_url="http://127.0.0.1:8080?token=[REDACTED]",
                                     **{runner.CREDENTIALS_DROPPED: True})
@@ -135,7 +126,7 @@ def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
     ({"threads": 0}, "a recorded option does not hold here: --threads 0 is outside"),
 ])
 def test_recorded_options_of_the_wrong_type_or_range_are_refused_in_one_line(tmp_path, monkeypatch, options, needle):
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
     manifest.data["options"].update(options, unknown_to_this_kit="ignored")
     manifest.save()
@@ -146,7 +137,7 @@ def test_recorded_options_of_the_wrong_type_or_range_are_refused_in_one_line(tmp
 
 def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(tmp_path, monkeypatch):
     """`out` is where the run folder was made; a resume writes into the folder where it is now."""
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
     manifest.data["options"]["out"] = "/proc/not-here"
     manifest.save()
@@ -167,7 +158,7 @@ def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(t
 ])
 def test_a_manifest_not_laid_out_as_kit_run_writes_it_is_refused_in_one_line(tmp_path, monkeypatch, capsys,
                                                                               change, needle):
-    run_dir = _stopped_run(tmp_path)
+    run_dir = stopped_run(tmp_path)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     change(manifest)
     (run_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -17,7 +17,7 @@ import pytest
 from kit import runner
 from kit.bundle.show import not_honoured
 from kit.manifest import Manifest
-from kit.paths import REPO_ROOT
+from tests.stopped_run import stopped_run
 from tests.test_cli_errors import kit, one_line_error
 
 DEMO = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20261201-070851"
@@ -33,16 +33,6 @@ def _canary(tmp_path: Path) -> tuple[Path, Path]:
     return program, marker
 
 
-def _stopped(tmp_path: Path, options: dict | None = None, engine: dict | None = None) -> Path:
-    text = (REPO_ROOT / "protocols" / "reset.yaml").read_bytes().decode("utf-8")
-    run_dir = tmp_path / "reset-stopped"
-    run_dir.mkdir()
-    Manifest.create(run_dir, protocol={"name": "reset", "kind": "reset", "file": "protocols/reset.yaml",
-                                       "sha256": hashlib.sha256(text.encode()).hexdigest(), "content": text,
-                                       "overrides": {}},
-                    options={"out": str(tmp_path), **(options or {})}, engine=engine or {},
-                    passes={"s1": {"status": "interrupted"}}).finish("interrupted")
-    return run_dir
 
 
 class _Provided(Exception):
@@ -57,7 +47,7 @@ def _stop_at_the_engine(monkeypatch) -> None:
 
 def test_resume_never_runs_the_recorded_binary_and_says_to_pass_it(tmp_path, monkeypatch):
     program, marker = _canary(tmp_path)
-    run_dir = _stopped(tmp_path, {"server_bin": str(program)})
+    run_dir = stopped_run(tmp_path, {"server_bin": str(program)})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError) as refused:
         runner.resume(run_dir, say=lambda _: None)
@@ -68,7 +58,7 @@ def test_resume_never_runs_the_recorded_binary_and_says_to_pass_it(tmp_path, mon
 
 def test_a_binary_with_another_sha256_than_recorded_is_refused(tmp_path, monkeypatch):
     program, marker = _canary(tmp_path)
-    run_dir = _stopped(tmp_path, {"server_bin": "/their/llama-server"}, {"server_bin_sha256": "ab" * 32})
+    run_dir = stopped_run(tmp_path, {"server_bin": "/their/llama-server"}, {"server_bin_sha256": "ab" * 32})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError, match=r"has sha256 .*, but .* ran a server binary with sha256 abababababab…"):
         runner.resume(run_dir, say=lambda _: None, server_bin=program)
@@ -78,7 +68,7 @@ def test_a_binary_with_another_sha256_than_recorded_is_refused(tmp_path, monkeyp
 def test_the_binary_with_the_recorded_sha256_is_the_one_started(tmp_path, monkeypatch):
     program, _ = _canary(tmp_path)
     digest = hashlib.sha256(program.read_bytes()).hexdigest()
-    run_dir = _stopped(tmp_path, {"server_bin": "/elsewhere/llama-server"}, {"server_bin_sha256": digest})
+    run_dir = stopped_run(tmp_path, {"server_bin": "/elsewhere/llama-server"}, {"server_bin_sha256": digest})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(_Provided) as provided:
         runner.resume(run_dir, say=lambda _: None, server_bin=program)
@@ -87,7 +77,7 @@ def test_the_binary_with_the_recorded_sha256_is_the_one_started(tmp_path, monkey
 
 def test_a_run_recorded_before_the_sha256_takes_the_binary_passed_with_a_note(tmp_path, monkeypatch):
     program, _ = _canary(tmp_path)
-    run_dir = _stopped(tmp_path, {"server_bin": "/elsewhere/llama-server"})
+    run_dir = stopped_run(tmp_path, {"server_bin": "/elsewhere/llama-server"})
     _stop_at_the_engine(monkeypatch)
     said = []
     with pytest.raises(_Provided) as provided:
@@ -101,7 +91,7 @@ def test_a_binary_for_a_run_on_the_kits_own_engine_is_refused(tmp_path, monkeypa
     program, marker = _canary(tmp_path)
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError, match="ran the kit's own engine, not a server binary; --server-bin would mix"):
-        runner.resume(_stopped(tmp_path), say=lambda _: None, server_bin=program)
+        runner.resume(stopped_run(tmp_path), say=lambda _: None, server_bin=program)
     assert not marker.exists()
 
 

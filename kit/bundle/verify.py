@@ -310,16 +310,7 @@ RULE_NOTES = {
 def _leaves(data: bytes, name: str) -> int:
     if not name.endswith(".json"):
         return len(data.decode("utf-8", "replace").replace("\n", ",").split(","))
-    stack, count = [load_json(data)], 0
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-        else:
-            count += 1
-    return count
+    return sum(1 for _ in rendered.leaves(load_json(data)))
 
 
 def keep(limits: Limits, records: bool = True):
