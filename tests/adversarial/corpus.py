@@ -34,6 +34,7 @@ class Case:
     needle: str = ""
     check: Callable[[Scratch, Ending], str | None] | None = None
     timeout: float = 60.0
+    engine: bool = False  # the kit starts the real llama-server in this case (the `engine` test tier)
 
     def __post_init__(self) -> None:
         if self.cls not in CLASSES or self.expect not in ("refused", "handled"):

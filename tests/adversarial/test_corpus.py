@@ -10,7 +10,8 @@ from tests.adversarial.corpus import Case, Scratch, all_cases, run_case
 CASES = all_cases()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.engine] if case.engine else [])
+                                  for case in CASES], ids=[case.id for case in CASES])
 def test_hostile_input_ends_clear(case: Case, tmp_path):
     outcome, detail = run_case(case, tmp_path)
     assert outcome == "clear", f"{case.id}: {outcome}: {detail}"
