@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
+from kit.analysis import bridge_findings, grid_findings, grid_setting, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
@@ -202,7 +202,7 @@ def _prompt_cache(run: RunFolder) -> str:
     for a run whose phases set `cache_prompt` per request (the restored-state control, the demo), that first:
     its server-level cache may be disabled while its warm phases reuse the slot's prompt cache."""
     try:
-        server = grid_findings.prompt_cache_setting(run.cache_ram)
+        server = grid_setting.prompt_cache_setting(run.cache_ram)
     except (TypeError, ValueError):
         server = str(run.cache_ram)
     phases = run.resolved.get("phases")

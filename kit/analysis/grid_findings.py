@@ -14,6 +14,7 @@ import numpy as np
 
 from kit.analysis import grid as grid_results
 from kit.analysis.collect import RunFolder, format_rank
+from kit.analysis.grid_setting import pass_order, prompt_cache_setting
 from kit.divergence import TOKEN_IDS
 
 COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}
@@ -52,26 +53,6 @@ def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, A
             entry["identity"] = comparison["identity"]
         out["comparisons"][key] = entry
     return out
-
-
-def adjacent_on_passes(passes: list[str]) -> bool | None:
-    """Did the two cache-on passes run back to back? None without two cache-on passes."""
-    on = [i for i, arm in enumerate(passes) if str(arm) in ("on", "True")]
-    return None if len(on) < 2 else on[1] - on[0] == 1
-
-
-def prompt_cache_setting(cache_ram: Any) -> str:
-    """The server-level prompt cache as Table III names it: `--cache-ram` left at llama.cpp's default
-    (None), disabled (0), or an explicit size."""
-    if cache_ram is None:
-        return "default"
-    return "disabled" if int(cache_ram) == 0 else f"{int(cache_ram)} MiB"
-
-
-def pass_order(passes: list[str]) -> str | None:
-    """Table III's column: were the two cache-on passes adjacent? None without two cache-on passes."""
-    adjacent = adjacent_on_passes(passes)
-    return None if adjacent is None else "adjacent" if adjacent else "cache-off pass in between"
 
 
 def table_iii(grid: list[dict[str, Any]]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from kit.analysis import flag_order_run
-from kit.analysis.grid_findings import pass_order, prompt_cache_setting
+from kit.analysis.grid_setting import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
