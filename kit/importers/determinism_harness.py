@@ -187,7 +187,7 @@ def _box(call: dict[str, Any], manifest: dict[str, Any]) -> str | None:
     return box if isinstance(box, str) and box else None
 
 
-def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int = IMPORT_CALLS_MAX) -> Scanned:
+def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int | None = None) -> Scanned:
     """Check the side files and every line of the open calls file (streamed, never held whole); at most
     `budget` calls (what is left of the study's IMPORT_CALLS_MAX)."""
     manifest, manifest_bytes = _json_file(files.manifest, "manifest")
@@ -197,6 +197,7 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int =
     if not isinstance(run_name, str) or done.get("run_name") != run_name:
         raise ConfigError(f"{files.manifest} and {files.done} name runs {run_name!r} and {done.get('run_name')!r}",
                           "give the manifest and done marker of the same run")
+    budget = IMPORT_CALLS_MAX if budget is None else budget
     total = calls.seek(0, 2)
     calls.seek(0)
     digest, indices, offsets, numbers = hashlib.sha256(), array("q"), array("Q"), array("Q")
