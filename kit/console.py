@@ -387,6 +387,9 @@ def harness_table(table: dict[str, Any]) -> Group:
             flips = sum(1 for c in block["cycles"] if c["flip_at_flusher"])
             line += f"; cycles: {len(block['cycles'])}, flip at the flusher in {flips}"
         lines.append(line)
+    if table.get("arms_left_out"):
+        lines.append(f"left out, not arms of mode {shown(table.get('kind'))}: " + shown(", ".join(
+            f"{arm} ({n} calls)" for arm, n in table["arms_left_out"].items())))
     crossed = table.get("cross_box") or {}
     if crossed.get("arms"):
         lines.append("boxes compared: " + shown("; ".join(

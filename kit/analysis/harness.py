@@ -176,6 +176,7 @@ def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str
     mode = mode_of(resolved.get("mode") or "", records)
     thresholds = resolved.get("thresholds")
     measured = [r for r in records if not r.get("control") and mode.counts(r)]
+    left_out = Counter(arm_of(r) for r in records if not r.get("control") and not mode.counts(r))
     boxes, valid_by_box = {}, {}
     for box in sorted({box_of(r) for r in measured}):
         raw = defaultdict(list)
@@ -204,6 +205,7 @@ def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str
                       "manipulation": {"pass": passed, "by_box": {box: gates[i] for i, box in enumerate(boxes)},
                                        "rule": "every box's manipulation gate passed (boxes.<box>.gates)"}},
             "arms_differ": (len(modals) > 1) if passed and one_request and None not in modals else None,
+            "arms_left_out": dict(sorted(left_out.items())),  # calls of arms not the mode's, left out as the harness does
             "cross_box": cross_box(valid_by_box), **mode.study(records),
             "not_computed": mode.not_computed}
 
