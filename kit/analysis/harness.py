@@ -56,6 +56,7 @@ RESULTS = "results/harness.json"
 CALLS = "records/calls.jsonl"
 DEFINITIONS = 2  # the version of these definitions, in `protocol.resolved.definitions` of every new import
 DISTANCE_CAP = 512  # the harness's cap on an edit distance
+ARM_BLOCK = ("n_raw", "excluded", "flags", "prefill_ms", "metrics")  # an arm's block (arm_entry)
 
 
 def validity(calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -99,16 +100,17 @@ def output_metrics(texts: list[str], tokens: list[int | None] | None = None) -> 
     top = max(counts.values())
     modal = min(text for text, count in counts.items() if count == top)
     pairs = n * (n - 1)
-    others = [text for text in texts if text != modal]
-    distances = [distance(modal, text) for text in others]
+    others = {text: count for text, count in counts.items() if text != modal}  # each distinct output once
+    distances = {text: distance(modal, text) for text in others}
     known = [t for t in tokens or [] if t is not None]
     return {"n": n, "modal_count": top, "modal_share": top / n, "modal_sha256": sha256_text(modal),
             "distinct_count": len(counts), "all_identical": len(counts) == 1,
             "pairwise_agreement": sum(c * (c - 1) for c in counts.values()) / pairs if pairs else 1.0,
-            "divergence_char_indices": sorted(first_difference(modal, text) for text in others),
-            "norm_distance_mean_all": sum(d for d, _ in distances) / n,
-            "norm_distance_max": max((d for d, _ in distances), default=0.0),
-            "any_distance_capped": any(capped for _, capped in distances),
+            "divergence_char_indices": sorted(index for text, count in others.items()
+                                              for index in [first_difference(modal, text)] * count),
+            "norm_distance_mean_all": sum(distances[text][0] * count for text, count in others.items()) / n,
+            "norm_distance_max": max((d for d, _ in distances.values()), default=0.0),
+            "any_distance_capped": any(capped for _, capped in distances.values()),
             "output_token_variance": statistics.pvariance(known) if known else None}
 
 
@@ -193,7 +195,11 @@ def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str
     pooled = defaultdict(list)
     for call in measured:
         pooled[arm_of(call)].append(call)
-    arms = {arm: arm_entry(pooled.get(arm, []))[1] for arm in mode.arms or sorted(pooled)}
+    if len(boxes) == 1:  # the study is its one box: its arms' blocks, without what the mode added per box
+        arms = {arm: {k: v for k, v in entry.items() if k in ARM_BLOCK}
+                for arm, entry in next(iter(boxes.values()))["arms"].items()}
+    else:
+        arms = {arm: arm_entry(pooled.get(arm, []))[1] for arm in mode.arms or sorted(pooled)}
     gates = [b["gates"]["manipulation"].get("pass") for b in boxes.values()]
     passed = None if not gates or None in gates else all(gates)
     one_request = len({c["prompt_sha256"] for c in measured}) == 1

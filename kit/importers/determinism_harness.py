@@ -52,8 +52,9 @@ REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str,
 # optional fields the analysis reads: null or of this type
 OPTIONAL = {"box": str, "meta_hardware": str, "meta_arm": str, "meta_control": str, "meta_cycle": int, "repeat": int,
             "pre_unload_confirmed": bool, "stop_reason": str, "usage": dict, "logprob_margins": dict}
-DURATIONS = ("prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
-             "output_tokens")
+DURATIONS = {"prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
+             "output_tokens"}  # in `usage`
+NUMBERS = {"unload_wait_ms", "latency_ms"}
 BOXES_MAX = 64  # boxes (machines) in one study
 FILES_MAX = 64  # calls files in one study
 FIX = "import the harness's files as it wrote them (see docs/import.md)"
@@ -129,12 +130,13 @@ def _call(line: bytes, where: str, run_name: str) -> dict[str, Any]:
                           "the file was changed after the harness wrote it; import an intact copy")
     if call["run_name"] != run_name:
         raise ConfigError(f"{where} is a call of run {call['run_name']!r}, not of {run_name!r} (its manifest)", FIX)
-    for key, kind in OPTIONAL.items():
-        if call.get(key) is not None and type(call[key]) is not kind:
-            raise ConfigError(f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a {kind.__name__} "
-                              "or null", FIX)
-    numbers = [(f"usage.{key}", (call.get("usage") or {}).get(key)) for key in DURATIONS]
-    for key, value in numbers + [(key, call.get(key)) for key in ("unload_wait_ms", "latency_ms")]:
+    for key in OPTIONAL.keys() & call.keys():
+        if call[key] is not None and type(call[key]) is not OPTIONAL[key]:
+            raise ConfigError(f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a "
+                              f"{OPTIONAL[key].__name__} or null", FIX)
+    usage = call.get("usage") or {}
+    numbers = [(f"usage.{key}", usage[key]) for key in DURATIONS & usage.keys()]
+    for key, value in numbers + [(key, call[key]) for key in NUMBERS & call.keys()]:
         if value is not None and (type(value) not in (int, float) or not 0 <= value < INDEX_MAX):
             raise ConfigError(f"{where} has {key} {str(value)[:40]!r}; the harness writes a number >= 0", FIX)
     _check_margins(call.get("logprob_margins"), where)
