@@ -38,7 +38,9 @@ import orjson
 from kit.analysis.harness import DEFINITIONS
 from kit.digests import sha256_text
 from kit.errors import ConfigError, KitError
+from kit.limits import IMPORT_BOXES_MAX as BOXES_MAX
 from kit.limits import IMPORT_CALLS_MAX
+from kit.limits import IMPORT_FILES_MAX as FILES_MAX
 from kit.manifest import Manifest, new_run_dir
 from kit.provenance import collect
 from kit.record import HarnessRecord
@@ -55,8 +57,6 @@ OPTIONAL = {"box": str, "meta_hardware": str, "meta_arm": str, "meta_control": s
 DURATIONS = {"prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
              "output_tokens"}  # in `usage`
 NUMBERS = {"unload_wait_ms", "latency_ms"}
-BOXES_MAX = 64  # boxes (machines) in one study
-FILES_MAX = 64  # calls files in one study
 FIX = "import the harness's files as it wrote them (see docs/import.md)"
 MIB, GIB = 1 << 20, 1 << 30
 SIDE_FILE_BYTES = 16 * MIB  # the manifest, done marker and report: small JSON objects
