@@ -24,8 +24,9 @@ def thresholds(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 THRESHOLDS = click.option("--thresholds", callback=thresholds, metavar="LOW,HIGH",
-                          help="Fixed prefill classes in ms: calls below LOW, between, above HIGH (e.g. 25,30, "
-                               "the harness's cache-timing gate); without it only the kit's own classes.")
+                          help="Fixed prefill classes in ms: calls below LOW, between, above HIGH, per state; "
+                               "also the LOW and HIGH of the cache-timing and cache-instance gates (without it: the "
+                               "harness's registered 25,30, and only the kit's own classes).")
 
 
 @contextmanager
