@@ -25,3 +25,5 @@ ANSWER_BYTES_MIN, ANSWER_BYTES_MAX = 1024, 1 << 32  # bytes of one engine answer
 ANSWER_BYTES_DEFAULT = 64 << 20  # real answers are far smaller: 1024 tokens with top-5 logprobs is ~1 MB
 REQUEST_DEADLINE_MAX = 7 * 86400.0  # seconds one engine request may take
 IMPORT_CALLS_MAX = 100_000  # kit import: calls in one harness run (seed 002's runs hold 100-150)
+IMPORT_FILES_MAX = 64  # kit import: calls files (one per box) of one harness study
+IMPORT_BOXES_MAX = 64  # kit import: boxes (machines) of one harness study

@@ -159,9 +159,14 @@ class HarnessRecord(RequestRecord):
     `latency_ms` / 1000; `unit` is the harness's `cell`, and the pass holds every call in execution order."""
 
     source_line: int = _field("the call's line in the harness's JSONL file, from 1")
-    schedule_index: int = _field("the harness's execution order (`schedule_index`)")
-    arm: str | None = _field("the arm, from the cell's `key=value` suffix (e.g. `cold` of `prefill=cold`); null "
-                             "for a control", None)
+    source_file: str | None = _field("that file's name in `records/imported/` (a study of several boxes imports "
+                                     "one file per box)", None)
+    schedule_index: int = _field("the harness's execution order (`schedule_index`) within its file")
+    box: str | None = _field("the machine that served the call: the harness's `box`, else `meta_hardware`, else "
+                             "the box its run's manifest names", None)
+    repeat: int | None = _field("the harness's `repeat`: the call's position among its cell's repeats", None)
+    arm: str | None = _field("the arm: the harness's `meta_arm`, else the cell's `key=value` suffix (e.g. `cold` "
+                             "of `prefill=cold`); null for a control", None)
     arm_key: str | None = _field("the key of that suffix (`prefill`, `timing`, `instance`, `arm`)", None)
     control: str | None = _field("`meta_control`: null for a measured call, else the control's name (`warmup`, "
                                  "`burnin`, `flusher`); controls are kept, never counted in an arm", None)
@@ -178,6 +183,9 @@ class HarnessRecord(RequestRecord):
     model_sent: str | None = _field("the model the harness asked for (`model_id_sent`)", None)
     usage: dict[str, Any] | None = _field("the harness's `usage` as recorded (Ollama's durations in ns, token "
                                           "counts)", None)
+    logprob_margins: dict[str, Any] | None = _field("the harness's `logprob_margins` (margins mode: per token "
+                                                    "[token, chosen, top1, top2 logprob], `min_top2_margin`, "
+                                                    "`chosen_not_top1`)", None)
 
 
 KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord,

@@ -25,9 +25,8 @@ SHIPPED = {"cache-ab": ("runs/local-study3-cache-ab-20260730T231915Z.jsonl",
                         "reports/cache-ab-report-20260730T232908Z.json"),
            "cache-timing": ("runs/local-study3-cache-timing-20260730T233649Z.jsonl",
                             "reports/cache-timing-report-20260730T234514Z.json")}
-# what the reports hold and the kit does not compute (their definitions are not in the records)
-NOT_COMPUTED = {"flags.negative_control_failed", "history_matches", "metrics.any_distance_capped",
-                "metrics.norm_distance_max", "metrics.norm_distance_mean_all"}
+# what the reports hold and the kit does not compute (the harness's labels of earlier sessions' outputs)
+NOT_COMPUTED = {"history_matches"}
 
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="seed 002's records are in ../shared/data")
 
@@ -51,13 +50,17 @@ def test_a_shipped_run_imports_every_call_and_agrees_with_the_harness_report(nam
         [calls.name, calls.name.replace(".jsonl", ".manifest.json"), calls.name.replace(".jsonl", ".done.json"),
          report.name])
     comparison = results(run_dir)["report_comparison"]
-    assert comparison["differ"] == [] and comparison["agree"] == comparison["compared"] >= 47
-    assert {key.split(".", 2)[2] for key in comparison["not_computed_by_the_kit"]} == NOT_COMPUTED
+    assert comparison["differ"] == [] and comparison["agree"] == comparison["compared"] == 55
+    assert {key.rsplit(".", 1)[1] for key in comparison["not_computed"]} == NOT_COMPUTED
+    assert all(why.startswith("not computed, because ") for why in comparison["not_computed"].values())
     reported = json.loads(report.read_text())["boxes"]["cuda"]
+    ours = results(run_dir)["boxes"]["cuda"]
     for arm, values in reported["arms"].items():  # spot checks against the report itself
-        assert results(run_dir)["arms"][arm]["modal_sha256"] == values["metrics"]["modal_sha256"]
-        assert results(run_dir)["arms"][arm]["prefill_ms"] == values["prefill_ms"]
-    assert results(run_dir)["gates"]["manipulation"]["pass"] is reported["gates"]["manipulation"]["pass"] is False
+        assert ours["arms"][arm]["metrics"]["modal_sha256"] == values["metrics"]["modal_sha256"]
+        assert ours["arms"][arm]["metrics"]["norm_distance_max"] == values["metrics"]["norm_distance_max"]
+        assert ours["arms"][arm]["prefill_ms"] == values["prefill_ms"]
+    assert ours["gates"]["manipulation"]["pass"] is reported["gates"]["manipulation"]["pass"] is False
+    assert results(run_dir)["gates"]["manipulation"]["pass"] is False  # over the study: its one box
 
 
 def test_an_imported_run_analyses_bundles_and_verifies(tmp_path):
@@ -67,10 +70,16 @@ def test_an_imported_run_analyses_bundles_and_verifies(tmp_path):
     assert analysed.returncode == 0, analysed.stderr
     assert "manipulation gate FAIL, arms differ: None" in analysed.stdout
     (found,) = json.loads((run_dir / "analysis" / "findings.json").read_text())["harness"]
-    assert found["thresholds_ms"] == [30, 40] and set(found["by_state"]["cold"]) == {"above", "between"}
-    assert {k: v for k, v in found.items() if k not in ("run", "by_state", "thresholds_ms")} == {
-        k: v for k, v in results(run_dir).items() if k not in ("run_id", "report_comparison", "by_state",
-                                                               "thresholds_ms")}
+    assert found["thresholds_ms"] == [30, 40] and set(found["boxes"]["cuda"]["by_state"]["cold"]) == {"above",
+                                                                                                        "between"}
+    assert "by_state" not in results(run_dir)["boxes"]["cuda"]  # imported without thresholds
+
+    def without_states(table: dict) -> dict:
+        boxes = {box: {k: v for k, v in block.items() if k != "by_state"} for box, block in table["boxes"].items()}
+        return {k: v for k, v in table.items() if k not in ("run", "run_id", "report_comparison", "thresholds_ms",
+                                                             "boxes")} | {"boxes": boxes}
+
+    assert without_states(found) == without_states(results(run_dir))
     verdict = verify_bundle(write_bundle([run_dir], tmp_path / "h.tar.gz", environ={}).path)
     assert verdict.ok, verdict.lines()
     assert any(name.endswith("results/harness.json") for name in verdict.results_compared)
@@ -78,34 +87,22 @@ def test_an_imported_run_analyses_bundles_and_verifies(tmp_path):
     one_line_error(resumed, "was imported from determinism-harness, not run")
 
 
-def test_cycles_and_unloads_of_a_cache_instance_run(tmp_path):
-    run_dir = import_run(HarnessFiles.beside(FIXTURES / "fixture-cache-instance.jsonl"), tmp_path, (25.0, 30.0))
-    table = results(run_dir)
-    assert table["totals"] == {"records_in": 17, "controls_excluded": {"flusher": 2, "warmup": 1}}
-    assert table["cycles"] == [
-        {"cycle": 0, "calls": 8, "interposed": "flusher", "flips": True, "unload_confirmed": True,
-         "unload_wait_ms_max": 1200.0},
-        {"cycle": 1, "calls": 8, "interposed": "flusher", "flips": False, "unload_confirmed": False,
-         "unload_wait_ms_max": 5000.0}]
-    assert table["arms"]["pure"]["n"] == 6 and table["arms"]["pure"]["all_identical"]
-    assert table["arms"]["contaminated"]["distinct_count"] == 2 and table["arms"]["contaminated"]["modal_share"] == 0.5
-    assert table["prefill_classes"]["classes"] == [["burnin"], ["contaminated"], ["pure"]]
-    assert {arm: sorted(states) for arm, states in table["by_state"].items()} == {
-        "burnin": ["above"], "contaminated": ["above"], "pure": ["below"]}
-    assert table["gates"]["manipulation"]["pass"] is None and table["arms_differ"] is None
-
-
 def test_failed_truncated_and_differing_calls_of_a_churn_run(tmp_path):
     run_dir = import_run(HarnessFiles.beside(FIXTURES / "fixture-churn-ab.jsonl"), tmp_path)
-    blocked, churn = (results(run_dir)["arms"][arm] for arm in ("blocked", "churn"))
-    assert blocked["excluded"] == {"error": 1, "truncated_or_other_stop": 0} and blocked["n"] == 3
-    assert churn["excluded"] == {"error": 0, "truncated_or_other_stop": 1} and churn["n"] == 3
-    assert (churn["distinct_count"], churn["modal_count"], churn["divergence_char_indices"]) == (2, 2, [1])
-    assert churn["pairwise_agreement"] == pytest.approx(1 / 3)  # of 3 pairs, only X-X agrees
-    assert churn["output_token_variance"] == pytest.approx(2 / 9)  # tokens 8, 9, 8
+    blocked, churn = (results(run_dir)["boxes"]["fixture"]["arms"][arm] for arm in ("blocked", "churn"))
+    assert blocked["excluded"] == {"error": 1, "truncated_or_other_stop": 0} and blocked["metrics"]["n"] == 3
+    assert churn["excluded"] == {"error": 0, "truncated_or_other_stop": 1} and churn["metrics"]["n"] == 3
+    m = churn["metrics"]
+    assert (m["distinct_count"], m["modal_count"], m["divergence_char_indices"]) == (2, 2, [1])
+    assert m["pairwise_agreement"] == pytest.approx(1 / 3)  # of 3 pairs, only X-X agrees
+    assert m["output_token_variance"] == pytest.approx(2 / 9)  # tokens 8, 9, 8
+    assert m["norm_distance_max"] == pytest.approx(1 / 2)  # "Xy" is one edit from "X", over 2 characters
+    assert m["norm_distance_mean_all"] == pytest.approx(1 / 6)
     assert churn["prefill_ms"] == {"min": 31.0, "median": 35.0, "max": 37.0}
     records = read_records(run_dir / "records" / "calls.jsonl").records
     assert [r["error"] is not None for r in records].count(True) == 1  # the failed call is kept, marked
+    assert {r["box"] for r in records} == {"fixture"} and {r["source_file"] for r in records} == {
+        "fixture-churn-ab.jsonl"}
 
 
 def _copy(tmp_path: Path, edit=None, done_edit=None) -> Path:

@@ -1,26 +1,36 @@
-"""What seed 002's determinism-harness reports say of a run, recomputed from its imported calls.
+"""What seed 002's determinism-harness reports say of a study, recomputed from its imported calls.
 
 Read from the run folder only (records/calls.jsonl and the manifest's `protocol.resolved`), so `kit
-verify` recomputes it. For every arm (the cell's `key=value` suffix; controls are never counted):
-calls in (`n_raw`), calls left out (`ok` false: `error`; a stop other than `stop`:
-`truncated_or_other_stop`), and of the rest `n`, the modal output's count, share and sha256, distinct
-outputs, whether all are identical, and prefill min/median/max (Ollama's `prompt_eval_duration_ns`);
-also the share of call pairs with identical outputs (`pairwise_agreement`), the first character at
-which each non-modal output departs from the modal one (`divergence_char_indices`) and the population
-variance of the output token counts (`output_token_variance`). The same metrics per prefill state
-where fixed thresholds are given (`below` LOW, `between`, `above` HIGH ms). Prefill classes the kit
-finds on its own: arms whose prefill ranges overlap are one class (kit.cache_state.separation: no
-constant boundary). Per cycle (modes with `meta_cycle`): whether the
-output flips across the interposed control call, and whether every unload was confirmed.
+verify` recomputes it. A study may span several boxes (machines): every call keeps its box, and the
+table holds, like the harness's reports, one block per box (`boxes.<box>`: its arms, gates and the
+mode's estimator), the same arms over the whole study (`arms`, `gates`, `arms_differ`), the report's
+`totals` over all boxes, and the boxes compared with each other (`cross_box`). Each value is named and
+defined as the harness's analyzer for the run's mode defines it (kit.analysis.harness_modes), so the
+report's values can be compared path by path (kit.analysis.harness_report).
 
-Gates, as the harness states them for its modes (the rule used is written beside each result):
-- cache A/B (arms cold, warm): every cold prefill above 3x the warm median, and the warm median below a
-  third of the cold median;
-- cache timing (arms adjacent, gapped; needs thresholds LOW,HIGH): every adjacent prefill below LOW and
-  every gapped prefill above HIGH;
-- any other mode: no manipulation gate (null, with the reason).
-`cross_arm_negative_control`: every measured call of every arm sent one and the same request. `arms_differ`
-is null unless the manipulation gate passed; then whether the arms' modal outputs differ.
+Per arm (the call's `meta_arm`, else its cell's `key=value` suffix; controls are never counted), as the
+harness's validity gate and cell metrics define them:
+- `n_raw`; `flags`: `negative_control_failed` when the arm's calls carry more than one request sha256 or
+  wire sha256 (then no call of the arm is valid), `wire_mismatch` when more than one wire sha256,
+  `response_models` (sorted, of the valid calls) and `model_drift` (more than one of them);
+- `excluded`: `error` (`ok` false), `truncated_or_other_stop` (a stop other than `stop`);
+- `metrics` (valid calls only, absent when none): `n`, the modal output (the most frequent text, a tie
+  going to the lexicographically smallest) and its `modal_count`, `modal_share` and `modal_sha256`,
+  `distinct_count`, `all_identical`, `pairwise_agreement` (share of ordered pairs of calls with the same
+  text; 1.0 for one call), `divergence_char_indices` (for each non-modal output, the first character
+  at which it departs from the modal one, or the shorter length; one entry per output, repeats
+  included, sorted as the harness sorts them), `norm_distance_mean_all` and `norm_distance_max` (each
+  output's Levenshtein distance from the modal one over the longer length, 0 for the modal outputs;
+  distances of 512 or more count as 512 and set `any_distance_capped`), `output_token_variance`
+  (population variance of the known `output_tokens`);
+- `prefill_ms` (median, min, max of Ollama's `prompt_eval_duration_ns` / 10^6, a missing one as 0).
+
+The kit's own additions, per box: the prefill classes it finds without thresholds (arms whose prefill
+ranges overlap are one class, kit.cache_state.separation) and, with `--thresholds LOW,HIGH`, the arm
+metrics per prefill state (`below` LOW, `between`, `above` HIGH ms).
+
+Run folders imported by earlier releases (no `definitions` in `protocol.resolved`) keep the table as
+those releases computed it (kit.analysis.harness_v1), so their bundles still verify.
 """
 
 from __future__ import annotations
@@ -31,147 +41,179 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from rapidfuzz.distance import Levenshtein
+
+from kit.analysis import harness_v1
+from kit.analysis.harness_modes import BoxCalls, box_of, median, mode_of, prefill_ms
+from kit.analysis.harness_v1 import _state, kit_classes
 from kit.atomic_file import write_json_atomic
-from kit.cache_state import separation
+from kit.digests import sha256_text
 from kit.manifest import Manifest
 from kit.records import read_records
 
 TABLE = "harness"
 RESULTS = "results/harness.json"
 CALLS = "records/calls.jsonl"
+DEFINITIONS = 2  # the version of these definitions, in `protocol.resolved.definitions` of every new import
+DISTANCE_CAP = 512  # the harness's cap on an edit distance
+ARM_BLOCK = ("n_raw", "excluded", "flags", "prefill_ms", "metrics")  # an arm's block (arm_entry)
 
 
-def _prefill(calls: list[dict[str, Any]]) -> dict[str, float] | None:
-    times = [c["prefill_ms"] for c in calls if c.get("prefill_ms") is not None]
-    if not times:
-        return None
-    return {"min": min(times), "median": statistics.median(times), "max": max(times)}
-
-
-def _first_difference(text: str, modal: str) -> int:
-    """The first character index where `text` departs from the modal output."""
-    return next((i for i, (a, b) in enumerate(zip(text, modal)) if a != b), min(len(text), len(modal)))
-
-
-def metrics(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """An arm's (or a state's) numbers, as the harness's reports name them."""
-    error = [c for c in calls if not c["ok"]]
-    other_stop = [c for c in calls if c["ok"] and c.get("stop_reason") != "stop"]
-    kept = [c for c in calls if c["ok"] and c.get("stop_reason") == "stop"]
-    outputs = Counter(c["output_sha256"] for c in kept)
-    modal_sha, modal_count = outputs.most_common(1)[0] if outputs else (None, 0)
-    pairs = len(kept) * (len(kept) - 1) // 2
-    modal_text = next((c["text"] for c in kept if c["output_sha256"] == modal_sha), "")
-    tokens = [c["usage"]["output_tokens"] for c in kept if isinstance((c.get("usage") or {}).get("output_tokens"), int)]
-    return {"n_raw": len(calls), "excluded": {"error": len(error), "truncated_or_other_stop": len(other_stop)},
-            "n": len(kept), "modal_count": modal_count, "modal_share": modal_count / len(kept) if kept else None,
-            "modal_sha256": modal_sha, "distinct_count": len(outputs), "all_identical": len(outputs) == 1,
-            "pairwise_agreement": sum(k * (k - 1) // 2 for k in outputs.values()) / pairs if pairs else None,
-            "divergence_char_indices": sorted({_first_difference(c["text"], modal_text) for c in kept
-                                               if c["output_sha256"] != modal_sha}),
-            "output_token_variance": statistics.pvariance(tokens) if tokens else None,
-            "prefill_ms": _prefill(kept),
-            "response_models": sorted({c.get("response_model") or "" for c in kept}),
-            "model_drift": len({c.get("response_model") for c in kept}) > 1
-            or any(c.get("response_model") != c.get("model_sent") for c in kept),
-            "wire_mismatch": any(c.get("wire_sha256") not in (None, c["prompt_sha256"]) for c in kept)}
-
-
-def _state(prefill_ms: float | None, low: float, high: float) -> str:
-    if prefill_ms is None:
-        return "unknown"
-    return "below" if prefill_ms < low else "above" if prefill_ms > high else "between"
-
-
-def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Arms whose prefill ranges overlap merge into one class; each pair's separation, as measured."""
-    times = {arm: [c["prefill_ms"] for c in calls if c.get("prefill_ms") is not None] for arm, calls in arms.items()}
-    names = [arm for arm in sorted(times) if times[arm]]
-    group = {arm: {arm} for arm in names}
-    pairs = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            found = separation(times[a], times[b])
-            pairs[f"{a}|{b}"] = found.to_json()
-            if not found.separate:
-                merged = group[a] | group[b]
-                for arm in merged:
-                    group[arm] = merged
-    classes = sorted({tuple(sorted(g)) for g in group.values()})
-    return {"rule": "arms whose prefill ranges overlap are one class (kit.cache_state.separation)",
-            "classes": [list(c) for c in classes], "pairs": pairs}
-
-
-def cycles(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per cycle: does the output flip across the interposed control call; were the unloads confirmed."""
-    by_cycle: dict[int, list[dict[str, Any]]] = defaultdict(list)
+def validity(calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The valid calls of one arm and its `n_raw`, `excluded` and `flags`, by the harness's validity gate."""
+    excluded = {"error": 0, "truncated_or_other_stop": 0}
+    flags: dict[str, Any] = {"negative_control_failed": False, "wire_mismatch": False, "model_drift": False,
+                             "response_models": []}
+    wires = {c.get("wire_sha256") for c in calls if c.get("wire_sha256")}
+    if len({c["prompt_sha256"] for c in calls}) > 1 or len(wires) > 1:
+        flags.update(negative_control_failed=True, wire_mismatch=len(wires) > 1)
+        return [], {"n_raw": len(calls), "excluded": excluded, "flags": flags}
+    valid = []
     for call in calls:
-        if call.get("cycle") is not None:
-            by_cycle[call["cycle"]].append(call)
-    found = []
-    for cycle, members in sorted(by_cycle.items()):
-        members.sort(key=lambda c: c["schedule_index"])
-        interposed = next((i for i, c in enumerate(members) if c.get("control")), None)
-        before = [c for c in members[:interposed] if not c.get("control")] if interposed is not None else []
-        after = [c for c in members[interposed + 1:] if not c.get("control")] if interposed is not None else []
-        confirmed = [c["pre_unload_confirmed"] for c in members if c.get("pre_unload_confirmed") is not None]
-        waits = [c["unload_wait_ms"] for c in members if c.get("unload_wait_ms") is not None]
-        found.append({"cycle": cycle, "calls": len(members),
-                      "interposed": members[interposed]["control"] if interposed is not None else None,
-                      "flips": before[-1]["output_sha256"] != after[0]["output_sha256"] if before and after else None,
-                      "unload_confirmed": all(confirmed) if confirmed else None,
-                      "unload_wait_ms_max": max(waits) if waits else None})
-    return found
+        if not call["ok"]:
+            excluded["error"] += 1
+        elif call.get("stop_reason") != "stop":
+            excluded["truncated_or_other_stop"] += 1
+        else:
+            valid.append(call)
+    models = sorted({c["response_model"] for c in valid if c.get("response_model")})
+    flags.update(response_models=models, model_drift=len(models) > 1)
+    return valid, {"n_raw": len(calls), "excluded": excluded, "flags": flags}
 
 
-def manipulation(mode: str, arms: dict[str, dict[str, Any]], raw: dict[str, list[dict[str, Any]]],
-                 thresholds: list[float] | None) -> dict[str, Any]:
-    def times(arm: str) -> list[float]:
-        return [c["prefill_ms"] for c in raw[arm] if c["ok"] and c.get("stop_reason") == "stop"]
+def first_difference(modal: str, text: str) -> int:
+    """The first character index where `text` departs from `modal` (the shorter length if one is a prefix)."""
+    return next((i for i, (a, b) in enumerate(zip(modal, text)) if a != b), min(len(modal), len(text)))
 
-    if {"cold", "warm"} <= arms.keys() and times("cold") and times("warm"):
-        cold, warm = statistics.median(times("cold")), statistics.median(times("warm"))
-        threshold = 3 * warm
-        gate = {"cold_median_ms": cold, "warm_median_ms": warm, "threshold_ms": threshold,
-                "cold_all_above": all(t > threshold for t in times("cold")),
-                "warm_median_below_cold_third": warm < cold / 3}
-        return {**gate, "pass": gate["cold_all_above"] and gate["warm_median_below_cold_third"],
-                "rule": "cache A/B: every cold prefill > 3 x warm median, and warm median < cold median / 3"}
-    if {"adjacent", "gapped"} <= arms.keys() and times("adjacent") and times("gapped"):
-        if thresholds is None:
-            return {"pass": None, "rule": "cache timing: needs fixed thresholds (kit import --thresholds LOW,HIGH)"}
-        low, high = thresholds
-        gate = {"adjacent_median_ms": statistics.median(times("adjacent")), "adjacent_max_ms_threshold": low,
-                "adjacent_all_below": all(t < low for t in times("adjacent")),
-                "gapped_median_ms": statistics.median(times("gapped")), "gapped_min_ms_threshold": high,
-                "gapped_all_above": all(t > high for t in times("gapped"))}
-        return {**gate, "pass": gate["adjacent_all_below"] and gate["gapped_all_above"],
-                "rule": f"cache timing: every adjacent prefill < {low} ms and every gapped prefill > {high} ms"}
-    return {"pass": None, "rule": f"no manipulation gate is defined for mode {mode!r} with arms {sorted(arms)}"}
+
+def distance(modal: str, text: str) -> tuple[float, bool]:
+    """Levenshtein distance over the longer length, distances of DISTANCE_CAP or more counted as the cap."""
+    found = Levenshtein.distance(modal, text, score_cutoff=DISTANCE_CAP - 1)
+    capped = found > DISTANCE_CAP - 1
+    longer = max(len(modal), len(text))
+    return ((DISTANCE_CAP if capped else found) / longer if longer else 0.0), capped
+
+
+def output_metrics(texts: list[str], tokens: list[int | None] | None = None) -> dict[str, Any]:
+    """The harness's metrics of one group of valid outputs (`texts` not empty)."""
+    n, counts = len(texts), Counter(texts)
+    top = max(counts.values())
+    modal = min(text for text, count in counts.items() if count == top)
+    pairs = n * (n - 1)
+    others = {text: count for text, count in counts.items() if text != modal}  # each distinct output once
+    distances = {text: distance(modal, text) for text in others}
+    known = [t for t in tokens or [] if t is not None]
+    return {"n": n, "modal_count": top, "modal_share": top / n, "modal_sha256": sha256_text(modal),
+            "distinct_count": len(counts), "all_identical": len(counts) == 1,
+            "pairwise_agreement": sum(c * (c - 1) for c in counts.values()) / pairs if pairs else 1.0,
+            "divergence_char_indices": sorted(index for text, count in others.items()
+                                              for index in [first_difference(modal, text)] * count),
+            "norm_distance_mean_all": sum(distances[text][0] * count for text, count in others.items()) / n,
+            "norm_distance_max": max((d for d, _ in distances.values()), default=0.0),
+            "any_distance_capped": any(capped for _, capped in distances.values()),
+            "output_token_variance": statistics.pvariance(known) if known else None}
+
+
+def metrics_of(valid: list[dict[str, Any]]) -> dict[str, Any]:
+    return output_metrics([c["text"] for c in valid], [(c.get("usage") or {}).get("output_tokens") for c in valid])
+
+
+def arm_entry(calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(valid calls, the arm's block as the harness's reports write it)."""
+    valid, entry = validity(calls)
+    times = [prefill_ms(c) for c in valid]
+    entry["prefill_ms"] = {"median": median(times), "min": min(times, default=None), "max": max(times, default=None)}
+    if valid:
+        entry["metrics"] = metrics_of(valid)
+    return valid, entry
+
+
+def arm_of(call: dict[str, Any]) -> str:
+    return call.get("arm") or "(none)"
+
+
+def modal(entry: dict[str, Any]) -> str | None:
+    return (entry.get("metrics") or {}).get("modal_sha256")
+
+
+def cross_box(by_box: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Per arm measured on two boxes or more: does every box produce the same modal bytes; which outputs
+    the boxes share; what share of each box's valid calls produced an output another box produced too."""
+    arms: dict[str, Any] = {}
+    for arm in sorted({arm for valid in by_box.values() for arm in valid}):
+        seen = {box: Counter(c["output_sha256"] for c in valid[arm]) for box, valid in by_box.items()
+                if valid.get(arm)}
+        if len(seen) < 2:
+            continue
+        modals = {box: metrics_of(by_box[box][arm])["modal_sha256"] for box in seen}
+        shared = set.intersection(*(set(counts) for counts in seen.values()))
+        arms[arm] = {"modal_sha256": modals, "same_modal_bytes": len(set(modals.values())) == 1,
+                     "shared_variants": len(shared),
+                     "records_matched_in_other_boxes": {
+                         box: sum(n for sha, n in counts.items()
+                                  if any(sha in other for b, other in seen.items() if b != box)) / sum(counts.values())
+                         for box, counts in seen.items()}}
+    boxes = sorted(by_box)
+    if len(boxes) < 2:
+        return {"boxes": boxes, "arms": {}, "because": "one box: nothing to compare it with"}
+    return {"boxes": boxes, "arms": arms,
+            "same_modal_bytes_every_arm": all(a["same_modal_bytes"] for a in arms.values()) if arms else None}
+
+
+def _kit_extras(raw: dict[str, list[dict[str, Any]]], thresholds: list[float] | None) -> dict[str, Any]:
+    """The kit's own per-box additions: its prefill classes, and the metrics per prefill state."""
+    extras: dict[str, Any] = {"prefill_classes": kit_classes(raw)}
+    if thresholds:
+        extras["by_state"] = {arm: {state: arm_entry([c for c in calls if _state(c.get("prefill_ms"), *thresholds)
+                                                      == state])[1]
+                                    for state in sorted({_state(c.get("prefill_ms"), *thresholds) for c in calls})}
+                              for arm, calls in sorted(raw.items())}
+    return extras
 
 
 def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str, Any]:
-    measured = [r for r in records if not r.get("control")]
-    raw: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for call in measured:
-        raw[call["arm"] or "(none)"].append(call)
-    arms = {arm: metrics(calls) for arm, calls in sorted(raw.items())}
+    """The harness table of a run's calls (`records`, in execution order, every box)."""
+    if resolved.get("definitions") is None:
+        return harness_v1.compute(records, resolved)
+    mode = mode_of(resolved.get("mode") or "", records)
     thresholds = resolved.get("thresholds")
-    by_state = None
-    if thresholds:
-        by_state = {arm: {state: metrics([c for c in calls if _state(c.get("prefill_ms"), *thresholds) == state])
-                          for state in sorted({_state(c.get("prefill_ms"), *thresholds) for c in calls})}
-                    for arm, calls in sorted(raw.items())}
-    gate = manipulation(resolved.get("mode", ""), arms, raw, thresholds)
-    modal = {arm: m["modal_sha256"] for arm, m in arms.items()}
-    controls = Counter(r["control"] for r in records if r.get("control"))
-    return {"table": TABLE, "mode": resolved.get("mode"), "files": {"harness": RESULTS},
-            "totals": {"records_in": len(records), "controls_excluded": dict(sorted(controls.items()))},
-            "arms": arms, "by_state": by_state, "thresholds_ms": thresholds,
-            "prefill_classes": kit_classes(raw), "cycles": cycles(records),
-            "gates": {"cross_arm_negative_control": len({c["prompt_sha256"] for c in measured}) == 1,
-                      "manipulation": gate},
-            "arms_differ": (len(set(modal.values())) > 1) if gate.get("pass") else None}
+    measured = [r for r in records if not r.get("control") and mode.counts(r)]
+    left_out = Counter(arm_of(r) for r in records if not r.get("control") and not mode.counts(r))
+    boxes, valid_by_box = {}, {}
+    for box in sorted({box_of(r) for r in measured}):
+        raw = defaultdict(list)
+        for call in measured:
+            if box_of(call) == box:
+                raw[arm_of(call)].append(call)
+        valid, arms = {}, {}
+        for arm in mode.arms or sorted(raw):
+            valid[arm], arms[arm] = arm_entry(raw.get(arm, []))
+        block = {"arms": arms, **mode.box(BoxCalls(box, dict(raw), valid, arms, [r for r in records if box_of(r) == box],
+                                                   thresholds))}
+        boxes[box] = {**block, **_kit_extras(dict(raw), thresholds)}
+        valid_by_box[box] = valid
+    pooled = defaultdict(list)
+    for call in measured:
+        pooled[arm_of(call)].append(call)
+    if len(boxes) == 1:  # the study is its one box: its arms' blocks, without what the mode added per box
+        arms = {arm: {k: v for k, v in entry.items() if k in ARM_BLOCK}
+                for arm, entry in next(iter(boxes.values()))["arms"].items()}
+    else:
+        arms = {arm: arm_entry(pooled.get(arm, []))[1] for arm in mode.arms or sorted(pooled)}
+    gates = [b["gates"]["manipulation"].get("pass") for b in boxes.values()]
+    passed = None if not gates or None in gates else all(gates)
+    one_request = len({c["prompt_sha256"] for c in measured}) == 1
+    modals = {modal(entry) for entry in arms.values()}
+    return {"table": TABLE, "definitions": DEFINITIONS, "mode": resolved.get("mode"), "kind": mode.name,
+            "files": {"harness": RESULTS}, "totals": mode.totals(records), "thresholds_ms": thresholds,
+            "boxes": boxes, "arms": arms,
+            "gates": {"cross_arm_negative_control": one_request,
+                      "manipulation": {"pass": passed, "by_box": {box: gates[i] for i, box in enumerate(boxes)},
+                                       "rule": "every box's manipulation gate passed (boxes.<box>.gates)"}},
+            "arms_differ": (len(modals) > 1) if passed and one_request and None not in modals else None,
+            "arms_left_out": dict(sorted(left_out.items())),  # calls of arms not the mode's, left out as the harness does
+            "cross_box": cross_box(valid_by_box), **mode.study(records),
+            "not_computed": mode.not_computed}
 
 
 def results(run_dir: Path) -> dict[str, Any]:
@@ -181,10 +223,13 @@ def results(run_dir: Path) -> dict[str, Any]:
     resolved = (manifest.data.get("protocol") or {}).get("resolved") or {}
     table = {"run_id": manifest.run_id, **compute(read_records(run_dir / CALLS).records, resolved)}
     if resolved.get("report"):
-        from kit.analysis.harness_report import compare  # noqa: PLC0415
-
         report = json.loads((run_dir / resolved["report"]).read_text())
-        table["report_comparison"] = compare(table, report, resolved.get("box"))
+        if resolved.get("definitions") is None:
+            table["report_comparison"] = harness_v1.compare(table, report, resolved.get("box"))
+        else:
+            from kit.analysis.harness_report import compare  # noqa: PLC0415
+
+            table["report_comparison"] = compare(table, report)
     (run_dir / "results").mkdir(exist_ok=True)
     write_json_atomic(run_dir / RESULTS, table)
     return table

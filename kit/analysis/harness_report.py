@@ -1,10 +1,14 @@
-"""The determinism harness's own report beside the kit's numbers for the same run, value by value.
+"""The determinism harness's own report beside the kit's numbers for the same study, value by value.
 
-Each value the report holds is looked up in the kit's harness table (kit.analysis.harness) under the
-same name; a row says the report's value, the kit's, and whether they agree (numbers within 1e-9
-relative, everything else equal), or that the kit does not compute that value (`agree` null: the
-harness's history matching, its edit distances between outputs and whether one was capped, and its
-per-arm negative-control flag, whose definitions its records do not carry).
+The kit's harness table (kit.analysis.harness) names its values as the harness's report does, so each
+value of the report is looked up at the same path: under `boxes.<box>` (each box's arms, gates,
+estimator and cycles against that box's block), `totals` (over every box), and the mode's study-wide
+blocks (`cache_state_decomposition`, the margins report's `cells`). A row holds the report's value,
+the kit's, and whether they agree: numbers within 1e-9 relative (and 1e-12 absolute), lists element by
+element, everything else equal. A value the kit does not compute is listed with the reason
+(`not_computed`); a box of the report that was not imported disagrees on every value. The report's
+other top-level keys describe the study in words (its cell, plan, endpoints, time) and are listed as
+`descriptive`, not compared.
 """
 
 from __future__ import annotations
@@ -12,73 +16,62 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# report path (under boxes.<box>) -> kit table path; "*" is each arm
-ARM_KEYS = {
-    "n_raw": "n_raw", "excluded.error": "excluded.error",
-    "excluded.truncated_or_other_stop": "excluded.truncated_or_other_stop",
-    "metrics.n": "n", "metrics.modal_count": "modal_count", "metrics.modal_share": "modal_share",
-    "metrics.modal_sha256": "modal_sha256", "metrics.distinct_count": "distinct_count",
-    "metrics.all_identical": "all_identical", "metrics.pairwise_agreement": "pairwise_agreement",
-    "metrics.divergence_char_indices": "divergence_char_indices",
-    "metrics.output_token_variance": "output_token_variance", "prefill_ms.min": "prefill_ms.min",
-    "prefill_ms.median": "prefill_ms.median", "prefill_ms.max": "prefill_ms.max",
-    "flags.model_drift": "model_drift", "flags.response_models": "response_models",
-    "flags.wire_mismatch": "wire_mismatch",
-}
+COMPARED = ("boxes", "totals", "cache_state_decomposition", "cells")
 MISSING = object()
+UNKNOWN = "not computed, because the kit does not know this value of the harness's report"
 
 
-def _get(data: Any, path: str) -> Any:
-    for part in path.split("."):
+def _flat(data: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, value) of every leaf; a list, an empty object or a scalar is a leaf."""
+    if isinstance(data, dict) and data:
+        return [leaf for key, value in data.items() for leaf in _flat(value, (*path, str(key)))]
+    return [(path, data)]
+
+
+def _get(data: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
         if not isinstance(data, dict) or part not in data:
             return MISSING
         data = data[part]
     return data
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict) and data:
-        return {k: v for key, value in data.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): data}
-
-
-def _agree(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
+def agree(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(agree(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(agree(a[k], b[k]) for k in a)
     return a == b
 
 
-def _row(key: str, reported: Any, ours: Any) -> dict[str, Any]:
-    if ours is MISSING:
-        return {"value": key, "report": reported, "kit": None, "agree": None}
-    return {"value": key, "report": reported, "kit": ours, "agree": _agree(reported, ours)}
+def _because(path: tuple[str, ...], not_computed: dict[str, str]) -> str:
+    return next((why for key, why in not_computed.items() if key in path), UNKNOWN)
 
 
-def _controls(table: dict[str, Any], *names: str) -> int:
-    return sum(table["totals"]["controls_excluded"].get(name, 0) for name in names)
-
-
-def compare(table: dict[str, Any], report: dict[str, Any], box: str | None) -> dict[str, Any]:
-    """Rows for every value of the report's box `box` (its only box when None), and the counts."""
-    boxes = report.get("boxes") or {}
-    name = box if box in boxes else next(iter(boxes), None)
-    found = boxes.get(name) or {}
+def compare(table: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """Rows for every compared value of the report, the counts over all and per box, and what was not."""
     rows = []
-    for arm, reported in (found.get("arms") or {}).items():
-        ours = table["arms"].get(arm, {})
-        for key, value in _flat(reported).items():
-            kit_key = ARM_KEYS.get(key)
-            rows.append(_row(f"arms.{arm}.{key}", value, _get(ours, kit_key) if kit_key else MISSING))
-    for key, value in _flat(found.get("gates") or {}).items():
-        rows.append(_row(f"gates.{key}", value, _get(table["gates"], key)))
-    rows.append(_row("arms_differ", found.get("arms_differ"), table["arms_differ"]))
-    totals = report.get("totals") or {}
-    ours_totals = {"records_in": table["totals"]["records_in"], "flushers_excluded": _controls(table, "flusher"),
-                   "warmups_excluded": _controls(table, "warmup", "burnin")}
-    rows += [_row(f"totals.{key}", value, ours_totals.get(key, MISSING)) for key, value in totals.items()]
+    for path, value in _flat({key: report[key] for key in COMPARED if key in report}):
+        ours = _get(table, path)
+        name = ".".join(path)
+        if ours is not MISSING:
+            rows.append({"value": name, "report": value, "kit": ours, "agree": agree(value, ours)})
+        elif path[0] == "boxes" and len(path) > 1 and path[1] not in table["boxes"]:
+            rows.append({"value": name, "report": value, "kit": None, "agree": False,
+                         "because": f"box {path[1]!r} is not among the imported calls"})
+        else:
+            rows.append({"value": name, "report": value, "kit": None, "agree": None,
+                         "because": _because(path, table.get("not_computed") or {})})
     counted = [r for r in rows if r["agree"] is not None]
-    return {"box": name, "rows": rows, "compared": len(counted), "agree": sum(r["agree"] for r in counted),
+    per_box = {}
+    for box in (report.get("boxes") or {}):
+        mine = [r for r in counted if r["value"].startswith(f"boxes.{box}.")]
+        per_box[box] = {"compared": len(mine), "agree": sum(r["agree"] for r in mine)}
+    return {"boxes": per_box, "rows": rows, "compared": len(counted), "agree": sum(r["agree"] for r in counted),
             "differ": [r["value"] for r in counted if not r["agree"]],
-            "not_computed_by_the_kit": [r["value"] for r in rows if r["agree"] is None]}
+            "not_computed": {r["value"]: r["because"] for r in rows if r["agree"] is None},
+            "descriptive": sorted(key for key in report if key not in COMPARED)}

@@ -194,10 +194,13 @@ def _harness(t: dict[str, Any], h: Headline) -> None:
                       + f" ({gate.get('rule')})")
     differ = t.get("arms_differ")
     h.verdict.append("arms " + {None: "not judged", True: "DIFFER", False: "identical"}[differ])
-    h.tables.append(Layout("harness", "Measured calls per arm.", ["arm", "n", "distinct outputs", "modal share"],
+    arms = {a: m.get("metrics", {"n": 0, "distinct_count": 0}) if "n_raw" in m and "n" not in m else m
+            for a, m in t["arms"].items()}  # a study's arms hold their metrics (kit.analysis.harness); older: flat
+    over = " over every box" if len(t.get("boxes") or {}) > 1 else ""
+    h.tables.append(Layout("harness", f"Measured calls per arm{over}.", ["arm", "n", "distinct outputs", "modal share"],
                            [[str(a), str(m["n"]), str(m["distinct_count"]),
                              DASH if m.get("modal_share") is None else f"{m['modal_share']:.3f}{few(m['n'])}"]
-                            for a, m in t["arms"].items()]))
+                            for a, m in arms.items()]))
 
 
 READERS: dict[str, Callable[[dict[str, Any], Headline], None]] = {

@@ -24,8 +24,9 @@ def thresholds(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 THRESHOLDS = click.option("--thresholds", callback=thresholds, metavar="LOW,HIGH",
-                          help="Fixed prefill classes in ms: calls below LOW, between, above HIGH (e.g. 25,30, "
-                               "the harness's cache-timing gate); without it only the kit's own classes.")
+                          help="Fixed prefill classes in ms: calls below LOW, between, above HIGH, per state; "
+                               "also the LOW and HIGH of the cache-timing and cache-instance gates (without it: the "
+                               "harness's registered 25,30, and only the kit's own classes).")
 
 
 @contextmanager
@@ -54,20 +55,21 @@ def import_group() -> None:
 
 
 @import_group.command("determinism-harness")
-@click.argument("calls", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument("calls", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--report", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="The harness's own analyzer report for this run: kept beside the calls and compared value "
-                   "by value with the kit's numbers.")
+              help="The harness's own analyzer report for this study: kept beside the calls and compared value "
+                   "by value with the kit's numbers (each box's values against that box's block).")
 @THRESHOLDS
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Parent folder of the run folder (default: outputs/).")
-def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[float, float] | None,
+def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds: tuple[float, float] | None,
                         out: Path | None) -> None:
     """Import seed 002's determinism-harness run CALLS (its .jsonl; the .manifest.json and .done.json the
-    harness writes beside it are read too): every call, in execution order, as a kit run folder.
+    harness writes beside it are read too): every call, in execution order, as a kit run folder. Give
+    several CALLS files (the harness writes one per box) to import a study's boxes as one run.
 
-    Prints per arm the calls, outputs and prefill times, the gates, and with --report how many of the
-    report's values the kit's own numbers agree with.
+    Prints per box and arm the calls, outputs and prefill times, the gates, the boxes compared with each
+    other, and with --report how many of the report's values the kit's own numbers agree with.
     """
     from rich.console import Console  # noqa: PLC0415
 
@@ -82,6 +84,6 @@ def determinism_harness(calls: Path, report: Path | None, thresholds: tuple[floa
     check_out(target, "--out")
     console = Console()
     with _progress(console) as progress:
-        run_dir = import_run(HarnessFiles.beside(calls, report), target, thresholds, progress)
+        run_dir = import_run([HarnessFiles.beside(path, report) for path in calls], target, thresholds, progress)
     console.print(harness_table(KINDS["harness"].results(run_dir)))
     console.print(shown(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)"))

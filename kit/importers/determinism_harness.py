@@ -1,13 +1,17 @@
 """`kit import determinism-harness`: seed 002's harness records (schema 3) as a kit run folder.
 
-Input: the harness's `<run>.jsonl` with its `<run>.manifest.json` and `<run>.done.json` beside it (the
-format: ../shared/data/determinism-harness/SOURCE.md), and optionally its own analyzer report. Every
-call is kept, in execution order (`schedule_index`), as one `HarnessRecord` (kit.record) of the pass
-`calls`; the harness's files are copied unchanged into `records/imported/`, so the run folder holds
-what it came from. Everything is checked before the run folder exists, and a file that would lose or
-double a call is refused naming file and line: a line that is not a schema-3 object, a missing field,
-a `text_sha256` that is not the sha256 of its `text`, a repeated `schedule_index`, another run's call,
-or fewer calls than the harness's `done.json` says it finished.
+Input: one or more of the harness's `<run>.jsonl`, each with its `<run>.manifest.json` and
+`<run>.done.json` beside it (the format: ../shared/data/determinism-harness/SOURCE.md), and optionally
+its own analyzer report. The harness writes one calls file per box (machine); the files of one study
+(one mode, distinct runs) import as one run folder, file after file in the order given. Every call is
+kept, in its file's execution order (`schedule_index`), as one `HarnessRecord` (kit.record) of the pass
+`calls`, with its box (the call's `box`, else `meta_hardware`, else its manifest's `box`) and its file;
+the harness's files are copied unchanged into `records/imported/`, so the run folder holds what it
+came from. Everything is checked before the run folder exists, and a file that would lose or
+double a call is refused naming file and line: a line that is not a schema-3 object, a missing field or
+one of the wrong type, a `text_sha256` that is not the sha256 of its `text`, a repeated `schedule_index`,
+another run's call, fewer calls than the harness's `done.json` says it finished; and a study whose files
+are the same run twice, of different modes, or share a file name.
 
 Every file is opened as a regular file, never through a symbolic link, a device or a FIFO
 (kit.regular_file), within a size limit. The calls file is streamed twice, never held whole: once to
@@ -22,7 +26,8 @@ import hashlib
 import json
 import shutil
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -30,9 +35,12 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from kit.analysis.harness import DEFINITIONS
 from kit.digests import sha256_text
 from kit.errors import ConfigError, KitError
+from kit.limits import IMPORT_BOXES_MAX as BOXES_MAX
 from kit.limits import IMPORT_CALLS_MAX
+from kit.limits import IMPORT_FILES_MAX as FILES_MAX
 from kit.manifest import Manifest, new_run_dir
 from kit.provenance import collect
 from kit.record import HarnessRecord
@@ -43,6 +51,12 @@ SCHEMA = 3
 PASS = "calls"
 REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str, "ok": bool,
             "request_sha256": str, "run_name": str}
+# optional fields the analysis reads: null or of this type
+OPTIONAL = {"box": str, "meta_hardware": str, "meta_arm": str, "meta_control": str, "meta_cycle": int, "repeat": int,
+            "pre_unload_confirmed": bool, "stop_reason": str, "usage": dict, "logprob_margins": dict}
+DURATIONS = {"prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
+             "output_tokens"}  # in `usage`
+NUMBERS = {"unload_wait_ms", "latency_ms"}
 FIX = "import the harness's files as it wrote them (see docs/import.md)"
 MIB, GIB = 1 << 20, 1 << 30
 SIDE_FILE_BYTES = 16 * MIB  # the manifest, done marker and report: small JSON objects
@@ -116,16 +130,38 @@ def _call(line: bytes, where: str, run_name: str) -> dict[str, Any]:
                           "the file was changed after the harness wrote it; import an intact copy")
     if call["run_name"] != run_name:
         raise ConfigError(f"{where} is a call of run {call['run_name']!r}, not of {run_name!r} (its manifest)", FIX)
-    usage = call.get("usage")
-    if usage is not None and not isinstance(usage, dict):
-        raise ConfigError(f"{where} has usage {usage!r}; the harness writes an object", FIX)
+    for key in OPTIONAL.keys() & call.keys():
+        if call[key] is not None and type(call[key]) is not OPTIONAL[key]:
+            raise ConfigError(f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a "
+                              f"{OPTIONAL[key].__name__} or null", FIX)
+    usage = call.get("usage") or {}
+    numbers = [(f"usage.{key}", usage[key]) for key in DURATIONS & usage.keys()]
+    for key, value in numbers + [(key, call[key]) for key in NUMBERS & call.keys()]:
+        if value is not None and (type(value) not in (int, float) or not 0 <= value < INDEX_MAX):
+            raise ConfigError(f"{where} has {key} {str(value)[:40]!r}; the harness writes a number >= 0", FIX)
+    _check_margins(call.get("logprob_margins"), where)
     return call
+
+
+def _check_margins(margins: dict[str, Any] | None, where: str) -> None:
+    """The margins mode's `logprob_margins`: rows [token, chosen, top1, top2], a minimum, a count."""
+    if margins is None:
+        return
+    rows = margins.get("tokens")
+    numbers = (int, float, type(None))
+    fine = (isinstance(rows, list) and all(isinstance(r, list) and len(r) == 4 and isinstance(r[0], str)
+                                            and all(type(v) in numbers for v in r[1:]) for r in rows)
+            and type(margins.get("min_top2_margin")) in numbers and type(margins.get("chosen_not_top1")) is int)
+    if not fine:
+        raise ConfigError(f"{where} has a logprob_margins that is not the harness's (tokens: rows of [token, "
+                          "chosen, top1, top2 logprob], min_top2_margin, chosen_not_top1)", FIX)
 
 
 @dataclass
 class Scanned:
-    """The checked side files, and where each call of the calls file is, in execution order."""
+    """One calls file checked: its side files, and where each of its calls is, in execution order."""
 
+    files: HarnessFiles
     manifest: dict[str, Any]
     done: dict[str, Any]
     side: dict[Path, bytes]  # each side file's bytes, copied as read
@@ -134,7 +170,7 @@ class Scanned:
     offsets: array  # the byte offset of each call's line, in execution order (by schedule_index)
     numbers: array  # the line number of each call, in the same order
     mode: str  # the manifest's, else the first call's
-    box: str | None  # the box every call that names one names, else None
+    boxes: set[str]  # the boxes its calls name
 
 
 def _lines(fh: BinaryIO, path: Path) -> Any:
@@ -148,30 +184,40 @@ def _lines(fh: BinaryIO, path: Path) -> Any:
         offset += len(raw)
 
 
-def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress) -> Scanned:
-    """Check the side files and every line of the open calls file (streamed, never held whole)."""
+def _box(call: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    box = call.get("box") or call.get("meta_hardware") or manifest.get("box")
+    return box if isinstance(box, str) and box else None
+
+
+def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int | None = None) -> Scanned:
+    """Check the side files and every line of the open calls file (streamed, never held whole); at most
+    `budget` calls (what is left of the study's IMPORT_CALLS_MAX)."""
     manifest, manifest_bytes = _json_file(files.manifest, "manifest")
     done, done_bytes = _json_file(files.done, "done marker")
     side = {files.manifest: manifest_bytes, files.done: done_bytes}
-    if files.report:
-        side[files.report] = _json_file(files.report, "report")[1]
     run_name = manifest.get("run_name")
     if not isinstance(run_name, str) or done.get("run_name") != run_name:
         raise ConfigError(f"{files.manifest} and {files.done} name runs {run_name!r} and {done.get('run_name')!r}",
                           "give the manifest and done marker of the same run")
+    budget = IMPORT_CALLS_MAX if budget is None else budget
     total = calls.seek(0, 2)
     calls.seek(0)
     digest, indices, offsets, numbers = hashlib.sha256(), array("q"), array("Q"), array("Q")
-    boxes: set[str] = set()  # at most two kept: only whether every call names the same one matters
+    boxes: set[str] = set()
     for number, offset, raw in _lines(calls, files.calls):
         digest.update(raw)
         if raw.strip():
-            if len(indices) == IMPORT_CALLS_MAX:
-                raise ConfigError(f"{files.calls}:{number} is call {IMPORT_CALLS_MAX + 1}: the kit imports at most "
-                                  f"{IMPORT_CALLS_MAX} calls of one harness run", "import a run of that size or less")
+            if len(indices) == budget:
+                raise ConfigError(f"{files.calls}:{number} is call {IMPORT_CALLS_MAX - budget + len(indices) + 1}: "
+                                  f"the kit imports at most {IMPORT_CALLS_MAX} calls of one study",
+                                  "import a study of that size or less")
             call = _call(raw, f"{files.calls}:{number}", run_name)
-            if call.get("box") and len(boxes) < 2:
-                boxes.add(str(call["box"]))
+            box = _box(call, manifest)
+            if box and box not in boxes:
+                if len(boxes) == BOXES_MAX:
+                    raise ConfigError(f"{files.calls}:{number} names box {box[:40]!r}, more than {BOXES_MAX} boxes "
+                                      "in one study", FIX)
+                boxes.add(box)
             indices.append(call["schedule_index"])
             offsets.append(offset)
             numbers.append(number)
@@ -191,12 +237,12 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress) -> Scanned:
                           f"but {files.calls} holds {len(indices)}", "import the run's complete files")
     calls.seek(offsets[order[0]])
     first = _call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
-    return Scanned(manifest, done, side, digest.hexdigest(), total, array("Q", (offsets[i] for i in order)),
-                   array("Q", (numbers[i] for i in order)),
-                   str(manifest.get("mode") or first.get("mode") or "unknown"), boxes.pop() if len(boxes) == 1 else None)
+    return Scanned(files, manifest, done, side, digest.hexdigest(), total, array("Q", (offsets[i] for i in order)),
+                   array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first.get("mode") or "unknown"),
+                   boxes)
 
 
-def _record(run_id: str, seq: int, number: int, call: dict[str, Any]) -> HarnessRecord:
+def _record(run_id: str, seq: int, number: int, call: dict[str, Any], scanned: Scanned) -> HarnessRecord:
     usage = call.get("usage") or {}
     key, arm = _arm(call["cell"])
     control = call.get("meta_control")
@@ -208,15 +254,18 @@ def _record(run_id: str, seq: int, number: int, call: dict[str, Any]) -> Harness
         output_sha256=call["text_sha256"], started=call.get("sent_at_utc"),
         wall_seconds=latency / 1000 if isinstance(latency, (int, float)) else None,
         error=None if call["ok"] else "the harness recorded this call as failed (ok: false)",
-        source_line=number, schedule_index=call["schedule_index"], arm=None if control else arm,
+        source_line=number, source_file=scanned.files.calls.name, schedule_index=call["schedule_index"],
+        box=_box(call, scanned.manifest), repeat=call.get("repeat"),
+        arm=None if control else call.get("meta_arm") or arm,
         arm_key=None if control else key, control=control, cycle=call.get("meta_cycle"),
         pre_unload_confirmed=call.get("pre_unload_confirmed"), unload_wait_ms=call.get("unload_wait_ms"),
         prefill_ms=prefill / 1e6 if isinstance(prefill, (int, float)) else None, text=call["text"],
         stop_reason=call.get("stop_reason"), ok=call["ok"], wire_sha256=call.get("wire_sha256"),
-        response_model=call.get("response_model"), model_sent=call.get("model_id_sent"), usage=call.get("usage"))
+        response_model=call.get("response_model"), model_sent=call.get("model_id_sent"), usage=call.get("usage"),
+        logprob_margins=call.get("logprob_margins"))
 
 
-def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, source: Path, progress: Progress) -> None:
+def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, progress: Progress) -> None:
     """Copy the open calls file into the run folder; refused if it is not what was checked."""
     calls.seek(0)
     digest, copied = hashlib.sha256(), 0
@@ -227,43 +276,51 @@ def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, source: Path, p
             copied += len(chunk)
             progress("copying", copied, scanned.calls_bytes)
     if copied != scanned.calls_bytes or digest.hexdigest() != scanned.calls_sha256:
-        raise ConfigError(f"{source} changed while it was imported", "import it again once nothing writes to it")
+        raise ConfigError(f"{scanned.files.calls} changed while it was imported",
+                          "import it again once nothing writes to it")
 
 
-def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned,
+def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report: tuple[Path, bytes] | None,
            thresholds: tuple[float, float] | None, progress: Progress) -> None:
     kept = run_dir / "records" / "imported"
     kept.mkdir(parents=True)
-    for source, data in scanned.side.items():
-        (kept / source.name).write_bytes(data)
-    copy = kept / files.calls.name
-    _copy_calls(calls, copy, scanned, files.calls, progress)
-    manifest, done = scanned.manifest, scanned.done
-    with copy.open("rb") as fh:  # the records come from the checked copy, not from a file that may change
-        def call_at(offset: int, number: int) -> dict[str, Any]:
-            fh.seek(offset)
-            return _call(fh.readline(LINE_BYTES + 1), f"{files.calls}:{number}", manifest["run_name"])
-
-        mode = scanned.mode
-        resolved = {"protocol": "harness", "mode": mode, "box": scanned.box,
-                    "thresholds": list(thresholds) if thresholds else None,
-                    "report": f"records/imported/{files.report.name}" if files.report else None}
-        engine = {"kind": "ollama (as the harness recorded it)", "version": manifest.get("engine_version"),
-                  "models": manifest.get("model_digests"), "url": None}
-        record = Manifest.create(
-            run_dir, protocol={"name": "determinism-harness", "kind": "harness", "file": str(files.calls),
-                               "sha256": scanned.calls_sha256, "content": None, "resolved": resolved,
-                               "overrides": {}},
-            imported={"from": "determinism-harness", "run_name": manifest["run_name"], "done": done,
-                      "files": sorted(p.name for p in kept.iterdir()), "report": files.report is not None},
-            engine=engine, plan={"calls": len(scanned.offsets), "mode": mode}, workload={"source": "determinism-harness"},
-            seeds={}, provenance=collect())
-        with RecordWriter(run_dir / "records" / f"{PASS}.jsonl", sync_each=False) as writer:
-            for seq, (offset, number) in enumerate(zip(scanned.offsets, scanned.numbers)):
-                writer.write(_record(record.run_id, seq, number, call_at(offset, number)))
-                if seq % 4096 == 0:
-                    progress("writing records", seq, len(scanned.offsets))
-        progress("writing records", len(scanned.offsets), len(scanned.offsets))
+    for scanned, calls in zip(study, handles):
+        for source, data in scanned.side.items():
+            (kept / source.name).write_bytes(data)
+        _copy_calls(calls, kept / scanned.files.calls.name, scanned, progress)
+    if report:
+        (kept / report[0].name).write_bytes(report[1])
+    first, mode = study[0], study[0].mode
+    boxes = sorted(set().union(*(s.boxes for s in study)))
+    resolved = {"protocol": "harness", "mode": mode, "box": boxes[0] if len(boxes) == 1 else None, "boxes": boxes,
+                "thresholds": list(thresholds) if thresholds else None,
+                "report": f"records/imported/{report[0].name}" if report else None, "definitions": DEFINITIONS}
+    engine = {"kind": "ollama (as the harness recorded it)", "version": first.manifest.get("engine_version"),
+              "models": first.manifest.get("model_digests"), "url": None}
+    runs = [{"run_name": s.manifest["run_name"], "boxes": sorted(s.boxes), "calls": s.files.calls.name,
+             "calls_sha256": s.calls_sha256, "done": s.done} for s in study]
+    single = {"run_name": first.manifest["run_name"], "done": first.done} if len(study) == 1 else {}
+    total = sum(len(s.offsets) for s in study)
+    record = Manifest.create(
+        run_dir, protocol={"name": "determinism-harness", "kind": "harness", "file": str(first.files.calls),
+                           "sha256": first.calls_sha256, "content": None, "resolved": resolved, "overrides": {}},
+        imported={"from": "determinism-harness", **single, "runs": runs,
+                  "files": sorted(p.name for p in kept.iterdir()), "report": report is not None},
+        engine=engine, plan={"calls": total, "mode": mode, "boxes": boxes}, workload={"source": "determinism-harness"},
+        seeds={}, provenance=collect())
+    seq = 0
+    with RecordWriter(run_dir / "records" / f"{PASS}.jsonl", sync_each=False) as writer:
+        for scanned in study:
+            with (kept / scanned.files.calls.name).open("rb") as fh:  # from the checked copy, never the source
+                for offset, number in zip(scanned.offsets, scanned.numbers):
+                    fh.seek(offset)
+                    call = _call(fh.readline(LINE_BYTES + 1), f"{scanned.files.calls}:{number}",
+                                 scanned.manifest["run_name"])
+                    writer.write(_record(record.run_id, seq, number, call, scanned))
+                    if seq % 4096 == 0:
+                        progress("writing records", seq, total)
+                    seq += 1
+        progress("writing records", total, total)
     record.set_pass(PASS, status="OK", reason=None, file=f"records/{PASS}.jsonl", records=writer.count)
     from kit.analysis.harness import results  # noqa: PLC0415
 
@@ -276,16 +333,53 @@ def _quiet(what: str, done: int, total: int) -> None:
     """No progress shown."""
 
 
-def import_run(files: HarnessFiles, out: Path, thresholds: tuple[float, float] | None = None,
+def _names(study: list[HarnessFiles], report: Path | None) -> None:
+    """Every file of the study lands in records/imported/ under its own name: refuse two of one name."""
+    seen: dict[str, Path] = {}
+    for path in [p for f in study for p in (f.calls, f.manifest, f.done)] + ([report] if report else []):
+        if path.name in seen and seen[path.name].resolve() != path.resolve():
+            raise ConfigError(f"{path} and {seen[path.name]} have the same name; the run folder keeps each file "
+                              "of the study under its name", "rename one of them")
+        if path.name in seen:
+            raise ConfigError(f"{path} is given twice", "give each box's calls file once")
+        seen[path.name] = path
+
+
+def _one_study(study: list[Scanned]) -> None:
+    runs: dict[str, Path] = {}
+    for scanned in study:
+        name = scanned.manifest["run_name"]
+        if name in runs:
+            raise ConfigError(f"{scanned.files.calls} is run {name!r} again (also {runs[name]}); a call is counted "
+                              "once", "give each run of the study once")
+        runs[name] = scanned.files.calls
+        if scanned.mode != study[0].mode:
+            raise ConfigError(f"{scanned.files.calls} is a run of mode {scanned.mode!r}, {study[0].files.calls} of "
+                              f"{study[0].mode!r}; one study has one mode", "import each mode's runs on their own")
+
+
+def import_run(files: HarnessFiles | Sequence[HarnessFiles], out: Path, thresholds: tuple[float, float] | None = None,
                progress: Progress = _quiet) -> Path:
-    """Check the harness's files, then write the run folder under `out` and its results; its path.
-    `progress(what, done, total)` hears how far each pass over the calls file is. A run folder whose
-    writing fails (a full disk, a signal) is removed, never left half-written."""
-    with open_regular(files.calls, "the harness's calls file", CALLS_BYTES, FIX) as calls:
-        scanned = scan(files, calls, progress)
-        run_dir = new_run_dir(out, f"harness-{scanned.mode}")
+    """Check the harness's files (one run, or a study's runs: one per box), then write the run folder under
+    `out` and its results; its path. `progress(what, done, total)` hears how far each pass over a calls
+    file is. A run folder whose writing fails (a full disk, a signal) is removed, never left half-written."""
+    study = [files] if isinstance(files, HarnessFiles) else list(files)
+    if not 1 <= len(study) <= FILES_MAX:
+        raise ConfigError(f"{len(study)} calls files given; a study has 1 to {FILES_MAX}", "give each box's file once")
+    report_path = next((f.report for f in study if f.report), None)
+    _names(study, report_path)
+    report = (report_path, _json_file(report_path, "report")[1]) if report_path else None
+    with ExitStack() as stack:
+        handles, scanned = [], []
+        for harness_files in study:
+            handles.append(stack.enter_context(open_regular(harness_files.calls, "the harness's calls file",
+                                                            CALLS_BYTES, FIX)))
+            left = IMPORT_CALLS_MAX - sum(len(s.offsets) for s in scanned)
+            scanned.append(scan(harness_files, handles[-1], progress, left))
+        _one_study(scanned)
+        run_dir = new_run_dir(out, f"harness-{scanned[0].mode}")
         try:
-            _write(run_dir, files, calls, scanned, thresholds, progress)
+            _write(run_dir, handles, scanned, report, thresholds, progress)
         except BaseException as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
             if isinstance(exc, OSError):  # a full disk, a folder that went away: one line, never a traceback

@@ -24,8 +24,10 @@ class HarnessProtocol(ProtocolBase):
     protocol: Literal["harness"]
     mode: str = "unknown"
     box: str | None = None
+    boxes: list[str] | None = None  # every box of the study (imports since several boxes import as one run)
     thresholds: list[float] | None = None
     report: str | None = None
+    definitions: int | None = None  # kit.analysis.harness.DEFINITIONS; absent: imported before, the first table
 
 
 def prepare(protocol: HarnessProtocol, inputs: RunInputs) -> Prepared:

@@ -1,0 +1,336 @@
+"""The determinism harness's modes: for each, its arms, the controls its report counts, its gates and its
+estimator, defined as the harness's analyzer for that mode defines them (one analyzer per mode, named in
+seed 002's section 10; FOLLOWUP-COMPANIONS.md's companions A to F).
+
+Common to the A/B modes: `cross_arm_negative_control` holds when the box's calls of the measured arms
+(and, in cache-instance, its burn-ins) carry one and the same request sha256; `arms_differ` is null
+unless the manipulation gate and that control pass and both arms have valid calls, then whether the two
+arms' modal outputs differ. Medians interpolate (the harness's percentile 50); a missing duration is 0.
+
+- cache-ab (arms cold, warm; warmups and flushers excluded): threshold = 3 x the warm arm's median
+  prefill; `cold_all_above` when every valid cold prefill is above it; `warm_median_below_cold_third`
+  when the warm median is below the cold median / 3; `pass` is their conjunction.
+- cache-timing (arms adjacent, gapped; warmups and burn-ins excluded): every valid adjacent prefill
+  below LOW and every valid gapped prefill above HIGH ms.
+- cache-instance (arms pure, contaminated; burn-ins, warmups and flushers excluded): every valid pure
+  prefill below LOW, every valid contaminated prefill above HIGH ms, and every cycle's reset confirmed
+  (`pre_unload_confirmed` of its burn-in); per cycle whether all its pure calls and all its contaminated
+  calls carry their arm's pooled modal output, and the flip at the flusher (both, and the modals
+  differ); `endpoint3_flip_all_cycles` when the flip holds in every cycle (null unless arms_differ is).
+- churn-ab (arms blocked, churn; warmups excluded): load durations in s; `cold_threshold_s` = 3 x the
+  blocked arm's median load; `churn_all_cold` when every valid churn call loaded above it,
+  `blocked_warm` when the blocked median is below 1 s (the harness's WARM_MAX_S), `churn_all_confirmed`
+  when every churn call that ended normally had its unload confirmed; `pass` is their conjunction.
+  Estimator (`churn_minus_blocked`), only when the manipulation and cross-arm gates pass: the Wald
+  difference of the modal shares, `diff` = p1 - p2, `se` = sqrt(p1(1-p1)/n1 + p2(1-p2)/n2), `ci95` =
+  diff -/+ 1.959964 se. Also the report's exploratory `cache_state_decomposition` per box, by schedule
+  position (`repeat`): the first blocked block (repeats 0-9), each later block's head, the rest, churn.
+- margins (descriptive, no gate): per `box::cell`, the per-call minimum top1-minus-top2 logprob
+  margins, the share of token positions below 0.001, 0.01 and 0.1, and the fork of the two most
+  frequent variants (count, then sha256) at the first token where their token streams differ.
+
+LOW and HIGH are the harness's registered thresholds (25 and 30 ms) unless `--thresholds` gives others.
+A mode the kit does not know gets the arm metrics and no gate, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Z95 = 1.959963984540054  # the harness's 97.5th percentile of the standard normal
+REGISTERED_MS = (25.0, 30.0)  # the harness's prefill thresholds for cache-timing and cache-instance
+COLD_FACTOR = 3.0
+WARM_MAX_S = 1.0
+MINI_BLOCK = 10
+MARGIN_THRESHOLDS = (0.001, 0.01, 0.1)
+BECAUSE_HISTORY = ("not computed, because the harness matches modal outputs against labelled variants of earlier "
+                   "sessions that are constants of its analyzer, not in the records")
+BECAUSE_CONFIRMATORY = ("not computed, because it needs the study-3 confirmatory report's modal output (the "
+                        "harness's --confirmatory-report), which is not among the imported files")
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def prefill_ms(call: dict[str, Any]) -> float:
+    return call.get("prefill_ms") or 0.0
+
+
+def load_s(call: dict[str, Any]) -> float:
+    return ((call.get("usage") or {}).get("load_duration_ns") or 0) / 1e9
+
+
+def kept(call: dict[str, Any]) -> bool:
+    """Ended normally: `ok` and stopped at `stop`."""
+    return bool(call["ok"]) and call.get("stop_reason") == "stop"
+
+
+def box_of(call: dict[str, Any]) -> str:
+    return call.get("box") or "unknown"
+
+
+@dataclass
+class BoxCalls:
+    """One box's calls: per arm all of them (`raw`) and the valid ones, the arms' blocks, every call."""
+
+    box: str
+    raw: dict[str, list[dict[str, Any]]]
+    valid: dict[str, list[dict[str, Any]]]
+    arms: dict[str, dict[str, Any]]
+    records: list[dict[str, Any]]
+    thresholds: list[float] | None
+
+    def one_request(self, *extra: dict[str, Any]) -> bool:
+        shas = {c["prompt_sha256"] for calls in self.raw.values() for c in calls} | {c["prompt_sha256"] for c in extra}
+        return len(shas) == 1
+
+    def limits(self) -> tuple[float, float]:
+        low, high = self.thresholds or REGISTERED_MS
+        return float(low), float(high)
+
+    def differ(self, passed: bool, cross: bool, a: str, b: str) -> bool | None:
+        ma, mb = (self.arms[arm].get("metrics") for arm in (a, b))
+        return ma["modal_sha256"] != mb["modal_sha256"] if passed and cross and ma and mb else None
+
+
+def _gates(cross: bool, manipulation: dict[str, Any]) -> dict[str, Any]:
+    return {"cross_arm_negative_control": cross, "manipulation": manipulation}
+
+
+def cache_ab(b: BoxCalls) -> dict[str, Any]:
+    warm, cold = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("warm", "cold"))
+    warm_median, cold_median = median(warm), median(cold)
+    threshold = warm_median * COLD_FACTOR if warm_median is not None else None
+    gate = {"cold_all_above": bool(cold) and threshold is not None and all(v > threshold for v in cold),
+            "warm_median_below_cold_third": warm_median is not None and cold_median is not None
+            and warm_median < cold_median / COLD_FACTOR,
+            "warm_median_ms": warm_median, "cold_median_ms": cold_median, "threshold_ms": threshold}
+    gate["pass"] = gate["cold_all_above"] and gate["warm_median_below_cold_third"]
+    gate["rule"] = "every cold prefill > 3 x the warm median, and the warm median < the cold median / 3"
+    cross = b.one_request()
+    return {"gates": _gates(cross, gate), "arms_differ": b.differ(gate["pass"], cross, "cold", "warm")}
+
+
+def cache_timing(b: BoxCalls) -> dict[str, Any]:
+    low, high = b.limits()
+    adjacent, gapped = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("adjacent", "gapped"))
+    gate = {"adjacent_all_below": bool(adjacent) and all(v < low for v in adjacent),
+            "gapped_all_above": bool(gapped) and all(v > high for v in gapped),
+            "adjacent_median_ms": median(adjacent), "gapped_median_ms": median(gapped),
+            "adjacent_max_ms_threshold": low, "gapped_min_ms_threshold": high}
+    gate["pass"] = gate["adjacent_all_below"] and gate["gapped_all_above"]
+    gate["rule"] = f"every adjacent prefill < {low:g} ms and every gapped prefill > {high:g} ms"
+    cross = b.one_request()
+    return {"gates": _gates(cross, gate), "arms_differ": b.differ(gate["pass"], cross, "adjacent", "gapped")}
+
+
+def _uniform(calls: list[dict[str, Any]], modal: str | None) -> bool:
+    return bool(calls) and len({c["output_sha256"] for c in calls}) == 1 and calls[0]["output_sha256"] == modal
+
+
+def cache_instance(b: BoxCalls) -> dict[str, Any]:
+    low, high = b.limits()
+    burnins = [c for c in b.records if c.get("control") == "burnin"]
+    resets = {c.get("cycle"): bool(c.get("pre_unload_confirmed")) for c in burnins}
+    burnin_prefill = {c.get("cycle"): prefill_ms(c) for c in burnins}
+    numbers = sorted({c.get("cycle") for arm in ("pure", "contaminated") for c in b.valid[arm]} | set(resets),
+                     key=lambda c: (c is None, c if c is not None else 0))
+    pure, contaminated = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("pure", "contaminated"))
+    gate = {"pure_all_below": bool(pure) and all(v < low for v in pure),
+            "contaminated_all_above": bool(contaminated) and all(v > high for v in contaminated),
+            "resets_confirmed": bool(resets) and all(resets.get(c) for c in numbers),
+            "resets_by_cycle": {str(c): resets.get(c) for c in numbers},
+            "pure_median_ms": median(pure), "contaminated_median_ms": median(contaminated),
+            "pure_max_ms_threshold": low, "contaminated_min_ms_threshold": high}
+    gate["pass"] = gate["pure_all_below"] and gate["contaminated_all_above"] and gate["resets_confirmed"]
+    gate["rule"] = (f"every pure prefill < {low:g} ms, every contaminated prefill > {high:g} ms, every cycle's "
+                    "reset confirmed")
+    cross = b.one_request(*burnins)
+    differ = b.differ(gate["pass"], cross, "pure", "contaminated")
+    modals = {arm: (b.arms[arm].get("metrics") or {}).get("modal_sha256") for arm in ("pure", "contaminated")}
+    cycles = []
+    for number in numbers:
+        entry: dict[str, Any] = {"cycle": number, "burnin_reset_confirmed": resets.get(number),
+                                 "burnin_prefill_ms": burnin_prefill.get(number)}
+        for arm in ("pure", "contaminated"):
+            calls = [c for c in b.valid[arm] if c.get("cycle") == number]
+            entry[f"{arm}_uniform"] = _uniform(calls, modals[arm])
+            entry[f"{arm}_n"] = len(calls)
+        entry["flip_at_flusher"] = (entry["pure_uniform"] and entry["contaminated_uniform"]
+                                    and modals["pure"] != modals["contaminated"])
+        cycles.append(entry)
+    endpoint3 = (bool(cycles) and all(c["flip_at_flusher"] for c in cycles)) if differ is not None else None
+    return {"gates": _gates(cross, gate), "arms_differ": differ, "cycles": cycles,
+            "endpoint3_flip_all_cycles": endpoint3}
+
+
+def wald(x1: int, n1: int, x2: int, n2: int) -> dict[str, Any]:
+    p1, p2 = x1 / n1, x2 / n2
+    diff, se = p1 - p2, math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    return {"diff": diff, "se": se, "ci95": [diff - Z95 * se, diff + Z95 * se]}
+
+
+def churn_ab(b: BoxCalls) -> dict[str, Any]:
+    loads = {arm: [load_s(c) for c in b.valid[arm]] for arm in ("blocked", "churn")}
+    for arm, values in loads.items():
+        b.arms[arm]["load_duration_s"] = {"median": median(values), "max": max(values, default=None)}
+    blocked = median(loads["blocked"])
+    threshold = blocked * COLD_FACTOR if blocked is not None else None
+    ended = [c for c in b.raw.get("churn", []) if kept(c)]
+    gate = {"blocked_warm": blocked is not None and blocked < WARM_MAX_S,
+            "churn_all_confirmed": bool(ended) and all(c.get("pre_unload_confirmed") is True for c in ended),
+            "churn_all_cold": bool(loads["churn"]) and threshold is not None
+            and all(s > threshold for s in loads["churn"]),
+            "blocked_median_load_s": blocked, "churn_median_load_s": median(loads["churn"]),
+            "cold_threshold_s": threshold}
+    gate["pass"] = gate["blocked_warm"] and gate["churn_all_confirmed"] and gate["churn_all_cold"]
+    gate["rule"] = ("every churn call's unload confirmed and its load > 3 x the blocked median load, and the "
+                    f"blocked median load < {WARM_MAX_S:g} s")
+    cross = b.one_request()
+    blocked_m, churn_m = (b.arms[arm].get("metrics") for arm in ("blocked", "churn"))
+    estimate = (wald(churn_m["modal_count"], churn_m["n"], blocked_m["modal_count"], blocked_m["n"])
+                if gate["pass"] and cross and blocked_m and churn_m else None)
+    return {"gates": _gates(cross, gate), "arms_differ": None, "churn_minus_blocked": estimate}
+
+
+def decomposition(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The churn report's exploratory cache-state decomposition, per box and schedule position class."""
+    by_box: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for call in records:
+        if call.get("control") == "warmup" or call.get("arm") not in ("blocked", "churn") or not kept(call):
+            continue
+        repeat = call.get("repeat") or 0
+        position = ("churn" if call["arm"] == "churn" else "first_blocked_block" if repeat < MINI_BLOCK
+                    else "block_head" if repeat % MINI_BLOCK == 0 else "block_rest")
+        by_box[box_of(call)][position].append(call)
+    out = {}
+    for box in sorted(by_box):
+        out[box] = {}
+        for position in ("first_blocked_block", "block_head", "block_rest", "churn"):
+            calls = by_box[box].get(position)
+            if calls:
+                shas = Counter(c["output_sha256"] for c in calls)
+                out[box][position] = {"n": len(calls), "distinct": len(shas),
+                                      "modal_share": max(shas.values()) / len(calls), "shas": sorted(shas),
+                                      "prefill_ms_median": median([prefill_ms(c) for c in calls]),
+                                      "load_s_median": median([load_s(c) for c in calls])}
+    return out
+
+
+def _margin(row: list[Any]) -> float | None:
+    return None if row[2] is None or row[3] is None else row[2] - row[3]
+
+
+def _fork(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    ranked = sorted(Counter(c["output_sha256"] for c in calls).items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) < 2:
+        return None
+    streams = []
+    for sha, _ in ranked[:2]:
+        found = next((c for c in calls if c["output_sha256"] == sha and c.get("logprob_margins")), None)
+        if found is None:
+            return None
+        streams.append(found["logprob_margins"]["tokens"])
+    first, second = streams
+    limit = min(len(first), len(second))
+    index = next((i for i in range(limit) if first[i][0] != second[i][0]), None)
+    if index is None:
+        return None if len(first) == len(second) else {"token_index": limit, "note": "length-fork", "modal": None,
+                                                       "alternate": None}
+    return {"token_index": index, **{key: {"token": rows[index][0], "chosen_logprob": rows[index][1],
+                                           "margin": _margin(rows[index])}
+                                     for key, rows in (("modal", first), ("alternate", second))}}
+
+
+def margins_cells(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The margins report's cells (`box::cell`, calls that ended normally, warmups left out)."""
+    grouped = defaultdict(list)
+    for call in records:
+        if call.get("control") != "warmup" and kept(call):
+            grouped[f"{box_of(call)}::{call['unit']}"].append(call)
+    cells = {}
+    for key in sorted(grouped):
+        calls = grouped[key]
+        found = [c.get("logprob_margins") for c in calls]
+        minima = [m["min_top2_margin"] for m in found if m and m.get("min_top2_margin") is not None]
+        rows = [margin for m in found if m for row in m["tokens"] if (margin := _margin(row)) is not None]
+        variants = Counter(c["output_sha256"] for c in calls)
+        cells[key] = {"n": len(calls), "records_with_margins": sum(1 for m in found if m),
+                      "variants": len(variants), "variant_counts": sorted(variants.values(), reverse=True),
+                      "min_margin": {"min": min(minima, default=None), "median": median(minima)},
+                      "defined_positions": len(rows),
+                      "positions_below": {str(t): sum(1 for r in rows if r < t) / len(rows) if rows else None
+                                          for t in MARGIN_THRESHOLDS},
+                      "chosen_not_top1_total": sum(m["chosen_not_top1"] for m in found if m),
+                      "fork": _fork(calls)}
+    return {"cells": cells}
+
+
+def margins_totals(records: list[dict[str, Any]]) -> dict[str, Any]:
+    measured = [c for c in records if c.get("control") != "warmup"]
+    return {"records_in": len(records), "warmups_excluded": len(records) - len(measured),
+            "excluded": {"error": sum(1 for c in measured if not c["ok"]),
+                         "truncated_or_other_stop": sum(1 for c in measured if c["ok"] and c.get("stop_reason")
+                                                        != "stop"),
+                         "no_margins": sum(1 for c in measured if kept(c) and not c.get("logprob_margins"))}}
+
+
+def no_gate(b: BoxCalls) -> dict[str, Any]:
+    return {"gates": _gates(b.one_request(), {"pass": None, "rule": "the harness defines no manipulation gate for "
+                                                                   "this mode"}), "arms_differ": None}
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One mode of the harness: its arms (None: every arm found), the controls its report's totals count,
+    its gates and estimator per box, what it reports over the study, and what the kit cannot compute."""
+
+    name: str
+    arms: tuple[str, ...] | None
+    counted: dict[str, tuple[str, ...]]  # totals key -> the controls it counts
+    box: Callable[[BoxCalls], dict[str, Any]] = no_gate
+    study: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda records: {}
+    totals_of: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
+    not_computed: dict[str, str] = field(default_factory=lambda: {"history_matches": BECAUSE_HISTORY})
+
+    def counts(self, call: dict[str, Any]) -> bool:
+        return self.arms is None or call.get("arm") in self.arms
+
+    def totals(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.totals_of:
+            return self.totals_of(records)
+        controls = Counter(c.get("control") for c in records if c.get("control"))
+        if not self.counted:
+            return {"records_in": len(records), "controls_excluded": dict(sorted(controls.items()))}
+        return {"records_in": len(records), **{key: sum(controls[n] for n in names)
+                                               for key, names in self.counted.items()}}
+
+
+MODES = {
+    "cache-ab": Mode("cache-ab", ("cold", "warm"), {"warmups_excluded": ("warmup",),
+                                                    "flushers_excluded": ("flusher",)}, cache_ab),
+    "cache-timing": Mode("cache-timing", ("adjacent", "gapped"), {"warmups_excluded": ("warmup", "burnin")},
+                         cache_timing),
+    "cache-instance": Mode("cache-instance", ("pure", "contaminated"),
+                           {"controls_excluded": ("burnin", "warmup", "flusher")}, cache_instance),
+    "churn-ab": Mode("churn-ab", ("blocked", "churn"), {"warmups_excluded": ("warmup",)}, churn_ab,
+                     lambda records: {"cache_state_decomposition": decomposition(records)},
+                     not_computed={"matches_confirmatory_modal": BECAUSE_CONFIRMATORY}),
+    "margins": Mode("margins", None, {}, no_gate, margins_cells, margins_totals, not_computed={}),
+}
+
+
+def mode_of(name: str, records: list[dict[str, Any]]) -> Mode:
+    """The mode a run's manifest names (`study3-cache-ab` is cache-ab), else the one whose arms its calls have."""
+    for key, mode in MODES.items():
+        if name.endswith(key):
+            return mode
+    arms = {c.get("arm") for c in records if not c.get("control")}
+    found = next((m for m in MODES.values() if m.arms and set(m.arms) <= arms), None)
+    return found or Mode(name or "unknown", None, {})
