@@ -6,6 +6,7 @@ import sys
 
 from kit import runner
 from kit.launch.docker_launcher import DockerLauncher
+from kit.launch.docker_run import llamacpp_provider
 from kit.protocols import kinds
 
 from .fake_docker import FakeDockerClient
@@ -15,8 +16,9 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
     protocol, _, _ = kinds.load("reset", {"engine": {"ctx_size": 1024, "cache_ram": 0}})
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    provider = runner._docker_provider(model, protocol, {"model_sha256": "abc"},
-                                       launcher=DockerLauncher(FakeDockerClient()))
+    options = runner.RunOptions(protocol="reset", launcher="docker")
+    provider = llamacpp_provider(options, model, protocol, {"model_sha256": "abc"}, print,
+                                 launcher=DockerLauncher(FakeDockerClient()))
     described = provider.describe()
     assert described["kind"] == "docker" and described["model_sha256"] == "abc"
     command = described["spec"]["command"]
