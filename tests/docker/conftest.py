@@ -1,6 +1,6 @@
 """The `docker` tier: a real Docker daemon and the real CPU image of the kit's llama-server.
 
-The daemon is the one DOCKER_HOST names (CI's, started by .ci/run), else a private one this session
+The daemon is the one KIT_TEST_DOCKER_HOST (CI's, started by .ci/run) or DOCKER_HOST names, else a private one this session
 starts and stops with .ci/dockerd.sh (root and Debian's docker.io needed). Where none can start, every
 test of the tier is skipped with a one-line reason. The image is built once per session with
 `kit images build llamacpp --target cpu --base debootstrap` (the base tarball is cached in the kit cache).
@@ -37,7 +37,7 @@ def _why_no_daemon() -> str | None:
 @pytest.fixture(scope="session")
 def docker_env():
     """The environment kit commands of the tier run with (DOCKER_HOST set), the daemon started if needed."""
-    given = os.environ.get("DOCKER_HOST")
+    given = os.environ.get("KIT_TEST_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
     folder = None
     if given:
         host = given

@@ -1,6 +1,7 @@
 """`--launcher docker`: the runner hands protocols a container per session. No Docker daemon runs here, so
 the launcher is driven through the recording fake client (tests/launch/fake_docker.py)."""
 
+import os
 import subprocess
 import sys
 
@@ -29,8 +30,9 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
 
 
 def test_without_a_daemon_the_cli_says_so_in_one_line(tmp_path):
+    nowhere = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}  # whatever daemon this machine has
     result = subprocess.run([sys.executable, "-m", "kit.cli", "demo", "--launcher", "docker", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, env=nowhere)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot reach the Docker daemon" in lines[0] and "native" in lines[0]
