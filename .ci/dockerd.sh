@@ -6,8 +6,8 @@
 #   .ci/dockerd.sh stop DIR    stop that daemon by its pid file and remove DIR
 #
 # DIR defaults to $KIT_DOCKERD_DIR or /tmp/kit-dockerd-$UID. Flags (measured on Debian 12's docker.io
-# 20.10): no iptables or masquerading, so containers reach nothing outside; `--network host` and ports
-# published on loopback (docker-proxy) work; storage overlay2, falling back to vfs where overlay cannot mount (a
+# 20.10): no iptables or masquerading, so containers reach nothing outside; a bridge of its own (kit<hash>,
+# never docker0) and ports published on loopback (docker-proxy) work; storage overlay2, falling back to vfs where overlay cannot mount (a
 # container's own overlay filesystem). A stub `nvidia-container-runtime-hook` is first on the daemon's
 # PATH: dockerd 20.10 registers its `nvidia` device driver when that executable exists at start, so a
 # GPU request (`--gpus all`) reaches the container (as NVIDIA_VISIBLE_DEVICES) on a machine with no GPU.
@@ -16,6 +16,10 @@ set -euo pipefail
 cmd=${1:-}
 dir=${2:-${KIT_DOCKERD_DIR:-/tmp/kit-dockerd-$(id -u)}}
 sock="$dir/docker.sock"
+# Its own bridge (not docker0, which another daemon on the machine may own), named and numbered from DIR.
+hash=$(printf '%s' "$dir" | md5sum | cut -c1-8)
+bridge="kit$hash"
+subnet="10.$((0x${hash:0:2} % 200 + 20)).$((0x${hash:2:2})).1/24"
 
 fail() { echo "dockerd.sh: $*" >&2; exit 1; }
 
@@ -30,8 +34,11 @@ exit 0
 EOF
     chmod +x "$dir/bin/nvidia-container-runtime-hook"
     rm -f "$sock"
+    if ! ip link show "$bridge" >/dev/null 2>&1; then
+        ip link add name "$bridge" type bridge && ip addr add "$subnet" dev "$bridge" && ip link set "$bridge" up
+    fi
     PATH="$dir/bin:$PATH" setsid dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
-        --pidfile "$dir/dockerd.pid" --iptables=false --ip-masq=false \
+        --pidfile "$dir/dockerd.pid" --iptables=false --ip-masq=false --bridge="$bridge" \
         --storage-driver="$1" >>"$dir/dockerd.log" 2>&1 </dev/null &
     for _ in $(seq 1 60); do
         if DOCKER_HOST="unix://$sock" docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
@@ -69,6 +76,7 @@ stop)
     fi
     # The daemon's mounts must be gone before its folders can be removed.
     grep -o " $dir/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
     rm -rf "$dir"
     ;;
 *)

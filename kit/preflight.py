@@ -91,10 +91,9 @@ def check_engine_choice(options: Any) -> None:
         raise ConfigError("--engine-url and --launcher docker both say where the engine comes from",
                           "drop one of them")
     given = [name for name in ("image", "gpus") if getattr(options, name, None)]
-    if given and (options.launcher != "docker" or options.engine != "llamacpp"):
-        raise ConfigError(f"--{' and --'.join(given)} only apply to --launcher docker (llama.cpp), "
-                          f"but this run uses --launcher {options.launcher} --engine {options.engine}",
-                          "add --launcher docker, or drop them")
+    if given and options.launcher != "docker":
+        raise ConfigError(f"--{' and --'.join(given)} only apply to --launcher docker, but this run uses "
+                          f"--launcher {options.launcher}", "add --launcher docker, or drop them")
     if getattr(options, "gpus", None):
         from kit.launch.container_spec import parse_gpus  # noqa: PLC0415
 

@@ -124,7 +124,8 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
         return vllm_launch.by_urls(options.engine_urls, options.model)
     vllm_launch.refuse_two_servers_at_once(protocol)
     if options.launcher == "docker":
-        return vllm_launch.docker(options.model, uuid.uuid4().hex[:12], protocol.engine.ctx_size, protocol.seed)
+        return vllm_launch.docker(options.model, options.container_label or uuid.uuid4().hex[:12],
+                                  protocol.engine.ctx_size, protocol.seed, image=options.image, gpus=options.gpus)
     return vllm_launch.native(options.server_bin, options.model, protocol.engine.ctx_size, protocol.seed,
                               options.port)
 
@@ -329,7 +330,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                        "restore the manifest from its bundle")
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
-                            "container_label": engine.get("run_id") if engine.get("kind") == "docker" else None})
+                            "container_label": _container_label(engine)})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
@@ -366,6 +367,12 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop, bounds=options.bounds(),
                     lock=lock)
+
+
+def _container_label(engine: dict[str, Any]) -> str | None:
+    from kit.launch.docker_run import recorded_label  # noqa: PLC0415
+
+    return recorded_label(engine)
 
 
 def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:

@@ -52,6 +52,15 @@ def llamacpp_provider(options: Any, model: Path, protocol: Any, details: dict[st
         extra_args=["--threads", str(threads)], details=recorded, image_options=image_options)
 
 
+def recorded_label(engine: dict[str, Any]) -> str | None:
+    """The container label of a run's engine record: a llama.cpp container's run id, or vLLM's (its arms share
+    one); None when the run used no container."""
+    arms = engine.get("arms") if engine.get("kind") == "per_arm" else None
+    found = next(iter(arms.values()), None) if isinstance(arms, dict) and arms else engine
+    label = found.get("run_id") if isinstance(found, dict) and found.get("kind") == "docker" else None
+    return label if isinstance(label, str) and label else None
+
+
 def remove_leftovers(run_id: str, log_dir: Path, say: Say) -> list[dict[str, Any]]:
     """Containers of run `run_id` a killed kit left: each one's log is written into `log_dir`, then it is
     removed. One entry per container (what `kit resume` records beside the native servers it stopped)."""

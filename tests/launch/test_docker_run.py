@@ -109,3 +109,26 @@ def test_replay_lists_a_changed_image(tmp_path):
     assert line.startswith("engine image: ") and "cpu_backend portable" in line and "cpu_backend wheel" in line
     assert "base kit/debian:bookworm-minbase" in line
     assert environment({"engine": engine}, {"engine": engine}) == []
+
+
+def test_the_recorded_label_of_llamacpp_and_vllm_runs():
+    from kit.launch.docker_run import recorded_label  # noqa: PLC0415
+
+    assert recorded_label({"kind": "docker", "run_id": "abc123"}) == "abc123"
+    arms = {"on": {"kind": "docker", "run_id": "v1"}, "off": {"kind": "docker", "run_id": "v1"}}
+    assert recorded_label({"kind": "per_arm", "arms": arms}) == "v1"
+    assert recorded_label({"kind": "native", "run_id": "x"}) is None
+    assert recorded_label({"kind": "per_arm", "arms": {"on": {"kind": "native"}}}) is None
+    assert recorded_label({"kind": "docker", "run_id": 7}) is None
+
+
+def test_vllm_containers_get_the_asked_image_and_gpus(tmp_path):
+    from kit.launch import vllm_launch  # noqa: PLC0415
+
+    providers = vllm_launch.docker(str(tmp_path), "r1", 4096, 42, launcher=DockerLauncher(FakeDockerClient()),
+                                   image="my/vllm:dev", gpus="1")
+    described = providers.describe()
+    assert described["gpus"] == "1"
+    for arm in ("on", "off"):
+        spec = described["arms"][arm]["spec"]
+        assert spec["image"] == "my/vllm:dev" and spec["device_requests"][0]["count"] == 1
