@@ -168,8 +168,14 @@ def _debootstrap(tarball: Path, say: Say) -> None:
                 if item.is_file():
                     item.unlink()
         partial = tarball.with_suffix(".tar.tmp")
-        subprocess.run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."], check=True)
-        partial.rename(tarball)
+        packed = subprocess.run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."],
+                                capture_output=True, text=True)
+        if packed.returncode != 0:
+            partial.unlink(missing_ok=True)
+            raise EngineError(f"could not pack the debootstrap root into {partial}: "
+                              f"{(packed.stderr.strip().splitlines() or ['tar failed'])[-1]}",
+                              f"check the free space under {images_cache()}, then build again")
+        partial.rename(tarball)  # only a whole tarball is ever kept
 
 
 def _base(client: Any, base: str | None, say: Say) -> tuple[str, bool]:
