@@ -32,11 +32,13 @@ VLLM_INSTALL_FIX = "install it with `kit engines install vllm` (needs a GPU and 
 # The ways of running an engine, and what each needs (check names); `runnable()` says which are open.
 EMBEDDED_WAY = "embedded CPU engine"
 DOCKER_WAY = "Docker GPU engines (llama.cpp, vLLM)"
+DOCKER_CPU_WAY = "Docker CPU engine (llama.cpp container, no GPU)"
 NATIVE_LLAMACPP_WAY = "native llama.cpp CUDA build"
 NATIVE_VLLM_WAY = "native vLLM"
 PATHS: dict[str, tuple[str, ...]] = {
     EMBEDDED_WAY: ("embedded engine",),
     DOCKER_WAY: ("docker daemon", "nvidia runtime", "gpu"),
+    DOCKER_CPU_WAY: ("docker daemon", "cpu image"),
     NATIVE_LLAMACPP_WAY: ("gpu", "nvcc", "build tools"),
     NATIVE_VLLM_WAY: ("gpu", "vllm executable"),
 }

@@ -42,7 +42,18 @@ def gpu_request(image: str) -> None:
 
 
 def checks(probes: Any, daemon: Any, make_check: Any, ok: str, warn: str, missing: str) -> list[Any]:
-    """The two doctor lines ("llamacpp images", "gpu request") for a daemon check `daemon`."""
+    """The doctor lines "llamacpp images", "cpu image" (what the Docker CPU way needs) and "gpu request", for a
+    daemon check `daemon`."""
+    lines = _image_checks(probes, daemon, make_check, ok, warn, missing)
+    found = lines[0].data.get("images") or []
+    cpu = [image for image in found if image["reference"] == images.CPU_IMAGE]
+    lines.insert(1, make_check("cpu image", ok, f"{images.CPU_IMAGE} present", data={"image": images.CPU_IMAGE})
+                 if cpu else make_check("cpu image", missing, f"{images.CPU_IMAGE} not built"
+                                        + ("" if daemon.status == ok else " (no Docker daemon)"), BUILD_FIX))
+    return lines
+
+
+def _image_checks(probes: Any, daemon: Any, make_check: Any, ok: str, warn: str, missing: str) -> list[Any]:
     if daemon.status != ok:
         return [make_check("llamacpp images", warn, "cannot tell without a Docker daemon", daemon.fix),
                 make_check("gpu request", missing, "cannot tell without a Docker daemon", daemon.fix)]

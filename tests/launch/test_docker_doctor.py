@@ -55,3 +55,27 @@ def test_without_a_daemon_both_say_so(tmp_path):
     checks = by_name(doctor.run_checks(make_probes(tmp_path), (), start_engine=False))
     assert "without a Docker daemon" in checks["llamacpp images"].detail
     assert checks["gpu request"].status == doctor.MISSING
+
+
+def test_the_cpu_container_way_opens_with_a_daemon_and_the_cpu_image(tmp_path):
+    cpu_only = replace(make_probes(tmp_path, docker=lambda: {"ServerVersion": "20.10.24", "Runtimes": {"runc": {}}}),
+                       docker_llamacpp_images=lambda: [CPU_IMAGE], docker_gpu_request=lambda image: None)
+    checks = doctor.run_checks(cpu_only, (), start_engine=False)
+    assert by_name(checks)["cpu image"].status == doctor.OK
+    assert doctor.DOCKER_CPU_WAY in doctor.runnable(checks) and doctor.DOCKER_WAY not in doctor.runnable(checks)
+    without = doctor.run_checks(replace(cpu_only, docker_llamacpp_images=lambda: []), (), start_engine=False)
+    assert doctor.DOCKER_CPU_WAY not in doctor.runnable(without)
+    assert "kit images build llamacpp --target cpu" in doctor.blocking(without, doctor.DOCKER_CPU_WAY).line()
+
+
+def test_the_launcher_runs_the_cpu_container_with_its_image_and_no_gpu(tmp_path):
+    from kit.tui import form  # noqa: PLC0415
+    from kit.tui.catalog import Capabilities  # noqa: PLC0415
+
+    choice = form.choice_of("llamacpp-cpu-container")
+    assert choice.doctor_way == doctor.DOCKER_CPU_WAY
+    assert form.usable_engine("reset", Capabilities((doctor.DOCKER_CPU_WAY,))) == "llamacpp-cpu-container"
+    setup = form.defaults("reset", "reset", {}, tmp_path)
+    setup.engine = "llamacpp-cpu-container"
+    options = form.run_options(setup)
+    assert (options.launcher, options.image, options.gpus) == ("docker", "kit/llamacpp:7e4c0a9-cpu", "none")
