@@ -2,7 +2,8 @@
 # Debian packages the test suite uses, installed when missing (root only; elsewhere it names them):
 # cmake, make and g++ build the embedded engine's portable CPU backend (the README's prerequisite line),
 # binutils gives objdump (the test that cross-checks the CPU-extension scanner), chromium renders the
-# bundle's HTML report in a real browser.
+# bundle's HTML report in a real browser, docker.io (dockerd 20.10) and debootstrap run the docker tier
+# (a private daemon, .ci/dockerd.sh; a base image made without a registry).
 set -euo pipefail
 
 need=()
@@ -10,6 +11,8 @@ command -v cmake >/dev/null || need+=(cmake)
 { command -v make >/dev/null && command -v c++ >/dev/null; } || need+=(build-essential)
 command -v objdump >/dev/null || need+=(binutils)
 command -v chromium >/dev/null || need+=(chromium)
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
 if ((${#need[@]} == 0)); then
     echo "machine packages: all present"
     exit 0

@@ -44,7 +44,7 @@ hadolint Dockerfile.llamacpp Dockerfile.vllm
 
 echo "== docker-compose config ($(docker-compose version --short 2>/dev/null || echo unknown))"
 # The bind-mounted models folder only has to exist for `up`; `config` just validates.
-for profile in llamacpp vllm; do
+for profile in llamacpp llamacpp-cpu vllm; do
     docker-compose -f compose.yaml --profile "$profile" config -q
     echo "compose.yaml profile $profile: ok"
 done

@@ -78,6 +78,10 @@ RUN_OPTIONS = [
                  help="How the kit starts the engine: native (the embedded llama-server, --server-bin, or `vllm "
                       "serve` from its venv) or docker (an image built from Dockerfile.llamacpp or Dockerfile.vllm, "
                       "GPU passthrough; needs a Docker daemon)."),
+    click.option("--image", help="--launcher docker: the engine image (default: the paper's CUDA image; "
+                                 "`kit images build llamacpp --target cpu` makes kit/llamacpp:7e4c0a9-cpu)."),
+    click.option("--gpus", metavar="all|none|N|IDS", help="--launcher docker: GPUs the container gets: all, none "
+                 "(no device request), a count, or ids 0,1 (default: none on a cpu image, else all). Recorded."),
     click.option("--engine-url", "engine_url", multiple=True, metavar="[ARM=]URL",
                  help="Use an already running server (the kit cannot restart it): one URL for llama.cpp, or with "
                       "--engine vllm one per cache arm: --engine-url on=URL --engine-url off=URL."),
@@ -126,7 +130,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
+         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None) -> None:
     from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
@@ -135,7 +139,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
-                                request_deadline=request_deadline)
+                                request_deadline=request_deadline, image=image, gpus=gpus)
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
@@ -550,6 +554,7 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
 def _attach_subcommands() -> None:
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
+    from kit.launch.images_cli import images  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415
 
@@ -557,6 +562,7 @@ def _attach_subcommands() -> None:
     cli.add_command(import_group)
     cli.add_command(replay)
     cli.add_command(compare)
+    cli.add_command(images)
 
 
 _attach_subcommands()

@@ -32,11 +32,13 @@ VLLM_INSTALL_FIX = "install it with `kit engines install vllm` (needs a GPU and 
 # The ways of running an engine, and what each needs (check names); `runnable()` says which are open.
 EMBEDDED_WAY = "embedded CPU engine"
 DOCKER_WAY = "Docker GPU engines (llama.cpp, vLLM)"
+DOCKER_CPU_WAY = "Docker CPU engine (llama.cpp container, no GPU)"
 NATIVE_LLAMACPP_WAY = "native llama.cpp CUDA build"
 NATIVE_VLLM_WAY = "native vLLM"
 PATHS: dict[str, tuple[str, ...]] = {
     EMBEDDED_WAY: ("embedded engine",),
     DOCKER_WAY: ("docker daemon", "nvidia runtime", "gpu"),
+    DOCKER_CPU_WAY: ("docker daemon", "cpu image"),
     NATIVE_LLAMACPP_WAY: ("gpu", "nvcc", "build tools"),
     NATIVE_VLLM_WAY: ("gpu", "vllm executable"),
 }
@@ -87,6 +89,8 @@ class Probes:
     environ: Mapping[str, str]
     hf_token_file: Path
     vllm_executable: Callable[[], Path]  # where `kit engines install vllm` puts `vllm`
+    docker_llamacpp_images: Callable[[], list[dict[str, Any]]] = field(default=lambda: [])  # kit.launch.docker_doctor
+    docker_gpu_request: Callable[[str], None] = field(default=lambda image: None)  # raises when refused
 
 
 # -- the checks -------------------------------------------------------------------------------
@@ -300,7 +304,10 @@ def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = 
 
         models = (DEFAULT_MODEL,)
     daemon, gpu = check_docker_daemon(probes), check_gpu(probes)
-    return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon), gpu,
+    from kit.launch import docker_doctor  # noqa: PLC0415
+
+    return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon),
+            *docker_doctor.checks(probes, daemon, Check, OK, WARN, MISSING), gpu,
             check_nvcc(probes, gpu), check_build_tools(probes), check_vllm_executable(probes),
             check_disk(probes, models), check_port(probes), check_embedded(probes, start=start_engine, recheck=recheck),
             check_hf_token(probes)]
@@ -427,6 +434,7 @@ def _prove_embedded(choice: str, cache: Path) -> dict[str, Any]:
 
 def default_probes(cpu_backend: str = "auto") -> Probes:
     """The real machine; the embedded engine with this --cpu-backend choice."""
+    from kit.launch import docker_doctor  # noqa: PLC0415
     from kit.paths import cache_dir  # noqa: PLC0415
 
     environ = dict(os.environ)
@@ -436,7 +444,8 @@ def default_probes(cpu_backend: str = "auto") -> Probes:
                   disk_free=lambda path: shutil.disk_usage(path).free, free_port=_free_port,
                   embedded_identity=lambda: _embedded_identity(cpu_backend),
                   prove_embedded=lambda: _prove_embedded(cpu_backend, cache), model_needs=_model_needs,
-                  cache_dir=cache, environ=environ, hf_token_file=hf_home / "token", vllm_executable=_vllm_executable)
+                  cache_dir=cache, environ=environ, hf_token_file=hf_home / "token", vllm_executable=_vllm_executable,
+                  docker_llamacpp_images=docker_doctor.llamacpp_images, docker_gpu_request=docker_doctor.gpu_request)
 
 
 # -- small helpers ----------------------------------------------------------------------------

@@ -90,6 +90,14 @@ def check_engine_choice(options: Any) -> None:
     if options.engine_urls and options.launcher == "docker":
         raise ConfigError("--engine-url and --launcher docker both say where the engine comes from",
                           "drop one of them")
+    given = [name for name in ("image", "gpus") if getattr(options, name, None)]
+    if given and options.launcher != "docker":
+        raise ConfigError(f"--{' and --'.join(given)} only apply to --launcher docker, but this run uses "
+                          f"--launcher {options.launcher}", "add --launcher docker, or drop them")
+    if getattr(options, "gpus", None):
+        from kit.launch.container_spec import parse_gpus  # noqa: PLC0415
+
+        parse_gpus(options.gpus)
 
 
 def check_run_options(options: Any) -> None:

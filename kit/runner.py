@@ -23,7 +23,7 @@ from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.manifest import Manifest, new_run_dir, not_plain, now
 from kit.models import DEFAULT_MODEL, ensure_model, progress
-from kit.paths import REPO_ROOT, outputs_dir
+from kit.paths import outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
@@ -50,6 +50,9 @@ class RunOptions:
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
     cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
+    image: str | None = None  # --launcher docker: the engine image (default: the pinned CUDA image)
+    gpus: str | None = None  # --launcher docker: all, none, N or ids (default: none on a cpu image, else all)
+    container_label: str | None = None  # --launcher docker: the run-id label of its containers (a resume: the run's)
     stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
     max_answer_bytes: int = MAX_ANSWER_BYTES  # the most bytes read of one engine answer (kit.engines.bounds)
     request_deadline: float | None = None  # seconds one engine request may take; None: scaled from its max tokens
@@ -82,7 +85,9 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
     if options.launcher == "docker":
-        return _docker_provider(model.path, protocol, details)
+        from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
+
+        return llamacpp_provider(options, model.path, protocol, details, say)
     if options.server_bin:
         binary, env, cpu = options.server_bin, None, None
         details["engine"] = "llama-server (user binary)"
@@ -119,20 +124,10 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
         return vllm_launch.by_urls(options.engine_urls, options.model)
     vllm_launch.refuse_two_servers_at_once(protocol)
     if options.launcher == "docker":
-        return vllm_launch.docker(options.model, uuid.uuid4().hex[:12], protocol.engine.ctx_size, protocol.seed)
+        return vllm_launch.docker(options.model, options.container_label or uuid.uuid4().hex[:12],
+                                  protocol.engine.ctx_size, protocol.seed, image=options.image, gpus=options.gpus)
     return vllm_launch.native(options.server_bin, options.model, protocol.engine.ctx_size, protocol.seed,
                               options.port)
-
-
-def _docker_provider(model: Path, protocol: ProtocolBase, details: dict[str, Any], launcher=None) -> EngineProvider:
-    """llama-server in a container per session (built from Dockerfile.llamacpp, GPU passthrough)."""
-    from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
-    from kit.launch.docker_provider import DockerProvider  # noqa: PLC0415
-
-    return DockerProvider.llamacpp(
-        launcher or DockerLauncher.from_env(), uuid.uuid4().hex[:12], model, ctx_size=protocol.engine.ctx_size,
-        cache_ram_mib=protocol.engine.cache_ram, seed=protocol.seed, details=details,
-        image_options={"dockerfile": "Dockerfile.llamacpp", "context": str(REPO_ROOT)})
 
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
@@ -218,7 +213,8 @@ def _check_layout(run_dir: Path, data: dict[str, Any]) -> None:
 
 # the options a manifest records, by the type each must have; others (of another kit version) are not used
 SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
-                 "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str,
+                 "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str, "image": str,
+                 "gpus": str,
                  CREDENTIALS_DROPPED: bool}
 
 
@@ -333,7 +329,8 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
-                            **resumed_cpu_backend(run_dir, recorded, cpu_backend)})
+                            **resumed_cpu_backend(run_dir, recorded, cpu_backend),
+                            "container_label": _container_label(engine)})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
@@ -350,6 +347,10 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                        f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
     stopped = leftover_servers.stop_leftovers(run_dir / "logs", say)
+    if options.container_label:  # containers a killed kit left: their logs kept, then removed (by the run's label)
+        from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
+
+        stopped += remove_leftovers(options.container_label, run_dir / "logs", say)
     redone = []
     for pass_id, info in list(manifest.data.get("passes", {}).items()):
         if info.get("status") in ("OK", "VOID") and pass_id not in cut:
@@ -366,6 +367,12 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.data.get("passes", {})), stop=stop, bounds=options.bounds(),
                     lock=lock)
+
+
+def _container_label(engine: dict[str, Any]) -> str | None:
+    from kit.launch.docker_run import recorded_label  # noqa: PLC0415
+
+    return recorded_label(engine)
 
 
 def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:
@@ -401,7 +408,8 @@ def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: s
 
 def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
-             for key, value in options.__dict__.items() if key not in ("protocol", "overrides", "provider", "stop")}
+             for key, value in options.__dict__.items()
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored

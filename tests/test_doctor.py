@@ -7,6 +7,8 @@ and nvidia-smi texts are the shapes those tools print.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import subprocess
@@ -102,6 +104,11 @@ def test_gpu_machine_with_docker_can_run_everything(tmp_path):
     probes = make_probes(tmp_path, docker=lambda: GPU_DOCKER,
                          commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI), "nvcc": CommandResult(0, NVCC_12)},
                          engine=FakeEngine(), images={VLLM_IMAGE: VLLM_IMAGE_FOUND}, vllm=installed_vllm(tmp_path))
+    cuda = {"reference": "kit/llamacpp:7e4c0a9-cuda12.6", "id": "sha256:" + "5e" * 32, "target": "cuda",
+            "base": "nvidia/cuda:12.6.3-runtime-ubuntu24.04", "llamacpp_commit": "7e4c0a9", "wheel_sha256": None,
+            "cpu_backend": None, "cpu_backend_sha256": None}
+    cpu = {**cuda, "reference": "kit/llamacpp:7e4c0a9-cpu", "target": "cpu", "base": "debian:bookworm-slim"}
+    probes = dataclasses.replace(probes, docker_llamacpp_images=lambda: [cuda, cpu])
     checks = doctor.run_checks(probes)
     found = by_name(checks)
     assert all(c.status == OK for c in checks if c.name != "hf token")

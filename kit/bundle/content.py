@@ -95,6 +95,18 @@ def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
     return list(runs.values())
 
 
+def container_image_summary(engine: dict[str, Any]) -> dict[str, str]:
+    """`engine image`: the identity of the image a `--launcher docker` run's containers came from, and their GPUs."""
+    found = engine.get("image_identity")
+    if not isinstance(found, dict):
+        return {}
+    parts = [f"{found.get('reference')} ({found.get('id')})"] + [
+        f"{label} {found[key]}" for key, label in (("target", "target"), ("base", "base"),
+                                                   ("wheel_sha256", "wheel sha256"), ("cpu_backend", "CPU backend"),
+                                                   ("cpu_backend_sha256", "CPU backend sha256")) if found.get(key)]
+    return {"engine image": "; ".join(parts) + f"; --gpus {engine.get('gpus')}"}
+
+
 def summary(run: BundledRun) -> dict[str, Any]:
     """The provenance a reviewer looks at first, flattened from a manifest."""
     m = run.manifest
@@ -129,5 +141,6 @@ def summary(run: BundledRun) -> dict[str, Any]:
                 f"{prov.get('host', {}).get('platform')}",
         "GPUs": "; ".join(prov.get("host", {}).get("gpus") or []) or "none",
         "CPU backend": cpu_backend_summary(m),
+        **container_image_summary(engine),  # only runs in a container have the row: older reports render the same
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.get("packages", {}).items())),
     }

@@ -189,7 +189,32 @@ def _mount_to_docker(mount: Mount) -> dict[str, Any]:
     return {"Type": mount.kind, "Source": mount.source, "Target": mount.target, "ReadOnly": mount.read_only}
 
 
+def parse_gpus(text: str) -> str | int | tuple[str, ...]:
+    """`--gpus` as typed: all, none, a count (2) or GPU ids (0,1 or UUIDs); refused in one line otherwise."""
+    value = text.strip()
+    if value in ("all", "none"):
+        return value
+    if value.isdigit():
+        if int(value) < 1:
+            raise ConfigError(f"--gpus {text!r} asks for no GPU", "pass --gpus none for no GPU, or a count from 1")
+        return int(value)
+    ids = tuple(part.strip() for part in value.split(","))
+    if value and all(re.fullmatch(r"[A-Za-z0-9-]+", part) for part in ids):
+        return ids
+    raise ConfigError(f"--gpus {text!r} is not all, none, a count or GPU ids",
+                      "pass --gpus all, --gpus none, --gpus 2, or --gpus 0,1")
+
+
+def gpus_text(gpus: str | int | Sequence[str | int]) -> str:
+    """The `--gpus` value that gives `gpus` (what a manifest records)."""
+    if isinstance(gpus, (str, int)):
+        return str(gpus)
+    return ",".join(str(g) for g in gpus)
+
+
 def _gpu_requests(gpus: str | int | Sequence[str | int]) -> tuple[GpuRequest, ...]:
+    if gpus == "none":
+        return ()  # no device request at all: the container sees no GPU
     if gpus == "all":
         return (GpuRequest(count=-1),)
     if isinstance(gpus, int) and not isinstance(gpus, bool):
@@ -198,7 +223,7 @@ def _gpu_requests(gpus: str | int | Sequence[str | int]) -> tuple[GpuRequest, ..
         return (GpuRequest(count=gpus),)
     if isinstance(gpus, Sequence) and not isinstance(gpus, str) and gpus:
         return (GpuRequest(count=None, device_ids=tuple(str(g) for g in gpus)),)
-    raise ConfigError(f"cannot read GPU selection {gpus!r}", "pass gpus='all', a positive count, or GPU ids")
+    raise ConfigError(f"cannot read GPU selection {gpus!r}", "pass gpus='all', 'none', a positive count, or GPU ids")
 
 
 def _check_args(extra_args: Sequence[str]) -> tuple[str, ...]:

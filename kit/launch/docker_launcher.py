@@ -139,8 +139,10 @@ class DockerLauncher:
         context: str | Path | None = None,
         buildargs: dict[str, str] | None = None,
         pull: bool = True,
+        build: Callable[[], Any] | None = None,
     ) -> ImageInfo:
-        """The image `reference`, built from `dockerfile` (in `context`) or pulled when missing."""
+        """The image `reference`, made by `build()`, built from `dockerfile` (in `context`) or pulled when
+        missing."""
         try:
             return self._image_info(reference, self.client.images.get(reference), "local")
         except Exception as exc:
@@ -148,7 +150,10 @@ class DockerLauncher:
                 raise EngineError(
                     f"could not look up image {reference}: {exc}", "check that Docker is running"
                 ) from exc
-        if dockerfile is not None:
+        if build is not None:
+            build()
+            source = "built"
+        elif dockerfile is not None:
             self._build(reference, dockerfile, Path(context or "."), buildargs or {})
             source = "built"
         elif pull:
@@ -159,9 +164,19 @@ class DockerLauncher:
         return self._image_info(reference, self.client.images.get(reference), source)
 
     def _build(self, reference: str, dockerfile: str, context: Path, buildargs: dict[str, str]) -> None:
-        self.progress(f"building {reference} from {dockerfile}")
+        self.build(reference, dockerfile, context, buildargs)
+
+    def build(self, reference: str, dockerfile: str, context: Path, buildargs: dict[str, str],
+              target: str | None = None, network_mode: str | None = None) -> None:
+        """Build `reference` from `dockerfile` in `context` (its `target` stage; `network_mode="none"`: offline),
+        showing the build's output as progress."""
+        self.progress(f"building {reference} from {dockerfile}" + (f" (target {target})" if target else ""))
+        extra: dict[str, Any] = {"target": target} if target else {}
+        if network_mode:
+            extra["network_mode"] = network_mode
         stream = self.client.api.build(
-            path=str(context), dockerfile=dockerfile, tag=reference, buildargs=buildargs, rm=True, decode=True
+            path=str(context), dockerfile=dockerfile, tag=reference, buildargs=buildargs, rm=True, decode=True,
+            **extra,
         )
         for chunk in stream:
             if "error" in chunk:

@@ -181,8 +181,11 @@ def native(binary: Path | None, model: str | None, max_model_len: int, seed: int
     return ArmProviders({arm: VllmNativeProvider(spec) for arm, spec in specs.items()}, chosen.details())
 
 
-def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launcher: Any = None) -> ArmProviders:
-    """A `vllm serve` container per session and arm, from the image Dockerfile.vllm builds (GPU passthrough)."""
+def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launcher: Any = None,
+           image: str | None = None, gpus: str | None = None) -> ArmProviders:
+    """A `vllm serve` container per session and arm, from `image` (default: the one Dockerfile.vllm builds) with
+    `gpus` (`--gpus` as typed; default all)."""
+    from kit.launch.container_spec import VLLM_IMAGE, gpus_text, parse_gpus  # noqa: PLC0415
     from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
     from kit.launch.docker_provider import DockerProvider  # noqa: PLC0415
     from kit.paths import REPO_ROOT  # noqa: PLC0415
@@ -191,11 +194,13 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
     folder = Path(chosen.served).expanduser()
     local = {"models_dir": str(folder.parent), "model": folder.name} if folder.is_dir() else {"model": chosen.served}
     launcher = launcher or DockerLauncher.from_env()
+    asked = parse_gpus(gpus) if gpus else "all"
+    build = {"dockerfile": "Dockerfile.vllm", "context": str(REPO_ROOT)} if image in (None, VLLM_IMAGE) else {}
+    details = {**chosen.details(), "gpus": gpus_text(asked)}
     return ArmProviders({arm: DockerProvider.vllm(launcher, run_id, prefix_caching=arm == "on",
-                                                  max_model_len=max_model_len, seed=seed, details=chosen.details(),
-                                                  image_options={"dockerfile": "Dockerfile.vllm",
-                                                                 "context": str(REPO_ROOT)}, **local)
-                         for arm in ARMS}, chosen.details())
+                                                  max_model_len=max_model_len, seed=seed, details=details,
+                                                  image=image or VLLM_IMAGE, gpus=asked, image_options=build, **local)
+                         for arm in ARMS}, details)
 
 
 def refuse_two_servers_at_once(protocol: Any) -> None:

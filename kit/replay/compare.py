@@ -144,11 +144,20 @@ def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             return None, "the kit's own engine"
         return digest or f"path {path}", f"{path} (sha256 {digest[:12] + '…' if digest else 'not recorded'})"
 
+    def image(manifest: dict[str, Any]) -> str | None:
+        """A container image (--launcher docker) by its id, target, base, wheel and CPU backend."""
+        found = (manifest.get("engine") or {}).get("image_identity")
+        if not isinstance(found, dict):
+            return None
+        return ", ".join(f"{k} {str(v)[:19] if 'sha256' in k or k == 'id' else v}"
+                         for k, v in found.items() if v and k != "reference")
+
     host = [((m.get("provenance") or {}).get("host") or {}) for m in (old, new)]
     checks = {
         "CPU backend": (backend(old), backend(new)),
         "engine build": (launch(old).get("build_info"), launch(new).get("build_info")),
         "model": ((old.get("engine") or {}).get("model_sha256"), (new.get("engine") or {}).get("model_sha256")),
+        "engine image": (image(old), image(new)),
         "workload": ({k: v for k, v in (old.get("workload") or {}).items() if k != "file"},
                      {k: v for k, v in (new.get("workload") or {}).items() if k != "file"}),
         "GPU or driver": (host[0].get("gpus"), host[1].get("gpus")),

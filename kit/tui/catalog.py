@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from kit import doctor
-from kit.doctor import DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
+from kit.doctor import DOCKER_CPU_WAY, DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
 from kit.errors import KitError
 from kit.paths import protocols_dir
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 EMBEDDED = EMBEDDED_WAY
 ENDPOINT = "your own endpoint URL"  # not a doctor way: always there, never proven here
-STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY)  # llama.cpp engines the kit starts itself
+STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY, DOCKER_CPU_WAY)  # llama.cpp engines the kit starts
 ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
 VLLM_WAYS = (DOCKER_WAY, NATIVE_VLLM_WAY, ENDPOINT)  # the doctor's ways that run vLLM, and a vLLM server by URL
 NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
+from kit.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.errors import KitError
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
@@ -32,6 +32,8 @@ class EngineChoice:
     doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
     engine: str = "llamacpp"  # RunOptions.engine (the endpoint's comes from its kind)
     launcher: str = "native"  # RunOptions.launcher
+    image: str | None = None  # RunOptions.image and .gpus (--launcher docker)
+    gpus: str | None = None
 
     @property
     def way(self) -> str:
@@ -43,6 +45,8 @@ ENGINES = (
     EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
     EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
     EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
+    EngineChoice("llamacpp-cpu-container", "llama.cpp CPU container (kit images build llamacpp)", DOCKER_CPU_WAY,
+                 launcher="docker", image="kit/llamacpp:7e4c0a9-cpu", gpus="none"),
     EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine="vllm", launcher="docker"),
     EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine="vllm"),
     EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
@@ -348,7 +352,7 @@ def run_options(setup: Setup):
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
                       engine_url=base_url(setup.url) if endpoint and not by_arm else None,
                       engine_urls={"on": base_url(setup.url_on), "off": base_url(setup.url_off)} if by_arm else {},
-                      launcher=choice.launcher,
+                      launcher=choice.launcher, image=choice.image, gpus=choice.gpus,
                       cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
                       out=Path(setup.out).expanduser())
 

@@ -98,9 +98,18 @@ def test_every_file_carries_the_same_llamacpp_pin():
 def test_dockerfiles_pin_their_bases():
     llama = (ROOT / "Dockerfile.llamacpp").read_text()
     froms = re.findall(r"^FROM (\S+)", llama, re.MULTILINE)
-    assert froms == ["nvidia/cuda:12.6.3-devel-ubuntu24.04", "nvidia/cuda:12.6.3-runtime-ubuntu24.04"]
-    assert re.search(r"^USER 10001", llama, re.MULTILINE)
-    assert re.search(r'^ENTRYPOINT \["llama-server"\]', llama, re.MULTILINE)
+    # the cpu target first (its base: an ARG, pinned by default), then the paper's CUDA build and image
+    assert froms == ["${BASE_IMAGE}", "nvidia/cuda:12.6.3-devel-ubuntu24.04", "nvidia/cuda:12.6.3-runtime-ubuntu24.04"]
+    assert re.search(r"^ARG BASE_IMAGE=debian:bookworm-slim$", llama, re.MULTILINE)
+    assert re.findall(r"^FROM \S+ AS (\S+)", llama, re.MULTILINE) == ["cpu", "build", "cuda"]
+    # both targets: the same user, entrypoint and health check
+    assert len(re.findall(r"^USER 10001:10001$", llama, re.MULTILINE)) == 2
+    assert len(re.findall(r'^ENTRYPOINT \["llama-server"\]$', llama, re.MULTILINE)) == 2
+    assert len(re.findall(r"^HEALTHCHECK ", llama, re.MULTILINE)) == 2
+    # the wheel the kit downloads is the one the cpu stage checks again
+    from kit.launch import images  # noqa: PLC0415
+
+    assert f"ARG WHEEL_SHA256={images.WHEEL_SHA256}" in llama and f"ARG WHEEL_FILE={images.WHEEL_FILE}" in llama
     vllm = (ROOT / "Dockerfile.vllm").read_text()
     assert re.findall(r"^FROM (\S+)", vllm, re.MULTILINE) == ["vllm/vllm-openai:v0.11.0"]
     assert "HEALTHCHECK" in vllm and "HEALTHCHECK" in llama
@@ -119,6 +128,10 @@ def test_compose_services_are_loopback_gpu_and_read_only():
         models = [v for v in service["volumes"] if v["target"] == "/models"]
         assert models and all(v["read_only"] is True for v in models)
         assert "healthcheck" in service
+    cpu = compose["services"]["llamacpp-cpu"]  # the same server without a GPU: no device reservation
+    assert cpu["profiles"] == ["llamacpp-cpu"] and "deploy" not in cpu and "--n-gpu-layers" not in cpu["command"]
+    assert cpu["image"] == "kit/llamacpp:7e4c0a9-cpu" and all(p.startswith("127.0.0.1:") for p in cpu["ports"])
+    assert all(v["read_only"] is True for v in cpu["volumes"] if v["target"] == "/models")
     vllm = compose["services"]["vllm"]
     assert vllm["ipc"] == "host"
     assert vllm["environment"]["HF_TOKEN"] is None  # passed through, no value written

@@ -1,11 +1,13 @@
 """`--launcher docker`: the runner hands protocols a container per session. No Docker daemon runs here, so
 the launcher is driven through the recording fake client (tests/launch/fake_docker.py)."""
 
+import os
 import subprocess
 import sys
 
 from kit import runner
 from kit.launch.docker_launcher import DockerLauncher
+from kit.launch.docker_run import llamacpp_provider
 from kit.protocols import kinds
 
 from .fake_docker import FakeDockerClient
@@ -15,8 +17,9 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
     protocol, _, _ = kinds.load("reset", {"engine": {"ctx_size": 1024, "cache_ram": 0}})
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    provider = runner._docker_provider(model, protocol, {"model_sha256": "abc"},
-                                       launcher=DockerLauncher(FakeDockerClient()))
+    options = runner.RunOptions(protocol="reset", launcher="docker")
+    provider = llamacpp_provider(options, model, protocol, {"model_sha256": "abc"}, print,
+                                 launcher=DockerLauncher(FakeDockerClient()))
     described = provider.describe()
     assert described["kind"] == "docker" and described["model_sha256"] == "abc"
     command = described["spec"]["command"]
@@ -27,8 +30,9 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
 
 
 def test_without_a_daemon_the_cli_says_so_in_one_line(tmp_path):
+    nowhere = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}  # whatever daemon this machine has
     result = subprocess.run([sys.executable, "-m", "kit.cli", "demo", "--launcher", "docker", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, env=nowhere)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot reach the Docker daemon" in lines[0] and "native" in lines[0]

@@ -17,6 +17,7 @@ import pytest
 
 from kit import runner
 from kit.launch.container_spec import LLAMACPP_IMAGE
+from kit.launch.docker_run import llamacpp_provider
 from kit.models.hashing import sha256_file
 from kit.protocols import kinds
 from kit.records import read_records
@@ -56,7 +57,8 @@ def run_on_docker(tmp_path, protocol: str, failure: Failure, overrides: dict | N
     model.write_bytes(b"GGUF")
     details = {"model_path": str(model), "model_sha256": sha256_file(model), "model_name": "model"}
     loaded, _, _ = kinds.load(protocol, overrides)
-    provider = runner._docker_provider(model, loaded, details, launcher=launcher_for(client))
+    provider = llamacpp_provider(runner.RunOptions(protocol=protocol, launcher="docker"), model, loaded, details,
+                                 lambda _: None, launcher=launcher_for(client))
     provider.make_engine = engine_factory(failure)
     options = runner.RunOptions(protocol=protocol, overrides=overrides or {}, out=tmp_path / "out", provider=provider)
     return runner.run(options, say=lambda _: None), client

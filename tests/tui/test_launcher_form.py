@@ -54,7 +54,7 @@ def test_an_invalid_url_is_refused_inline_with_an_explanation(cpu_caps, tmp_path
             screen = app.screen
             assert app.focused is screen.query_one("#f-engine", Select)
             await pilot.press("enter")  # open the engine list
-            await pilot.press(*["down"] * 5, "enter")  # "my own endpoint", the last choice
+            await pilot.press(*["down"] * (len(form.ENGINES) - 1), "enter")  # "my own endpoint", the last choice
             await pilot.pause()
             assert screen.setup.engine == "endpoint"
             assert screen.query_one("#w-url").display and not screen.query_one("#w-model").display
