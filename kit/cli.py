@@ -331,22 +331,22 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
-    click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
-    for path in sorted({run["path"] for run in result["runs"]}):
+    click.echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
+    for path in sorted({str(run.path) for run in result.runs}):
         problem = unfinished_problem(Manifest.load(Path(path)).data)
         if problem:
             click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
                        f"`kit resume {path}` finishes it")
-    if result.get("comparability"):
-        click.echo(f"warning: {result['comparability']}")
-    for item in result["skipped_inputs"]:
+    if result.comparability:
+        click.echo(f"warning: {result.comparability}")
+    for item in result.skipped_inputs:
         click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
-    for item in result["excluded_passes"]:  # a VOID pass's reason may quote its engine
+    for item in result.excluded_passes:  # a VOID pass's reason may quote its engine
         click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
-    for name, table in result["tables"].items():
-        click.echo(f"table {name}: {len(table['rows'])} rows" +
-                   "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
-    for found in result.get("harness", []):
+    for name, table in result.tables.items():
+        click.echo(f"table {name}: {len(table.rows)} rows" +
+                   "".join(f"; skipped: {s['reason']}" for s in table.skipped[:1]))
+    for found in result.harness or []:
         gate = found["gates"]["manipulation"]
         click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
@@ -356,7 +356,7 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         from kit.console import harness_table  # noqa: PLC0415
 
         Console().print(harness_table(found))
-    for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
+    for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")
 
