@@ -23,6 +23,7 @@ from kit.provenance import backends_differ
 from kit.records import read_records
 from kit.terminal_text import one_line
 
+
 @dataclass(frozen=True)
 class Settings:
     """Replicate counts and the seed (the paper's: 10,000 block-bootstrap replicates, 2,000 two-way
@@ -190,7 +191,7 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
     started = time.perf_counter()
     given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}
     findings.harness = [{"run": run.run_id, **harness.compute(read_records(run.path / harness.CALLS).records,
-                                                                   {**run.resolved, **given})} for run in runs]
+                                                                {**run.resolved, **given})} for run in runs]
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kit.atomic_file import write_json_atomic
+from kit.atomic_file import write_text_atomic
 
 SCHEMA = "kit.findings/1"
 FILE = "findings.json"  # in the folder `kit analyze --out` names (default: analysis/ inside the first run)
@@ -171,9 +171,14 @@ class Findings(Section):
     def runs_of_kind(self, kind: str) -> list[RunEntry]:
         return [r for r in self.runs if r.kind == kind]
 
+    def text(self) -> str:
+        """findings.json's text: indented JSON, non-ASCII kept, a final newline (the bytes earlier releases
+        wrote, which `kit verify` recomputes)."""
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+
     def write(self, path: Path) -> None:
-        """Replace `path` with these findings (atomically; the bytes earlier releases wrote)."""
-        write_json_atomic(path, self.to_json())
+        """Replace `path` with these findings, atomically."""
+        write_text_atomic(path, self.text())
 
 
 class NotFindings(ValueError):

@@ -121,7 +121,7 @@ def findings_files(fresh: Findings) -> dict[str, Expected]:
     """findings.json, the tables and the figure data, as this kit writes them from `fresh` findings."""
     from kit.analysis import figures, tables  # noqa: PLC0415
 
-    out = {FINDINGS: Expected(FINDINGS_KIND, _json_bytes(fresh.to_json()))}
+    out = {FINDINGS: Expected(FINDINGS_KIND, fresh.text().encode())}
     for name in tables.LAYOUTS:
         table = fresh.table(name).to_json()
         for ext, text in tables.render(name, table).items():
