@@ -44,8 +44,8 @@ ENGINES = (
     EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
     EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
     EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
-    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine=engines.VLLM.name, launcher="docker"),
-    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine=engines.VLLM.name),
+    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine="vllm", launcher="docker"),
+    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine="vllm"),
     EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
 )
 CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)

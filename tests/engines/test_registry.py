@@ -43,6 +43,7 @@ def test_what_each_engine_runs_is_declared_once():
     assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
     assert registry.VLLM.runs_written_for(registry.LLAMACPP)  # tried, then refused by vLLM's own rules
     assert not registry.LLAMACPP.runs_written_for(registry.VLLM)  # a server per arm: that engine only
+    assert {choice.engine for choice in form.ENGINES} <= set(registry.run_choices())  # the launcher's choices
     assert form.ENDPOINT_KINDS == {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API, a server per cache arm)"}
 
 
