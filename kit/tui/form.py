@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
-from kit.engines import registry as engines
 from kit.errors import KitError
+from kit.engines import registry as engines  # noqa: I001 - apart from the doctor's line, which main changed
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
