@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from kit.doctor import DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.errors import KitError
-from kit.engines import registry as engines  # noqa: I001 - apart from the doctor's line, which main changed
+from kit.engines import registry as engines
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
