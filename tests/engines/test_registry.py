@@ -4,6 +4,7 @@ CLI, preflight, `kit check`, `kit replay` and the launcher take their engine cho
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import get_args
 
 import pytest
 
@@ -13,6 +14,7 @@ from kit.engines import registry
 from kit.errors import ConfigError
 from kit.launch.vllm_launch import KINDS as VLLM_KINDS
 from kit.protocols.kinds import KINDS
+from kit.protocols.spec import EngineSettings
 from kit.tui import form
 
 
@@ -38,6 +40,9 @@ def test_the_cli_offers_the_registrys_engines():
 
 
 def test_what_each_engine_runs_is_declared_once():
+    written_for = EngineSettings.model_fields["kind"]
+    assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
+    assert written_for.default == registry.DEFAULT
     assert VLLM_KINDS == registry.VLLM.run_kinds  # the vLLM launcher's refusals read the registry
     assert registry.LLAMACPP.serves("reset") and not registry.VLLM.serves("reset")
     assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
