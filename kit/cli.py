@@ -13,7 +13,7 @@ import click
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
 from kit import limits
-from kit.engines import registry as engine_registry
+from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.terminal_text import one_line
 
@@ -65,8 +65,7 @@ RUN_OPTIONS = [
                  "(overrides the protocol's histories)."),
     click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
                  help="Tokens to generate per request (overrides the protocol)."),
-    click.option("--engine", type=click.Choice(engine_registry.run_choices()), default=engine_registry.DEFAULT,
-                 show_default=True,
+    click.option("--engine", type=click.Choice(run_choices()), default=DEFAULT_ENGINE, show_default=True,
                  help="The engine: llama.cpp (one server serves both cache arms, switched per request) or vLLM 0.11.0 "
                       "(prefix caching is fixed per server process, so each cache arm gets its own server; grid "
                       "protocols with `server: per_arm` or `per_pass`, e.g. grid-vllm)."),
@@ -220,7 +219,7 @@ def run(protocol: str, **kwargs) -> None:
 
 @cli.command()
 @click.argument("url", required=False)
-@click.option("--kind", type=click.Choice(["auto", *engine_registry.check_choices()]), default="auto",
+@click.option("--kind", type=click.Choice(["auto", *check_choices()]), default="auto",
               show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
 @click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
 @click.option("--cycles", type=_within(1, limits.CALLS_MAX), help="Cycles of the cache-instance protocol (default 5).")
