@@ -7,14 +7,15 @@ OpenAI-compatible URL → no reload (the passes are VOID and the verdict says wh
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
+from kit.engines import registry
 from kit.errors import ConfigError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 
-KINDS = ("auto", "llamacpp", "ollama", "vllm", "openai")
+KINDS = ("auto", *registry.check_choices())  # `kit check --kind`
 OLLAMA_PORT = 11434
 
 
@@ -22,35 +23,41 @@ def resolve_kind(url: str | None, kind: str) -> str:
     """The engine kind for `url`: "embedded" without a URL; "auto" means Ollama on its default port,
     else an OpenAI-compatible endpoint."""
     if url is None:
-        if kind not in ("auto", "llamacpp"):
+        if kind != "auto" and registry.EMBEDDED not in registry.named(kind, "--kind").launch:
             raise ConfigError(f"--kind {kind} needs the engine's URL", f"run `kit check URL --kind {kind}`")
         return "embedded"
     if kind != "auto":
-        return kind
-    return "ollama" if urlparse(url).port == OLLAMA_PORT else "openai"
+        return registry.named(kind, "--kind").name
+    return registry.OLLAMA.name if urlparse(url).port == OLLAMA_PORT else registry.OPENAI.name
+
+
+def _ollama(url: str, model: str | None, unload_timeout: float) -> Any:
+    if not model:
+        raise ConfigError("checking an Ollama server needs the model name", "pass --model NAME (see `ollama ls`)")
+    return OllamaProvider(url, model, unload_timeout=unload_timeout)
+
+
+# how `kit check` brings a server at a URL back to a cold cache, by engine (kit.engines.registry names):
+# Ollama confirms an unload, vLLM resets its prefix cache (dev mode), the others are not reloaded
+URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
+    registry.OLLAMA.name: _ollama,
+    registry.VLLM.name: lambda url, model, _: VllmResetProvider(url, model),
+    registry.LLAMACPP.name: lambda url, _model, _: ExternalProvider(url),
+    registry.OPENAI.name: lambda url, model, _: ChatUrlProvider(url, model),
+}
 
 
 def provider_for(url: str, kind: str, model: str | None, unload_timeout: float) -> Any:
     """The provider for an engine at `url` of `kind` (not "embedded": the runner launches that one)."""
-    if kind == "ollama":
-        if not model:
-            raise ConfigError("checking an Ollama server needs the model name", "pass --model NAME (see `ollama ls`)")
-        return OllamaProvider(url, model, unload_timeout=unload_timeout)
-    if kind == "vllm":
-        return VllmResetProvider(url, model)
-    if kind == "llamacpp":
-        return ExternalProvider(url)
-    if kind == "openai":
-        return ChatUrlProvider(url, model)
-    raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(KINDS)}")
-
-
-VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a block's tokens to evaluate
+    if kind not in URL_PROVIDERS:
+        raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(KINDS)}")
+    return URL_PROVIDERS[kind](url, model, unload_timeout)
 
 
 def kind_overrides(kind: str) -> dict[str, Any]:
     """Protocol settings an engine kind needs (vLLM: full-KV reuse re-evaluates up to one block)."""
-    return {"reuse_tolerance": VLLM_BLOCK} if kind == "vllm" else {}
+    engine = registry.ENGINES.get(kind)
+    return dict(engine.check_overrides) if engine else {}
 
 
 def overrides(cycles: int | None, per_arm: int | None, max_tokens: int | None, calibration_rounds: int | None,

@@ -13,6 +13,7 @@ import click
 from kit import __version__
 from kit.errors import KitError, RunInterrupted
 from kit import limits
+from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.terminal_text import one_line
 
@@ -64,7 +65,7 @@ RUN_OPTIONS = [
                  "(overrides the protocol's histories)."),
     click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
                  help="Tokens to generate per request (overrides the protocol)."),
-    click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True,
+    click.option("--engine", type=click.Choice(run_choices()), default=DEFAULT_ENGINE, show_default=True,
                  help="The engine: llama.cpp (one server serves both cache arms, switched per request) or vLLM 0.11.0 "
                       "(prefix caching is fixed per server process, so each cache arm gets its own server; grid "
                       "protocols with `server: per_arm` or `per_pass`, e.g. grid-vllm)."),
@@ -222,7 +223,7 @@ def run(protocol: str, **kwargs) -> None:
 
 @cli.command()
 @click.argument("url", required=False)
-@click.option("--kind", type=click.Choice(["auto", "llamacpp", "ollama", "vllm", "openai"]), default="auto",
+@click.option("--kind", type=click.Choice(["auto", *check_choices()]), default="auto",
               show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
 @click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
 @click.option("--cycles", type=_within(1, limits.CALLS_MAX), help="Cycles of the cache-instance protocol (default 5).")
@@ -335,22 +336,22 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
-    click.echo(f"runs: {len(result['runs'])} ({', '.join(sorted({r['kind'] for r in result['runs']})) or 'none'})")
-    for path in sorted({run["path"] for run in result["runs"]}):
+    click.echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
+    for path in sorted({str(run.path) for run in result.runs}):
         problem = unfinished_problem(Manifest.load(Path(path)).data)
         if problem:
             click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
                        f"`kit resume {path}` finishes it")
-    if result.get("comparability"):
-        click.echo(f"warning: {result['comparability']}")
-    for item in result["skipped_inputs"]:
+    if result.comparability:
+        click.echo(f"warning: {result.comparability}")
+    for item in result.skipped_inputs:
         click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
-    for item in result["excluded_passes"]:  # a VOID pass's reason may quote its engine
+    for item in result.excluded_passes:  # a VOID pass's reason may quote its engine
         click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
-    for name, table in result["tables"].items():
-        click.echo(f"table {name}: {len(table['rows'])} rows" +
-                   "".join(f"; skipped: {s['reason']}" for s in table["skipped"][:1]))
-    for found in result.get("harness", []):
+    for name, table in result.tables.items():
+        click.echo(f"table {name}: {len(table.rows)} rows" +
+                   "".join(f"; skipped: {s['reason']}" for s in table.skipped[:1]))
+    for found in result.harness or []:
         gate = found["gates"]["manipulation"]
         click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
@@ -360,7 +361,7 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         from kit.console import harness_table  # noqa: PLC0415
 
         Console().print(harness_table(found))
-    for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():
+    for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")
 

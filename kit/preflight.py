@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from kit.engines import registry
 from kit.errors import ConfigError
 from kit.limits import PORT_MAX, PORT_MIN, THREADS_MAX
 
@@ -79,14 +80,20 @@ def check_out(path: Path, option: str = "--out") -> None:
 
 def check_engine_choice(options: Any) -> None:
     """`--engine` and `--engine-url` agree: vLLM needs a URL per cache arm (or none), llama.cpp at most one."""
-    if options.engine not in ("llamacpp", "vllm"):
-        raise ConfigError(f"--engine {options.engine!r} is not an engine the kit runs", "give llamacpp or vllm")
-    if options.engine == "vllm" and options.engine_url:
-        raise ConfigError(f"--engine-url {options.engine_url} names one server, but vLLM fixes prefix caching per "
-                          "server process", "give one per cache arm: --engine-url on=URL --engine-url off=URL")
-    if options.engine_urls and options.engine != "vllm":
-        raise ConfigError("--engine-url ARM=URL gives a server per cache arm, which only vLLM runs",
-                          "add --engine vllm, or give llama.cpp one --engine-url URL")
+    runs = registry.run_choices()
+    if options.engine not in runs:
+        raise ConfigError(f"--engine {options.engine!r} is not an engine the kit runs", f"give {' or '.join(runs)}")
+    engine = registry.named(options.engine)
+    if engine.server_per_arm and options.engine_url:
+        raise ConfigError(f"--engine-url {options.engine_url} names one server, but {engine.label} fixes prefix "
+                          "caching per server process",
+                          "give one per cache arm: --engine-url on=URL --engine-url off=URL")
+    if options.engine_urls and not engine.server_per_arm:
+        per_arm = [registry.named(n) for n in runs if registry.named(n).server_per_arm]
+        raise ConfigError(f"--engine-url ARM=URL gives a server per cache arm, which only "
+                          f"{' or '.join(e.label for e in per_arm)} runs",
+                          f"add --engine {' or '.join(e.name for e in per_arm)}, or give {engine.label} one "
+                          "--engine-url URL")
     if options.engine_urls and options.launcher == "docker":
         raise ConfigError("--engine-url and --launcher docker both say where the engine comes from",
                           "drop one of them")

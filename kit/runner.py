@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kit import preflight, records, run_faults, run_lock, sigill_guard
 from kit.digests import sha256_text
+from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
 from kit.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
 from kit.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
@@ -43,7 +44,7 @@ class RunOptions:
     server_bin: Path | None = None
     engine_url: str | None = None
     engine_urls: dict[str, str] = field(default_factory=dict)  # cache arm -> URL: a server per arm (vLLM)
-    engine: str = "llamacpp"  # "llamacpp" or "vllm" (a server per cache arm: kit.launch.vllm_launch)
+    engine: str = registry.DEFAULT  # an engine `kit run` runs (kit.engines.registry.run_choices)
     port: int | None = None
     threads: int | None = None
     out: Path | None = None
@@ -76,7 +77,7 @@ class RunResult:
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
     if options.provider is not None:
         return options.provider
-    if options.engine == "vllm":
+    if registry.named(options.engine).server_per_arm:  # a server per cache arm: kit.launch.vllm_launch
         return _vllm_provider(options, protocol)
     if options.engine_url:
         return ExternalProvider(options.engine_url)
@@ -135,11 +136,13 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
-    if protocol.engine.kind == "vllm" and options.engine != "vllm" and options.provider is None:
-        raise ConfigError(f"{path.name} is written for vLLM (engine.kind: vllm), not for {options.engine}",
-                          "add --engine vllm (--launcher docker, native vllm, or --engine-url on=URL --engine-url "
-                          "off=URL), or run a llama.cpp protocol (grid, grid-cpu)")
-    if options.engine == "vllm":  # what vLLM cannot serve, refused before anything is fetched or written
+    written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
+    if not engine.runs_written_for(written) and options.provider is None:
+        raise ConfigError(f"{path.name} is written for {written.label} (engine.kind: {written.name}), not for "
+                          f"{options.engine}", f"add --engine {written.name} (--launcher docker, native "
+                          f"{written.name}, or --engine-url on=URL --engine-url off=URL), or run a llama.cpp protocol "
+                          "(grid, grid-cpu)")
+    if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
         from kit.launch import vllm_launch  # noqa: PLC0415
 
         vllm_launch.refuse_protocol(protocol)

@@ -33,10 +33,10 @@ def two_runs(tmp_path_factory):
 
 def test_analyze_warns_that_runs_on_different_backends_are_not_byte_comparable(two_runs):
     wheel, portable = two_runs
-    note = compute([wheel, portable])["comparability"]
+    note = compute([wheel, portable]).comparability
     assert "not byte-comparable" in note and "wheel (libggml-cpu" in note and wheel.name in note
     assert "portable (libggml-cpu" in note and portable.name in note
-    assert compute([wheel])["comparability"] is None
+    assert compute([wheel]).comparability is None
 
 
 def test_verify_notes_it_and_show_names_each_backend(two_runs, tmp_path):

@@ -70,7 +70,7 @@ def test_analysis_gives_the_numbers_the_old_kit_gave(run, tmp_path, monkeypatch)
     expected = json.loads((FIXTURE / "findings" / f"{run}.json").read_text())
     copy_of(run, tmp_path)
     monkeypatch.chdir(tmp_path)  # the old kit analysed it by its relative name, which the findings hold
-    assert numbers(findings.compute([Path(run)], SETTINGS)) == numbers(expected)
+    assert numbers(findings.compute([Path(run)], SETTINGS).to_json()) == numbers(expected)
 
 
 DEMO_CACHE = ("per request: cache_prompt false in cold, cold2; cache_prompt true in warm, warm2 "
@@ -80,8 +80,8 @@ DEMO_CACHE = ("per request: cache_prompt false in cold, cold2; cache_prompt true
 @pytest.mark.parametrize("run, engine, prompt_cache", [("demo-20261201-070851", "llama.cpp", DEMO_CACHE),
                                                        ("grid-tiny-20261201-070919", "llama.cpp", "default")])
 def test_each_run_read_names_its_engine_and_prompt_cache(run, engine, prompt_cache):
-    (entry,) = findings.compute([FIXTURE / run], SETTINGS)["runs"]
-    assert (entry["engine"], entry["prompt_cache"]) == (engine, prompt_cache)
+    (entry,) = findings.compute([FIXTURE / run], SETTINGS).runs
+    assert (entry.engine, entry.prompt_cache) == (engine, prompt_cache)
 
 
 @pytest.mark.parametrize("run", RUNS)

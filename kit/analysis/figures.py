@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.atomic_file import write_json_atomic
 from typing import Any
+
+from kit.analysis.findings_model import Findings, GridRun, SweepFindings
+from kit.atomic_file import write_json_atomic
 
 FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
@@ -33,24 +35,24 @@ def _save(fig, folder: Path, stem: str) -> list[str]:
     return files
 
 
-def _run_label(g: dict[str, Any]) -> str:
-    if g["engine"] != "llama.cpp":
-        return f"{g['engine']} {g['model']}\n{g['format']}"
-    cache = "prompt cache off" if g["cache_ram"] == 0 else "prompt cache default"
-    return f"{g['engine']} {g['model']}\n{g['format']}, {cache}"
+def _run_label(g: GridRun) -> str:
+    if g.engine != "llama.cpp":
+        return f"{g.engine} {g.model}\n{g.format}"
+    cache = "prompt cache off" if g.cache_ram == 0 else "prompt cache default"
+    return f"{g.engine} {g.model}\n{g.format}, {cache}"
 
 
-def data_1(findings: dict[str, Any]) -> dict[str, Any]:
+def data_1(findings: Findings) -> dict[str, Any]:
     """Figure 1's data: one group per grid run (its label), one bar per comparison with its interval."""
     from kit.analysis.collect import format_rank  # noqa: PLC0415
 
-    grid = [g for g in findings.get("grid", []) if any("interval" in c for c in g["comparisons"].values())]
+    grid = [g for g in findings.grid or [] if any("interval" in c for c in g.comparisons.values())]
     if not grid:
         raise LookupError("no grid run with a comparison")
-    grid.sort(key=lambda g: (g["engine"], g["model"], format_rank(g["format"]), g["cache_ram"] == 0))
+    grid.sort(key=lambda g: (g.engine, g.model, format_rank(g.format), g.cache_ram == 0))
     return {"groups": [{"label": _run_label(g), "bars": {
         key: {k: interval[k] for k in ("rate", "lo", "hi", "k", "n")}
-        for key, _ in COMPARISON_LABELS if (interval := (g["comparisons"].get(key) or {}).get("interval"))}}
+        for key, _ in COMPARISON_LABELS if (interval := (g.comparisons.get(key) or {}).get("interval"))}}
         for g in grid]}
 
 
@@ -90,24 +92,24 @@ def figure_1(data: dict[str, Any], folder: Path) -> list[str]:
     return files
 
 
-def data_2(findings: dict[str, Any]) -> dict[str, Any]:
+def data_2(findings: Findings) -> dict[str, Any]:
     """Figure 2's data: per format the per-history rates and their mean with its interval (sweep), and the
     grid's single-history path divergence (production default first)."""
     from kit.analysis.collect import format_rank  # noqa: PLC0415
 
-    sweep = findings.get("sweep") or {}
-    boot = sweep.get("bootstrap") or {}
-    grid_rows = (findings["tables"].get("V") or {}).get("rows", [])
+    sweep = findings.sweep or SweepFindings()
+    boot = sweep.bootstrap
+    grid_rows = findings.table("V").rows
     if "formats" not in boot and not grid_rows:
         raise LookupError("no sweep with a two-way bootstrap and no grid path divergence")
     formats = [f["label"] for f in boot.get("formats", [])]
-    sweep_models = {r["model"] for r in findings.get("runs", []) if r["kind"] == "sweep"}
+    sweep_models = {r.model for r in findings.runs_of_kind("sweep")}
     grid_by_format: dict[str, float] = {}
     for r in sorted(grid_rows, key=lambda r: r.get("prompt_cache") != "default"):  # production default first
         if not sweep_models or r["model"] in sweep_models:
             grid_by_format.setdefault(r["format"], r["path_rate"])
     return {"axis": formats or sorted(grid_by_format, key=format_rank), "n_histories": boot.get("n_histories"),
-            "per_history": {f: sweep["per_history_rates"][f] for f in formats},
+            "per_history": {f: sweep.per_history_rates[f] for f in formats},
             "mean": [{k: f[k] for k in ("label", "rate", "lo", "hi")} for f in boot.get("formats", [])],
             "grid": grid_by_format}
 
@@ -149,17 +151,18 @@ def _bin_label(b: dict[str, Any]) -> str:
     return f"[{b['lo']:g},{hi})"
 
 
-def data_3(findings: dict[str, Any]) -> dict[str, Any]:
+def data_3(findings: Findings) -> dict[str, Any]:
     """Figure 3's data: the mechanism block it draws (sweep, grid or reset runs): per format the hazard bins
     and the |Δmargin| summary."""
-    source = next((s for s in ("sweep", "grid", "reset") if (findings["mechanism"].get(s) or {}).get("formats")),
+    source = next((s for s in ("sweep", "grid", "reset") if s in findings.mechanism and findings.mechanism[s].formats),
                   None)
     if source is None:
         raise LookupError("no run with top-2 or deeper log-probabilities on both paths")
-    block = findings["mechanism"][source]
-    return {"source": source, "top_k": block.get("top_k", "k"), "formats": block["formats"],
-            "per_format": {f: {"hazard": {"bins": block["per_format"][f]["hazard"]["bins"]},
-                               "delta_margin": block["per_format"][f]["delta_margin"]} for f in block["formats"]}}
+    block = findings.mechanism[source]
+    return {"source": source, "top_k": block.top_k if "top_k" in block.model_fields_set else "k",
+            "formats": block.formats,
+            "per_format": {f: {"hazard": {"bins": block.per_format[f]["hazard"]["bins"]},
+                               "delta_margin": block.per_format[f]["delta_margin"]} for f in block.formats}}
 
 
 def figure_3(block: dict[str, Any], folder: Path) -> list[str]:
@@ -224,7 +227,7 @@ FIGURES = {"fig1": (data_1, figure_1, "fig1_divergence"), "fig2": (data_2, figur
            "fig3": (data_3, figure_3, "fig3_mechanism")}
 
 
-def figure_data(findings: dict[str, Any]) -> dict[str, Any]:
+def figure_data(findings: Findings) -> dict[str, Any]:
     """What each figure draws, by figure: {"data": {stem: data}, "skipped": {name: reason}} (nothing drawn)."""
     out: dict[str, Any] = {"data": {}, "skipped": {}}
     for name, (data, _, stem) in FIGURES.items():
@@ -244,7 +247,7 @@ def listing(figures: dict[str, Any]) -> dict[str, Any]:
     return written
 
 
-def write_all(findings: dict[str, Any], folder: Path) -> dict[str, Any]:
+def write_all(findings: Findings, folder: Path) -> dict[str, Any]:
     """Draw every figure the findings allow, each with its data beside it; the others are listed with the
     reason they were skipped."""
     folder.mkdir(parents=True, exist_ok=True)

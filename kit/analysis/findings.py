@@ -14,16 +14,14 @@ from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, grid_setting, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
+from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.analysis.passes import load_pass
-from kit.atomic_file import write_json_atomic
 from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
 from kit.records import read_records
 from kit.terminal_text import one_line
-
-SCHEMA = "kit.findings/1"
 
 
 @dataclass(frozen=True)
@@ -67,19 +65,20 @@ def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions
     positions.setdefault(run.format, mechanism.Positions()).extend(found)
 
 
-def _grid(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
     if not collection.of_kind("grid"):
         return
     started = time.perf_counter()
     grid = parallel_map(grid_findings.grid_run_findings,
                         [(run, settings.block_bootstrap_replicates, settings.seed) for run in collection.of_kind("grid")],
                         _workers(settings))
-    findings["grid"] = grid
-    findings["tables"]["III"] = grid_findings.table_iii(grid)
-    findings["tables"]["V"] = grid_findings.table_v(grid)
+    findings.grid = [GridRun.model_validate(g) for g in grid]
+    findings.tables["III"] = Table.model_validate(grid_findings.table_iii(grid))
+    findings.tables["V"] = Table.model_validate(grid_findings.table_v(grid))
     timer.add("grid: divergence and dependence-aware intervals", started)
     started = time.perf_counter()
-    findings["grid_trend"] = grid_findings.grid_trend(grid, settings.sweep_replicates, settings.seed)
+    findings.grid_trend = GridTrend.model_validate(grid_findings.grid_trend(grid, settings.sweep_replicates,
+                                                                          settings.seed))
     timer.add("grid: trend over formats", started)
     started = time.perf_counter()
     positions: dict[str, mechanism.Positions] = {}
@@ -94,14 +93,14 @@ def _workers(settings: Settings) -> int:
     return settings.workers or default_workers()
 
 
-def _mechanism_block(findings: dict[str, Any], source: str, positions: dict[str, mechanism.Positions],
+def _mechanism_block(findings: Findings, source: str, positions: dict[str, mechanism.Positions],
                      skipped: list, settings: Settings) -> None:
     if not positions and not skipped:
         return
     block = mechanism.summarize(positions, sorted(positions, key=format_rank), settings.cluster_replicates,
                                 settings.seed)
     block["skipped_runs"] = skipped
-    findings["mechanism"][source] = block
+    findings.mechanism[source] = MechanismBlock.model_validate(block)
 
 
 def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
@@ -118,7 +117,7 @@ def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
         return cell, str(exc)
 
 
-def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
     runs = collection.of_kind("sweep")
     if not runs:
         return
@@ -139,10 +138,9 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
     timer.add("sweep: read records and walk divergence", started)
     started = time.perf_counter()
     workers = _workers(settings)
-    findings["sweep"] = sweep_findings.sweep_findings(
-        cells, settings.sweep_replicates, settings.seed,
-        mapper=lambda fn, items: parallel_map(fn, items, workers))
-    findings["tables"]["VI"] = sweep_findings.table_vi(findings["sweep"])
+    findings.sweep = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed,
+                                                   mapper=lambda fn, items: parallel_map(fn, items, workers))
+    findings.tables["VI"] = sweep_findings.table_vi(findings.sweep)
     timer.add("sweep: two-way bootstrap with GLMM refits, permutation test", started)
     started = time.perf_counter()
     _mechanism_block(findings, "sweep", positions, skipped, settings)
@@ -160,7 +158,7 @@ def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     return bridge_findings.table_iv_row(run, sessions), bridge_findings.table_vii_row(run, sessions[order[0]]), found
 
 
-def _reset(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+def _reset(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
     runs = collection.of_kind("reset")
     if not runs:
         return
@@ -168,8 +166,8 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
     usable = [run for run in runs if run.ok_passes]
     skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
     read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings))
-    findings["tables"]["IV"] = {"rows": [r[0] for r in read], "skipped": list(skipped)}
-    findings["tables"]["VII"] = {"rows": [r[1] for r in read], "skipped": list(skipped)}
+    findings.tables["IV"] = Table(rows=[r[0] for r in read], skipped=list(skipped))
+    findings.tables["VII"] = Table(rows=[r[1] for r in read], skipped=list(skipped))
     positions: dict[str, mechanism.Positions] = {}
     for run, (_, _, found) in zip(usable, read):
         if isinstance(found, str):
@@ -182,7 +180,7 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
     timer.add("reset/bridge: mechanism", started)
 
 
-def _harness(collection: Collection, settings: Settings, timer: Timer, findings: dict[str, Any]) -> None:
+def _harness(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
     """Imported determinism-harness runs: the harness's report values per run (kit.analysis.harness), with
     the prefill thresholds given at import, or those of `settings` when set."""
     runs = collection.of_kind("harness")
@@ -192,8 +190,8 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
     started = time.perf_counter()
     given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}
-    findings["harness"] = [{"run": run.run_id, **harness.compute(read_records(run.path / harness.CALLS).records,
-                                                                   {**run.resolved, **given})} for run in runs]
+    findings.harness = [{"run": run.run_id, **harness.compute(read_records(run.path / harness.CALLS).records,
+                                                                {**run.resolved, **given})} for run in runs]
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 
@@ -215,7 +213,7 @@ def _prompt_cache(run: RunFolder) -> str:
     return f"per request: {said} (server-level prompt cache {server})"
 
 
-def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> dict[str, Any]:
+def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> Findings:
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
     started = time.perf_counter()
@@ -224,41 +222,41 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     started = time.perf_counter()
     collection = collect(paths)
     timer.add("recognise run folders", started)
-    findings: dict[str, Any] = {
+    findings = Findings.model_validate({
         "schema": SCHEMA, "created": now(), "settings": asdict(settings),
-        "runs": [{"run": r.run_id, "path": str(r.path), "kind": r.kind, "format": r.format, "model": r.model,
-                  "engine": r.engine_name, "prompt_cache": _prompt_cache(r),
-                  "sweep": r.sweep or None, "ok_passes": sorted(r.ok_passes)} for r in collection.runs],
+        "runs": [RunEntry(run=r.run_id, path=str(r.path), kind=r.kind, format=r.format, model=r.model,
+                          engine=r.engine_name, prompt_cache=_prompt_cache(r), sweep=r.sweep or None,
+                          ok_passes=sorted(r.ok_passes)) for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},
         "comparability": backends_differ([r.manifest for r in collection.runs]),
-    }
+    })
     _grid(collection, settings, timer, findings)
     _sweep(collection, settings, timer, findings)
     _reset(collection, settings, timer, findings)
     _harness(collection, settings, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
                         ("V", "grid runs"), ("VI", "sweep folders"), ("VII", "reset (GSM8K bridge) runs")):
-        findings["tables"].setdefault(name, {"rows": [], "skipped": [{"reason": f"no {needs} among the inputs"}]})
+        findings.tables.setdefault(name, Table(rows=[], skipped=[{"reason": f"no {needs} among the inputs"}]))
     return findings
 
 
-def refuse_empty(findings: dict[str, Any]) -> None:
+def refuse_empty(findings: Findings) -> None:
     """A KitError when the inputs hold nothing to analyse: no run folder at all (each input's reason
     named), or runs none of which has an OK pass."""
-    if not findings["runs"]:
-        why = "; ".join(f"{item['path']}: {item['reason']}" for item in findings["skipped_inputs"][:3])
-        more = len(findings["skipped_inputs"]) - 3
+    if not findings.runs:
+        why = "; ".join(f"{item['path']}: {item['reason']}" for item in findings.skipped_inputs[:3])
+        more = len(findings.skipped_inputs) - 3
         raise KitError(f"no run folder to analyse ({one_line(why)}{f'; and {more} more' if more > 0 else ''})",
                        "pass a run folder made by `kit run` or `kit import` (it holds manifest.json), or a folder "
                        "holding such run folders")
-    if not any(run["ok_passes"] for run in findings["runs"]):
-        raise KitError(f"nothing to analyse: none of the {len(findings['runs'])} run(s) given has an OK pass "
-                       f"({len(findings['excluded_passes'])} pass(es) cut short, VOID or never run)",
+    if not any(run.ok_passes for run in findings.runs):
+        raise KitError(f"nothing to analyse: none of the {len(findings.runs)} run(s) given has an OK pass "
+                       f"({len(findings.excluded_passes)} pass(es) cut short, VOID or never run)",
                        "finish the run with `kit resume RUN_DIR`, or pass a run with at least one OK pass")
 
 
-def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figures: bool = True) -> dict[str, Any]:
+def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figures: bool = True) -> Findings:
     """Compute the findings and write findings.json, tables/ and figures/ under `out`; refuses inputs that
     hold nothing to analyse (`refuse_empty`) before anything is written."""
     from kit.analysis import tables  # noqa: PLC0415
@@ -268,14 +266,14 @@ def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figur
     refuse_empty(findings)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    findings["files"] = {"tables": tables.write_all(findings, out / "tables")}
+    findings.files = {"tables": tables.write_all(findings, out / "tables")}
     timer.add("write tables", started)
     if figures:
         from kit.analysis import figures as figs  # noqa: PLC0415
 
         started = time.perf_counter()
-        findings["files"]["figures"] = figs.write_all(findings, out / "figures")
+        findings.files["figures"] = figs.write_all(findings, out / "figures")
         timer.add("draw figures", started)
-    findings["timings_seconds"] = timer.steps
-    write_json_atomic(out / "findings.json", findings)
+    findings.timings_seconds = timer.steps
+    findings.write(out / FILE)
     return findings

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.analysis.findings_model import Findings
+
 DASH = "–"
 
 
@@ -223,13 +225,13 @@ def render(name: str, table: dict[str, Any]) -> dict[str, str]:
     return {"csv": csv_text(rows), "md": markdown(layout), "tex": latex(layout)}
 
 
-def write_all(findings: dict[str, Any], folder: Path) -> dict[str, list[str]]:
+def write_all(findings: Findings, folder: Path) -> dict[str, list[str]]:
     """Write table_<N>.csv/.md/.tex for every table; returns the file names per table."""
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     for name in LAYOUTS:
         stem = f"table_{name}"
-        for ext, text in render(name, findings["tables"][name]).items():
+        for ext, text in render(name, findings.tables[name].to_json()).items():
             with (folder / f"{stem}.{ext}").open("w", newline="") as fh:
                 fh.write(text)
         written[name] = [f"tables/{stem}.{ext}" for ext in ("csv", "md", "tex")]

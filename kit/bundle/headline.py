@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.analysis.findings_model import FILE, Table
 from kit.analysis.tables import DASH, LAYOUTS, Layout, ci, pct
 from kit.bundle.content import BundledRun
 
-FINDINGS = "analysis/findings.json"  # written by `kit analyze RUN_DIR` (its default --out)
+FINDINGS = f"analysis/{FILE}"  # written by `kit analyze RUN_DIR` (its default --out)
 FEW = 10  # below this many observations a rate is flagged as resting on few observations
 HELD = {True: "held", False: "did NOT hold", None: "not judged"}  # a Headline's `held`, in words
 ODD = (AttributeError, KeyError, TypeError, ValueError, IndexError, ZeroDivisionError)  # fields laid out otherwise
@@ -239,9 +240,8 @@ def paper_tables(run: BundledRun) -> tuple[list[Layout], list[str]]:
         return [], []
     shown, absent = [], []
     for name, make in LAYOUTS.items():
-        table = tables.get(name)
         try:
-            layout = make(table)
+            layout = make(Table.model_validate(tables.get(name)).to_json())
         except ODD:
             absent.append(f"Table {name}: not laid out as this kit reads it")
             continue

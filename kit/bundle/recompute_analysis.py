@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from kit import limits
+from kit.analysis.findings_model import FILE, SCHEMA, Findings
 from kit.bundle.compare import Mismatch, compare_json
 from kit.bundle.content import FIGURE_TYPES, load_json
 from kit.bundle.rendered import Outcome, compare_table, leaves
 
-FINDINGS = "analysis/findings.json"
+FINDINGS = f"analysis/{FILE}"
 COMPARE_STEM = "analysis/compare-paper"
 TABLES = "analysis/tables/"
 FIGURES = "analysis/figures/"
@@ -116,15 +117,15 @@ def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def findings_files(fresh: dict[str, Any]) -> dict[str, Expected]:
+def findings_files(fresh: Findings) -> dict[str, Expected]:
     """findings.json, the tables and the figure data, as this kit writes them from `fresh` findings."""
     from kit.analysis import figures, tables  # noqa: PLC0415
 
-    out = {FINDINGS: Expected(FINDINGS_KIND, _json_bytes(fresh))}
+    out = {FINDINGS: Expected(FINDINGS_KIND, fresh.text().encode())}
     for name in tables.LAYOUTS:
-        for ext, text in tables.render(name, fresh["tables"][name]).items():
-            out[f"{TABLES}table_{name}.{ext}"] = Expected(TABLES_KIND, text.encode(), fresh["tables"][name],
-                                                          tables.RELAID.get(name))
+        table = fresh.table(name).to_json()
+        for ext, text in tables.render(name, table).items():
+            out[f"{TABLES}table_{name}.{ext}"] = Expected(TABLES_KIND, text.encode(), table, tables.RELAID.get(name))
     for stem, data in figures.figure_data(fresh)["data"].items():
         out[f"{FIGURES}{stem}.json"] = Expected(FIGURE_DATA, _json_bytes(data))
     return out
@@ -148,7 +149,7 @@ def comparison_files(fresh: dict[str, Any], bundled_doc: Any) -> dict[str, Expec
     except Exception as exc:  # noqa: BLE001 - an unknown reference name is a KitError
         raise NotRecomputed(f"its reference {bundled_doc['reference']!r} is not one this kit holds ({exc})") from None
     doc = outputs.document(comparison, Path(str(bundled_doc.get("findings"))),
-                           {"created": bundled_doc.get("findings_created")}, reference, bundled_doc["reference"])
+                           bundled_doc.get("findings_created"), reference, bundled_doc["reference"])
     doc.update({key[0]: bundled_doc.get(key[0]) for key in VOLATILE[COMPARISON]})
     return {f"{COMPARE_STEM}.json": Expected(COMPARISON, _json_bytes(doc)),
             f"{COMPARE_STEM}.csv": Expected(COMPARISON, outputs.csv_text(doc).encode(), doc["lines"]),
@@ -170,8 +171,8 @@ def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[st
             held = load_json(bundled[FINDINGS])
         except (ValueError, UnicodeDecodeError):
             raise NotRecomputed(f"its {FINDINGS} is not valid JSON") from None
-        if not isinstance(held, dict) or held.get("schema") != analysis.SCHEMA:
-            raise NotRecomputed(f"its {FINDINGS} is not a kit findings file (schema {analysis.SCHEMA})")
+        if not isinstance(held, dict) or held.get("schema") != SCHEMA:
+            raise NotRecomputed(f"its {FINDINGS} is not a kit findings file (schema {SCHEMA})")
         settings, ids = settings_of(held), run_ids(held)
         missing = [run for run in ids if run not in copies]
         if missing:
@@ -197,13 +198,13 @@ def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[st
 CORRECTNESS = ("correct_recompute", "correct_hit", "flips", "mcnemar")
 
 
-def carry_correctness(held: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+def carry_correctness(held: dict[str, Any], fresh: Findings) -> list[str]:
     """Table VII's correctness needs the GSM8K file the run's manifest names (its reference answers), which the
     bundle does not hold: where this machine lacks it, the bundled counts of that row stand in the recomputed
     findings (so the tables and the comparison render the same), and each such row is reported."""
     carried = []
     bundled_rows = ((held.get("tables") or {}).get("VII") or {}).get("rows")
-    for i, row in enumerate(fresh["tables"].get("VII", {}).get("rows", [])):
+    for i, row in enumerate(fresh.table("VII").rows):
         theirs = bundled_rows[i] if isinstance(bundled_rows, list) and i < len(bundled_rows) else None
         if "correctness_skipped" not in row or not isinstance(theirs, dict) or "correctness_skipped" in theirs:
             continue

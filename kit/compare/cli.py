@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import click
 
+from kit.analysis import findings_model
+from kit.analysis.findings_model import Findings
 from kit.errors import ConfigError
 from kit.terminal_text import one_line
 
-FINDINGS = "findings.json"
-FINDINGS_SCHEMA = "kit.findings/1"
+FINDINGS = findings_model.FILE
 FIX_ANALYZE = "run `kit analyze RUN_DIR` first and pass its analysis folder (or the run folder)"
 
 
@@ -29,23 +28,17 @@ def findings_path(target: Path) -> Path:
     raise ConfigError(f"{target} holds no {FINDINGS} and is not a run folder", FIX_ANALYZE)
 
 
-def read_findings(path: Path) -> dict[str, Any]:
-    """The findings.json `kit analyze` wrote, checked for the parts `kit compare` reads."""
+def read_findings(path: Path) -> Findings:
+    """The findings.json `kit analyze` wrote, read into the Findings model (a ConfigError naming what is
+    wrong when it cannot be read or has not that shape)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return findings_model.read(path)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({type(exc).__name__})", "run `kit analyze` again") from None
-    if not isinstance(data, dict) or data.get("schema") != FINDINGS_SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ConfigError(f"{path} is not a kit findings file (schema {schema!r}, expected {FINDINGS_SCHEMA})",
-                          FIX_ANALYZE)
-    tables = data.get("tables")
-    if not isinstance(tables, dict) or not isinstance(data.get("runs"), list) or not all(
-            isinstance(t, dict) and isinstance(t.get("rows"), list) for t in tables.values()):
-        raise ConfigError(f"{path} lacks the runs and tables `kit analyze` writes", "run `kit analyze` again")
-    return data
+    except findings_model.NotFindings as exc:
+        fix = FIX_ANALYZE if "not a kit findings file" in str(exc) else "run `kit analyze` again"
+        said = f"is {exc}" if str(exc).startswith("not ") else f"lacks the runs and tables `kit analyze` writes ({exc})"
+        raise ConfigError(one_line(f"{path} {said}"), fix) from None
 
 
 @click.command("compare")
@@ -78,7 +71,7 @@ def compare(target: Path, reference: str) -> None:
         comparison = compare_findings(findings, published)
     except FindingsShape as exc:
         raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
-    doc = outputs.document(comparison, path, findings, published, reference)
+    doc = outputs.document(comparison, path, findings.created, published, reference)
     check_out(path.parent, "RUN_OR_ANALYSIS")
     written = outputs.write_all(path.parent, doc)
     console = Console()

@@ -26,11 +26,11 @@ SHORT_RULES = {"rate": "inside 95% CI", "difference": "inside 95% CI", "slope": 
                "odds_ratio": "same side of 1, CIs overlap", "p_value": "both p<0.05 or both not"}
 
 
-def document(comparison: Comparison, findings_path: Path, findings: dict[str, Any], reference: Any,
+def document(comparison: Comparison, findings_path: Path, findings_created: str | None, reference: Any,
              reference_name: str) -> dict[str, Any]:
     """compare-paper.json: every line with its numbers, the counts, the rules and what is not in this run."""
     return {"schema": SCHEMA, "created": now(), "reference": reference_name, "paper": reference.paper,
-            "findings": str(findings_path), "findings_created": findings.get("created"),
+            "findings": str(findings_path), "findings_created": findings_created,
             "counts": comparison.counts(), "rules": RULES,
             "lines": [line.to_json() for line in comparison.lines], "absent": comparison.absent}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from kit.analysis.findings_model import Findings, RunEntry, SweepFindings
 from kit.analysis.grid_setting import pass_order
 from kit.compare.measures import ROWS, TREND, Measured, RunRow, Section
 from kit.stats import rate_interval
@@ -62,27 +63,27 @@ def given_rate(cells: dict[str, Any], prefix: str, method: str, what: str) -> Me
 class RunIndex:
     """What findings.json says about each run: its `runs` entry and, for grid runs, its `grid` entry."""
 
-    def __init__(self, findings: dict[str, Any]):
-        self.runs = {str(r["run"]): r for r in findings.get("runs") or []}
-        self.grid = {str(g["run"]): g for g in findings.get("grid") or []}
-        bridge = (findings.get("tables") or {}).get("VII") or {}
-        self.workload = {str(r.get("run")): r.get("source") for r in bridge.get("rows") or []}
+    def __init__(self, findings: Findings):
+        self.runs = {r.run: r for r in findings.runs}
+        self.grid = {g.run: g for g in findings.grid or []}
+        self.workload = {str(r.get("run")): r.get("source") for r in findings.table("VII").rows}
 
     def engine(self, run: str) -> str | None:
-        entry = self.runs.get(run) or {}
-        return entry.get("engine") or (self.grid.get(run) or {}).get("engine")
+        entry, grid = self.runs.get(run), self.grid.get(run)
+        return (entry.engine if entry else None) or (grid.engine if grid else None)
 
     def prompt_cache(self, run: str) -> str | None:
-        return (self.runs.get(run) or {}).get("prompt_cache")
+        entry = self.runs.get(run)
+        return entry.prompt_cache if entry else None
 
-    def of_kind(self, kind: str, fmt: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self.runs.values() if r.get("kind") == kind and (
-            fmt is None or str((r.get("sweep") or {}).get("format") or r.get("format")) == fmt)]
+    def of_kind(self, kind: str, fmt: str | None = None) -> list[RunEntry]:
+        return [r for r in self.runs.values() if r.kind == kind and (
+            fmt is None or str((r.sweep or {}).get("format") or r.format) == fmt)]
 
 
-def table_rows(findings: dict[str, Any], table: str) -> list[dict[str, Any]]:
+def table_rows(findings: Findings, table: str) -> list[dict[str, Any]]:
     """A table's rows; none when findings.json has no such table (`kit analyze` writes all five)."""
-    return list(((findings.get("tables") or {}).get(table) or {}).get("rows") or [])
+    return list(findings.table(table).rows)
 
 
 def one(values: list[Any]) -> Any:
@@ -99,7 +100,7 @@ def finish(row: RunRow) -> RunRow:
     return row
 
 
-def table_iii(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def table_iii(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows = []
     for r in table_rows(findings, "III"):
         run = str(r["run"])
@@ -111,12 +112,12 @@ def table_iii(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
     return rows
 
 
-def table_v(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def table_v(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows = []
     for r in table_rows(findings, "V"):
         run = str(r["run"])
-        grid = index.grid.get(run) or {}
-        order = pass_order(list(grid.get("passes") or [])) if grid.get("passes") else None
+        grid = index.grid.get(run)
+        order = pass_order(list(grid.passes)) if grid and grid.passes else None
         row = RunRow(("V", ROWS), run, f"{r['engine']} {r['format']}", str(r["model"]), str(r["format"]),
                      str(r.get("engine") or index.engine(run) or "") or None, {"episodes": count(r["n"], "n")},
                      {"prompt_cache": r.get("prompt_cache"), "order": order})
@@ -169,10 +170,10 @@ def _put(row: RunRow, key: str, found: Measured | str) -> None:
         row.missing[key] = str(found)
 
 
-def grid_trend(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def grid_trend(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows = []
     table_v_rows = table_rows(findings, "V")
-    for name, entry in ((findings.get("grid_trend") or {}).get("models") or {}).items():
+    for name, entry in (findings.grid_trend.models if findings.grid_trend else {}).items():
         engine, _, model = str(name).partition(" ")
         caches = [r.get("prompt_cache") for r in table_v_rows if str(r.get("model")) == model
                   and str(r.get("engine")) == engine]
@@ -189,11 +190,11 @@ def grid_trend(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
 
 def _sweep_config(index: RunIndex, fmt: str | None) -> tuple[str, str | None, str | None]:
     runs = index.of_kind("sweep", fmt)
-    return (one([r.get("model") for r in runs]) or "unknown", one([r.get("engine") for r in runs]),
-            one([r.get("prompt_cache") for r in runs]))
+    return (one([r.model for r in runs]) or "unknown", one([r.engine for r in runs]),
+            one([r.prompt_cache for r in runs]))
 
 
-def table_vi(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def table_vi(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows, found = [], table_rows(findings, "VI")
     reference = next((str(r["format"]) for r in found if r.get("is_reference")), None)
     for r in found:
@@ -220,9 +221,9 @@ def table_vi(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
     return rows
 
 
-def sweep_trend(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
-    sweep = findings.get("sweep") or {}
-    boot = sweep.get("bootstrap") or {}
+def sweep_trend(findings: Findings, index: RunIndex) -> list[RunRow]:
+    sweep = findings.sweep or SweepFindings()
+    boot = sweep.bootstrap
     if "formats" not in boot:
         return []
     model, engine, cache = _sweep_config(index, None)
@@ -235,11 +236,12 @@ def sweep_trend(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
     else:
         _put(row, "glmm_odds_ratio", _odds_ratio(boot, "two-way bootstrap 95% (GLMM refits)"))
     _put(row, "rate_slope", _slope(boot, "two-way bootstrap 95%"))
-    _put(row, "permutation_p", _p(sweep.get("permutation"), "exact permutation test"))
+    _put(row, "permutation_p", _p(sweep.permutation if "permutation" in sweep.model_fields_set else None,
+                                  "exact permutation test"))
     return [finish(row)]
 
 
-def table_iv(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def table_iv(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows = []
     for r in table_rows(findings, "IV"):
         run = str(r["run"])
@@ -262,7 +264,7 @@ def table_iv(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
     return rows
 
 
-def table_vii(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
+def table_vii(findings: Findings, index: RunIndex) -> list[RunRow]:
     rows = []
     for r in table_rows(findings, "VII"):
         run, n = str(r["run"]), count(r["n"], "n")
@@ -291,29 +293,29 @@ def table_vii(findings: dict[str, Any], index: RunIndex) -> list[RunRow]:
     return rows
 
 
-READERS: dict[Section, Callable[[dict[str, Any], RunIndex], list[RunRow]]] = {
+READERS: dict[Section, Callable[[Findings, RunIndex], list[RunRow]]] = {
     ("III", ROWS): table_iii, ("IV", ROWS): table_iv, ("V", ROWS): table_v, ("V", TREND): grid_trend,
     ("VI", ROWS): table_vi, ("VI", TREND): sweep_trend, ("VII", ROWS): table_vii,
 }
 
 
-def skipped_reason(findings: dict[str, Any], section: Section) -> str:
+def skipped_reason(findings: Findings, section: Section) -> str:
     """Why findings.json has no rows for this section (its own words where it gives them)."""
     table, part = section
     if part == TREND:
-        source = findings.get("grid_trend") if table == "V" else findings.get("sweep")
-        skipped = (source or {}).get("skipped") or []
+        source = findings.grid_trend if table == "V" else findings.sweep
+        skipped = source.skipped if source else []
         reasons = [s.get("reason") for s in skipped if isinstance(s, dict) and s.get("reason")]
-        if table == "VI" and source and not (source.get("bootstrap") or {}).get("formats"):
-            reasons.insert(0, source.get("skipped_table") or "no two-way bootstrap")
+        if isinstance(source, SweepFindings) and not source.bootstrap.get("formats"):
+            reasons.insert(0, source.skipped_table or "no two-way bootstrap")
         return "; ".join(map(str, reasons[:2])) or ("no grid trend (needs grid runs of two or more formats)"
                                                     if table == "V" else "no sweep among the inputs")
-    skipped = ((findings.get("tables") or {}).get(table) or {}).get("skipped") or []
+    skipped = findings.table(table).skipped
     reasons = [s.get("reason") for s in skipped if isinstance(s, dict) and s.get("reason")]
     return "; ".join(map(str, reasons[:2])) or "no rows"
 
 
-def read_rows(findings: dict[str, Any], section: Section) -> list[RunRow]:
+def read_rows(findings: Findings, section: Section) -> list[RunRow]:
     """Every row this run has for `section`; FindingsShape naming the table when something is malformed."""
     try:
         return READERS[section](findings, RunIndex(findings))

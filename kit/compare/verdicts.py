@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kit.analysis.findings_model import Findings
 from kit.compare.measures import CONDITION_NAMES, MEASURES, Measured, RunRow, Section, section_name
 from kit.compare.names import engine_key, format_key, model_display, model_key
 from kit.compare.published import PublishedRow, PublishedValue, Reference
@@ -279,7 +280,7 @@ def compare_section(section: Section, run_rows: list[RunRow], reference: Referen
     return lines, used
 
 
-def compare(findings: dict[str, Any], reference: Reference) -> Comparison:
+def compare(findings: Findings, reference: Reference) -> Comparison:
     """All sections of the reference against a findings.json (kit.compare.run_rows reads it)."""
     lines, absent = [], []
     for section in reference.sections:

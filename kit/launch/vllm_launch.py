@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from kit.engines import registry
 from kit.engines.vllm import VllmEngine
 from kit.errors import ConfigError, EngineError
 from kit.launch.container_spec import vllm_serve_args
@@ -30,7 +31,7 @@ from kit.secret_urls import redact_url
 ARMS = ("on", "off")
 DEFAULT_CHECKPOINT = "qwen2.5-7b-instruct"  # the paper's vLLM Qwen arm
 STARTUP_TIMEOUT_S = 900.0  # loading a 7B checkpoint and capturing CUDA graphs takes minutes
-KINDS = ("grid", "flag_order", "sweep")  # kinds a vLLM run serves (`kit check` covers pinning on a running server)
+KINDS = registry.VLLM.run_kinds or ()  # kinds a vLLM run serves (`kit check` covers pinning on a running server)
 NO_VLLM = ("install it with `kit engines install vllm`, or pass --server-bin PATH/TO/vllm, --launcher docker, "
            "or --engine-url on=URL --engine-url off=URL")
 

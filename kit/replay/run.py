@@ -22,6 +22,7 @@ from typing import Any
 
 from kit import runner
 from kit.atomic_file import write_json_atomic, write_text_atomic
+from kit.engines import registry
 from kit.errors import ConfigError, KitError
 from kit.events import Emit, ignore
 from kit.manifest import PLAIN_NAME, Manifest
@@ -138,9 +139,11 @@ def _plan(run_dir: Path, manifest: dict[str, Any], where: str, options: ReplayOp
             or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
                           "replay it against that engine with `kit run` and the same protocol file")
-    if saved.get("engine") == "vllm":
-        raise ConfigError(f"{where} ran on vLLM, whose checkpoint has no single-file sha256 to find it again by",
-                          "run its protocol again with `kit run PROTOCOL --engine vllm` (docs/vllm.md)")
+    engine = registry.named(saved.get("engine") or registry.DEFAULT, f"{where}: its engine")
+    if not engine.replayable:
+        raise ConfigError(f"{where} ran on {engine.label}, whose checkpoint has no single-file sha256 to find it "
+                          "again by", f"run its protocol again with `kit run PROTOCOL --engine {engine.name}`"
+                          + (f" ({engine.docs})" if engine.docs else ""))
     server_bin, problem = runner.own_server_bin(saved.get("server_bin"), (manifest.get("engine") or {}).get(
         "server_bin_sha256"), options.server_bin, where)
     if problem and not options.different_engine_ok:

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from kit.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.errors import KitError
+from kit.engines import registry as engines
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class EngineChoice:
     key: str
     label: str
     doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
-    engine: str = "llamacpp"  # RunOptions.engine (the endpoint's comes from its kind)
+    engine: str = engines.DEFAULT  # RunOptions.engine (the endpoint's comes from its kind)
     launcher: str = "native"  # RunOptions.launcher
     image: str | None = None  # RunOptions.image and .gpus (--launcher docker)
     gpus: str | None = None
@@ -56,7 +57,7 @@ CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_
     "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
     "portable": "portable (AVX2, built here once)",
 }
-ENDPOINT_KINDS = {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API, a server per cache arm)"}
+ENDPOINT_KINDS = engines.endpoint_kinds()
 
 
 def choice_of(key: str) -> EngineChoice:
@@ -65,9 +66,10 @@ def choice_of(key: str) -> EngineChoice:
 
 def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol: str = "") -> str | None:
     """Why this engine cannot be used here for this kind of protocol (`protocol`: its file), or None."""
-    if choice.doctor_way is not None and choice.engine != "vllm" and written_for(protocol) == "vllm":
+    engine = engines.named(choice.engine)
+    if choice.doctor_way is not None and not engine.runs_written_for(engines.named(written_for(protocol))):
         return written_for_vllm(protocol)
-    if choice.engine == "vllm":
+    if engine.server_per_arm:
         if problem := vllm_problem(protocol):
             return problem
     elif choice.way not in kind_ways(kind):
@@ -80,9 +82,9 @@ def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol
 def written_for(protocol: str) -> str:
     """The engine a protocol file is written for (its engine.kind; llama.cpp for a file that does not load)."""
     try:
-        return loaded_protocol(protocol).engine.kind if protocol else "llamacpp"
+        return loaded_protocol(protocol).engine.kind if protocol else engines.DEFAULT
     except KitError:
-        return "llamacpp"
+        return engines.DEFAULT
 
 
 def written_for_vllm(protocol: str) -> str:
@@ -120,7 +122,8 @@ def reused_server_problem(engine: str, protocol: str) -> str | None:
     try:
         refuse_reused_servers(loaded, of(loaded), SimpleNamespace(fresh_servers=False))
     except KitError as exc:  # its fix names the CLI's --engine-url
-        pick = "grid-vllm (a server per cache arm)" if engine == "vllm" else "a protocol with server: shared or per_arm"
+        pick = ("grid-vllm (a server per cache arm)" if engines.named(engine).server_per_arm
+                else "a protocol with server: shared or per_arm")
         return f"{exc.message}: pick {pick}, or an engine the kit starts"
     return None
 
@@ -278,7 +281,7 @@ class Setup:
     url: str = ""  # a llama.cpp endpoint
     url_on: str = ""  # a vLLM endpoint: the cache-on server (--enable-prefix-caching)
     url_off: str = ""  # ... and the cache-off server (--no-enable-prefix-caching)
-    endpoint_kind: str = "llamacpp"
+    endpoint_kind: str = engines.DEFAULT
     server_bin: str = ""
     size: str = ""  # the numbers the kind's launcher entry asks for (kit.protocols.kind.Launcher):
     repeats: str = ""  # e.g. items, sessions and max tokens of a reset; episodes and histories of a sweep
@@ -296,14 +299,15 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     found["engine"] = engine_problem(choice, caps, setup.kind, setup.protocol)
     if setup.engine == "endpoint":
         found["engine"] = found["engine"] or reused_server_problem(setup.endpoint_kind, setup.protocol)
-        if setup.endpoint_kind == "vllm":
+        endpoint = engines.named(setup.endpoint_kind)
+        if endpoint.server_per_arm:
             found["endpoint_kind"] = vllm_problem(setup.protocol)
             found.update(check_arm_urls(setup.url_on, setup.url_off))
         else:
-            if written_for(setup.protocol) == "vllm":
+            if not endpoint.runs_written_for(engines.named(written_for(setup.protocol))):
                 found["endpoint_kind"] = written_for_vllm(setup.protocol)
             found["url"] = check_url(setup.url)
-    elif choice.engine == "vllm":
+    elif engines.named(choice.engine).checkpoint:
         found["model"] = check_checkpoint(setup.model, registry_names().checkpoints)
     else:
         found["model"] = check_model(setup.model, known_models)
@@ -344,9 +348,9 @@ def run_options(setup: Setup):
     endpoint = setup.engine == "endpoint"
     engine = setup.endpoint_kind if endpoint else choice.engine
     model = setup.model.strip()
-    if engine == "vllm" and model and Path(model).expanduser().is_dir():
+    if engines.named(engine).checkpoint and model and Path(model).expanduser().is_dir():
         model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
-    by_arm = endpoint and engine == "vllm"
+    by_arm = endpoint and engines.named(engine).server_per_arm
     return RunOptions(protocol=setup.protocol, overrides=overrides(setup), engine=engine,
                       model=None if endpoint or not model else model,
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
@@ -360,7 +364,8 @@ def run_options(setup: Setup):
 def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup:
     """A form that runs as it is: the protocol file's own numbers, the embedded engine, outputs/."""
     numbers = {name: str(number.value(data)) for name, number in kind_launcher(kind).numbers().items()}
-    endpoint_kind = "vllm" if written_for(protocol) == "vllm" else "llamacpp"
+    written = written_for(protocol)
+    endpoint_kind = written if written in ENDPOINT_KINDS else engines.DEFAULT
     return Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, endpoint_kind=endpoint_kind,
                  file_numbers=dict(numbers), **numbers)
 
@@ -375,5 +380,6 @@ def estimate_line(setup: Setup) -> str:
     estimate = kind_launcher(setup.kind).estimate
     if estimate is None:
         return "this setup: duration unknown"
-    on_vllm = (setup.endpoint_kind if setup.engine == "endpoint" else choice_of(setup.engine).engine) == "vllm"
-    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}{CPU_FIGURE if on_vllm else ''}"
+    engine = setup.endpoint_kind if setup.engine == "endpoint" else choice_of(setup.engine).engine
+    on_gpu = engines.named(engine).needs_gpu
+    return f"this setup: {estimate({**numbers, 'passes': [None] * setup.passes})}{CPU_FIGURE if on_gpu else ''}"

@@ -61,7 +61,7 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sweep_findings(folders):
-    return compute([folders / "sweep"], FAST)
+    return compute([folders / "sweep"], FAST).to_json()
 
 
 def test_sweep_table_vi_counts(sweep_findings):
@@ -94,7 +94,7 @@ def test_sweep_mechanism_uses_the_canonical_history(sweep_findings):
 
 
 def test_grid_tables_and_dependence_aware_intervals(folders):
-    findings = compute([folders / "grid"], FAST)
+    findings = compute([folders / "grid"], FAST).to_json()
     (row,) = findings["tables"]["V"]["rows"]
     assert (row["path_k"], row["path_n"], row["on_k"], row["off_k"]) == (3, 8, 2, 0)
     grid = findings["grid"][0]["comparisons"]
@@ -128,7 +128,7 @@ def test_cli_writes_tables_figures_and_findings(folders, tmp_path):
 
 def test_analyze_refuses_nothing_silently(tmp_path):
     (tmp_path / "empty").mkdir()
-    findings = compute([tmp_path / "empty"], FAST)
+    findings = compute([tmp_path / "empty"], FAST).to_json()
     assert findings["skipped_inputs"][0]["reason"].startswith("no manifest.json")
     assert all(t["rows"] == [] and t["skipped"] for t in findings["tables"].values())
     with pytest.raises(KitError, match=r"^no run folder to analyse \(.*empty: no manifest.json here"):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from kit.analysis import figures
+from kit.analysis.findings_model import from_json
 
 FINDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1" / "findings"
 
@@ -17,7 +18,7 @@ def load(run: str) -> dict:
 
 def test_figure_1_data_holds_every_bar_of_every_grid_run():
     found = load("grid-tiny-20261201-070919")
-    data = figures.figure_data(found)
+    data = figures.figure_data(from_json(found))
     (group,) = data["data"]["fig1_divergence"]["groups"]
     comparisons = found["grid"][0]["comparisons"]
     assert set(group["bars"]) == set(comparisons)
@@ -29,11 +30,11 @@ def test_figure_1_data_holds_every_bar_of_every_grid_run():
 
 def test_write_all_writes_each_figures_data_beside_its_images(tmp_path):
     found = load("demo-20261201-070851")
-    written = figures.write_all(found, tmp_path)
+    written = figures.write_all(from_json(found), tmp_path)
     assert written["fig3"] == [f"figures/fig3_mechanism.{ext}" for ext in ("png", "pdf", "json")]
     assert sorted(written["skipped"]) == ["fig1", "fig2"]
     data = json.loads((tmp_path / "fig3_mechanism.json").read_text())
-    assert data == figures.figure_data(found)["data"]["fig3_mechanism"]
+    assert data == figures.figure_data(from_json(found))["data"]["fig3_mechanism"]
     block = found["mechanism"][data["source"]]
     for fmt in block["formats"]:
         assert data["per_format"][fmt]["hazard"]["bins"] == block["per_format"][fmt]["hazard"]["bins"]

@@ -11,6 +11,7 @@ import pytest
 from matplotlib.container import ErrorbarContainer
 
 from kit.analysis import figures
+from kit.analysis.findings_model import from_json
 
 DEMO_FINDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1" / "findings" / "demo-20261201-070851.json"
 
@@ -43,7 +44,7 @@ def test_a_bin_of_one_position_is_hatched_and_labelled_with_its_n(drawn):
     bins = findings["mechanism"]["reset"]["per_format"]["Q4_1"]["hazard"]["bins"]
     occupied = [b for b in bins if b["positions"]]
     assert any(b["positions"] == 1 and b["hazard"] == 1.0 for b in occupied)  # the 100 % from one position
-    figures.figure_3(figures.data_3(findings), Path("unused"))
+    figures.figure_3(figures.data_3(from_json(findings)), Path("unused"))
     heights, labels = _bars(drawn[0])
     assert heights == [(100 * b["hazard"], "///") for b in occupied]
     assert labels == [f"n={b['positions']}" for b in occupied]
@@ -57,7 +58,7 @@ def test_a_bin_with_enough_positions_is_a_solid_bar_with_its_interval(drawn):
     full = copy.deepcopy(block["bins"][2])
     full.update(positions=figures.FEW_POSITIONS, flips=5, hazard=0.25, ci_lo=0.1, ci_hi=0.45)
     block["bins"] = [full]
-    figures.figure_3(figures.data_3(findings), Path("unused"))
+    figures.figure_3(figures.data_3(from_json(findings)), Path("unused"))
     heights, labels = _bars(drawn[0])
     assert heights == [(25.0, None)] and labels == [f"5/{figures.FEW_POSITIONS}"]
     assert "fewer than" not in drawn[0].axes[0].get_title()

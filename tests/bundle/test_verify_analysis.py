@@ -142,7 +142,7 @@ def test_gsm8k_correctness_this_machine_cannot_recompute_is_said_and_not_a_misma
     manifest["workload"] = {"source": "gsm8k", "file": str(gsm8k), "items": 2, "first_item": 0}
     (run / "manifest.json").write_text(json.dumps(manifest))
     found = findings.analyze([run], run / "analysis", SETTINGS, figures=False)
-    assert "correct_recompute" in found["tables"]["VII"]["rows"][0]
+    assert "correct_recompute" in found.table("VII").rows[0]
     bundle = write_bundle([run], tmp_path / "gsm8k.tar.gz", environ={}).path
     assert verify_bundle(bundle).not_recomputed == []
     gsm8k.unlink()

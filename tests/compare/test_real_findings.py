@@ -10,6 +10,7 @@ import pytest
 
 from kit.analysis.findings import compute
 from kit.compare.published import load_reference
+from kit.analysis.findings_model import from_json
 from kit.compare.verdicts import compare
 from tests.analysis.test_analyze_synthetic import FAST, grid_like
 
@@ -22,7 +23,7 @@ def reference():
 
 
 def test_the_cpu_demo_run_is_not_comparable_naming_the_model(reference):
-    findings = json.loads((FIXTURES / "demo-20261201-070851.json").read_text())
+    findings = from_json(json.loads((FIXTURES / "demo-20261201-070851.json").read_text()))
     comparison = compare(findings, reference)
     assert {line.table for line in comparison.lines} == {"Table IV", "Table VII"}
     for line in comparison.lines:
@@ -35,14 +36,15 @@ def test_the_cpu_demo_run_is_not_comparable_naming_the_model(reference):
 
 
 def test_the_tiny_grid_fixture_is_not_comparable(reference):
-    findings = json.loads((FIXTURES / "grid-tiny-20261201-070919.json").read_text())
+    findings = from_json(json.loads((FIXTURES / "grid-tiny-20261201-070919.json").read_text()))
     comparison = compare(findings, reference)
     assert [line.table for line in comparison.lines] == ["Table III", "Table V"]
     assert all("SmolLM2-135M vs Qwen2.5-7B" in line.verdict for line in comparison.lines)
 
 
 def test_the_pinning_fixture_has_nothing_to_compare(reference):
-    comparison = compare(json.loads((FIXTURES / "pinning-tiny-20261201-071511.json").read_text()), reference)
+    comparison = compare(from_json(json.loads((FIXTURES / "pinning-tiny-20261201-071511.json").read_text())),
+                         reference)
     assert comparison.lines == [] and len(comparison.absent) == len(reference.sections)
 
 

@@ -7,8 +7,15 @@ import pytest
 
 from kit.compare.measures import Measured
 from kit.compare.published import PublishedValue, load_reference
-from kit.compare.verdicts import compare, rule_outcome
+from kit.analysis.findings_model import from_json
+from kit.compare.verdicts import compare as compare_findings
+from kit.compare.verdicts import rule_outcome
 from tests.compare import synthetic as syn
+
+
+def compare(found: dict, reference):
+    """The comparison `kit compare` makes of `found` written as findings.json and read back (its model)."""
+    return compare_findings(from_json(found), reference)
 
 
 @pytest.fixture(scope="module")

@@ -97,5 +97,5 @@ def test_a_sweep_whose_formats_separate_the_outcomes_says_its_slope_is_not_an_es
             cells.append((run, {"episodes": episodes, "indicators": [outcome] * 4, "diverged": 4 * outcome, "n": 4,
                                 "passes": ["on", "off"], "first_request_index": []}))
     result = sweep_findings(cells, replicates=50, seed=20261007)
-    assert result["per_history_counts"] == {"F16": [0, 0], "Q8_0": [4, 4]}
-    assert "separated" in result["bootstrap"]["glmm_note"]
+    assert result.per_history_counts == {"F16": [0, 0], "Q8_0": [4, 4]}
+    assert "separated" in result.bootstrap["glmm_note"]

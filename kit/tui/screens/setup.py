@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
+from kit.engines import registry as engines
 from kit.tui import form
 from kit.tui.catalog import Capabilities, Entry
 
@@ -113,7 +114,7 @@ class SetupScreen(Screen):
 
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
-        engine, by_arm = self.setup.engine, self.setup.endpoint_kind == "vllm"
+        engine, by_arm = self.setup.engine, engines.named(self.setup.endpoint_kind).server_per_arm
         visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
                    "url": engine == "endpoint" and not by_arm, "url_on": engine == "endpoint" and by_arm,
                    "url_off": engine == "endpoint" and by_arm, "model": engine != "endpoint",
@@ -141,7 +142,7 @@ class SetupScreen(Screen):
             return
         self.shown_for = engine
         field = self.query_one("#f-model", Input)
-        if engine == "vllm":
+        if engines.named(engine).checkpoint:
             from kit.launch.vllm_launch import DEFAULT_CHECKPOINT  # noqa: PLC0415
 
             field.placeholder = CHECKPOINT_HINT.format(DEFAULT_CHECKPOINT)

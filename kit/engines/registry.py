@@ -1,0 +1,111 @@
+"""The engines the kit knows, one registration each, listed once here (like kit.protocols.kinds for
+protocol kinds).
+
+An `EngineKind` says what the kit can do with an engine: how it gets one (the embedded llama-server,
+a native binary, a container, or only a server someone else started and gives by URL), whether each
+cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers report
+(reused prompt tokens, log-probabilities), which protocol kinds `kit run` serves on it, what `kit check`
+changes in the pinning protocol for it, and its client (`client()`, the kit.engines adapter that speaks
+its HTTP API). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
+`kit check`, `kit replay` and the runner look engines up here instead of comparing names.
+
+What one running server can do is its adapter's `Capabilities` (kit.engines.base), declared when the
+client is made: a vLLM server started without dev mode has no reset endpoint. What is declared here
+holds for every server of the kind.
+
+This module imports nothing heavy (no HTTP client): `kit --help` reads the choices from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+
+from kit.errors import ConfigError
+
+EMBEDDED, NATIVE, CONTAINER = "embedded", "native", "container"  # ways the kit starts an engine itself
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine the kit knows (see the module's documentation)."""
+
+    name: str  # protocol files' engine.kind, `kit run --engine`, `kit check --kind`, the run's saved options
+    label: str  # how the console, findings and the comparison with the paper name it
+    client_class: str  # "module:Class" of its adapter in kit.engines, imported when a client is made
+    launch: frozenset[str] = frozenset()  # ways the kit starts it itself; empty: only reached by URL
+    server_per_arm: bool = False  # prefix caching is fixed per server process: a server per cache arm
+    cache_counters: bool = False  # do its answers report how many prompt tokens came from the cache?
+    logprobs: bool = False  # do its answers carry log-probabilities of the emitted tokens?
+    run_kinds: tuple[str, ...] | None = ()  # protocol kinds `kit run --engine NAME` serves; None: every kind
+    check_overrides: dict[str, Any] = field(default_factory=dict)  # pinning settings `kit check` applies for it
+    endpoint_label: str | None = None  # the launcher's label for "my own endpoint" of this kind; None: not offered
+    replayable: bool = False  # `kit replay` can start the same engine again (its model pinned by one file's sha256)
+    checkpoint: bool = False  # serves a checkpoint (a folder or a Hugging Face id), not one GGUF file
+    needs_gpu: bool = False  # runs on a GPU only (a CPU estimate of its run says far more than it takes)
+    docs: str | None = None  # the page of docs/ on running it, where it has one
+
+    @property
+    def runs(self) -> bool:
+        """Whether `kit run --engine NAME` runs protocols on it."""
+        return self.run_kinds is None or bool(self.run_kinds)
+
+    def serves(self, kind: str) -> bool:
+        """Whether `kit run` serves protocols of `kind` on this engine."""
+        return self.run_kinds is None or kind in self.run_kinds
+
+    def runs_written_for(self, written: EngineKind) -> bool:
+        """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
+        an engine with a server per cache arm runs on that engine only; any engine may try the others' (what
+        it cannot serve is refused by its own rules, e.g. kit.launch.vllm_launch.refuse_protocol)."""
+        return self is written or not written.server_per_arm
+
+    def client(self, base_url: str, **options: Any) -> Any:
+        """A client (kit.engines adapter) for this engine's server at `base_url`."""
+        module, _, cls = self.client_class.partition(":")
+        return getattr(import_module(module), cls)(base_url, **options)
+
+
+VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a block's tokens to evaluate
+
+LLAMACPP = EngineKind(
+    "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
+    cache_counters=True, logprobs=True, run_kinds=None, endpoint_label="llama.cpp server", replayable=True)
+VLLM = EngineKind(
+    "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), server_per_arm=True,
+    cache_counters=True, logprobs=True, run_kinds=("grid", "flag_order", "sweep"),
+    check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
+    checkpoint=True, needs_gpu=True, docs="docs/vllm.md")
+OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)
+OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
+
+ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, OPENAI)}
+DEFAULT = LLAMACPP.name  # what `kit run` and a protocol file without engine.kind use
+
+
+def named(name: Any, where: str = "--engine") -> EngineKind:
+    """The engine called `name`; a ConfigError naming `where` (an option, a run folder) when the kit has none."""
+    if name not in ENGINES:
+        raise ConfigError(f"{where} {name!r} is not an engine this kit knows", f"give one of {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def run_choices() -> list[str]:
+    """`kit run --engine` choices: the engines `kit run` runs protocols on."""
+    return [name for name, engine in ENGINES.items() if engine.runs]
+
+
+def check_choices() -> list[str]:
+    """`kit check --kind` choices after "auto": every engine (a server at a URL is checked whatever serves it)."""
+    return list(ENGINES)
+
+
+def started_by_kit() -> list[str]:
+    """Engines the kit can start itself (without a URL): `kit check` without URL uses the embedded one."""
+    return [name for name, engine in ENGINES.items() if engine.launch]
+
+
+def endpoint_kinds() -> dict[str, str]:
+    """The launcher's kinds of "my own endpoint": name -> label."""
+    return {name: engine.endpoint_label for name, engine in ENGINES.items() if engine.endpoint_label}

@@ -1,0 +1,77 @@
+"""The engine registry (kit.engines.registry): what it declares agrees with each engine's adapter, and the
+CLI, preflight, `kit check`, `kit replay` and the launcher take their engine choices and rules from it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import get_args
+
+import pytest
+
+from kit import check, preflight
+from kit.cli import cli
+from kit.engines import registry
+from kit.errors import ConfigError
+from kit.launch.vllm_launch import KINDS as VLLM_KINDS
+from kit.protocols.kinds import KINDS
+from kit.protocols.spec import EngineSettings
+from kit.tui import form
+
+
+def _choices(command: str, option: str) -> list[str]:
+    param = next(p for p in cli.commands[command].params if p.name == option)
+    return list(param.type.choices)
+
+
+@pytest.mark.parametrize("name", list(registry.ENGINES))
+def test_each_engine_declares_what_its_adapter_does(name):
+    engine = registry.ENGINES[name]
+    client = engine.client("http://127.0.0.1:9", **({"model": "m"} if name == "ollama" else {}))
+    assert client.capabilities.cached_token_telemetry is engine.cache_counters
+    assert client.capabilities.arm_per_server is engine.server_per_arm
+    assert engine.name == name and engine.label
+    assert engine.run_kinds is None or set(engine.run_kinds) <= set(KINDS)  # kinds the kit knows
+
+
+def test_the_cli_offers_the_registrys_engines():
+    assert _choices("run", "engine") == registry.run_choices() == ["llamacpp", "vllm"]
+    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == list(check.KINDS)
+    assert set(registry.check_choices()) == set(registry.ENGINES)  # a server at a URL is checked whatever serves it
+
+
+def test_what_each_engine_runs_is_declared_once():
+    written_for = EngineSettings.model_fields["kind"]
+    assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
+    assert written_for.default == registry.DEFAULT
+    assert VLLM_KINDS == registry.VLLM.run_kinds  # the vLLM launcher's refusals read the registry
+    assert registry.LLAMACPP.serves("reset") and not registry.VLLM.serves("reset")
+    assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
+    assert registry.VLLM.runs_written_for(registry.LLAMACPP)  # tried, then refused by vLLM's own rules
+    assert not registry.LLAMACPP.runs_written_for(registry.VLLM)  # a server per arm: that engine only
+    assert {choice.engine for choice in form.ENGINES} <= set(registry.run_choices())  # the launcher's choices
+    assert form.ENDPOINT_KINDS == {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API, a server per cache arm)"}
+
+
+def test_an_unknown_engine_is_one_line_naming_the_known_ones():
+    with pytest.raises(ConfigError) as found:
+        registry.named("tgi", "--engine")
+    assert found.value.line() == "--engine 'tgi' is not an engine this kit knows; give one of llamacpp, ollama, vllm, openai"
+    with pytest.raises(ConfigError, match="not an engine the kit runs"):
+        preflight.check_engine_choice(SimpleNamespace(engine="ollama", engine_url=None, engine_urls={},
+                                                      launcher="native"))
+
+
+def test_engine_rules_follow_the_registrys_capabilities():
+    per_arm = SimpleNamespace(engine="vllm", engine_url="http://h:8000", engine_urls={}, launcher="native")
+    with pytest.raises(ConfigError, match="vLLM fixes prefix caching per server process"):
+        preflight.check_engine_choice(per_arm)
+    one_server = SimpleNamespace(engine="llamacpp", engine_url=None, engine_urls={"on": "http://h:1"},
+                                 launcher="native")
+    with pytest.raises(ConfigError, match="which only vLLM runs"):
+        preflight.check_engine_choice(one_server)
+    assert check.kind_overrides("vllm") == registry.VLLM.check_overrides == {"reuse_tolerance": registry.VLLM_BLOCK}
+    for kind in ("vllm", "ollama", "openai"):  # only the embedded engine is checked without a URL
+        with pytest.raises(ConfigError, match="needs the engine's URL"):
+            check.resolve_kind(None, kind)
+    assert check.resolve_kind(None, "llamacpp") == "embedded"
+    assert set(check.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider
