@@ -1,5 +1,5 @@
 """The fake Docker SDK client (tests/launch/fake_docker.py) whose vLLM "containers" are fake vLLM server
-processes (tests/fake_vllm/server.py), each started with its container's own `vllm serve` flags on the
+processes (tests/fake_engine/vllm.py), each started with its container's own `vllm serve` flags on the
 port the fake publishes, and killed when the container is stopped. There is no Docker daemon here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from kit.launch.container_spec import VLLM_IMAGE
-from tests.fake_vllm import command
+from tests.fake_engine.vllm_serve import command
 from tests.launch.fake_docker import FakeDockerClient
 
 

@@ -1,4 +1,4 @@
-"""A fake vLLM 0.11.0 server process for tests (tests/fake_vllm/server.py; its docstring describes
+"""A fake vLLM 0.11.0 server process for tests (tests/fake_engine/vllm.py; its docstring describes
 the fake model), and `serve()`, which runs one for the length of a `with` block:
 
     with serve(tmp_path, "--enable-prompt-tokens-details", "--no-enable-prefix-caching") as url:
@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-SERVER = Path(__file__).resolve().parent / "server.py"
+SERVER = Path(__file__).resolve().parent / "vllm.py"
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 _STARTED = re.compile(r"Starting vLLM API server on (http://\S+)")
 

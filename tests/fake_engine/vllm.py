@@ -1,6 +1,6 @@
 """A fake `vllm serve` (vLLM 0.11.0) for tests: the same flags, endpoints and response shapes, no GPU.
 
-    python tests/fake_vllm/server.py MODEL [--host H] [--port P] [--max-num-seqs N] [--seed S]
+    python tests/fake_engine/vllm.py MODEL [--host H] [--port P] [--max-num-seqs N] [--seed S]
         [--max-model-len N] [--enable-prompt-tokens-details] [--[no-]enable-prefix-caching]
         [--served-model-name X] [--gpu-memory-utilization F]
 
