@@ -14,15 +14,10 @@ from kit.protocols.pinning import _pass_status
 from kit.record import PinningRecord
 from kit.records import RecordWriter
 from tests.answers import answer
+from tests.fake_engine.openai import CHAT
 from tests.fake_engine.vllm import VllmReplay
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
-CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1760031310, "model": "Qwen/Qwen2.5-7B-Instruct",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Floating-point"}, "logprobs": None,
-                     "finish_reason": "length"}],
-        "usage": {"prompt_tokens": 64, "total_tokens": 66, "completion_tokens": 2, "prompt_tokens_details": None}}
-
-
 def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metrics(tmp_path):
     fake = VllmReplay(metrics=["metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt",
                                "metrics_after_warm.txt"], reset_status=200, chat=CHAT)

@@ -11,11 +11,13 @@ import pytest
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
+from kit.engines.openai_compat import OpenAICompatEngine
 from kit.engines.vllm import VllmEngine
 from kit.errors import EngineError
 from tests.fake_engine.clock import Clock
 from tests.fake_engine.llamacpp import Failure, LlamaCpp
 from tests.fake_engine.ollama import Ollama
+from tests.fake_engine.openai import OpenAIChat
 from tests.fake_engine.vllm import VllmModel
 
 PROMPT = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" * 4 + "Q: what is 2 + 2?"
@@ -72,3 +74,17 @@ def test_ollama_answers_alike_through_the_transport_and_the_loopback_server():
     assert (in_process.text, in_process.tokens, in_process.prefill_ms) == \
         (over_socket.text, over_socket.tokens, over_socket.prefill_ms)
     assert in_process.text and fake.calls()[-1][:2] == ("POST", "/api/chat")
+
+
+def test_an_openai_chat_server_answers_alike_through_the_transport_and_the_loopback_server():
+    messages = ({"role": "user", "content": "Why is floating-point addition not associative?"},)
+    request = CompletionRequest(messages=messages, max_tokens=2, seed=7, top_logprobs=0)
+    timings = {"cache_n": 61, "prompt_n": 3, "prompt_ms": 18.2, "predicted_ms": 25.0}
+    in_process = OpenAICompatEngine("http://chat.test:8000/v1", transport=OpenAIChat(timings=timings).transport())
+    fake = OpenAIChat(timings=timings)
+    with fake.serve() as url:
+        over_socket = OpenAICompatEngine(url + "/v1")
+        answers = [engine.complete(request) for engine in (in_process, over_socket)]
+    assert {(a.text, a.cached_tokens, a.prefill_tokens, a.prefill_ms) for a in answers} == {("Floating-point", 61, 3, 18.2)}
+    assert [path for _, path, _ in fake.calls()] == ["/v1/models", "/v1/chat/completions"]
+    assert fake.posted("/v1/chat/completions")[0]["messages"] == list(messages)

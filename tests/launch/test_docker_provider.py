@@ -18,21 +18,11 @@ from kit.launch.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_provider import DockerProvider, container_name
 from kit.launch.native import NativeServer
+from tests.fake_engine.clock import Clock
 
 from .fake_docker import FakeDockerClient
 
 SECRET = "hf_SECRETtoken123456"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class StubEngine:
