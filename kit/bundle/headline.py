@@ -213,7 +213,7 @@ def headline(run: BundledRun) -> Headline:
     for name, data in run.tables().items():
         if not (name.startswith("results/") and name.endswith(".json") and isinstance(data, dict)):
             continue
-        read = READERS.get(data.get("table")) if isinstance(data.get("table"), str) else None
+        read = READERS.get(table) if isinstance(table := data.get("table"), str) else None
         if read is None:
             continue
         try:
@@ -238,7 +238,7 @@ def paper_tables(run: BundledRun) -> tuple[list[Layout], list[str]]:
     for name, make in LAYOUTS.items():
         table = tables.get(name)
         try:
-            layout = make(table)
+            layout = make(table)  # type: ignore[arg-type]  # any shape: ODD catches what does not fit
         except ODD:
             absent.append(f"Table {name}: not laid out as this kit reads it")
             continue
