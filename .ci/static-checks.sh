@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks for the container files: hadolint on both Dockerfiles, `docker-compose config`
-# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff's
-# pyflakes rules on the Python code.
+# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff on the
+# Python code (the rules pyproject.toml's [tool.ruff.lint] selects), and mypy on the packages
+# pyproject.toml's [tool.mypy] lists. mypy runs in the project's own environment (`pip install -e
+# '.[test]'` pins it), since it reads the types of the kit's dependencies.
 #
 # Needs no Docker daemon. Works as root on a fresh Debian 12 machine: missing tools come from
 # apt (python3, python3-venv, docker-compose) and from PyPI into a private virtual environment
@@ -52,7 +54,14 @@ done
 echo "== shellcheck $(shellcheck --version | sed -n 's/^version: //p')"
 shellcheck images/*.sh .ci/*.sh
 
-echo "== ruff $(ruff --version | cut -d' ' -f2): pyflakes rules (undefined names, unused imports) on kit, tests, bench"
-ruff check --quiet --select F kit tests bench
+echo "== ruff $(ruff --version | cut -d' ' -f2): pyproject.toml's rules on kit, tests, bench"
+ruff check --quiet kit tests bench
+
+if ! python3 -m mypy --version >/dev/null 2>&1; then
+    printf "static-checks: mypy is not installed; install the test extra first: pip install -e '.[test]'\n" >&2
+    exit 1
+fi
+echo "== $(python3 -m mypy --version | cut -d' ' -f1-2): pyproject.toml's [tool.mypy] files"
+python3 -m mypy
 
 echo "static checks passed"

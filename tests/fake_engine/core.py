@@ -128,7 +128,7 @@ def loopback_server(handler: Callable[[httpx.Request], httpx.Response], host: st
             if log:
                 log(f'"{self.requestline}" {response.status_code}', response)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:  # the base class's names
             pass
 
     server = ThreadingHTTPServer((host, port), Bridge)
