@@ -75,11 +75,15 @@ class LlamaCpp(FakeEngine):
                         "predicted_n": len(tokens), "predicted_ms": 3.0}})
 
 
-def engine_factory(failure: Failure | None = None):
-    """A DockerProvider `make_engine`: the real LlamaCppEngine, its network replaced by a LlamaCpp fake."""
+def engine_factory(failure: Failure | None = None, made: list | None = None):
+    """A DockerProvider `make_engine`: the real LlamaCppEngine, its network replaced by a LlamaCpp fake;
+    each engine made is appended to `made` when given."""
 
     def make(running: Any) -> LlamaCppEngine:
         server = LlamaCpp(running.container, failure)
-        return LlamaCppEngine(running.base_url, restartable=True, transport=server.transport())
+        engine = LlamaCppEngine(running.base_url, restartable=True, transport=server.transport())
+        if made is not None:
+            made.append(engine)
+        return engine
 
     return make
