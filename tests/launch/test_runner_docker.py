@@ -1,12 +1,11 @@
 """`--launcher docker`: the runner hands protocols a container per session. No Docker daemon runs here, so
 the launcher is driven through the recording fake client (tests/launch/fake_docker.py)."""
 
-import subprocess
-import sys
 
 from kit import runner
 from kit.launch.docker_launcher import DockerLauncher
 from kit.protocols import kinds
+from tests.bundle.kit_cli import run_here
 
 from .fake_docker import FakeDockerClient
 
@@ -27,8 +26,7 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
 
 
 def test_without_a_daemon_the_cli_says_so_in_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "kit.cli", "demo", "--launcher", "docker", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300)
+    result = run_here("demo", "--launcher", "docker", "--out", str(tmp_path))
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot reach the Docker daemon" in lines[0] and "native" in lines[0]
