@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static checks for the container files: hadolint on both Dockerfiles, `docker-compose config`
-# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff's
-# pyflakes rules on the Python code.
+# on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff on the
+# Python code (the rules pyproject.toml's [tool.ruff.lint] selects), and mypy on the files
+# pyproject.toml's [tool.mypy] lists.
 #
 # Needs no Docker daemon. Works as root on a fresh Debian 12 machine: missing tools come from
 # apt (python3, python3-venv, docker-compose) and from PyPI into a private virtual environment
@@ -52,7 +53,15 @@ done
 echo "== shellcheck $(shellcheck --version | sed -n 's/^version: //p')"
 shellcheck images/*.sh .ci/*.sh
 
-echo "== ruff $(ruff --version | cut -d' ' -f2): pyflakes rules (undefined names, unused imports) on kit, tests, bench"
-ruff check --quiet --select F kit tests bench
+echo "== ruff $(ruff --version | cut -d' ' -f2): pyproject.toml's rules on kit, tests, bench"
+ruff check --quiet kit tests bench
+
+# mypy reads the kit's dependencies' types, so it runs in the project's environment: the test extra
+# (which pins mypy) is installed there first when it is not yet (.ci/run installs it anyway).
+if ! python3 -c 'import mypy, numpy, pydantic, httpx, click' 2>/dev/null; then
+    python3 -m pip install -q -e '.[test]'
+fi
+echo "== $(python3 -m mypy --version | cut -d' ' -f1-2): pyproject.toml's [tool.mypy] files"
+python3 -m mypy
 
 echo "static checks passed"

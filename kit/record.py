@@ -244,7 +244,7 @@ def validate(record: dict[str, Any]) -> RequestRecord:
     Raises pydantic's ValidationError naming each field that does not fit."""
     from pydantic import TypeAdapter  # noqa: PLC0415 - only checks and schema export need pydantic here
 
-    kind = KINDS.get(record.get("protocol"), RequestRecord)
+    kind = KINDS.get(str(record.get("protocol")), RequestRecord)
     if kind not in _adapters:
         _adapters[kind] = TypeAdapter(kind)
     return _adapters[kind].validate_python(record)

@@ -235,7 +235,8 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
     if torn_tail and torn == "refuse":
         raise CutShort(f"{path}:{len(lines) + 1} is a torn record (the file ends inside it: the run was killed "
                        "mid-write or the file was cut), so its pass is cut short", _resume_fix(path))
-    records, counter = [], _Counter(path)
+    records: list[dict[str, Any]] = []
+    counter = _Counter(path)
     for number, raw in enumerate(lines, start=1):
         try:
             record = parse(raw)

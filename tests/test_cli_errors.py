@@ -14,10 +14,12 @@ import pytest
 from kit import runner
 from kit.events import RequestDone, SessionStarted
 from kit.records import read_records
+from tests.bundle.kit_cli import run_here
 from tests.console_text import printed
 
 
 def kit(*args, cwd=None):
+    """`kit` in a process of its own (for signals, engines and locks; refusals use `run_here`)."""
     return subprocess.run([sys.executable, "-m", "kit.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=300)
 
@@ -32,27 +34,27 @@ def one_line_error(result, *needles):
 
 
 def test_unknown_protocol(tmp_path):
-    one_line_error(kit("run", "nope", "--out", str(tmp_path)), "unknown protocol 'nope'", "reset")
+    one_line_error(run_here("run", "nope", "--out", str(tmp_path)), "unknown protocol 'nope'", "reset")
     assert not any(tmp_path.iterdir())
 
 
 def test_invalid_protocol_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("protocol: reset\nmax_tokens: lots\nphases: []\n")
-    one_line_error(kit("run", str(bad), "--out", str(tmp_path / "o")), "bad.yaml", "max_tokens")
+    one_line_error(run_here("run", str(bad), "--out", str(tmp_path / "o")), "bad.yaml", "max_tokens")
 
 
 def test_missing_gsm8k_file(tmp_path):
-    one_line_error(kit("run", "reset", "--gsm8k", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)),
+    one_line_error(run_here("run", "reset", "--gsm8k", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)),
                    "GSM8K file not found", "--gsm8k")
 
 
 def test_missing_model(tmp_path):
-    one_line_error(kit("demo", "--model", str(tmp_path / "none.gguf"), "--out", str(tmp_path)), "none.gguf")
+    one_line_error(run_here("demo", "--model", str(tmp_path / "none.gguf"), "--out", str(tmp_path)), "none.gguf")
 
 
 def test_missing_server_binary(tmp_path):
-    one_line_error(kit("demo", "--server-bin", str(tmp_path / "llama-server"), "--out", str(tmp_path)),
+    one_line_error(run_here("demo", "--server-bin", str(tmp_path / "llama-server"), "--out", str(tmp_path)),
                    "llama-server binary not found", "--server-bin")
 
 

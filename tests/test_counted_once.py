@@ -13,7 +13,8 @@ import pytest
 from kit import runner
 from kit.records import read_records
 from tests.console_text import printed
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 pytestmark = pytest.mark.engine
 

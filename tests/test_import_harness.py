@@ -17,7 +17,8 @@ from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.paths import REPO_ROOT
 from kit.record import validate
 from kit.records import read_records
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 SHARED = REPO_ROOT.parent / "shared" / "data" / "determinism-harness"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "harness"

@@ -12,7 +12,8 @@ import pytest
 
 from kit.bundle import INDEX
 from tests.analysis.records_builder import position, write_grid_like
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 EPISODES = ["e0", "e1", "e2"]
 

@@ -13,7 +13,8 @@ import pytest
 from kit import runner
 from kit.bundle.writer import write_bundle
 from kit.launch import cpu_backend, embedded
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 V1_DEMO = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20261201-070851"
 

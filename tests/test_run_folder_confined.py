@@ -12,7 +12,8 @@ import pytest
 from kit import runner
 from kit.errors import ConfigError, KitError
 from kit.manifest import Manifest, inside
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "records_v1"
 DEMO = FIXTURES / "demo-20261201-070851"

@@ -18,7 +18,8 @@ from kit import runner
 from kit.bundle.show import not_honoured
 from kit.manifest import Manifest
 from tests.stopped_run import stopped_run
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 DEMO = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20261201-070851"
 SIZE = {"workload": {"items": 2}, "sessions": 2, "max_tokens": 4}

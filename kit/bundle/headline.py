@@ -217,7 +217,7 @@ def headline(run: BundledRun) -> Headline:
     for name, data in run.tables().items():
         if not (name.startswith("results/") and name.endswith(".json") and isinstance(data, dict)):
             continue
-        read = READERS.get(data.get("table")) if isinstance(data.get("table"), str) else None
+        read = READERS.get(table) if isinstance(table := data.get("table"), str) else None
         if read is None:
             continue
         try:

@@ -21,7 +21,7 @@ def text(value: object) -> str:
 
 
 def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> bytes:
-    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
+    kit = found if isinstance(found := index.get("kit"), dict) else {}
     lines = [f"# Results bundle {text(bundle_name)}", "",
              f"Written {text(index.get('created'))} by the cache-divergence reproducibility kit "
              f"{text(kit.get('version'))} (commit {text(kit.get('git_commit'))}).", "",

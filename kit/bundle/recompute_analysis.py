@@ -241,9 +241,9 @@ def comparable(kind: str, bundled: Any, fresh: Any) -> tuple[Any, Any]:
             for parent, key in _at(doc, path):
                 parent.pop(key, None)
     if kind == FINDINGS_KIND:
-        for path in ADDED_SINCE:
-            kept = _at(bundled, path)
-            for i, (parent, key) in enumerate(_at(fresh, path)):
+        for added in ADDED_SINCE:
+            kept = _at(bundled, added)
+            for i, (parent, key) in enumerate(_at(fresh, added)):
                 if i >= len(kept) or key not in kept[i][0]:
                     parent.pop(key, None)
         for path in REWORDED:

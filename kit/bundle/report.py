@@ -97,7 +97,7 @@ def paper_comparison(data: Any) -> str | None:
     if not isinstance(data, dict) or not isinstance(data.get("lines"), list) or not all(
             isinstance(line, dict) for line in data["lines"]):
         return None
-    counts = data.get("counts") if isinstance(data.get("counts"), dict) else {}
+    counts = found if isinstance(found := data.get("counts"), dict) else {}
     layout = Layout("compare", f"{', '.join(f'{k} {v}' for k, v in counts.items())}. Each line names the rule it "
                     "used; underpowered: a smaller run than the paper's; not comparable: the line says what differs.",
                     [c.replace("_", " ") for c in COMPARE_COLUMNS],
@@ -156,7 +156,7 @@ def _overview(heads: list[Headline]) -> str:
 def render(runs: list[BundledRun], index: dict[str, Any]) -> str:
     """The whole report as one HTML string."""
     title = f"Cache-divergence kit results: {', '.join(r.run_id for r in runs)}"
-    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
+    kit = found if isinstance(found := index.get("kit"), dict) else {}
     intro = (f'<p class="note">Bundle written {escape(str(index.get("created")))} by kit '
              f'{escape(str(kit.get("version")))}. Every number below is read from the bundled results; '
              "<code>kit verify</code> recomputes them from the raw records and renders this page again from the "

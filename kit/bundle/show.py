@@ -81,7 +81,7 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any], width: int | No
     """The summary the report opens with, as terminal lines: per run its provenance, headline verdict,
     whether its controls held, and its tables (Rich tables drawn at `width` columns)."""
     width = width or max(60, shutil.get_terminal_size((120, 24)).columns)
-    kit = index.get("kit") if isinstance(index.get("kit"), dict) else {}
+    kit = found if isinstance(found := index.get("kit"), dict) else {}
     lines = [f"bundle written {index.get('created')} by kit {kit.get('version')} "
              f"(commit {kit.get('git_commit')}); {len(runs)} run(s)"]
     for run in runs:

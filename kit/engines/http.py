@@ -41,7 +41,7 @@ def client(base_url: str, transport: httpx.BaseTransport | None = None,
     """An engine client's HTTP client; `params`: the query parameters sent with every request (a URL's
     credentials, kit.secret_urls.connection_parts); `transport` replaces the network (tests of paths a
     real server cannot be made to take here)."""
-    return httpx.Client(base_url=base_url, params=params, timeout=timeouts(),
+    return httpx.Client(base_url=base_url, params=tuple(params) if params else None, timeout=timeouts(),
                         transport=transport or DeadlineTransport())
 
 

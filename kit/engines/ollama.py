@@ -97,8 +97,9 @@ def normalize(body: Any, sent: Sent | None = None, *, who: str = "Ollama") -> Co
     none, and the checks run on Ollama compare output bytes and prefill times."""
     chat = isinstance(body, dict) and "message" in body
     what = "POST /api/chat" if chat else "POST /api/generate"
-    answer_: ChatAnswer | GenerateAnswer = validated(ChatAnswer if chat else GenerateAnswer, body, who=who,
-                                                     what=what, fix=NOT_OLLAMA)
+    answer_: ChatAnswer | GenerateAnswer = (
+        validated(ChatAnswer, body, who=who, what=what, fix=NOT_OLLAMA) if chat
+        else validated(GenerateAnswer, body, who=who, what=what, fix=NOT_OLLAMA))
     entries = tuple([logprob_entry(item) for item in answer_.logprobs or ()])
     return Completion(
         text=answer_.message.content if isinstance(answer_, ChatAnswer) else answer_.response,

@@ -35,6 +35,7 @@ from kit.engines.base import (
     Completion,
     CompletionRequest,
     Sent,
+    TokenLogprob,
     refuse_unsupported,
 )
 from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
@@ -344,7 +345,7 @@ def normalize_completion(body: Any, sent: Sent | None = None, *, who: str = "vLL
     tokens = tuple(block.tokens) if block else ()
     token_logprobs = list(block.token_logprobs) if block else []
     tops = list(block.top_logprobs or ()) if block else []
-    entries = []
+    entries: list[TokenLogprob] = []
     for index, token in enumerate(tokens):
         value = token_logprobs[index] if index < len(token_logprobs) else None
         if value is None:  # only echoed prompt tokens lack one; generated tokens always have it

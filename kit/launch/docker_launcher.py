@@ -67,7 +67,7 @@ class RunningContainer:
 
 def _http_status(url: str) -> int | None:
     """GET `url` once; the status code, or None when nothing answered."""
-    import httpx
+    import httpx  # noqa: PLC0415 - loaded only when a container is polled
 
     try:
         return httpx.get(url, timeout=2.0).status_code
@@ -114,7 +114,7 @@ class DockerLauncher:
     def from_env(cls, **kwargs: Any) -> DockerLauncher:
         """A launcher for the local Docker daemon (DOCKER_HOST etc. as the docker CLI reads them)."""
         try:
-            import docker
+            import docker  # noqa: PLC0415 - the docker SDK loads only when Docker is used
         except ImportError as exc:
             raise EngineError(
                 "the Docker SDK for Python is not installed", "pip install docker==7.1.0, or run the engine natively"

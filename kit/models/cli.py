@@ -108,9 +108,7 @@ def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | 
     """Fetch model NAME (or hash a .gguf path), verify its sha256, optionally convert it."""
     wanted = [f.strip().upper() for f in formats.split(",") if f.strip()]
     if wanted:
-        from kit.models.dequant import (
-            target_types,  # imports gguf/numpy only when converting
-        )
+        from kit.models.dequant import target_types  # noqa: PLC0415 - imports gguf/numpy only when converting
 
         for fmt in wanted:
             target_types(fmt)  # refuse K-quants / unknown names before downloading anything
@@ -122,7 +120,7 @@ def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | 
         for fmt in wanted:
             if model.entry is not None and model.entry.quant == fmt:
                 continue
-            from kit.models.derived import ensure_format
+            from kit.models.derived import ensure_format  # noqa: PLC0415 - converting needs gguf; fetching does not
 
             results.append(ensure_format(model, fmt, cache, progress))
     finally:
@@ -141,7 +139,7 @@ def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | 
 @_one_line_errors
 def dequant(src: str, dst: Path, target: str, cache_dir: Path | None, registry_path: Path | None) -> None:
     """Rewrite model SRC (registry name or .gguf path) as DST in another format."""
-    from kit.models.dequant import convert, target_types
+    from kit.models.dequant import convert, target_types  # noqa: PLC0415 - converting needs gguf; fetching does not
 
     target_types(target)
     progress = _ProgressLine()

@@ -50,7 +50,7 @@ class TensorPlan:
 
 def _gguf():
     try:
-        import gguf
+        import gguf  # noqa: PLC0415 - gguf is optional until a conversion asks for it
     except ImportError:
         raise KitError("the gguf package is not installed", "pip install gguf==0.19.0") from None
     return gguf

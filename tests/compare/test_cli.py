@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bundle.kit_cli import run_here
 from tests.compare import synthetic as syn
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records_v1"
@@ -19,9 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def kit(*args):
-    env = {**os.environ, "COLUMNS": "240"}  # rich wraps a table to 80 columns when stdout is not a terminal
-    return subprocess.run([sys.executable, "-m", "kit.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, env=env)
+    # rich wraps a table to 80 columns when stdout is not a terminal
+    return run_here(*args, cwd=ROOT, env={"COLUMNS": "240"})
 
 
 def refused(result, *needles):

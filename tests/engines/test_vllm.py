@@ -1,7 +1,7 @@
 """The vLLM 0.11.0 client against vLLM-shaped responses served by httpx.MockTransport.
 
-vLLM needs a GPU and cannot run on the test machine, so the server is replaced by a transport that
-answers with the fixtures in tests/fixtures/vllm/ (see the README there for their sources and for
+vLLM needs a GPU and cannot run on the test machine, so the server is replaced by the shared fake
+engine's `VllmReplay` (tests/fake_engine/vllm.py), which answers with the fixtures in tests/fixtures/vllm/ (see the README there for their sources and for
 the fact that their values are illustrative). Everything on the client side runs for real.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import httpx
 import orjson
@@ -18,72 +17,39 @@ import pytest
 from kit.engines.base import CompletionRequest, Engine
 from kit.engines.vllm import VllmEngine, normalize_completion, parse_cache_counters
 from kit.errors import EngineError
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
-
+from tests.fake_engine.core import recorded
+from tests.fake_engine.vllm import VllmReplay
 
 def fixture_json(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
+    return recorded("vllm", name)
 
 
 def fixture_text(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return recorded("vllm", name)
 
 
-class FakeVllm:
-    """Answers like a vLLM server from fixtures; records every request it receives."""
-
-    def __init__(self, completions=(), metrics=(), *, reset_status=404):
-        self.completions = list(completions)  # (status, body) per POST /v1/completions
-        self.metrics = list(metrics)  # Prometheus text per GET /metrics, in order
-        self.reset_status = reset_status
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        path = request.url.path
-        if path == "/v1/models":
-            return httpx.Response(200, json=fixture_json("models.json"))
-        if path == "/version":
-            return httpx.Response(200, json=fixture_json("version.json"))
-        if path == "/metrics":
-            if not self.metrics:
-                return httpx.Response(404, text="Not Found")
-            text = self.metrics.pop(0) if len(self.metrics) > 1 else self.metrics[0]
-            return httpx.Response(200, text=text, headers={"content-type": "text/plain; version=0.0.4"})
-        if path == "/v1/completions" and request.method == "POST":
-            status, body = self.completions.pop(0)
-            return httpx.Response(status, json=body)
-        if path == "/reset_prefix_cache" and request.method == "POST":
-            return httpx.Response(self.reset_status)
-        return httpx.Response(404, json={"detail": "Not Found"})
-
-    def posted(self) -> list[dict]:
-        return [json.loads(r.content) for r in self.requests if r.url.path == "/v1/completions"]
-
-
-def engine_for(server: FakeVllm, **kwargs) -> VllmEngine:
-    return VllmEngine("http://127.0.0.1:8000/", transport=httpx.MockTransport(server), **kwargs)
+def engine_for(server: VllmReplay, **kwargs) -> VllmEngine:
+    return VllmEngine("http://127.0.0.1:8000/", transport=server.transport(), **kwargs)
 
 
 REQUEST = CompletionRequest(prompt="<|im_start|>system\n...", max_tokens=8, seed=42, top_logprobs=5)
 
 
 def test_is_an_engine_and_states_its_capabilities():
-    engine = engine_for(FakeVllm(), dev_mode=False)
+    engine = engine_for(VllmReplay(), dev_mode=False)
     assert isinstance(engine, Engine)
     caps = engine.capabilities
     assert caps.per_request_cache_bypass is False
     assert caps.reset_endpoint is False
     assert caps.token_ids is False
-    assert engine_for(FakeVllm(), dev_mode=True).capabilities.reset_endpoint is True
+    assert engine_for(VllmReplay(), dev_mode=True).capabilities.reset_endpoint is True
 
 
 def test_request_body_has_protocol_settings_and_served_model():
-    server = FakeVllm(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
+    server = VllmReplay(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
     engine = engine_for(server, use_metrics=False)
     done = engine.complete(CompletionRequest(prompt="P", max_tokens=1024, seed=42, top_logprobs=5, stop=("####",)))
-    (body,) = server.posted()
+    (body,) = server.posted("/v1/completions")
     assert (done.sent.endpoint, done.sent.body) == ("/v1/completions", body)  # what was sent, as sent
     assert body == {
         "model": "Qwen/Qwen2.5-7B-Instruct",
@@ -139,7 +105,7 @@ def test_top_logprobs_are_ranked_even_if_the_server_order_is_not():
 
 
 def test_metrics_delta_gives_cached_tokens_when_usage_is_null():
-    server = FakeVllm(
+    server = VllmReplay(
         completions=[(200, fixture_json("completion_logprobs_null_cached.json"))] * 2,
         metrics=[
             fixture_text("metrics_before.txt"),
@@ -162,7 +128,7 @@ def test_metrics_delta_gives_cached_tokens_when_usage_is_null():
 
 
 def test_usage_cached_tokens_wins_over_metrics():
-    server = FakeVllm(
+    server = VllmReplay(
         completions=[(200, fixture_json("completion_cached_tokens.json"))],
         metrics=[fixture_text("metrics_before.txt"), fixture_text("metrics_after_cold.txt")],
     )
@@ -176,7 +142,7 @@ def test_usage_cached_tokens_wins_over_metrics():
 
 
 def test_measures_that_agree_are_both_recorded():
-    server = FakeVllm(
+    server = VllmReplay(
         completions=[(200, fixture_json("completion_cached_tokens.json"))],
         metrics=[fixture_text("metrics_after_cold.txt"), fixture_text("metrics_after_warm.txt")],
     )
@@ -188,7 +154,7 @@ def test_measures_that_agree_are_both_recorded():
 def test_delta_not_matching_the_prompt_stays_unknown():
     # Another request ran in between: queries moved by 128, not by this request's 64 tokens.
     after = fixture_text("metrics_after_warm.txt")
-    server = FakeVllm(
+    server = VllmReplay(
         completions=[(200, fixture_json("completion_logprobs_null_cached.json"))],
         metrics=[fixture_text("metrics_before.txt"), after],
     )
@@ -199,7 +165,7 @@ def test_delta_not_matching_the_prompt_stays_unknown():
 
 
 def test_caching_off_server_counters_do_not_move_so_cached_is_unknown():
-    server = FakeVllm(
+    server = VllmReplay(
         completions=[(200, fixture_json("completion_logprobs_null_cached.json"))],
         metrics=[fixture_text("metrics_caching_off.txt")],
     )
@@ -208,7 +174,7 @@ def test_caching_off_server_counters_do_not_move_so_cached_is_unknown():
 
 
 def test_missing_metrics_endpoint_leaves_cached_unknown():
-    server = FakeVllm(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))], metrics=[])
+    server = VllmReplay(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))], metrics=[])
     assert engine_for(server).complete(REQUEST).cached_tokens is None
 
 
@@ -234,7 +200,7 @@ def test_parse_cache_counters_sums_engines():
 )
 def test_context_overflow_is_an_outcome(fixture, prompt_tokens):
     body = fixture_json(fixture)
-    server = FakeVllm(completions=[(400, body)], metrics=[fixture_text("metrics_before.txt")])
+    server = VllmReplay(completions=[(400, body)], metrics=[fixture_text("metrics_before.txt")])
     done = engine_for(server).complete(REQUEST)
     assert done.outcome == "context_overflow"
     assert done.prompt_tokens == prompt_tokens
@@ -247,15 +213,15 @@ def test_flat_pre_0_10_error_body_is_also_understood():
     flat = {"object": "error", "message": "This model's maximum context length is 16384 tokens. However, you "
             "requested 17408 tokens (16384 in the messages, 1024 in the completion).", "type": "BadRequestError",
             "param": None, "code": 400}  # fmt: skip
-    done = engine_for(FakeVllm(completions=[(400, flat)]), use_metrics=False).complete(REQUEST)
+    done = engine_for(VllmReplay(completions=[(400, flat)]), use_metrics=False).complete(REQUEST)
     assert done.outcome == "context_overflow" and done.prompt_tokens == 16384
 
 
 def test_other_errors_raise_with_the_servers_message():
-    server = FakeVllm(completions=[(404, fixture_json("error_model_not_found.json"))])
+    server = VllmReplay(completions=[(404, fixture_json("error_model_not_found.json"))])
     with pytest.raises(EngineError, match="does not exist"):
         engine_for(server, use_metrics=False, model="gpt-4").complete(REQUEST)
-    bad = FakeVllm(completions=[(400, {"error": {"message": "temperature must be non-negative", "code": 400}})])
+    bad = VllmReplay(completions=[(400, {"error": {"message": "temperature must be non-negative", "code": 400}})])
     with pytest.raises(EngineError, match="HTTP 400: temperature"):
         engine_for(bad, use_metrics=False).complete(REQUEST)
 
@@ -270,7 +236,7 @@ def test_unreachable_server_is_an_engine_error():
 
 
 def test_cache_arm_must_match_the_server():
-    server = FakeVllm(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
+    server = VllmReplay(completions=[(200, fixture_json("completion_logprobs_null_cached.json"))])
     on = engine_for(server, prefix_caching=True, use_metrics=False)
     with pytest.raises(EngineError, match="per server process"):
         on.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False))
@@ -279,30 +245,30 @@ def test_cache_arm_must_match_the_server():
         unknown.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False))
     off = engine_for(server, prefix_caching=False, use_metrics=False)
     assert off.complete(CompletionRequest(prompt="P", max_tokens=1, seed=42, cache_prompt=False)).outcome == "ok"
-    assert server.posted()  # the matching arm was sent
+    assert server.posted("/v1/completions")  # the matching arm was sent
 
 
 def test_token_ids_requested_only_when_asked():
-    server = FakeVllm(completions=[(200, fixture_json("completion_cached_tokens.json"))])
+    server = VllmReplay(completions=[(200, fixture_json("completion_cached_tokens.json"))])
     engine = engine_for(server, request_token_ids=True, use_metrics=False)
     assert engine.capabilities.token_ids is True
     done = engine.complete(REQUEST)
-    assert server.posted()[0]["return_token_ids"] is True
+    assert server.posted("/v1/completions")[0]["return_token_ids"] is True
     assert done.token_ids == (18315, 295, 594, 77778)
 
 
 def test_reset_only_in_dev_mode_and_reports_failure():
     with pytest.raises(EngineError, match="VLLM_SERVER_DEV_MODE=1"):
-        engine_for(FakeVllm()).reset_prefix_cache()
-    server = FakeVllm(reset_status=200)
+        engine_for(VllmReplay()).reset_prefix_cache()
+    server = VllmReplay(reset_status=200)
     engine_for(server, dev_mode=True).reset_prefix_cache()
     assert [(r.method, r.url.path) for r in server.requests] == [("POST", "/reset_prefix_cache")]
     with pytest.raises(EngineError, match="HTTP 404"):
-        engine_for(FakeVllm(reset_status=404), dev_mode=True).reset_prefix_cache()
+        engine_for(VllmReplay(reset_status=404), dev_mode=True).reset_prefix_cache()
 
 
 def test_info_reports_version_model_and_settings():
-    info = engine_for(FakeVllm(), prefix_caching=False).info()
+    info = engine_for(VllmReplay(), prefix_caching=False).info()
     assert info["version"] == "0.11.0"
     assert info["model"] == "Qwen/Qwen2.5-7B-Instruct"
     assert info["models"]["data"][0]["max_model_len"] == 16384

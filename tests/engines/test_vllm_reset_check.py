@@ -1,14 +1,12 @@
 """The pinning protocol's vLLM path, which cannot run here: a prefix-cache reset per pass (dev mode), chat
 requests through the OpenAI-compatible client, and cached tokens read from `/metrics` deltas. The
-network is httpx.MockTransport serving the vLLM 0.11.0 fixtures of tests/fixtures/vllm (see its README:
+network is the shared fake engine's VllmReplay (tests/fake_engine/vllm.py) serving the vLLM 0.11.0 fixtures of tests/fixtures/vllm (see its README:
 shapes from vLLM's sources, values illustrative); the chat body is constructed in the OpenAI chat shape."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import httpx
 
 from kit.engines.base import CompletionRequest
 from kit.launch.instance import VllmResetProvider
@@ -16,39 +14,14 @@ from kit.protocols.pinning import _pass_status
 from kit.record import PinningRecord
 from kit.records import RecordWriter
 from tests.answers import answer
+from tests.fake_engine.openai import CHAT
+from tests.fake_engine.vllm import VllmReplay
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
-CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1760031310, "model": "Qwen/Qwen2.5-7B-Instruct",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Floating-point"}, "logprobs": None,
-                     "finish_reason": "length"}],
-        "usage": {"prompt_tokens": 64, "total_tokens": 66, "completion_tokens": 2, "prompt_tokens_details": None}}
-
-
-class FakeVllm:
-    def __init__(self):
-        self.metrics = ["metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt",
-                        "metrics_after_warm.txt"]
-        self.paths: list[str] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        self.paths.append(path)
-        if path == "/metrics":
-            return httpx.Response(200, text=(FIXTURES / self.metrics.pop(0)).read_text())
-        if path == "/reset_prefix_cache":
-            return httpx.Response(200)
-        if path == "/v1/models":
-            return httpx.Response(200, json=json.loads((FIXTURES / "models.json").read_text()))
-        if path == "/version":
-            return httpx.Response(200, json=json.loads((FIXTURES / "version.json").read_text()))
-        if path == "/v1/chat/completions":
-            return httpx.Response(200, json=CHAT)
-        return httpx.Response(404)
-
-
 def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metrics(tmp_path):
-    fake = FakeVllm()
-    provider = VllmResetProvider("http://vllm.test:8000", transport=httpx.MockTransport(fake))
+    fake = VllmReplay(metrics=["metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt",
+                               "metrics_after_warm.txt"], reset_status=200, chat=CHAT)
+    provider = VllmResetProvider("http://vllm.test:8000", transport=fake.transport())
     messages = [{"role": "user", "content": "Why is floating-point addition not associative?"}]
     with provider.session("c1", tmp_path) as live:
         assert live.launch["reload"]["confirm_by_telemetry"] is True
@@ -56,7 +29,7 @@ def test_each_session_resets_the_prefix_cache_and_reads_cached_tokens_from_metri
         request = CompletionRequest(messages=tuple(messages), max_tokens=2, seed=42, top_logprobs=0)
         cold = live.engine.complete(request)
         warm = live.engine.complete(request)
-    assert fake.paths.index("/reset_prefix_cache") < fake.paths.index("/v1/chat/completions")
+    assert fake.paths().index("/reset_prefix_cache") < fake.paths().index("/v1/chat/completions")
     assert cold.cached_tokens == 0 and cold.prefill_tokens == 64
     assert warm.cached_tokens == 48 and warm.prefill_tokens == 16
 

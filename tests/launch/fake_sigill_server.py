@@ -16,7 +16,7 @@ def die() -> None:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         body = {"/health": {"status": "ok"},
                 "/props": {"build_info": "b1-7e4c0a9", "model_path": "fake.gguf", "total_slots": 1}}.get(self.path)
         data = json.dumps(body or {}).encode()
@@ -26,7 +26,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         die()
 
     def log_message(self, *args):

@@ -14,19 +14,9 @@ import pytest
 from kit.errors import EngineError
 from kit.launch.container_spec import LABEL_RUN_ID, llamacpp_spec, vllm_spec
 from kit.launch.docker_launcher import DockerLauncher
+from tests.fake_engine.clock import Clock
 
 from .fake_docker import FakeDockerClient
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -36,7 +26,7 @@ def client():
 
 @pytest.fixture
 def clock():
-    return Clock()
+    return Clock(100.0)
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """The Docker provider, driven through the fake Docker SDK client (tests/launch/fake_docker.py).
 
 There is no Docker daemon here: containers are the fake's, with `docker inspect` shapes. The engine
-inside is either a stub that records what the provider does with it, or (the `engine`-marked test)
-the real embedded llama-server, whose port the fake container "publishes".
+inside is either the shared fake engine (tests/fake_engine) behind the kit's real client, or (the
+`engine`-marked test) the real embedded llama-server, whose port the fake container "publishes".
 """
 
 from __future__ import annotations
@@ -18,37 +18,13 @@ from kit.launch.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_provider import DockerProvider, container_name
 from kit.launch.native import NativeServer
+from tests.fake_engine.clock import Clock
+from tests.fake_engine.llamacpp import engine_factory
+from tests.fake_engine.vllm import VllmModel
 
 from .fake_docker import FakeDockerClient
 
 SECRET = "hf_SECRETtoken123456"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class StubEngine:
-    """Stands in for the engine client: no server answers in these tests."""
-
-    name = "stub"
-
-    def __init__(self, base_url: str):
-        self.base_url = base_url
-        self.closed = False
-
-    def info(self):
-        return {"engine": self.name, "url": self.base_url, "build_info": "b1-7e4c0a9"}
-
-    def close(self):
-        self.closed = True
 
 
 @pytest.fixture
@@ -72,17 +48,9 @@ def launcher_for(client, http=lambda url: None):
     return DockerLauncher(client, http_status=http, poll_s=1.0, sleep=clock.sleep, clock=clock)
 
 
-def stub_factory(made):
-    def make(running):
-        made.append(StubEngine(running.base_url))
-        return made[-1]
-
-    return make
-
-
 def llamacpp_provider(client, gguf, made, **options):
     provider = DockerProvider.llamacpp(launcher_for(client), "run42", gguf, startup_timeout_s=30, **options)
-    provider.make_engine = stub_factory(made)
+    provider.make_engine = engine_factory(made=made)
     return provider
 
 
@@ -102,7 +70,7 @@ def test_session_runs_one_container_and_removes_it(client, gguf, tmp_path):
     assert launch["image_info"]["id"] == client.images_by_ref[LLAMACPP_IMAGE].id
     assert launch["container"]["image_repo_digests"] and launch["container"]["config"]["Cmd"] == run["command"]
     assert launch["build_info"] == "b1-7e4c0a9" and launch["log"] == "container-s1.log"
-    assert container.removed and made[0].closed and not live.server.alive()
+    assert container.removed and made[0]._http.is_closed and not live.server.alive()
     assert (tmp_path / "logs" / "container-s1.log").read_bytes() == client.next_logs
 
 
@@ -124,7 +92,8 @@ def test_vllm_session_redacts_the_token(client, tmp_path):
     made = []
     provider = DockerProvider.vllm(launcher_for(client), "run7", "Qwen/Qwen2.5-7B-Instruct", prefix_caching=False,
                                    hf_token=SECRET, dev_mode=True)
-    provider.make_engine = stub_factory(made)
+    provider.make_engine = lambda running: made.append(VllmEngine(running.base_url, transport=VllmModel().transport())) \
+        or made[-1]
     with provider.session("s1", tmp_path) as live:
         launch = live.launch
     run = client.called("containers.run")[0][1]
@@ -135,7 +104,7 @@ def test_vllm_session_redacts_the_token(client, tmp_path):
 
 
 def test_default_engines_are_the_real_clients(client, gguf, tmp_path):
-    """Without a stub the session's engine is LlamaCppEngine or VllmEngine at the published port."""
+    """Without a fake the session's engine is LlamaCppEngine or VllmEngine at the published port."""
     from kit.launch import docker_provider
 
     running = launcher_for(client).start(DockerProvider.llamacpp(None, "r", gguf).make_spec("x"))
@@ -166,7 +135,7 @@ def test_container_is_removed_when_the_session_body_fails(client, gguf, tmp_path
     with pytest.raises(RuntimeError, match="boom"):
         with llamacpp_provider(client, gguf, made).session("s1", tmp_path):
             raise RuntimeError("boom")
-    assert client.containers_made[0].removed and made[0].closed
+    assert client.containers_made[0].removed and made[0]._http.is_closed
 
 
 def test_failed_start_cleans_up_by_run_label(client, gguf, tmp_path):

@@ -1,14 +1,12 @@
 """`--launcher docker`: the runner hands protocols a container per session. No Docker daemon runs here, so
 the launcher is driven through the recording fake client (tests/launch/fake_docker.py)."""
 
-import os
-import subprocess
-import sys
 
 from kit import runner
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_run import llamacpp_provider
 from kit.protocols import kinds
+from tests.bundle.kit_cli import run_here
 
 from .fake_docker import FakeDockerClient
 
@@ -29,10 +27,9 @@ def test_runner_builds_a_llamacpp_container_provider_from_the_protocol(tmp_path)
     assert all(binding[0] == "127.0.0.1" for binding in ports.values())
 
 
-def test_without_a_daemon_the_cli_says_so_in_one_line(tmp_path):
-    nowhere = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}  # whatever daemon this machine has
-    result = subprocess.run([sys.executable, "-m", "kit.cli", "demo", "--launcher", "docker", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300, env=nowhere)
+def test_without_a_daemon_the_cli_says_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")  # whatever daemon this machine has
+    result = run_here("demo", "--launcher", "docker", "--out", str(tmp_path))
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot reach the Docker daemon" in lines[0] and "native" in lines[0]

@@ -3,7 +3,7 @@ run ends `failed` with one line naming the session (pass) and where the containe
 
 What is mocked, and why: no Docker daemon and no GPU run here, so the containers are the recording fake
 Docker client's (tests/launch/fake_docker.py) and the llama-server inside them is `FakeLlamaServer`
-(tests/launch/fake_llama.py), llama-server's HTTP answers served through `httpx.MockTransport`. It fails
+(tests/fake_engine/llamacpp.py), llama-server's HTTP answers served through `httpx.MockTransport`. It fails
 on cue: its container exits (status `exited`, a crash line in its log, the request unanswered) or it answers
 HTTP 500 while the container keeps running. Everything else is real: the runner, the DockerProvider and
 DockerLauncher, the LlamaCppEngine client, each protocol's procedure, and the BFCL worker (a local process).
@@ -22,7 +22,7 @@ from kit.models.hashing import sha256_file
 from kit.protocols import kinds
 from kit.records import read_records
 from tests.launch.fake_docker import FakeDockerClient
-from tests.launch.fake_llama import CRASH_LINE, Failure, engine_factory
+from tests.fake_engine.llamacpp import CRASH_LINE, Failure, engine_factory
 from tests.launch.test_docker_provider import launcher_for
 
 BFCL = """

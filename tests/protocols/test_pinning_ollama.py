@@ -1,6 +1,6 @@
 """The pinning protocol against Ollama, which cannot run here: the real runner, procedure, Ollama client,
 provider and analysis, with the network replaced by httpx.MockTransport serving Ollama's documented
-response shapes (tests/fixtures/ollama). `SimulatedOllama` adds the one thing fixtures cannot: an instance
+response shapes (tests/fixtures/ollama; tests/fake_engine/ollama.py). `SimulatedOllama` adds the one thing fixtures cannot: an instance
 whose prefill time and output bytes follow seed 002's three states (fresh load 216 ms; full-KV reuse
 ~17.8 ms on an instance that never saw another prompt; template checkpoint ~35 ms, permanent after one
 different prompt). The numbers are seed 002's; the engine is simulated, and said so."""
@@ -8,35 +8,31 @@ different prompt). The numbers are seed 002's; the engine is simulated, and said
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import httpx
 import pytest
 
 from kit import runner
 from kit.digests import canonical_json, sha256_text
 from kit.engines.ollama import OllamaEngine
 from kit.launch.instance import OllamaProvider
-from tests.engines.test_ollama import Clock
+from tests.fake_engine.clock import Clock
+from tests.fake_engine.core import recorded
+from tests.fake_engine.ollama import Ollama
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ollama"
 SMALL = {"cycles": 2, "per_arm": 3, "max_tokens": 32, "calibration": {"rounds": 2, "repeats": 2},
          "regimes": {"always_fresh": 2, "steady": 3}, "seed": 7}
 
 
-def fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
-
-
-class SimulatedOllama:
+class SimulatedOllama(Ollama):
     """An Ollama server with one model whose instance has seed 002's three cache states."""
 
     def __init__(self, unload_works: bool = True):
+        super().__init__(chat="chat_no_logprobs.json")
         self.PREFILL_NS = {"fresh": 216_000_000, "full_kv": 17_800_000, "checkpoint": 35_000_000}
         self.unload_works = unload_works
         self.loaded = False
         self.served: list[str] = []
-        self.calls = 0
+        self.calls_answered = 0
 
     def state_for(self, prompt: str) -> str:
         if not self.loaded:
@@ -45,38 +41,31 @@ class SimulatedOllama:
             return "checkpoint"
         return "full_kv"
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        path = request.url.path
-        if path == "/api/ps":
-            return httpx.Response(200, json=fixture("ps_loaded.json" if self.loaded else "ps_empty.json"))
-        if path == "/api/generate" and body.get("keep_alive") == 0:
-            if self.unload_works:
-                self.loaded, self.served = False, []
-            return httpx.Response(200, json=fixture("generate_unload.json"))
-        if path == "/api/chat":
-            prompt = body["messages"][-1]["content"]
-            state = self.state_for(prompt)
-            self.loaded = True
-            self.served.append(prompt)
-            self.calls += 1
-            answer = fixture("chat_no_logprobs.json")
-            jitter = (self.calls % 7) * 150_000  # up to 0.9 ms, deterministic
-            answer.update(prompt_eval_duration=self.PREFILL_NS[state] + jitter, prompt_eval_count=116,
-                          done_reason="length", model="llama3.2")
-            answer["message"] = {"role": "assistant", "content": f"{state} bytes for {prompt[:20]}"}
-            return httpx.Response(200, json=answer)
-        if path == "/api/show":
-            return httpx.Response(200, json=fixture("show.json"))
-        if path == "/api/version":
-            return httpx.Response(200, json=fixture("version.json"))
-        return httpx.Response(404, json={"error": "not found"})
+    def ps_answer(self) -> dict:
+        return recorded("ollama", "ps_loaded.json" if self.loaded else "ps_empty.json")
+
+    def unload(self) -> None:
+        if self.unload_works:
+            self.loaded, self.served = False, []
+
+    def chat_answer(self, body: dict) -> dict:
+        prompt = body["messages"][-1]["content"]
+        state = self.state_for(prompt)
+        self.loaded = True
+        self.served.append(prompt)
+        self.calls_answered += 1
+        answer = super().chat_answer(body)
+        jitter = (self.calls_answered % 7) * 150_000  # up to 0.9 ms, deterministic
+        answer.update(prompt_eval_duration=self.PREFILL_NS[state] + jitter, prompt_eval_count=116,
+                      done_reason="length", model="llama3.2")
+        answer["message"] = {"role": "assistant", "content": f"{state} bytes for {prompt[:20]}"}
+        return answer
 
 
 def run_against(fake, tmp_path, unload_timeout=2.0):
     clock = Clock()
     provider = OllamaProvider("http://ollama.test:11434", "llama3.2", unload_timeout=unload_timeout,
-                              make_engine=lambda url, model: OllamaEngine(url, model, transport=httpx.MockTransport(fake),
+                              make_engine=lambda url, model: OllamaEngine(url, model, transport=fake.transport(),
                                                                           sleep=clock.sleep, clock=clock))
     return runner.run(runner.RunOptions(protocol="pinning", overrides=SMALL, out=tmp_path, provider=provider),
                       say=lambda _: None)

@@ -1,6 +1,6 @@
-"""`kit run grid` on vLLM end to end, against fake vLLM 0.11.0 server processes (tests/fake_vllm): real
+"""`kit run grid` on vLLM end to end, against fake vLLM 0.11.0 server processes (tests/fake_engine/vllm_serve.py): real
 HTTP, the kit's real client, BFCL's real agent loop and checker; only the model is fake (a cache hit
-changes its answer, see tests/fake_vllm/server.py). vLLM needs a GPU, so this is how the lane runs in CI.
+changes its answer, see tests/fake_engine/vllm.py). vLLM needs a GPU, so this is how the lane runs in CI.
 
 Three BFCL episodes, two requests each, passes on, on, off, off (the paper's vLLM order). What the
 fake model makes of them, and so the exact counts asserted:
@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli import cli
-from tests.fake_vllm import SERVER, serve
-from tests.fake_vllm.docker import VllmContainers
+from tests.fake_engine.vllm_serve import SERVER, serve
+from tests.fake_engine.vllm_docker import VllmContainers
 
 TINY = """
 protocol: grid

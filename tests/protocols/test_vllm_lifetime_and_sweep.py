@@ -1,5 +1,5 @@
 """Flag × order's server-lifetime variant and the sweep at one format on vLLM, end to end through the
-container path: the fake Docker SDK starts fake vLLM 0.11.0 server processes (tests/fake_vllm), whose
+container path: the fake Docker SDK starts fake vLLM 0.11.0 server processes (tests/fake_engine/vllm_serve.py), whose
 model answers differently on a cache hit. Three BFCL episodes, two requests each.
 
 What the fake model makes of them (see tests/protocols/test_vllm_grid_run.py for the reasoning):
@@ -17,7 +17,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kit.cli import cli
-from tests.fake_vllm.docker import VllmContainers
+from tests.fake_engine.vllm_docker import VllmContainers
 
 EPISODES = """
 workload:

@@ -74,9 +74,10 @@ def test_an_invalid_url_is_refused_inline_with_an_explanation(cpu_caps, tmp_path
     asyncio.run(drive())
 
 
-def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, tmp_path):
+def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, tmp_path, monkeypatch):
     not_gguf = tmp_path / "weights.gguf"
     not_gguf.write_text("these are not weights")
+    monkeypatch.chdir(tmp_path)  # paths typed relative to it: a few keys each, not a long temporary path's
 
     async def drive():
         app = _app(cpu_caps, tmp_path)
@@ -86,11 +87,11 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             screen = app.screen
             await pilot.press("tab", "tab")  # engine -> CPU backend -> model
             assert app.focused is screen.query_one("#f-model", Input)
-            await pilot.press(*str(tmp_path / "nowhere.gguf"))
+            await pilot.press(*"./nowhere.gguf")
             await pilot.pause()
             assert "no file at" in static_text(screen, "#p-model")
             assert screen.query_one("#start", Button).disabled
-            await pilot.press("ctrl+u", *str(not_gguf))
+            await pilot.press("ctrl+u", *f"./{not_gguf.name}")
             await pilot.pause()
             assert "is not a GGUF file" in static_text(screen, "#p-model")
             await pilot.press("ctrl+r")

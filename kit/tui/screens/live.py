@@ -107,8 +107,8 @@ class LiveScreen(Screen):
     # -- the worker (another thread) -------------------------------------------------------
 
     def _work(self) -> None:
-        emit = lambda event: self.app.call_from_thread(self.on_run_event, event)
-        say = lambda line: self.app.call_from_thread(self.on_say, line)
+        emit = lambda event: self.app.call_from_thread(self.on_run_event, event)  # noqa: E731 - a one-line callback
+        say = lambda line: self.app.call_from_thread(self.on_say, line)  # noqa: E731 - a one-line callback
         try:
             try:
                 result = self.run_fn(self.options, emit=emit, say=say)

@@ -1,4 +1,4 @@
-"""The fake vLLM 0.11.0 server (tests/fake_vllm/server.py) against the kit's own vLLM client and the
+"""The fake vLLM 0.11.0 server (tests/fake_engine/vllm.py) against the kit's own vLLM client and the
 recorded response shapes in tests/fixtures/vllm/, so the fake cannot drift from them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kit.engines.base import CompletionRequest
 from kit.engines.vllm import VllmEngine, parse_cache_counters
-from tests.fake_vllm import MODEL, command, serve
+from tests.fake_engine.vllm_serve import MODEL, command, serve
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 PROMPT = "<|im_start|>system\nYou are a helpful assistant. Answer briefly.<|im_end|>\n" * 4 + "Q: what is 2 + 2?"

@@ -1,15 +1,22 @@
 """The fake Docker SDK client (tests/launch/fake_docker.py) whose vLLM "containers" are fake vLLM server
-processes (tests/fake_vllm/server.py), each started with its container's own `vllm serve` flags on the
+processes (tests/fake_engine/vllm.py), each started with its container's own `vllm serve` flags on the
 port the fake publishes, and killed when the container is stopped. There is no Docker daemon here."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
 from kit.launch.container_spec import VLLM_IMAGE
-from tests.fake_vllm import command
+from tests.fake_engine.vllm_serve import command
 from tests.launch.fake_docker import FakeDockerClient
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class VllmContainers(FakeDockerClient):
@@ -24,6 +31,9 @@ class VllmContainers(FakeDockerClient):
         started = self.containers.run
 
         def run(**kwargs):
+            (inside, (host_ip, host_port)), = kwargs["ports"].items()
+            if not host_port:  # a port free on this machine, not the fake's fixed 49151, 49152, ...: other
+                kwargs = {**kwargs, "ports": {inside: (host_ip, free_port())}}  # test runs may be using those
             container = started(**kwargs)
             port = next(iter(container.attrs["NetworkSettings"]["Ports"].values()))[0]["HostPort"]
             flags = list(kwargs["command"][1:])

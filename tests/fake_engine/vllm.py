@@ -1,18 +1,6 @@
-"""A fake `vllm serve` (vLLM 0.11.0) for tests: the same flags, endpoints and response shapes, no GPU.
-
-    python tests/fake_vllm/server.py MODEL [--host H] [--port P] [--max-num-seqs N] [--seed S]
-        [--max-model-len N] [--enable-prompt-tokens-details] [--[no-]enable-prefix-caching]
-        [--served-model-name X] [--gpu-memory-utilization F]
-
-Standard library only, so it starts in a fraction of a second. `--port 0` binds a free port; the
-start-up line ("Starting vLLM API server on http://HOST:PORT") names the one bound. Unknown flags
-exit 2 with one line. `--served-model-name`, `--gpu-memory-utilization` (except as a metrics label),
-`--seed` and `--max-num-seqs` are accepted and ignored: requests are always served one at a time.
-Environment: `VLLM_SERVER_DEV_MODE=1` enables `POST /reset_prefix_cache`; `FAKE_VLLM_NO_TOKEN_IDS=1`
-(fake-only) makes it ignore `return_token_ids`, like an endpoint that gives token strings only.
-
-Endpoints, shaped like the recordings in tests/fixtures/vllm/: GET /health, /version, /v1/models,
-/metrics; POST /tokenize, /v1/completions, /reset_prefix_cache.
+"""vLLM 0.11.0, two ways: `VllmReplay` answers with the recorded responses of tests/fixtures/vllm/ in
+the order a test scripts them; `VllmModel` is a deterministic model with vLLM's prefix cache, for runs
+that need answers to depend on what was asked before (also run as a process: tests/fake_engine/vllm_serve.py).
 
 The fake model (deterministic):
 - Tokenizer: the regex `\\s+|\\w+|[^\\w\\s]` splits text into tokens (their concatenation is the
@@ -30,23 +18,26 @@ The fake model (deterministic):
   `max_tokens` (finish_reason "length") or at the first `stop` string (text cut before it,
   stop_reason the string), else "stop". Logprob of token i: -0.01 * (1 + i % 7); `top_logprobs`
   maps hold max(k, 1) entries, the emitted token first and highest, then fillers 2.0 lower each.
+- Endpoints, shaped like the recordings: GET /health, /version, /v1/models, /metrics; POST /tokenize,
+  /v1/completions, and /reset_prefix_cache when `dev_mode` (vLLM's VLLM_SERVER_DEV_MODE=1).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
-import os
 import re
-import sys
-import threading
 import time
 import uuid
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+import httpx
+
+from tests.fake_engine.core import FakeEngine, recorded
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
 BLOCK = 16
 VOCAB = 50000
 MAX_LOGPROBS = 20  # vLLM's default --max-logprobs
@@ -55,6 +46,40 @@ WARM_TEXT = "Sorry, I cannot do that with the functions given."  # differs from 
 FILLERS = ["the", " a", ",", ".", " and", " to", " of", " is", " I", " it", " that", " in", " for",
            " you", " we", " be", " on", " with", " as", " this", " not"]
 TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class VllmReplay(FakeEngine):
+    """Answers like a vLLM server from recorded fixtures: `completions` is the (status, body) of each
+    POST /v1/completions in turn, `metrics` the fixture names (or texts) of each GET /metrics in turn (the
+    last one repeats; none: 404), `chat` the body of every POST /v1/chat/completions."""
+
+    def __init__(self, completions=(), metrics=(), *, reset_status: int = 404, chat: dict | None = None):
+        super().__init__()
+        self.completions = list(completions)
+        self.metrics = list(metrics)
+        self.reset_status, self.chat = reset_status, chat
+
+    def answer(self, request: httpx.Request, path: str, body: Any) -> httpx.Response:
+        post = request.method == "POST"
+        if path == "/v1/models":
+            return httpx.Response(200, json=recorded("vllm", "models.json"))
+        if path == "/version":
+            return httpx.Response(200, json=recorded("vllm", "version.json"))
+        if path == "/metrics":
+            if not self.metrics:
+                return httpx.Response(404, text="Not Found")
+            text = self.metrics.pop(0) if len(self.metrics) > 1 else self.metrics[0]
+            text = recorded("vllm", text) if text.endswith(".txt") else text
+            return httpx.Response(200, text=text, headers={"content-type": METRICS_TYPE})
+        if path == "/v1/completions" and post:
+            status, answer = self.completions.pop(0)
+            return httpx.Response(status, json=answer)
+        if path == "/v1/chat/completions" and post and self.chat is not None:
+            return httpx.Response(200, json=self.chat)
+        if path == "/reset_prefix_cache" and post:
+            return httpx.Response(self.reset_status)
+        return httpx.Response(404, json={"detail": "Not Found"})
 
 
 def tokens_of(text: str) -> list[str]:
@@ -79,16 +104,54 @@ class ApiError(Exception):
         self.status, self.body = status, {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-class FakeVllm:
-    """The server's state: config, the prefix cache and the metrics counters (guarded by `lock`)."""
+class VllmModel(FakeEngine):
+    """The fake model's state: its config, prefix cache and metrics counters. `note` holds a short
+    description of the last answer (prompt and cached tokens, or the error) for a server log."""
 
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.model = args.model
-        self.lock = threading.Lock()
+    def __init__(self, model: str = MODEL, *, max_model_len: int = 16384, prefix_caching: bool = True,
+                 prompt_tokens_details: bool = False, gpu_memory_utilization: float = 0.9,
+                 dev_mode: bool = False, token_ids: bool = True):
+        super().__init__()
+        self.model, self.max_model_len, self.prefix_caching = model, max_model_len, prefix_caching
+        self.prompt_tokens_details, self.gpu_memory_utilization = prompt_tokens_details, gpu_memory_utilization
+        self.dev_mode, self.token_ids = dev_mode, token_ids
         self.cache: set[bytes] = set()
         self.started = time.time()
         self.counts = {"queries": 0, "hits": 0, "prompt": 0, "generation": 0, "stop": 0, "length": 0}
+        self.note = ""
+
+    def answer(self, request: httpx.Request, path: str, body: Any) -> httpx.Response:
+        self.note = ""
+        if request.method == "GET":
+            if path == "/health":
+                return httpx.Response(200)
+            if path == "/version":
+                return httpx.Response(200, json={"version": "0.11.0"})
+            if path == "/v1/models":
+                return httpx.Response(200, json=self.models())
+            if path == "/metrics":
+                return httpx.Response(200, text=self.metrics(), headers={"content-type": METRICS_TYPE})
+            if path in ("/tokenize", "/v1/completions", "/reset_prefix_cache"):
+                return httpx.Response(405, json={"detail": "Method Not Allowed"})
+            return httpx.Response(404, json={"detail": "Not Found"})
+        if path == "/reset_prefix_cache" and self.dev_mode:
+            self.cache.clear()
+            return httpx.Response(200)
+        if path not in ("/tokenize", "/v1/completions"):
+            return httpx.Response(404, json={"detail": "Not Found"})
+        try:
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequestError", "the request body must be a JSON object")
+            if path == "/tokenize":
+                return httpx.Response(200, json=self.tokenize(body))
+            answer, self.note = self.complete(body)
+            return httpx.Response(200, json=answer)
+        except ApiError as exc:
+            self.note = exc.body["error"]["message"][:120]
+            return httpx.Response(exc.status, json=exc.body)
+        except (ValueError, TypeError) as exc:  # a field of the wrong type
+            self.note = f"bad request: {exc}"[:120]
+            return httpx.Response(400, json=ApiError(400, "BadRequestError", f"invalid request: {exc}").body)
 
     def check_model(self, body: dict) -> None:
         name = body.get("model")
@@ -96,7 +159,7 @@ class FakeVllm:
             raise ApiError(404, "NotFoundError", f"The model `{name}` does not exist.")
 
     def lookup_and_insert(self, ids: list[int]) -> int:
-        if not self.args.enable_prefix_caching:
+        if not self.prefix_caching:
             return 0
         keys = block_keys(ids)
         hit = 0
@@ -114,13 +177,13 @@ class FakeVllm:
         if not isinstance(body.get("prompt"), str):
             raise ApiError(400, "BadRequestError", "'prompt' must be a string")
         pieces = tokens_of(body["prompt"])
-        return {"count": len(pieces), "max_model_len": self.args.max_model_len,
+        return {"count": len(pieces), "max_model_len": self.max_model_len,
                 "tokens": [token_id(t) for t in pieces],
                 "token_strs": pieces if body.get("return_token_strs") else None}
 
     def complete(self, body: dict) -> tuple[dict, str]:
         self.check_model(body)
-        prompt, limit = body.get("prompt"), self.args.max_model_len
+        prompt, limit = body.get("prompt"), self.max_model_len
         if not isinstance(prompt, str):
             raise ApiError(400, "BadRequestError", "this fake takes 'prompt' as one string")
         ids = [token_id(t) for t in tokens_of(prompt)]
@@ -149,8 +212,8 @@ class FakeVllm:
             emitted = [t for t, end in zip(emitted, ends) if end - len(t) < cut + len(stop_reason)]
         self.counts.update(prompt=self.counts["prompt"] + n, generation=self.counts["generation"] + len(emitted))
         self.counts[finish] += 1
-        with_ids = bool(body.get("return_token_ids")) and os.environ.get("FAKE_VLLM_NO_TOKEN_IDS") != "1"
-        cached = {"cached_tokens": hit} if self.args.enable_prompt_tokens_details and hit > 0 else None
+        with_ids = bool(body.get("return_token_ids")) and self.token_ids
+        cached = {"cached_tokens": hit} if self.prompt_tokens_details and hit > 0 else None
         choice = {"index": 0, "text": text, "logprobs": logprobs(emitted, k), "finish_reason": finish,
                   "stop_reason": stop_reason, "token_ids": [token_id(t) for t in emitted] if with_ids else None,
                   "prompt_logprobs": None, "prompt_token_ids": ids if with_ids else None}
@@ -168,7 +231,7 @@ class FakeVllm:
                       "organization": "*", "group": None, "is_blocking": False}
         return {"object": "list", "data": [{"id": self.model, "object": "model", "created": created,
                                             "owned_by": "vllm", "root": self.model, "parent": None,
-                                            "max_model_len": self.args.max_model_len, "permission": [permission]}]}
+                                            "max_model_len": self.max_model_len, "permission": [permission]}]}
 
     def metrics(self) -> str:
         labels = f'engine="0",model_name="{self.model}"'
@@ -195,8 +258,8 @@ class FakeVllm:
         lines.append(f'vllm:request_success_total{{{labels},finished_reason="length"}} {float(c["length"])!r}')
         lines.append(f'vllm:request_success_total{{{labels},finished_reason="abort"}} 0.0')
         config = {"block_size": BLOCK, "cache_dtype": "auto", "calculate_kv_scales": "False", "cpu_offload_gb": 0,
-                  "enable_prefix_caching": str(self.args.enable_prefix_caching), "engine": "0",
-                  "gpu_memory_utilization": self.args.gpu_memory_utilization, "num_gpu_blocks": 4096,
+                  "enable_prefix_caching": str(self.prefix_caching), "engine": "0",
+                  "gpu_memory_utilization": self.gpu_memory_utilization, "num_gpu_blocks": 4096,
                   "prefix_caching_hash_algo": "sha256", "swap_space": 4}
         lines += ["# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
                   "# TYPE vllm:cache_config_info gauge",
@@ -220,113 +283,3 @@ def logprobs(emitted: list[str], k: int | None) -> dict | None:
         tops.append(top)
         at += len(token)
     return {"text_offset": offsets, "token_logprobs": values, "tokens": list(emitted), "top_logprobs": tops}
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "uvicorn"
-    note = ""
-
-    @property
-    def fake(self) -> FakeVllm:
-        return self.server.fake  # type: ignore[attr-defined]
-
-    def reply(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def reply_json(self, status: int, body: dict) -> None:
-        self.reply(status, json.dumps(body).encode())
-
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path == "/health":
-            self.reply(200)
-        elif path == "/version":
-            self.reply_json(200, {"version": "0.11.0"})
-        elif path == "/v1/models":
-            self.reply_json(200, self.fake.models())
-        elif path == "/metrics":
-            with self.fake.lock:
-                text = self.fake.metrics()
-            self.reply(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
-        elif path in ("/tokenize", "/v1/completions", "/reset_prefix_cache"):
-            self.reply_json(405, {"detail": "Method Not Allowed"})
-        else:
-            self.reply_json(404, {"detail": "Not Found"})
-
-    def do_POST(self) -> None:
-        path = self.path.split("?")[0]
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if path == "/reset_prefix_cache" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
-            with self.fake.lock:
-                self.fake.cache.clear()
-            return self.reply(200)
-        if path not in ("/tokenize", "/v1/completions"):
-            return self.reply_json(404, {"detail": "Not Found"})
-        try:
-            body = json.loads(raw or b"null")
-            if not isinstance(body, dict):
-                raise ApiError(400, "BadRequestError", "the request body must be a JSON object")
-            with self.fake.lock:  # one request at a time, like --max-num-seqs 1
-                if path == "/tokenize":
-                    answer = self.fake.tokenize(body)
-                else:
-                    answer, self.note = self.fake.complete(body)
-        except ApiError as exc:
-            self.note = exc.body["error"]["message"][:120]
-            return self.reply_json(exc.status, exc.body)
-        except (ValueError, TypeError) as exc:  # bad JSON or a field of the wrong type
-            self.note = f"bad request: {exc}"[:120]
-            return self.reply_json(400, ApiError(400, "BadRequestError", f"invalid request: {exc}").body)
-        self.reply_json(200, answer)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
-        note = f" ({self.note})" if self.note else ""
-        sys.stderr.write(f"INFO:     {self.client_address[0]}:{self.client_address[1]} - {format % args}{note}\n")
-        sys.stderr.flush()
-        self.note = ""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, like `vllm serve` with a bad flag
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        sys.exit(2)
-
-
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = Parser(prog="vllm serve", allow_abbrev=False, description="A fake vLLM 0.11.0 server for tests.")
-    parser.add_argument("model")
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--max-num-seqs", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-model-len", type=int, default=16384)
-    parser.add_argument("--enable-prompt-tokens-details", action="store_true")
-    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--served-model-name", nargs="+")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse(argv)
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.fake = FakeVllm(args)  # type: ignore[attr-defined]
-    host, port = server.server_address[:2]
-    print(f"INFO:     Starting vLLM API server on http://{host}:{port}", flush=True)
-    print(f"INFO:     fake vLLM 0.11.0: model={args.model} prefix_caching={args.enable_prefix_caching} "
-          f"prompt_tokens_details={args.enable_prompt_tokens_details} max_model_len={args.max_model_len}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,21 +1,21 @@
-"""A stand-in for llama-server's HTTP API inside a fake container (tests/launch/fake_docker.py).
+"""llama-server (llama.cpp 7e4c0a9) as a fake engine, for where the real one cannot run: inside a fake
+container (tests/launch/fake_docker.py), or a test that needs an answer the real one will not give.
 
-No llama-server can run in a fake container, so an `httpx.MockTransport` answers the endpoints the
-protocols call (`/props`, `/apply-template`, `/tokenize`, `/completion`) with llama-server's response
-shapes, and fails on cue: `Failure` says in which session (container) and after how many completions,
-and how — the container exits (its status turns `exited`, its log gains the crash line, the request
-gets no response) or the server answers HTTP 500 while its container keeps running.
+It answers the endpoints the protocols call (`/props`, `/apply-template`, `/tokenize`, `/completion`)
+with llama-server's response shapes, and fails on cue: `Failure` says in which session (container) and
+after how many completions, and how — the container exits (its status turns `exited`, its log gains the
+crash line, the request gets no response) or the server answers HTTP 500 while its container keeps running.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 
 from kit.engines.llamacpp import LlamaCppEngine
+from tests.fake_engine.core import FakeEngine
 
 CRASH_LINE = b"CUDA error: an illegal memory access was encountered\n"
 
@@ -29,18 +29,19 @@ class Failure:
     how: Literal["exit", "http"] = "exit"
 
 
-class FakeLlamaServer:
-    """llama-server's answers for one fake container; `failure` applies when the container is its session's."""
+class LlamaCpp(FakeEngine):
+    """llama-server's answers, for one fake container when `container` is given; `failure` applies when the
+    container is its session's. A prompt seen before is answered as a cache hit of all its tokens but one."""
 
-    def __init__(self, container: Any, failure: Failure | None):
+    def __init__(self, container: Any = None, failure: Failure | None = None):
+        super().__init__()
         self.container = container
-        self.failure = failure if failure and container.name.endswith(f"-{failure.session}") else None
+        self.failure = failure if failure and container and container.name.endswith(f"-{failure.session}") else None
         self.completions = 0
         self.seen: set[str] = set()
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else {}
-        path = request.url.path
+    def answer(self, request: httpx.Request, path: str, body: Any) -> httpx.Response:
+        body = body or {}
         if path == "/props":
             return httpx.Response(200, json={"build_info": "b1-7e4c0a9", "model_path": "/models/model.gguf",
                                              "total_slots": 1, "chat_template": "chatml",
@@ -74,11 +75,15 @@ class FakeLlamaServer:
                         "predicted_n": len(tokens), "predicted_ms": 3.0}})
 
 
-def engine_factory(failure: Failure | None = None):
-    """A DockerProvider `make_engine`: the real LlamaCppEngine, its network replaced by a FakeLlamaServer."""
+def engine_factory(failure: Failure | None = None, made: list | None = None):
+    """A DockerProvider `make_engine`: the real LlamaCppEngine, its network replaced by a LlamaCpp fake;
+    each engine made is appended to `made` when given."""
 
     def make(running: Any) -> LlamaCppEngine:
-        server = FakeLlamaServer(running.container, failure)
-        return LlamaCppEngine(running.base_url, restartable=True, transport=httpx.MockTransport(server))
+        server = LlamaCpp(running.container, failure)
+        engine = LlamaCppEngine(running.base_url, restartable=True, transport=server.transport())
+        if made is not None:
+            made.append(engine)
+        return engine
 
     return make
