@@ -131,7 +131,7 @@ def findings_files(fresh: Findings) -> dict[str, Expected]:
     return out
 
 
-def comparison_files(fresh: dict[str, Any], bundled_doc: Any) -> dict[str, Expected]:
+def comparison_files(fresh: Findings, bundled_doc: Any) -> dict[str, Expected]:
     """compare-paper.json, .csv and .md as `kit compare` writes them from `fresh` findings, with the bundled
     document's time stamps and findings path (which say when and where it ran, not what it found)."""
     from kit.compare import outputs  # noqa: PLC0415
