@@ -21,6 +21,7 @@ from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
 from kit.records import read_records
+from kit.stats import MODULES as STATS_MODULES
 from kit.terminal_text import one_line
 
 SCHEMA = "kit.findings/1"
@@ -219,7 +220,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
     started = time.perf_counter()
-    import_before_forking("kit.stats", "arch.bootstrap")
+    import_before_forking(*STATS_MODULES, "arch.bootstrap")
     timer.add("import the statistics modules", started)
     started = time.perf_counter()
     collection = collect(paths)
