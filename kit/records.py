@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, TypeVar
+from typing import Any, Iterator, Literal, Mapping, TypeVar
 
 import orjson
 
@@ -57,10 +57,11 @@ _FINISH_KEY = b'"finish_reason":'
 
 def _loads_skimmed(line: bytes) -> Any:
     """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe."""
-    if line.count(_LOGPROBS_KEY) == 1 and line.count(_FINISH_KEY) == 1:
-        begin = line.find(_LOGPROBS_KEY)
+    begin = line.find(_LOGPROBS_KEY)
+    # each key occurs once: its first occurrence is its last (searches that stop there, not counts of the line)
+    if begin >= 0 and line.rfind(_LOGPROBS_KEY) == begin:
         end = line.find(b"]," + _FINISH_KEY, begin)
-        if end >= 0:
+        if end >= 0 and line.find(_FINISH_KEY) == end + 2 == line.rfind(_FINISH_KEY):
             try:
                 record = orjson.loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
             except ValueError:
@@ -99,6 +100,7 @@ class RecordFile:
     path: Path
     records: list[dict[str, Any]]
     torn_tail: bool
+    logprobs: bool = True  # False: each completion's `logprobs` was left out (None)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records)
@@ -253,14 +255,62 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
                                  DAMAGED_FIX)
         counter.check(record, number, len(records))
         records.append(record)
-    return RecordFile(path=path, records=records, torn_tail=torn_tail)
+    return RecordFile(path=path, records=records, torn_tail=torn_tail, logprobs=logprobs)
 
 
-def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A request record as analysis reads it: typed, and only what analysis uses (`view`). The record's
+    fields are kit.record's; a field a record does not have (another procedure's) is None."""
+
+    pass_id: str
+    seq: int
+    unit: str | None
+    step: int | None
+    phase: str | None  # the reset phase (`cold`, `warm2`) or pinning phase (`calibration`, `cycle`, ...)
+    role: str | None  # pinning: the call's role in its pass
+    arm_index: int | None  # pinning: the call's index within its arm
+    measured: bool | None  # pinning: whether it sent the measured prompt
+    prompt_sha256: str
+    output_sha256: str | None
+    text: str  # completion.text ("" in a hash-only record)
+    emitted: tuple  # the emitted token ids where the engine gave them, else the token strings
+    cached_tokens: int | None
+    prompt_tokens: int | None
+    prefill_ms: float | None
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> RecordView:
+        completion = record.get("completion") or {}
+        ids = completion.get("token_ids")
+        return cls(pass_id=record["pass_id"], seq=record["seq"], unit=record.get("unit"), step=record.get("step"),
+                   phase=record.get("phase"), role=record.get("role"), arm_index=record.get("arm_index"),
+                   measured=record.get("measured"), prompt_sha256=record["prompt_sha256"],
+                   output_sha256=record.get("output_sha256"), text=completion.get("text") or "",
+                   emitted=tuple(ids) if ids is not None else tuple(completion.get("tokens") or ()),
+                   cached_tokens=completion.get("cached_tokens"), prompt_tokens=completion.get("prompt_tokens"),
+                   prefill_ms=completion.get("prefill_ms"))
+
+
+def read_views(path: Path) -> list[RecordView]:
+    """The request records of a file as `RecordView`s, read and checked as `read_records` reads them (without
+    their log-probabilities, which no view holds)."""
+    return [RecordView.of(record) for record in read_records(path, logprobs=False).records]
+
+
+def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]],
+              read: Mapping[Path, RecordFile] | None = None) -> dict[str, str]:
     """pass id -> why, for each pass the manifest says ended (OK or VOID) whose records file is torn,
     missing, or ends before the records the manifest counts. A file that holds a count other than the
     manifest's is read in full: a repeated or missing seq, or records beyond the count, raise
-    DamagedRecords naming the file (and line)."""
+    DamagedRecords naming the file (and line). `read`: files (by path) the caller has already read with
+    ``torn="report"``; their counts are taken from that read instead of reading them again."""
+    read = read or {}
+
+    def lines_of(path: Path) -> tuple[int, bool]:
+        got = read.get(path)
+        return (len(got.records), got.torn_tail) if got is not None else _count(path)
+
     found = {}
     for pass_id, info in passes.items():
         if info.get("status") not in ("OK", "VOID") or not info.get("file"):
@@ -269,27 +319,29 @@ def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str
         if not path.is_file():
             found[pass_id] = f"its records file {info['file']} is missing"
             continue
-        lines, torn_tail = _count(path)
+        lines, torn_tail = lines_of(path)
         counted = info.get("records")
         if torn_tail:
             found[pass_id] = f"{info['file']} ends inside a record (line {lines + 1} is torn)"
         elif isinstance(counted, int) and lines != counted:
-            read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
+            if path not in read:
+                read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
             if lines > counted:
                 raise DamagedRecords(f"{path} holds {lines} records but its pass {pass_id} ended with "
                                      f"{counted}", DAMAGED_FIX)
             found[pass_id] = f"{info['file']} holds {lines} of the {counted} records the manifest counts"
         episodes = info.get("episodes_file")
         if pass_id not in found and episodes and (run_dir / episodes).is_file():
-            lines, torn_tail = _count(run_dir / episodes)
+            lines, torn_tail = lines_of(run_dir / episodes)
             if torn_tail:
                 found[pass_id] = f"{episodes} ends inside an episode line (line {lines + 1} is torn)"
     return found
 
 
-def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]]) -> None:
+def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]],
+                  read: Mapping[Path, RecordFile] | None = None) -> None:
     """Refuse a run with a pass cut short (see `cut_short`), naming the pass and why."""
-    found = cut_short(run_dir, passes)
+    found = cut_short(run_dir, passes, read)
     if found:
         listed = "; ".join(f"pass {pass_id}: {why}" for pass_id, why in found.items())
         raise CutShort(f"{run_dir} has {len(found)} pass(es) cut short ({listed})",

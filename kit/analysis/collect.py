@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
 from kit.manifest import Manifest
-from kit.records import DamagedRecords, require_whole
+from kit.records import DamagedRecords, RecordFile, read_records, require_whole
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
 FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
@@ -69,6 +71,37 @@ class RunFolder:
     kind: str  # its findings family: "reset", "grid" or "sweep"
     ok_passes: dict[str, dict[str, Any]] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
+    read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
+
+    def records(self, file: str, logprobs: bool = True) -> list[dict[str, Any]]:
+        """The records of one of the run's files (`file` relative to the folder), each file read once while
+        `reading`: a file read without log-probabilities is read again only if they are asked for."""
+        path = self.path / file
+        got = self.read.get(path)
+        if got is None or (logprobs and not got.logprobs):
+            got = self.read[path] = read_records(path, logprobs, torn="report")
+        return got.records
+
+    @contextmanager
+    def reading(self, logprobs: dict[str, bool]) -> Iterator[RunFolder]:
+        """Read the records files of the OK passes named in `logprobs` (pass id -> keep log-probabilities?)
+        and their episodes files, each once; refuse the run if any pass is cut short
+        (kit.records.require_whole), counting those files from this read instead of reading them again;
+        then let analysis take their records from `records` until the block ends (they are dropped then)."""
+        try:
+            for pass_id, keep in logprobs.items():
+                info = self.ok_passes[pass_id]
+                self.records(str(info["file"]), keep)
+                if info.get("episodes_file") and (self.path / str(info["episodes_file"])).is_file():
+                    self.records(str(info["episodes_file"]))
+            self.require_whole()
+            yield self
+        finally:
+            self.read.clear()
+
+    def require_whole(self) -> None:
+        """Refuse the run if a pass is cut short (kit.records.require_whole; files already read count as read)."""
+        require_whole(self.path, self.manifest.get("passes") or {}, self.read)
 
     @property
     def run_id(self) -> str:
@@ -171,10 +204,10 @@ def family(path: Path, manifest: dict[str, Any]) -> str:
 
 def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
     """Read one run folder's manifest (or a cell's view of it) and split its passes into OK ones and
-    excluded ones."""
+    excluded ones. Its records are not read here: analysis reads each file once (`RunFolder.reading`),
+    and refuses a run with a pass cut short then."""
     manifest = manifest if manifest is not None else Manifest.load(path).data
     run = RunFolder(path=path, manifest=manifest, kind=family(path, manifest))
-    require_whole(path, manifest.get("passes") or {})
     for pass_id, info in (manifest.get("passes") or {}).items():
         file = path / str(info.get("file", ""))
         if info.get("status") == "OK" and info.get("file") and file.is_file():

@@ -4,6 +4,7 @@ requests in step order with what divergence and the mechanism need, and the pass
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ class Request:
     has_ids: bool
     cached_tokens: int | None
     top_k: int | None
-    logprobs: tuple | None  # one (token key, top-two margin) per log-probability record
+    logprobs: Margins | None  # one (token key, top-two margin) per log-probability record
     phase: str | None
     expect: str | None
     text: str
@@ -60,13 +61,35 @@ def _position(entry: dict[str, Any]) -> tuple[Any, float]:
             top_two_margin([float(t["logprob"]) for t in entry.get("top") or ()]))
 
 
+class Margins(Sequence):
+    """(token key, top-two margin) of each log-probability record of a completion, worked out as they
+    are visited (`_position`): the mechanism walks a request only to its first flip, and compares only
+    some of a pass's requests, so most positions are never needed."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: list[dict[str, Any]]):
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(map(_position, self._entries[index]))
+        return _position(self._entries[index])
+
+    def __iter__(self) -> Iterator[tuple[Any, float]]:
+        return map(_position, self._entries)
+
+
 def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
     completion = record.get("completion") or {}
     body = (record.get("request") or {}).get("body") or {}
     top_k = body.get("n_probs", body.get("logprobs"))
     logprobs = None
     if keep_logprobs:
-        logprobs = tuple(map(_position, completion.get("logprobs") or ()))
+        logprobs = Margins(completion.get("logprobs") or [])
     return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
                    strings=tuple(completion.get("tokens") or ()), has_ids=completion.get("token_ids") is not None,
                    cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
@@ -74,10 +97,14 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
                    text=completion.get("text") or "", outcome=completion.get("outcome"))
 
 
-def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False) -> PassData:
-    """Read a pass's records file; units keep the manifest's execution order (`order`)."""
+def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False,
+              records: Callable[[str, bool], list[dict[str, Any]]] | None = None) -> PassData:
+    """Read a pass's records file (through `records`, e.g. RunFolder.records, when given: file, keep
+    log-probabilities? -> its records); units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
-    for record in read_records(run_dir / info["file"], logprobs=keep_logprobs).records:
+    read = records(str(info["file"]), keep_logprobs) if records else \
+        read_records(run_dir / info["file"], logprobs=keep_logprobs).records
+    for record in read:
         rank = record.get("phase_index", record.get("step", 0))
         units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
     data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})
