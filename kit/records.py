@@ -55,8 +55,38 @@ _LOGPROBS_KEY = b'"logprobs":['
 _FINISH_KEY = b'"finish_reason":'
 
 
-def _loads_skimmed(line: bytes) -> Any:
-    """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe."""
+class DeferredLogprobs:
+    """A completion's `logprobs` array as its bytes, left unparsed by a read with ``logprobs="deferred"``
+    (parsing it is most of a record's read time, and analysis needs only some records' arrays): `load()`
+    parses it on first use, as the full read would have; a damaged array is refused then, naming its line."""
+
+    __slots__ = ("_raw", "_value", "_where")
+
+    def __init__(self, raw: bytes, where: str):
+        self._raw: bytes | None = raw
+        self._value: list[Any] | None = None
+        self._where = where
+
+    def load(self) -> list[Any] | None:
+        if self._raw is not None:
+            try:
+                self._value = _loads(self._raw)
+            except ValueError as exc:
+                raise DamagedRecords(f"{self._where}: completion.logprobs is not a valid JSON array "
+                                     f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
+            self._raw = None
+        return self._value
+
+
+def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
+    """A completion's `logprobs` as read: the array, parsed now if its read deferred it, or None."""
+    value = completion.get("logprobs")
+    return value.load() if isinstance(value, DeferredLogprobs) else value
+
+
+def _loads_skimmed(line: bytes, where: str | None = None) -> Any:
+    """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe; with
+    `where` (file:line), the array is kept as DeferredLogprobs instead of None."""
     begin = line.find(_LOGPROBS_KEY)
     # each key occurs once: its first occurrence is its last (searches that stop there, not counts of the line)
     if begin >= 0 and line.rfind(_LOGPROBS_KEY) == begin:
@@ -68,9 +98,11 @@ def _loads_skimmed(line: bytes) -> Any:
                 record = None
             completion = record.get("completion") if isinstance(record, dict) else None
             if isinstance(completion, dict) and "finish_reason" in completion and completion.get("logprobs", 0) is None:
+                if where is not None:
+                    completion["logprobs"] = DeferredLogprobs(line[begin + len(_LOGPROBS_KEY) - 1:end + 1], where)
                 return record
     record = _loads(line)
-    if isinstance(record, dict) and isinstance(record.get("completion"), dict):
+    if where is None and isinstance(record, dict) and isinstance(record.get("completion"), dict):
         record["completion"]["logprobs"] = None
     return record
 
@@ -100,7 +132,8 @@ class RecordFile:
     path: Path
     records: list[dict[str, Any]]
     torn_tail: bool
-    logprobs: bool = True  # False: each completion's `logprobs` was left out (None)
+    logprobs: bool | Literal["deferred"] = True  # False: each completion's `logprobs` was left out (None);
+    # "deferred": kept unparsed where the read could cut it out (DeferredLogprobs; read it with `logprobs_of`)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records)
@@ -227,12 +260,14 @@ class _Counter:
         raise DamagedRecords(f"{where} has seq {seq!r}; seq is the record's index in its pass, from 0", DAMAGED_FIX)
 
 
-def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
+def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
+                 torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
     """Read a records file, each record counted once (see the module docstring): a damaged line, a
     repeated or missing seq, an episode listed twice raise DamagedRecords naming file and line; a torn last
     line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
-    With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read)."""
-    parse = _loads if logprobs else _loads_skimmed
+    With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read); with
+    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it."""
+    parse = _loads if logprobs is True else _loads_skimmed
     lines, torn_tail = _lines(path.read_bytes())
     if torn_tail and torn == "refuse":
         raise CutShort(f"{path}:{len(lines) + 1} is a torn record (the file ends inside it: the run was killed "
@@ -240,7 +275,7 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
     records, counter = [], _Counter(path)
     for number, raw in enumerate(lines, start=1):
         try:
-            record = parse(raw)
+            record = parse(raw, f"{path}:{number}") if logprobs == "deferred" else parse(raw)
         except ValueError as exc:
             raise DamagedRecords(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
                                  DAMAGED_FIX) from exc

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kit.errors import KitError
 from kit.manifest import Manifest
@@ -62,6 +62,10 @@ def model_label(manifest: dict[str, Any]) -> str:
     return _FORMAT_RE.sub("", name).strip("-._") or name
 
 
+Logprobs = Literal[True, False, "deferred"]  # what a read keeps of each completion's logprobs (read_records)
+_DEPTH = {False: 0, "deferred": 1, True: 2}
+
+
 @dataclass
 class RunFolder:
     """One run folder: its manifest, what it holds, and which of its passes may be analysed."""
@@ -73,18 +77,19 @@ class RunFolder:
     void_passes: list[dict[str, Any]] = field(default_factory=list)
     read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
 
-    def records(self, file: str, logprobs: bool = True) -> list[dict[str, Any]]:
-        """The records of one of the run's files (`file` relative to the folder), each file read once while
-        `reading`: a file read without log-probabilities is read again only if they are asked for."""
+    def records(self, file: str, logprobs: Logprobs = True) -> list[dict[str, Any]]:
+        """The records of one of the run's files (`file` relative to the folder; `logprobs` as
+        kit.records.read_records takes it), each file read once while `reading`: a file is read again only
+        when a read keeps more log-probabilities than its first read did (False < "deferred" < True)."""
         path = self.path / file
         got = self.read.get(path)
-        if got is None or (logprobs and not got.logprobs):
+        if got is None or _DEPTH[logprobs] > _DEPTH[got.logprobs]:
             got = self.read[path] = read_records(path, logprobs, torn="report")
         return got.records
 
     @contextmanager
-    def reading(self, logprobs: dict[str, bool]) -> Iterator[RunFolder]:
-        """Read the records files of the OK passes named in `logprobs` (pass id -> keep log-probabilities?)
+    def reading(self, logprobs: dict[str, Logprobs]) -> Iterator[RunFolder]:
+        """Read the records files of the OK passes named in `logprobs` (pass id -> the log-probabilities to keep)
         and their episodes files, each once; refuse the run if any pass is cut short
         (kit.records.require_whole), counting those files from this read instead of reading them again;
         then let analysis take their records from `records` until the block ends (they are dropped then)."""
@@ -93,7 +98,7 @@ class RunFolder:
                 info = self.ok_passes[pass_id]
                 self.records(str(info["file"]), keep)
                 if info.get("episodes_file") and (self.path / str(info["episodes_file"])).is_file():
-                    self.records(str(info["episodes_file"]))
+                    self.records(str(info["episodes_file"]))  # no completions: read in full, as cheap
             self.require_whole()
             yield self
         finally:

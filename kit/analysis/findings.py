@@ -120,7 +120,7 @@ def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
     """One sweep folder's path divergence, and its mechanism positions when it is the canonical history
     of its format (or why there are none). Runs in a worker process."""
     on, off = sweep_findings.arm_passes(run)
-    with run.reading({p: canonical for p in (on, off) if p is not None}):
+    with run.reading({p: "deferred" if canonical else False for p in (on, off) if p is not None}):
         loaded = sweep_findings.load_cell_passes(run, keep_logprobs=canonical)
     cell = sweep_findings.cell_divergence(run, loaded)
     if not canonical or on is None or off is None:
@@ -165,7 +165,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
 def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
     order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
-    with run.reading({p: p == order[0] for p in order}):
+    with run.reading({p: "deferred" if p == order[0] else False for p in order}):
         sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0], records=run.records)
                     for p in order}
     try:
