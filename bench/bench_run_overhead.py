@@ -9,7 +9,7 @@ whole process from start to exit, the kit's CLI run with its imports, checks, ga
 and final table, and the bare loop (`--bare`), which imports httpx and POSTs the same bodies in the same
 order, reading each answer. Prints each pair and the median of the per-pair ratios (kit / bare).
 
-    PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3]
+    PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3] [--max-tokens N]
 
 Target: the median ratio at most 1.03.
 """
@@ -48,9 +48,9 @@ def timed(argv: list[str]) -> float:
     return time.monotonic() - started
 
 
-def kit_run(url: str, items: int, out: Path) -> list[str]:
+def kit_run(url: str, items: int, out: Path, max_tokens: int | None) -> list[str]:
     return [sys.executable, "-m", "kit.cli", "run", "reset", "--items", str(items), "--sessions", "1",
-            "--engine-url", url, "--out", str(out)]
+            "--engine-url", url, "--out", str(out), *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
 
 
 def recorded_requests(out: Path) -> list[tuple[str, dict]]:
@@ -67,6 +67,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="tokens per answer (default: protocols/reset.yaml's); a short cap times more pairs")
     parser.add_argument("--bare", nargs=2, metavar=("URL", "REQUESTS_JSON"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
@@ -81,20 +83,20 @@ def main() -> None:
                       threads=os.cpu_count() or 2, env=found.env)
     with tempfile.TemporaryDirectory() as tmp, NativeServer(spec, Path(tmp) / "server.log") as server:
         work = Path(tmp)
-        subprocess.run(kit_run(server.url, args.items, work / "first"), check=True, capture_output=True,
+        subprocess.run(kit_run(server.url, args.items, work / "first", args.max_tokens), check=True, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(HERE)})
         sent = recorded_requests(work / "first")
         (work / "requests.json").write_text(json.dumps(sent))
         bare_argv = [sys.executable, str(Path(__file__).resolve()), "--bare", server.url, str(work / "requests.json")]
         pairs = []
         for pair in range(args.pairs):
-            sides = {"kit": kit_run(server.url, args.items, work / f"kit-{pair}"), "bare": bare_argv}
+            sides = {"kit": kit_run(server.url, args.items, work / f"kit-{pair}", args.max_tokens), "bare": bare_argv}
             times = {name: timed(sides[name]) for name in (("kit", "bare") if pair % 2 == 0 else ("bare", "kit"))}
             pairs.append(times)
             print(json.dumps({"pair": pair + 1, "kit_s": round(times["kit"], 2), "bare_s": round(times["bare"], 2),
                               "ratio": round(times["kit"] / times["bare"], 3)}), flush=True)
     ratios = [p["kit"] / p["bare"] for p in pairs]
-    print(json.dumps({"items": args.items, "requests": len(sent), "pairs": len(pairs), "cpus": os.cpu_count(),
+    print(json.dumps({"items": args.items, "max_tokens": args.max_tokens, "requests": len(sent), "pairs": len(pairs), "cpus": os.cpu_count(),
                       "kit_median_s": round(statistics.median(p["kit"] for p in pairs), 2),
                       "bare_median_s": round(statistics.median(p["bare"] for p in pairs), 2),
                       "median_ratio": round(statistics.median(ratios), 3)}, indent=1))
