@@ -146,3 +146,19 @@ def test_a_view_is_read_from_a_checked_file_only(tmp_path):
     path.write_text("\n".join([lines[0], json.dumps(record), lines[2]]) + "\n")
     with pytest.raises(ConfigError, match=r"p\.jsonl:2: output_sha256 .* is not the sha256"):
         read_views(path)
+
+
+def _square_logged(x, log):
+    with open(log, "a") as fh:
+        fh.write(f"{x}\n")
+    return x * x
+
+
+def test_parallel_map_starts_the_costliest_first_and_keeps_the_input_order(tmp_path):
+    from kit.analysis.parallel import parallel_map
+
+    log = tmp_path / "started"
+    items = [(n, log) for n in (1, 9, 3, 7, 5)]
+    assert parallel_map(_square_logged, items, workers=2, cost=lambda x, _: x) == [1, 81, 9, 49, 25]
+    started = log.read_text().split()
+    assert set(started[:2]) == {"9", "7"} and sorted(started) == ["1", "3", "5", "7", "9"]

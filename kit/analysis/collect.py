@@ -104,6 +104,10 @@ class RunFolder:
         finally:
             self.read.clear()
 
+    def bytes_to_read(self, *_: Any) -> int:
+        """The size of the OK passes' records files: what analysing the run reads (a cost for parallel_map)."""
+        return sum((self.path / str(info["file"])).stat().st_size for info in self.ok_passes.values())
+
     def require_whole(self) -> None:
         """Refuse the run if a pass is cut short (kit.records.require_whole; files already read count as read)."""
         require_whole(self.path, self.manifest.get("passes") or {}, self.read)

@@ -76,7 +76,8 @@ def _grid(collection: Collection, settings: Settings, timer: Timer, findings: di
         return
     started = time.perf_counter()
     read = parallel_map(_grid_run, [(run, settings.block_bootstrap_replicates, settings.seed)
-                                    for run in collection.of_kind("grid")], _workers(settings))
+                                    for run in collection.of_kind("grid")], _workers(settings),
+                        cost=RunFolder.bytes_to_read)
     grid = [found for found, _ in read]
     findings["grid"] = grid
     findings["tables"]["III"] = grid_findings.table_iii(grid)
@@ -140,7 +141,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
     for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
         canonical.setdefault(run.format, run)
     jobs = [(run, canonical.get(run.format) is run) for run in runs]
-    read = parallel_map(_sweep_cell, jobs, _workers(settings))
+    read = parallel_map(_sweep_cell, jobs, _workers(settings), cost=RunFolder.bytes_to_read)
     cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
     positions: dict[str, mechanism.Positions] = {}
     skipped: list = []
@@ -182,7 +183,7 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: d
     started = time.perf_counter()
     usable = [run for run in runs if run.ok_passes]
     skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
-    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings))
+    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings), cost=RunFolder.bytes_to_read)
     findings["tables"]["IV"] = {"rows": [r[0] for r in read], "skipped": list(skipped)}
     findings["tables"]["VII"] = {"rows": [r[1] for r in read], "skipped": list(skipped)}
     positions: dict[str, mechanism.Positions] = {}
