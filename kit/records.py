@@ -48,9 +48,9 @@ def _loads(line: bytes) -> Any:
 
 # Skimming: completion.logprobs is most of a record's parse time, and most analysis steps need only the
 # emitted tokens. The kit writes a completion's `logprobs` directly followed by its `finish_reason` (the
-# NormalizedCompletion field order), so the array can be cut out before parsing. Both keys must occur exactly once in
-# the line (a quote inside a JSON string is escaped, so these bytes cannot occur inside a string) and the
-# parse must find `finish_reason` in the completion; any other line is parsed in full.
+# NormalizedCompletion field order), so the array can be cut out before parsing. `logprobs` must occur once in the
+# line and `finish_reason` once after it (a quote inside a JSON string is escaped, so these bytes cannot occur inside
+# a string), and the parse must find `finish_reason` in the completion; any other line is parsed in full.
 _LOGPROBS_KEY = b'"logprobs":['
 _FINISH_KEY = b'"finish_reason":'
 
@@ -88,10 +88,11 @@ def _loads_skimmed(line: bytes, where: str | None = None) -> Any:
     """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe; with
     `where` (file:line), the array is kept as DeferredLogprobs instead of None."""
     begin = line.find(_LOGPROBS_KEY)
-    # each key occurs once: its first occurrence is its last (searches that stop there, not counts of the line)
+    # `logprobs` occurs once, and `finish_reason` once from there on (a key before the completion's array cannot
+    # move the cut): searches that stop at the occurrence, not counts over the whole line
     if begin >= 0 and line.rfind(_LOGPROBS_KEY) == begin:
         end = line.find(b"]," + _FINISH_KEY, begin)
-        if end >= 0 and line.find(_FINISH_KEY) == end + 2 == line.rfind(_FINISH_KEY):
+        if end >= 0 and line.find(_FINISH_KEY, begin) == end + 2 == line.rfind(_FINISH_KEY):
             try:
                 record = orjson.loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
             except ValueError:
