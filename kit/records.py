@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, TypeVar
+from typing import Any, Iterator, Literal, Mapping, TypeVar
 
 import orjson
 
@@ -48,28 +48,62 @@ def _loads(line: bytes) -> Any:
 
 # Skimming: completion.logprobs is most of a record's parse time, and most analysis steps need only the
 # emitted tokens. The kit writes a completion's `logprobs` directly followed by its `finish_reason` (the
-# NormalizedCompletion field order), so the array can be cut out before parsing. Both keys must occur exactly once in
-# the line (a quote inside a JSON string is escaped, so these bytes cannot occur inside a string) and the
-# parse must find `finish_reason` in the completion; any other line is parsed in full.
+# NormalizedCompletion field order), so the array can be cut out before parsing. `logprobs` must occur once in the
+# line and `finish_reason` once after it (a quote inside a JSON string is escaped, so these bytes cannot occur inside
+# a string), and the parse must find `finish_reason` in the completion; any other line is parsed in full.
 _LOGPROBS_KEY = b'"logprobs":['
 _FINISH_KEY = b'"finish_reason":'
 
 
-def _loads_skimmed(line: bytes) -> Any:
-    """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe."""
-    if line.count(_LOGPROBS_KEY) == 1 and line.count(_FINISH_KEY) == 1:
-        begin = line.find(_LOGPROBS_KEY)
+class DeferredLogprobs:
+    """A completion's `logprobs` array as its bytes, left unparsed by a read with ``logprobs="deferred"``
+    (parsing it is most of a record's read time, and analysis needs only some records' arrays): `load()`
+    parses it on first use, as the full read would have; a damaged array is refused then, naming its line."""
+
+    __slots__ = ("_raw", "_value", "_where")
+
+    def __init__(self, raw: bytes, where: str):
+        self._raw: bytes | None = raw
+        self._value: list[Any] | None = None
+        self._where = where
+
+    def load(self) -> list[Any] | None:
+        if self._raw is not None:
+            try:
+                self._value = _loads(self._raw)
+            except ValueError as exc:
+                raise DamagedRecords(f"{self._where}: completion.logprobs is not a valid JSON array "
+                                     f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
+            self._raw = None
+        return self._value
+
+
+def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
+    """A completion's `logprobs` as read: the array, parsed now if its read deferred it, or None."""
+    value = completion.get("logprobs")
+    return value.load() if isinstance(value, DeferredLogprobs) else value
+
+
+def _loads_skimmed(line: bytes, where: str | None = None) -> Any:
+    """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe; with
+    `where` (file:line), the array is kept as DeferredLogprobs instead of None."""
+    begin = line.find(_LOGPROBS_KEY)
+    # `logprobs` occurs once, and `finish_reason` once from there on (a key before the completion's array cannot
+    # move the cut): searches that stop at the occurrence, not counts over the whole line
+    if begin >= 0 and line.rfind(_LOGPROBS_KEY) == begin:
         end = line.find(b"]," + _FINISH_KEY, begin)
-        if end >= 0:
+        if end >= 0 and line.find(_FINISH_KEY, begin) == end + 2 == line.rfind(_FINISH_KEY):
             try:
                 record = orjson.loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
             except ValueError:
                 record = None
             completion = record.get("completion") if isinstance(record, dict) else None
             if isinstance(completion, dict) and "finish_reason" in completion and completion.get("logprobs", 0) is None:
+                if where is not None:
+                    completion["logprobs"] = DeferredLogprobs(line[begin + len(_LOGPROBS_KEY) - 1:end + 1], where)
                 return record
     record = _loads(line)
-    if isinstance(record, dict) and isinstance(record.get("completion"), dict):
+    if where is None and isinstance(record, dict) and isinstance(record.get("completion"), dict):
         record["completion"]["logprobs"] = None
     return record
 
@@ -99,6 +133,8 @@ class RecordFile:
     path: Path
     records: list[dict[str, Any]]
     torn_tail: bool
+    logprobs: bool | Literal["deferred"] = True  # False: each completion's `logprobs` was left out (None);
+    # "deferred": kept unparsed where the read could cut it out (DeferredLogprobs; read it with `logprobs_of`)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records)
@@ -225,12 +261,13 @@ class _Counter:
         raise DamagedRecords(f"{where} has seq {seq!r}; seq is the record's index in its pass, from 0", DAMAGED_FIX)
 
 
-def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
+def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
+                 torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
     """Read a records file, each record counted once (see the module docstring): a damaged line, a
     repeated or missing seq, an episode listed twice raise DamagedRecords naming file and line; a torn last
     line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
-    With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read)."""
-    parse = _loads if logprobs else _loads_skimmed
+    With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read); with
+    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it."""
     lines, torn_tail = _lines(path.read_bytes())
     if torn_tail and torn == "refuse":
         raise CutShort(f"{path}:{len(lines) + 1} is a torn record (the file ends inside it: the run was killed "
@@ -239,7 +276,8 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
     counter = _Counter(path)
     for number, raw in enumerate(lines, start=1):
         try:
-            record = parse(raw)
+            record = (_loads(raw) if logprobs is True
+                      else _loads_skimmed(raw, f"{path}:{number}" if logprobs == "deferred" else None))
         except ValueError as exc:
             raise DamagedRecords(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
                                  DAMAGED_FIX) from exc
@@ -254,14 +292,62 @@ def read_records(path: Path, logprobs: bool = True, *, torn: Literal["refuse", "
                                  DAMAGED_FIX)
         counter.check(record, number, len(records))
         records.append(record)
-    return RecordFile(path=path, records=records, torn_tail=torn_tail)
+    return RecordFile(path=path, records=records, torn_tail=torn_tail, logprobs=logprobs)
 
 
-def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A request record as analysis reads it: typed, and only what analysis uses (`view`). The record's
+    fields are kit.record's; a field a record does not have (another procedure's) is None."""
+
+    pass_id: str
+    seq: int
+    unit: str | None
+    step: int | None
+    phase: str | None  # the reset phase (`cold`, `warm2`) or pinning phase (`calibration`, `cycle`, ...)
+    role: str | None  # pinning: the call's role in its pass
+    arm_index: int | None  # pinning: the call's index within its arm
+    measured: bool | None  # pinning: whether it sent the measured prompt
+    prompt_sha256: str
+    output_sha256: str | None
+    text: str  # completion.text ("" in a hash-only record)
+    emitted: tuple  # the emitted token ids where the engine gave them, else the token strings
+    cached_tokens: int | None
+    prompt_tokens: int | None
+    prefill_ms: float | None
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> RecordView:
+        completion = record.get("completion") or {}
+        ids = completion.get("token_ids")
+        return cls(pass_id=record["pass_id"], seq=record["seq"], unit=record.get("unit"), step=record.get("step"),
+                   phase=record.get("phase"), role=record.get("role"), arm_index=record.get("arm_index"),
+                   measured=record.get("measured"), prompt_sha256=record["prompt_sha256"],
+                   output_sha256=record.get("output_sha256"), text=completion.get("text") or "",
+                   emitted=tuple(ids) if ids is not None else tuple(completion.get("tokens") or ()),
+                   cached_tokens=completion.get("cached_tokens"), prompt_tokens=completion.get("prompt_tokens"),
+                   prefill_ms=completion.get("prefill_ms"))
+
+
+def read_views(path: Path) -> list[RecordView]:
+    """The request records of a file as `RecordView`s, read and checked as `read_records` reads them (without
+    their log-probabilities, which no view holds)."""
+    return [RecordView.of(record) for record in read_records(path, logprobs=False).records]
+
+
+def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]],
+              read: Mapping[Path, RecordFile] | None = None) -> dict[str, str]:
     """pass id -> why, for each pass the manifest says ended (OK or VOID) whose records file is torn,
     missing, or ends before the records the manifest counts. A file that holds a count other than the
     manifest's is read in full: a repeated or missing seq, or records beyond the count, raise
-    DamagedRecords naming the file (and line)."""
+    DamagedRecords naming the file (and line). `read`: files (by path) the caller has already read with
+    ``torn="report"``; their counts are taken from that read instead of reading them again."""
+    read = read or {}
+
+    def lines_of(path: Path) -> tuple[int, bool]:
+        got = read.get(path)
+        return (len(got.records), got.torn_tail) if got is not None else _count(path)
+
     found = {}
     for pass_id, info in passes.items():
         if info.get("status") not in ("OK", "VOID") or not info.get("file"):
@@ -270,27 +356,29 @@ def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]]) -> dict[str, str
         if not path.is_file():
             found[pass_id] = f"its records file {info['file']} is missing"
             continue
-        lines, torn_tail = _count(path)
+        lines, torn_tail = lines_of(path)
         counted = info.get("records")
         if torn_tail:
             found[pass_id] = f"{info['file']} ends inside a record (line {lines + 1} is torn)"
         elif isinstance(counted, int) and lines != counted:
-            read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
+            if path not in read:
+                read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
             if lines > counted:
                 raise DamagedRecords(f"{path} holds {lines} records but its pass {pass_id} ended with "
                                      f"{counted}", DAMAGED_FIX)
             found[pass_id] = f"{info['file']} holds {lines} of the {counted} records the manifest counts"
         episodes = info.get("episodes_file")
         if pass_id not in found and episodes and (run_dir / episodes).is_file():
-            lines, torn_tail = _count(run_dir / episodes)
+            lines, torn_tail = lines_of(run_dir / episodes)
             if torn_tail:
                 found[pass_id] = f"{episodes} ends inside an episode line (line {lines + 1} is torn)"
     return found
 
 
-def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]]) -> None:
+def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]],
+                  read: Mapping[Path, RecordFile] | None = None) -> None:
     """Refuse a run with a pass cut short (see `cut_short`), naming the pass and why."""
-    found = cut_short(run_dir, passes)
+    found = cut_short(run_dir, passes, read)
     if found:
         listed = "; ".join(f"pass {pass_id}: {why}" for pass_id, why in found.items())
         raise CutShort(f"{run_dir} has {len(found)} pass(es) cut short ({listed})",

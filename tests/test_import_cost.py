@@ -27,3 +27,29 @@ def imported_roots(module: str) -> set[str]:
 def test_importing_it_loads_no_statistics_plotting_or_ui_library(module):
     loaded = imported_roots(module)
     assert not loaded & set(HEAVY), f"import {module} loads {sorted(loaded & set(HEAVY))}"
+
+
+@pytest.mark.parametrize("module", ["kit.stats", "kit.stats.intervals"])
+def test_a_wilson_interval_loads_no_scipy(module):
+    """A run writes its final table with a Wilson interval (kit.stats.intervals): importing the statistics
+    package, or that module, must not load scipy (the GLMM and bootstrap modules do, about 2 s)."""
+    loaded = imported_roots(f"{module}; from kit.stats import rate_interval, wilson_interval")
+    assert not loaded & set(HEAVY), f"import {module} loads {sorted(loaded & set(HEAVY))}"
+
+
+def test_a_reset_runs_final_table_loads_no_scipy_stats():
+    """The restored-state control's table (kit.analysis.reset_table) adds an exact McNemar test: it takes
+    scipy.special's binomial kernel, never scipy.stats."""
+    code = ("import json, sys; from kit.analysis import reset_table; from kit.stats import exact_mcnemar; "
+            "exact_mcnemar(3, 9); print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy.stats'))))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+
+
+def test_the_statistics_names_still_load_on_use():
+    code = ("import sys, kit.stats as s; assert 'kit.stats.glmm' not in sys.modules; "
+            "assert callable(s.fit_random_intercept_logit) and 'scipy' in sys.modules; "
+            "assert set(s.__all__) <= set(dir(s))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kit.errors import KitError
 from kit.manifest import Manifest
-from kit.records import DamagedRecords, require_whole
+from kit.records import DamagedRecords, RecordFile, read_records, require_whole
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
 FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
@@ -60,6 +62,10 @@ def model_label(manifest: dict[str, Any]) -> str:
     return _FORMAT_RE.sub("", name).strip("-._") or name
 
 
+Logprobs = Literal[True, False, "deferred"]  # what a read keeps of each completion's logprobs (read_records)
+_DEPTH = {False: 0, "deferred": 1, True: 2}
+
+
 @dataclass
 class RunFolder:
     """One run folder: its manifest, what it holds, and which of its passes may be analysed."""
@@ -69,6 +75,42 @@ class RunFolder:
     kind: str  # its findings family: "reset", "grid" or "sweep"
     ok_passes: dict[str, dict[str, Any]] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
+    read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
+
+    def records(self, file: str, logprobs: Logprobs = True) -> list[dict[str, Any]]:
+        """The records of one of the run's files (`file` relative to the folder; `logprobs` as
+        kit.records.read_records takes it), each file read once while `reading`: a file is read again only
+        when a read keeps more log-probabilities than its first read did (False < "deferred" < True)."""
+        path = self.path / file
+        got = self.read.get(path)
+        if got is None or _DEPTH[logprobs] > _DEPTH[got.logprobs]:
+            got = self.read[path] = read_records(path, logprobs, torn="report")
+        return got.records
+
+    @contextmanager
+    def reading(self, logprobs: dict[str, Logprobs]) -> Iterator[RunFolder]:
+        """Read the records files of the OK passes named in `logprobs` (pass id -> the log-probabilities to keep)
+        and their episodes files, each once; refuse the run if any pass is cut short
+        (kit.records.require_whole), counting those files from this read instead of reading them again;
+        then let analysis take their records from `records` until the block ends (they are dropped then)."""
+        try:
+            for pass_id, keep in logprobs.items():
+                info = self.ok_passes[pass_id]
+                self.records(str(info["file"]), keep)
+                if info.get("episodes_file") and (self.path / str(info["episodes_file"])).is_file():
+                    self.records(str(info["episodes_file"]))  # no completions: read in full, as cheap
+            self.require_whole()
+            yield self
+        finally:
+            self.read.clear()
+
+    def bytes_to_read(self, *_: Any) -> int:
+        """The size of the OK passes' records files: what analysing the run reads (a cost for parallel_map)."""
+        return sum((self.path / str(info["file"])).stat().st_size for info in self.ok_passes.values())
+
+    def require_whole(self) -> None:
+        """Refuse the run if a pass is cut short (kit.records.require_whole; files already read count as read)."""
+        require_whole(self.path, self.manifest.get("passes") or {}, self.read)
 
     @property
     def run_id(self) -> str:
@@ -171,10 +213,10 @@ def family(path: Path, manifest: dict[str, Any]) -> str:
 
 def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
     """Read one run folder's manifest (or a cell's view of it) and split its passes into OK ones and
-    excluded ones."""
+    excluded ones. Its records are not read here: analysis reads each file once (`RunFolder.reading`),
+    and refuses a run with a pass cut short then."""
     manifest = manifest if manifest is not None else Manifest.load(path).data
     run = RunFolder(path=path, manifest=manifest, kind=family(path, manifest))
-    require_whole(path, manifest.get("passes") or {})
     for pass_id, info in (manifest.get("passes") or {}).items():
         file = path / str(info.get("file", ""))
         if info.get("status") == "OK" and info.get("file") and file.is_file():

@@ -21,6 +21,7 @@ from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
 from kit.records import read_records
+from kit.stats import MODULES as STATS_MODULES
 from kit.terminal_text import one_line
 
 
@@ -47,31 +48,35 @@ class Timer:
         self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
 
-def _mechanism_for_grid(run: RunFolder, positions: dict[str, mechanism.Positions], skipped: list) -> None:
+def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
+    """The run's mechanism positions (hit path on1, recompute path off1), or why there are none."""
     if run.top_logprobs is not None and run.top_logprobs < 2:
-        skipped.append({"run": run.run_id, "reason": f"top-{run.top_logprobs} log-probabilities: the top-two "
-                                                     "margin needs top-2 or deeper"})
-        return
+        return f"top-{run.top_logprobs} log-probabilities: the top-two margin needs top-2 or deeper"
     if "on1" not in run.ok_passes or "off1" not in run.ok_passes:
-        skipped.append({"run": run.run_id, "reason": "mechanism needs OK passes on1 and off1"})
-        return
-    hit = load_pass(run.path, "on1", run.ok_passes["on1"], keep_logprobs=True)
-    recompute = load_pass(run.path, "off1", run.ok_passes["off1"], keep_logprobs=True)
+        return "mechanism needs OK passes on1 and off1"
+    hit = load_pass(run.path, "on1", run.ok_passes["on1"], keep_logprobs=True, records=run.records)
+    recompute = load_pass(run.path, "off1", run.ok_passes["off1"], keep_logprobs=True, records=run.records)
     try:
-        found = mechanism.pass_positions(hit, recompute)
+        return mechanism.pass_positions(hit, recompute)
     except mechanism.MechanismSkip as exc:
-        skipped.append({"run": run.run_id, "reason": str(exc)})
-        return
-    positions.setdefault(run.format, mechanism.Positions()).extend(found)
+        return str(exc)
+
+
+def _grid_run(run: RunFolder, replicates: int, seed: int) -> tuple[dict[str, Any], mechanism.Positions | str]:
+    """One grid run's findings and mechanism positions (or why none), each records file read once. Runs in
+    a worker process."""
+    with run.reading({pass_id: True for pass_id in run.ok_passes}):
+        return grid_findings.grid_run_findings(run, replicates, seed), _mechanism_for_grid(run)
 
 
 def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
     if not collection.of_kind("grid"):
         return
     started = time.perf_counter()
-    grid = parallel_map(grid_findings.grid_run_findings,
-                        [(run, settings.block_bootstrap_replicates, settings.seed) for run in collection.of_kind("grid")],
-                        _workers(settings))
+    read = parallel_map(_grid_run, [(run, settings.block_bootstrap_replicates, settings.seed)
+                                    for run in collection.of_kind("grid")], _workers(settings),
+                        cost=RunFolder.bytes_to_read)
+    grid = [found for found, _ in read]
     findings.grid = [GridRun.model_validate(g) for g in grid]
     findings.tables["III"] = Table.model_validate(grid_findings.table_iii(grid))
     findings.tables["V"] = Table.model_validate(grid_findings.table_v(grid))
@@ -83,10 +88,18 @@ def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Fi
     started = time.perf_counter()
     positions: dict[str, mechanism.Positions] = {}
     skipped: list = []
-    for run in collection.of_kind("grid"):
-        _mechanism_for_grid(run, positions, skipped)
+    for run, (_, found) in zip(collection.of_kind("grid"), read):
+        if isinstance(found, str):
+            skipped.append({"run": run.run_id, "reason": found})
+        else:
+            positions.setdefault(run.format, mechanism.Positions()).extend(found)
     _mechanism_block(findings, "grid", positions, skipped, settings)
     timer.add("grid: mechanism", started)
+
+
+def _read_by_a_kind(run: RunFolder) -> bool:
+    """Whether `_grid`, `_sweep` or `_reset` read the run's records (and check it is whole as they do)."""
+    return run.kind in ("grid", "sweep") or (run.kind == "reset" and bool(run.ok_passes))
 
 
 def _workers(settings: Settings) -> int:
@@ -106,9 +119,10 @@ def _mechanism_block(findings: Findings, source: str, positions: dict[str, mecha
 def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
     """One sweep folder's path divergence, and its mechanism positions when it is the canonical history
     of its format (or why there are none). Runs in a worker process."""
-    loaded = sweep_findings.load_cell_passes(run, keep_logprobs=canonical)
-    cell = sweep_findings.cell_divergence(run, loaded)
     on, off = sweep_findings.arm_passes(run)
+    with run.reading({p: "deferred" if canonical else False for p in (on, off) if p is not None}):
+        loaded = sweep_findings.load_cell_passes(run, keep_logprobs=canonical)
+    cell = sweep_findings.cell_divergence(run, loaded)
     if not canonical or on is None or off is None:
         return cell, None
     try:
@@ -126,7 +140,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: F
     for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
         canonical.setdefault(run.format, run)
     jobs = [(run, canonical.get(run.format) is run) for run in runs]
-    read = parallel_map(_sweep_cell, jobs, _workers(settings))
+    read = parallel_map(_sweep_cell, jobs, _workers(settings), cost=RunFolder.bytes_to_read)
     cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
     positions: dict[str, mechanism.Positions] = {}
     skipped: list = []
@@ -150,7 +164,9 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: F
 def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
     order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
-    sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0]) for p in order}
+    with run.reading({p: "deferred" if p == order[0] else False for p in order}):
+        sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0], records=run.records)
+                    for p in order}
     try:
         found: Any = mechanism.item_positions(sessions[order[0]])
     except mechanism.MechanismSkip as exc:
@@ -165,7 +181,7 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: F
     started = time.perf_counter()
     usable = [run for run in runs if run.ok_passes]
     skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
-    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings))
+    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings), cost=RunFolder.bytes_to_read)
     findings.tables["IV"] = Table(rows=[r[0] for r in read], skipped=list(skipped))
     findings.tables["VII"] = Table(rows=[r[1] for r in read], skipped=list(skipped))
     positions: dict[str, mechanism.Positions] = {}
@@ -217,10 +233,13 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
     started = time.perf_counter()
-    import_before_forking("kit.stats", "arch.bootstrap")
+    import_before_forking(*STATS_MODULES, "arch.bootstrap")
     timer.add("import the statistics modules", started)
     started = time.perf_counter()
     collection = collect(paths)
+    for run in collection.runs:
+        if not _read_by_a_kind(run):
+            run.require_whole()  # the others are refused where their records are read (RunFolder.reading)
     timer.add("recognise run folders", started)
     findings = Findings.model_validate({
         "schema": SCHEMA, "created": now(), "settings": asdict(settings),

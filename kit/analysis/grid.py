@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence, leve
 from kit.manifest import Manifest
 from kit.records import read_records
 
+Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
                 "path": (("on", 1), ("off", 1))}
 
@@ -56,13 +58,16 @@ def _emitted(requests: list[dict], level: str) -> list[dict]:
     return [{**r, "emitted": list(r[key])} for r in requests]
 
 
-def load_pass(run_dir: Path, info: dict[str, Any]) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
-    """(requests per episode in step order, episode records, episode execution order) of one pass."""
+def load_pass(run_dir: Path, info: dict[str, Any], records: Reader | None = None,
+              ) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
+    """(requests per episode in step order, episode records, episode execution order) of one pass, read
+    through `records` (e.g. RunFolder.records: file -> its records) when given."""
+    read = records or (lambda file: read_records(run_dir / file).records)
     requests: dict[str, list[dict]] = defaultdict(list)
-    for record in read_records(run_dir / info["file"]).records:
+    for record in read(info["file"]):
         if record.get("action") != "sentinel":
             requests[record["unit"]].append(_request(record))
-    episodes = {r["unit"]: r for r in read_records(run_dir / info["episodes_file"]).records}
+    episodes = {r["unit"]: r for r in read(info["episodes_file"])}
     order = [unit for unit in info.get("order", []) if unit in episodes]
     return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
 
@@ -128,11 +133,13 @@ def _repeat(pass_id: str) -> int:
     return int(found.group(1)) if found else 1
 
 
-def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run)."""
+def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None,
+               records: Reader | None = None) -> dict[str, Any]:
+    """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run), their
+    records read through `records` when given (see `load_pass`)."""
     manifest = Manifest.load(run_dir)
     infos = infos if infos is not None else manifest.data.get("passes", {})
-    loaded = {pid: load_pass(run_dir, info) for pid, info in infos.items()
+    loaded = {pid: load_pass(run_dir, info, records) for pid, info in infos.items()
               if info.get("status") == "OK" and (run_dir / info["file"]).exists()}
     table: dict[str, Any] = {
         "table": "grid", "run_id": manifest.run_id,

@@ -27,10 +27,11 @@ def _indicators(comparison: dict[str, Any], order: list[str]) -> tuple[list[str]
 
 
 def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, Any]:
-    """One grid run: each comparison with counts, Wilson and dependence-aware intervals."""
+    """One grid run: each comparison with counts, Wilson and dependence-aware intervals (its records
+    read through RunFolder.records: once each, within `RunFolder.reading`)."""
     from kit.stats import dependence_aware_interval  # noqa: PLC0415
 
-    table = grid_results.grid_table(run.path, run.manifest.get("passes") or {})
+    table = grid_results.grid_table(run.path, run.manifest.get("passes") or {}, run.records)
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
                            "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),

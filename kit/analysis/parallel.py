@@ -30,9 +30,16 @@ def import_before_forking(*modules: str) -> None:
         importlib.import_module(name)
 
 
-def parallel_map(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
-    """[fn(*item) for item in items], computed in up to `workers` processes."""
+def parallel_map(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], workers: int,
+                 cost: Callable[..., float] | None = None) -> list[T]:
+    """[fn(*item) for item in items], computed in up to `workers` processes. With `cost` (of an item's
+    arguments, e.g. the bytes it reads), the costliest items start first, so that no long one is left
+    running alone at the end; the results keep the input order either way."""
     if workers <= 1 or len(items) <= 1:
         return [fn(*item) for item in items]
+    order = sorted(range(len(items)), key=lambda i: -cost(*items[i])) if cost else list(range(len(items)))
+    results: list[Any] = [None] * len(items)
     with ProcessPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        return list(pool.map(fn, *zip(*items)))
+        for index, result in zip(order, pool.map(fn, *zip(*(items[i] for i in order)))):
+            results[index] = result
+    return results

@@ -4,12 +4,13 @@ requests in step order with what divergence and the mechanism need, and the pass
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
-from kit.records import read_records
+from kit.records import logprobs_of, read_records
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Request:
     has_ids: bool
     cached_tokens: int | None
     top_k: int | None
-    logprobs: tuple | None  # one (token key, top-two margin) per log-probability record
+    logprobs: Margins | None  # one (token key, top-two margin) per log-probability record
     phase: str | None
     expect: str | None
     text: str
@@ -60,13 +61,43 @@ def _position(entry: dict[str, Any]) -> tuple[Any, float]:
             top_two_margin([float(t["logprob"]) for t in entry.get("top") or ()]))
 
 
+class Margins(Sequence):
+    """(token key, top-two margin) of each log-probability record of a completion, parsed (when its read
+    deferred them: kit.records.logprobs_of) and worked out as they are visited (`_position`): the
+    mechanism compares only some of a pass's requests, and walks each only to its first flip."""
+
+    __slots__ = ("_completion", "_entries")
+
+    def __init__(self, completion: dict[str, Any]):
+        self._completion: dict[str, Any] | None = completion
+        self._entries: list[dict[str, Any]] = []
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        if self._completion is not None:
+            self._entries = logprobs_of(self._completion) or []
+            self._completion = None
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(map(_position, self.entries[index]))
+        return _position(self.entries[index])
+
+    def __iter__(self) -> Iterator[tuple[Any, float]]:
+        return map(_position, self.entries)
+
+
 def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
     completion = record.get("completion") or {}
     body = (record.get("request") or {}).get("body") or {}
     top_k = body.get("n_probs", body.get("logprobs"))
     logprobs = None
     if keep_logprobs:
-        logprobs = tuple(map(_position, completion.get("logprobs") or ()))
+        logprobs = Margins(completion)
     return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
                    strings=tuple(completion.get("tokens") or ()), has_ids=completion.get("token_ids") is not None,
                    cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
@@ -74,10 +105,14 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
                    text=completion.get("text") or "", outcome=completion.get("outcome"))
 
 
-def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False) -> PassData:
-    """Read a pass's records file; units keep the manifest's execution order (`order`)."""
+def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False,
+              records: Callable[[str, Any], list[dict[str, Any]]] | None = None) -> PassData:
+    """Read a pass's records file (through `records`, e.g. RunFolder.records, when given: file, keep
+    log-probabilities? -> its records); units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
-    for record in read_records(run_dir / info["file"], logprobs=keep_logprobs).records:
+    keep = "deferred" if keep_logprobs else False
+    read = records(str(info["file"]), keep) if records else read_records(run_dir / info["file"], logprobs=keep).records
+    for record in read:
         rank = record.get("phase_index", record.get("step", 0))
         units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
     data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})

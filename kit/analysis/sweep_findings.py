@@ -153,7 +153,7 @@ def _rate(cell: dict[str, Any]) -> dict[str, Any]:
 
 def load_cell_passes(run: RunFolder, keep_logprobs: bool) -> dict[str, PassData]:
     on, off = arm_passes(run)
-    return {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs) for p in (on, off) if p is not None}
+    return {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs, run.records) for p in (on, off) if p is not None}
 
 
 def table_vi(result: SweepFindings) -> Table:

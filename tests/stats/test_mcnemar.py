@@ -46,3 +46,15 @@ def test_paired_counts_discordant_pairs():
 def test_negative_counts_rejected():
     with pytest.raises(StatsInputError):
         exact_mcnemar(-1, 2)
+
+
+def test_the_binomial_cdf_is_scipy_stats_own_to_the_last_bit():
+    """exact_mcnemar computes binom.cdf without importing scipy.stats; its p must stay the very float
+    scipy.stats gives (findings and run results are compared byte for byte), for every k and n it takes."""
+    from scipy.stats import binom
+
+    from kit.stats.mcnemar import binom_cdf_half
+
+    for n in [*range(1, 301), *range(301, 2001, 37)]:
+        for k in range(0, n + 1):
+            assert binom_cdf_half(k, n) == float(binom.cdf(k, n, 0.5)), (k, n)

@@ -1,0 +1,106 @@
+"""The kit's own cost on a short run: `kit run reset` against a real embedded llama-server, side by side
+with a bare httpx loop sending the same requests to the same server.
+
+One llama-server is started (the embedded one, SmolLM2-135M-Instruct Q4_1, `--cache-ram 0` as
+protocols/reset.yaml has it). A first, untimed `kit run reset --items N --sessions 1 --engine-url URL`
+records the requests the kit sends (endpoint and exact JSON body, in order, from its records). Then
+pairs are timed, interleaved (kit, bare, then bare, kit, ...: both see the same load): each side is a
+whole process from start to exit, the kit's CLI run with its imports, checks, gates, durable records
+and final table, and the bare loop (`--bare`), which imports httpx and POSTs the same bodies in the same
+order, reading each answer. Prints each pair and the median of the per-pair ratios (kit / bare).
+
+    PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3] [--max-tokens N]
+
+Target: the median ratio at most 1.03.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def bare(url: str, requests_file: Path) -> None:
+    """POST each recorded request (endpoint, body) to `url` in order and read its answer."""
+    import httpx  # noqa: PLC0415 - the bare side's only import, timed with it
+
+    sent = json.loads(requests_file.read_text())
+    with httpx.Client(base_url=url, timeout=600) as client:
+        for endpoint, body in sent:
+            answer = client.post(endpoint, json=body)
+            answer.raise_for_status()
+            answer.json()
+
+
+def timed(argv: list[str]) -> float:
+    started = time.monotonic()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   env={**os.environ, "PYTHONPATH": str(HERE)})
+    return time.monotonic() - started
+
+
+def kit_run(url: str, items: int, out: Path, max_tokens: int | None) -> list[str]:
+    return [sys.executable, "-m", "kit.cli", "run", "reset", "--items", str(items), "--sessions", "1",
+            "--engine-url", url, "--out", str(out), *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
+
+
+def recorded_requests(out: Path) -> list[tuple[str, dict]]:
+    """(endpoint, body) of every request record of the one-session run under `out`, in the order sent (seq)."""
+    from kit.records import read_records  # noqa: PLC0415
+
+    run_dir = next(p for p in out.iterdir() if (p / "manifest.json").is_file())
+    return [(record["request"]["endpoint"], record["request"]["body"])
+            for path in sorted((run_dir / "records").glob("*.jsonl"))
+            for record in read_records(path, logprobs=False).records if record.get("request")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="tokens per answer (default: protocols/reset.yaml's); a short cap times more pairs")
+    parser.add_argument("--bare", nargs=2, metavar=("URL", "REQUESTS_JSON"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare:
+        bare(args.bare[0], Path(args.bare[1]))
+        return
+    from kit.launch import embedded  # noqa: PLC0415
+    from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
+    from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
+
+    found = embedded.locate(os.environ.get("KIT_CPU_BACKEND", "auto"), build_if_needed=True)
+    spec = ServerSpec(binary=found.binary, model=ensure_model(DEFAULT_MODEL).path, ctx_size=4096, cache_ram=0,
+                      threads=os.cpu_count() or 2, env=found.env)
+    with tempfile.TemporaryDirectory() as tmp, NativeServer(spec, Path(tmp) / "server.log") as server:
+        work = Path(tmp)
+        subprocess.run(kit_run(server.url, args.items, work / "first", args.max_tokens), check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(HERE)})
+        sent = recorded_requests(work / "first")
+        (work / "requests.json").write_text(json.dumps(sent))
+        bare_argv = [sys.executable, str(Path(__file__).resolve()), "--bare", server.url, str(work / "requests.json")]
+        pairs = []
+        for pair in range(args.pairs):
+            sides = {"kit": kit_run(server.url, args.items, work / f"kit-{pair}", args.max_tokens), "bare": bare_argv}
+            times = {name: timed(sides[name]) for name in (("kit", "bare") if pair % 2 == 0 else ("bare", "kit"))}
+            pairs.append(times)
+            print(json.dumps({"pair": pair + 1, "kit_s": round(times["kit"], 2), "bare_s": round(times["bare"], 2),
+                              "ratio": round(times["kit"] / times["bare"], 3)}), flush=True)
+    ratios = [p["kit"] / p["bare"] for p in pairs]
+    print(json.dumps({"items": args.items, "max_tokens": args.max_tokens, "requests": len(sent), "pairs": len(pairs), "cpus": os.cpu_count(),
+                      "kit_median_s": round(statistics.median(p["kit"] for p in pairs), 2),
+                      "bare_median_s": round(statistics.median(p["bare"] for p in pairs), 2),
+                      "median_ratio": round(statistics.median(ratios), 3)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
