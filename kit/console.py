@@ -155,7 +155,7 @@ def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     if not table or table.get("table") != "restored-state control" or not any(
             row.get("outcomes") for row in table.get("sessions", [])):
         return None
-    from kit.analysis.reset_table import cut_answers  # noqa: PLC0415
+    from kit.protocols.reset.results import cut_answers  # noqa: PLC0415
 
     max_tokens, sessions = cut_answers(run_dir)
     counts = [f"{cut} of {scored} in {session}" for session, (scored, cut) in sessions.items() if cut]

@@ -265,7 +265,7 @@ def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned
                     progress("writing records", seq, len(scanned.offsets))
         progress("writing records", len(scanned.offsets), len(scanned.offsets))
     record.set_pass(PASS, status="OK", reason=None, file=f"records/{PASS}.jsonl", records=writer.count)
-    from kit.analysis.harness import results  # noqa: PLC0415
+    from kit.protocols.harness.results import results  # noqa: PLC0415
 
     table = results(run_dir)
     record.update(results=table["files"])

@@ -8,7 +8,7 @@ A run on `--engine vllm` gets an `ArmProviders` whose cache-on arm serves from s
   `vllm` executable `--server-bin` names), one process per session, its log in the run folder;
 - URLs (`--engine-url on=URL --engine-url off=URL`): servers someone else started, one per arm.
 Every server runs the protocol's flags (kit.launch.container_spec.vllm_serve_args). The grid checks
-each pass's server against its arm (kit.protocols.grid_pass.ServerArm).
+each pass's server against its arm (kit.protocols.grid.bfcl_pass.ServerArm).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def refuse_two_servers_at_once(protocol: Any) -> None:
     once (its arms alternate) is refused, since each vLLM server takes 90% of the GPU's memory by default."""
     if protocol.protocol != "grid" or protocol.server != "per_arm":
         return
-    from kit.protocols.grid import pass_plan  # noqa: PLC0415
+    from kit.protocols.grid.protocol import pass_plan  # noqa: PLC0415
 
     arms = [p.arm for p in pass_plan(protocol)]
     runs = [arm for index, arm in enumerate(arms) if index == 0 or arm != arms[index - 1]]  # each arm's stretches
@@ -235,6 +235,6 @@ def refuse_protocol(protocol: Any) -> None:
             raise ConfigError(f"flag x order arm {cells[0]} sets cache_ram, llama.cpp's server-level prompt cache, "
                               "which vLLM does not have", "use flag-order-vllm (its arms vary server lifetime)")
     if kind == "sweep":
-        from kit.protocols.formats import served_as_is  # noqa: PLC0415
+        from kit.protocols.sweep.formats import served_as_is  # noqa: PLC0415
 
         served_as_is(protocol.formats)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.analysis import flag_order_run
+from kit.protocols.flag_order import results as flag_order_run
 from kit.bundle import report
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.bundle.headline import FEW, few, headline, paper_tables

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from kit.analysis import grid as grid_results
+from kit.protocols.grid import results as grid_results
 from kit.divergence import episode_divergence
 from kit.errors import ConfigError
 from kit.events import (
@@ -31,7 +31,7 @@ from kit.events import (
 from kit.launch.provider import for_arm
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
-from kit.protocols.grid_pass import GridGates, run_pass
+from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict

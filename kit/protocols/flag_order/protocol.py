@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from kit.analysis import flag_order_run
-from kit.analysis.grid_setting import pass_order, prompt_cache_setting
+from kit.protocols.flag_order import results as flag_order_run
+from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
-from kit.protocols.grid import (
+from kit.protocols.grid.protocol import (
     BFCL_EPISODES,
     Arm,
     BfclPassesProtocol,
@@ -161,7 +161,7 @@ def _server_key(per_arm_servers: bool) -> Any:
 
 def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[FlagOrderPass, Any]]:
     """(pass, live session) in run order, each arm on fresh servers. An arm cut short after some of its
-    passes that share a server runs them again with the rest (kit.protocols.grid.rerun_whole)."""
+    passes that share a server runs them again with the rest (kit.protocols.grid.protocol.rerun_whole)."""
     plans = pass_plan(protocol)
     rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
     todo = [p for p in plans if p.pass_id not in ctx.done]

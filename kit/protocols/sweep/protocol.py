@@ -20,13 +20,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from kit.analysis import sweep_run
+from kit.protocols.sweep import results as sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols import bounds as b
-from kit.protocols import formats as weight_formats
-from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.protocols.sweep import formats as weight_formats
+from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 

@@ -8,7 +8,7 @@ Passes, each on a freshly reloaded instance (a restarted server, or a confirmed 
   different-prompt call (excluded); P same-prompt calls ("contaminated")};
 - the two pinned regimes: always-fresh (one call per reloaded instance) and steady-state (one
   instance that only ever sees the measured prompt).
-Every call is one record; results come from the records only (kit.analysis.pinning).
+Every call is one record; results come from the records only (kit.protocols.pinning.results).
 
 A call is one greedy chat turn. Where the engine renders prompts with the model's own template
 (llama-server: `/apply-template`), the rendered prompt goes to its prompt endpoint, so its per-request
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kit.analysis import pinning as pinning_results
+from kit.protocols.pinning import results as pinning_results
 from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from kit.analysis import reset_table
+from kit.protocols.reset import results as reset_table
 from kit.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
 from kit.errors import ConfigError

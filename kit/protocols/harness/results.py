@@ -181,7 +181,7 @@ def results(run_dir: Path) -> dict[str, Any]:
     resolved = (manifest.data.get("protocol") or {}).get("resolved") or {}
     table = {"run_id": manifest.run_id, **compute(read_records(run_dir / CALLS).records, resolved)}
     if resolved.get("report"):
-        from kit.analysis.harness_report import compare  # noqa: PLC0415
+        from kit.protocols.harness.report import compare  # noqa: PLC0415
 
         report = json.loads((run_dir / resolved["report"]).read_text())
         table["report_comparison"] = compare(table, report, resolved.get("box"))

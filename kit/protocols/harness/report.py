@@ -1,6 +1,6 @@
 """The determinism harness's own report beside the kit's numbers for the same run, value by value.
 
-Each value the report holds is looked up in the kit's harness table (kit.analysis.harness) under the
+Each value the report holds is looked up in the kit's harness table (kit.protocols.harness.results) under the
 same name; a row says the report's value, the kit's, and whether they agree (numbers within 1e-9
 relative, everything else equal), or that the kit does not compute that value (`agree` null: the
 harness's history matching, its edit distances between outputs and whether one was capped, and its

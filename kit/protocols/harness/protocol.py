@@ -2,7 +2,7 @@
 is read, never run.
 
 Its run folders are written by kit.importers.determinism_harness, not by a protocol file: `prepare`
-refuses with the command to use. Its results are kit.analysis.harness (the harness's own report
+refuses with the command to use. Its results are kit.protocols.harness.results (the harness's own report
 values, recomputed from the imported calls), which `kit import`, `kit analyze` and `kit verify` reach
 through this one registration.
 """
@@ -38,7 +38,7 @@ def run(protocol: HarnessProtocol, prepared: Prepared, ctx: RunContext) -> None:
 
 
 def results(run_dir: Path) -> dict[str, Any]:
-    from kit.analysis.harness import results as harness_results  # noqa: PLC0415
+    from kit.protocols.harness.results import results as harness_results  # noqa: PLC0415
 
     return harness_results(run_dir)
 

@@ -156,7 +156,7 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, records[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, records, ok, labels)
-    from kit.analysis.pinning_verdict import verdict  # noqa: PLC0415 - keeps this module short
+    from kit.protocols.pinning.verdict import verdict  # noqa: PLC0415 - keeps this module short
 
     table["verdict"] = verdict(table)
     for rows in records.values():
