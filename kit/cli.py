@@ -142,6 +142,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
 def _report(execute) -> None:
     """Run with the terminal reporter, print the results table, and exit non-zero unless finished."""
     from kit import console  # noqa: PLC0415
+    from kit.protocols.reset.view import cut_answers_note  # noqa: PLC0415
 
     reporter = console.ConsoleReporter()
     started = time.monotonic()
@@ -152,7 +153,7 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
-    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+    if (note := cut_answers_note(result.run_dir, result.table)) is not None:
         reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
@@ -250,6 +251,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     """
     from kit import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit import console, runner  # noqa: PLC0415
+    from kit.protocols.pinning.view import pinning_verdict  # noqa: PLC0415
 
     if url is not None:
         from kit.preflight import check_url  # noqa: PLC0415
@@ -269,7 +271,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
-        reporter.console.print(console.pinning_verdict(result.table))
+        reporter.console.print(pinning_verdict(result.table))
     reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
@@ -353,7 +355,7 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                    f"arms differ: {found['arms_differ']}")
         from rich.console import Console  # noqa: PLC0415
 
-        from kit.console import harness_table  # noqa: PLC0415
+        from kit.protocols.harness.view import harness_table  # noqa: PLC0415
 
         Console().print(harness_table(found))
     for name, reason in (result["files"].get("figures") or {}).get("skipped", {}).items():

@@ -196,7 +196,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
 
 KIND = Kind(
     name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
-    render=Lazy("kit.console:flag_order_table"),
+    render=Lazy("kit.protocols.flag_order.view:flag_order_table"),
     launcher=Launcher(
         measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "
                  "order (adjacent / cache-off pass between), a fresh server per arm",

@@ -311,7 +311,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
 
 KIND = Kind(
     name="grid", model=GridProtocol, prepare=prepare, run=run, results=results, table="grid",
-    render=Lazy("kit.console:grid_table"),
+    render=Lazy("kit.protocols.grid.view:grid_table"),
     launcher=Launcher(
         measures="BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "

@@ -45,7 +45,7 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 KIND = Kind(
     name="harness", model=HarnessProtocol, prepare=prepare, run=run, results=results, table="harness",
-    render=Lazy("kit.console:harness_table"),
+    render=Lazy("kit.protocols.harness.view:harness_table"),
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",
                       estimate=None, size=Number("Calls", None, 0)),

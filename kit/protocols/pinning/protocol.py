@@ -243,7 +243,7 @@ def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tu
 
 KIND = Kind(
     name="pinning", model=PinningProtocol, prepare=prepare, run=run, results=results, table="pinning",
-    render=Lazy("kit.console:pinning_verdict"),
+    render=Lazy("kit.protocols.pinning.view:pinning_verdict"),
     launcher=Launcher(
         measures="state pinning: the three-state check (cold / hit / checkpoint)",
         needs="an engine that reports cache state", estimate=None,

@@ -214,7 +214,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
 
 KIND = Kind(
     name="reset", model=ResetProtocol, prepare=prepare, run=run, results=results,
-    table="restored-state control", render=Lazy("kit.console:reset_table"),
+    table="restored-state control", render=Lazy("kit.protocols.reset.view:reset_table"),
     launcher=Launcher(
         measures="restored-state control: does recompute / cache hit reproduce, do the paths differ",
         needs="any llama.cpp engine; the embedded CPU engine works", estimate=estimate_on_cpu,

@@ -176,7 +176,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
 
 KIND = Kind(
     name="sweep", model=SweepProtocol, prepare=prepare, run=run, results=results, table="sweep",
-    render=Lazy("kit.console:sweep_table"),
+    render=Lazy("kit.protocols.sweep.view:sweep_table"),
     launcher=Launcher(
         measures="path divergence across weight formats x episode histories, a fresh server per pass",
         needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: one format, the checkpoint) + BFCL; "

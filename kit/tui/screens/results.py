@@ -19,7 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.console import cut_answers_note, results_view
+from kit.console import results_view
+from kit.protocols.reset.view import cut_answers_note
 from kit.paths import shown_path
 from kit.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
