@@ -14,7 +14,7 @@ from kit.errors import ConfigError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 
-KINDS = ("auto", "llamacpp", "ollama", "vllm", "openai")
+ENGINE_CHOICES = ("auto", "llamacpp", "ollama", "vllm", "openai")  # what `kit check --kind` accepts
 OLLAMA_PORT = 11434
 
 
@@ -42,7 +42,7 @@ def provider_for(url: str, kind: str, model: str | None, unload_timeout: float) 
         return ExternalProvider(url)
     if kind == "openai":
         return ChatUrlProvider(url, model)
-    raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(KINDS)}")
+    raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(ENGINE_CHOICES)}")
 
 
 VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a block's tokens to evaluate

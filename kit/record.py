@@ -180,8 +180,10 @@ class HarnessRecord(RequestRecord):
                                           "counts)", None)
 
 
-KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord,
-                                         "harness": HarnessRecord}
+# the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
+# not the protocol kinds (kit.protocols.kinds.KINDS): sweep and flag x order passes write `grid` records
+RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
+                                                  "pinning": PinningRecord, "harness": HarnessRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 
@@ -236,7 +238,7 @@ def validate(record: dict[str, Any]) -> RequestRecord:
     Raises pydantic's ValidationError naming each field that does not fit."""
     from pydantic import TypeAdapter  # noqa: PLC0415 - only checks and schema export need pydantic here
 
-    kind = KINDS.get(record.get("protocol"), RequestRecord)
+    kind = RECORD_CLASSES.get(record.get("protocol"), RequestRecord)
     if kind not in _adapters:
         _adapters[kind] = TypeAdapter(kind)
     return _adapters[kind].validate_python(record)
