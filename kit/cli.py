@@ -142,7 +142,6 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
 def _report(execute) -> None:
     """Run with the terminal reporter, print the results table, and exit non-zero unless finished."""
     from kit import console  # noqa: PLC0415
-    from kit.protocols.reset.view import cut_answers_note  # noqa: PLC0415
 
     reporter = console.ConsoleReporter()
     started = time.monotonic()
@@ -153,7 +152,7 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
-    if (note := cut_answers_note(result.run_dir, result.table)) is not None:
+    if (note := console.results_note(result.run_dir, result.table)) is not None:
         reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
@@ -251,7 +250,6 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     """
     from kit import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit import console, runner  # noqa: PLC0415
-    from kit.protocols.pinning.view import pinning_verdict  # noqa: PLC0415
 
     if url is not None:
         from kit.preflight import check_url  # noqa: PLC0415
@@ -271,7 +269,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
-        reporter.console.print(pinning_verdict(result.table))
+        reporter.console.print(console.results_view(result.table))
     reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -165,5 +166,13 @@ def results_view(table: dict[str, Any] | None) -> Any:
 
     kind = kinds.for_table(table)
     return kind.render(table) if kind else None
+
+
+def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+    """The line its kind prints under a results table (the `note` of its registration), or None."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
+
+    kind = kinds.for_table(table)
+    return kind.note(run_dir, table) if kind and kind.note else None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from kit.errors import KitError
+from kit.errors import ConfigError, KitError
 from kit.manifest import Manifest
 from kit.protocols import flag_order, grid, harness, pinning, reset, spec, sweep
 from kit.protocols.kind import Kind
@@ -56,6 +56,18 @@ def of_run(run_dir: Path) -> Kind:
     """The kind of a run folder, from its manifest: how `kit verify` reaches the entry the runner used
     (`of`) at the end of the run; `kit analyze` reaches it by `named` for each folder or cell it reads."""
     return named((Manifest.load(run_dir).data.get("protocol") or {}).get("kind"), str(run_dir))
+
+
+def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None:
+    """What a vLLM run cannot serve, refused before the run folder exists: a kind vLLM does not run (`kit check
+    URL --kind vllm` covers pinning on a running server), and what the kind's own `on_vllm` refuses."""
+    kind = of(protocol)
+    if kind.on_vllm is None:
+        served = [name for name, other in KINDS.items() if other.on_vllm is not None]
+        raise ConfigError(f"{kind.name} protocols do not run on vLLM (it serves {', '.join(served[:-1])} and "
+                          f"{served[-1]}; `kit check URL --kind vllm` checks a running server's cache states)",
+                          "drop --engine vllm to run it on llama.cpp")
+    kind.on_vllm(protocol, starts_servers)
 
 
 def for_table(table: dict[str, Any] | None) -> Kind | None:

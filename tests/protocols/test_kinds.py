@@ -93,7 +93,7 @@ TOY = Kind(
     launcher=Launcher(measures="toy notes written without an engine", needs="nothing at all",
                       estimate=lambda data: f"{data.get('notes', 3)} notes, about {rough_duration(1)} on a CPU",
                       size=Number("Notes", "notes", 3, high=50)),
-    analysis=Analysis("reset"))
+    analysis=Analysis("reset"), record=ToyRecord)
 
 TOY_YAML = "protocol: toy\ndescription: A toy kind that writes notes.\nnotes: 4\n"
 
@@ -122,6 +122,30 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
         assert kind.launcher.measures and kind.launcher.needs and kind.launcher.size.label
         assert kind.analysis is None or kind.analysis.family in ("reset", "grid", "sweep", "harness", None)
         assert kinds.for_table({"table": kind.table}) is kind
+        assert issubclass(kind.record, RequestRecord) and kind.record is not RequestRecord
+    # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
+    assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
+        "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
+        "flag_order": "BfclRecord", "harness": "HarnessRecord"}
+    assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
+
+
+def test_vllm_refuses_a_kind_it_does_not_serve_and_what_the_kind_itself_refuses():
+    reset, _, _ = kinds.load("demo")
+    with pytest.raises(ConfigError, match=r"reset protocols do not run on vLLM \(it serves grid, sweep and "
+                                          r"flag_order;"):
+        kinds.refuse_on_vllm(reset, starts_servers=True)
+    shared, _, _ = kinds.load("grid-cpu")
+    assert shared.server == "shared"
+    with pytest.raises(ConfigError, match="server: shared"):
+        kinds.refuse_on_vllm(shared, starts_servers=False)
+    alternating, _, _ = kinds.load("grid-vllm", {"passes": ["on", "off", "on", "off"]})
+    kinds.refuse_on_vllm(alternating, starts_servers=False)  # servers reached by URL: both up is theirs to allow
+    with pytest.raises(ConfigError, match="keep a cache-on and a cache-off vLLM server up at once"):
+        kinds.refuse_on_vllm(alternating, starts_servers=True)
+    with pytest.raises(ConfigError, match="sets cache_ram"):
+        kinds.refuse_on_vllm(kinds.load("flag-order")[0], starts_servers=True)
+    kinds.refuse_on_vllm(kinds.load("flag-order-vllm")[0], starts_servers=True)
 
 
 def test_every_protocol_file_loads_as_its_kind():

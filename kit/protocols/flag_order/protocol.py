@@ -39,6 +39,7 @@ from kit.protocols.grid.protocol import (
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
+from kit.record import BfclRecord
 
 CANONICAL = 0  # episode order: ascending id, the same in every pass
 
@@ -194,6 +195,15 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return bfcl_estimate(data, passes, len(arms), f" in {len(arms)} arms (a fresh server each)")
 
 
+def on_vllm(protocol: FlagOrderProtocol, starts_servers: bool) -> None:
+    """vLLM has no server-level prompt cache (llama.cpp's `--cache-ram`): its lever is server lifetime, so an
+    arm that sets `cache_ram` is refused."""
+    cells = [arm.name for arm in protocol.arms if arm.cache_ram is not None]
+    if cells:
+        raise ConfigError(f"flag x order arm {cells[0]} sets cache_ram, llama.cpp's server-level prompt cache, "
+                          "which vLLM does not have", "use flag-order-vllm (its arms vary server lifetime)")
+
+
 KIND = Kind(
     name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
     render=Lazy("kit.protocols.flag_order.view:flag_order_table"),
@@ -203,4 +213,5 @@ KIND = Kind(
         needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: arms without cache_ram) + BFCL; long "
               "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
-    analysis=Analysis(None))  # read only through the cells its manifest lists: one grid folder per arm
+    analysis=Analysis(None),  # read only through the cells its manifest lists: one grid folder per arm
+    record=BfclRecord, on_vllm=on_vllm)

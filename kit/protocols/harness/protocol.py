@@ -16,6 +16,7 @@ from kit.errors import ConfigError
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.record import HarnessRecord
 
 
 class HarnessProtocol(ProtocolBase):
@@ -49,4 +50,4 @@ KIND = Kind(
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",
                       estimate=None, size=Number("Calls", None, 0)),
-    analysis=Analysis("harness"), from_files=False)
+    analysis=Analysis("harness"), record=HarnessRecord, from_files=False)

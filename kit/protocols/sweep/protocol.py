@@ -29,6 +29,7 @@ from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.record import BfclRecord
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,11 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return bfcl_estimate(data, passes, passes, " (a fresh server each)")
 
 
+def on_vllm(protocol: SweepProtocol, starts_servers: bool) -> None:
+    """A vLLM sweep serves the checkpoint's own format only (kit.protocols.sweep.formats.served_as_is)."""
+    weight_formats.served_as_is(protocol.formats)
+
+
 KIND = Kind(
     name="sweep", model=SweepProtocol, prepare=prepare, run=run, results=results, table="sweep",
     render=Lazy("kit.protocols.sweep.view:sweep_table"),
@@ -184,4 +190,4 @@ KIND = Kind(
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
-    analysis=Analysis("sweep"))
+    analysis=Analysis("sweep"), record=BfclRecord, on_vllm=on_vllm)
