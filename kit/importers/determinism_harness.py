@@ -41,6 +41,7 @@ from kit.regular_file import open_regular, read_regular
 
 SCHEMA = 3
 PASS = "calls"
+NAME = "determinism-harness"  # the imported protocol's own name (its kind: `harness`)
 REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str, "ok": bool,
             "request_sha256": str, "run_name": str}
 FIX = "import the harness's files as it wrote them (see docs/import.md)"
@@ -203,7 +204,7 @@ def _record(run_id: str, seq: int, number: int, call: dict[str, Any]) -> Harness
     prefill = usage.get("prompt_eval_duration_ns")
     latency = call.get("latency_ms")
     return HarnessRecord(
-        run_id=run_id, pass_id=PASS, protocol="harness", seq=seq, unit=call["cell"],
+        run_id=run_id, pass_id=PASS, protocol="harness", protocol_name=NAME, protocol_kind="harness", seq=seq, unit=call["cell"],
         prompt_sha256=call["request_sha256"],
         output_sha256=call["text_sha256"], started=call.get("sent_at_utc"),
         wall_seconds=latency / 1000 if isinstance(latency, (int, float)) else None,
@@ -251,7 +252,7 @@ def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned
         engine = {"kind": "ollama (as the harness recorded it)", "version": manifest.get("engine_version"),
                   "models": manifest.get("model_digests"), "url": None}
         record = Manifest.create(
-            run_dir, protocol={"name": "determinism-harness", "kind": "harness", "file": str(files.calls),
+            run_dir, protocol={"name": NAME, "kind": "harness", "file": str(files.calls),
                                "sha256": scanned.calls_sha256, "content": None, "resolved": resolved,
                                "overrides": {}},
             imported={"from": "determinism-harness", "run_name": manifest["run_name"], "done": done,

@@ -5,6 +5,7 @@ and printed by the console, all through its one registration."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record import RequestRecord
+from kit.record import RECORD_CLASSES, RequestRecord
 from kit.records import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
@@ -62,8 +63,7 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
         for seq in range(protocol.notes):
             ctx.checkpoint()
             text = f"note {seq}"
-            writer.write(ToyRecord(run_id=ctx.manifest.data["run_id"], pass_id="p1", protocol="toy", seq=seq,
-                                   prompt_sha256=sha256_text(text), text=text))
+            writer.write(ToyRecord(**ctx.stamp("p1", "toy"), seq=seq, prompt_sha256=sha256_text(text), text=text))
     ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
 
 
@@ -154,6 +154,24 @@ def test_every_protocol_file_loads_as_its_kind():
         assert kinds.of(protocol) is kinds.KINDS[yaml.safe_load(path.read_text())["protocol"]]
 
 
+def test_the_documented_names_and_kinds_are_the_protocol_files_own():
+    """docs/protocols.md's table of protocol names, their kinds and the procedure their records name."""
+    documented: dict[str, tuple[str, str]] = {}
+    text = (Path(__file__).resolve().parents[2] / "docs/protocols.md").read_text()
+    table = text[text.index("| protocol (file) | kind |"):].split("\n\n")[0]
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4:
+            for name in re.findall(r"`([\w-]+)`", cells[0]):
+                documented[name] = (cells[1].strip("`"), cells[2].strip("`"))
+    files = {path.stem: yaml.safe_load(path.read_text())["protocol"] for path in protocols_dir().glob("*.yaml")}
+    assert {name: kind for name, (kind, _) in documented.items() if name in files} == files
+    procedure = {record: name for name, record in RECORD_CLASSES.items()}
+    assert {kind: procedure[kinds.KINDS[kind].record] for kind, _ in documented.values()} == {
+        kind: written for kind, written in documented.values()}
+    assert documented["determinism-harness"] == ("harness", "harness")
+
+
 # --- the toy kind, through every door ------------------------------------------------------------------
 
 def test_a_registered_kind_is_validated_with_the_file_key_and_allowed_values(toy):
@@ -188,7 +206,9 @@ def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entr
     assert done.exit_code == 0, done.output
     [run_dir] = [p for p in out.iterdir() if p.name.startswith("toy-")]
     # the run: one record file, its pass OK, the results written at its end
-    assert [r["text"] for r in read_records(run_dir / "records/p1.jsonl")] == [f"note {i}" for i in range(4)]
+    written = read_records(run_dir / "records/p1.jsonl").records
+    assert [r["text"] for r in written] == [f"note {i}" for i in range(4)]
+    assert {(r["protocol"], r["protocol_name"], r["protocol_kind"]) for r in written} == {("toy", "toy", "toy")}
     manifest = Manifest.load(run_dir).data
     assert (manifest["status"], manifest["protocol"]["kind"], manifest["passes"]["p1"]["status"]) == (
         "finished", "toy", "OK")

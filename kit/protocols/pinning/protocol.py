@@ -195,7 +195,7 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
     ctx.manifest.set_pass(plan.pass_id, phase=plan.phase, file=file, status="running", started=now(),
                           fresh_server=ctx.provider.fresh_servers)
     outputs: list[str] = []
-    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning"}
+    stamp = ctx.stamp(plan.pass_id, "pinning")
     with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         reload = reload_status(ctx, live.launch)

@@ -161,7 +161,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     requests = violations = 0
     first_violation: str | None = None
     status, reason = "OK", None
-    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset"}
+    stamp = ctx.stamp(pass_id, "reset")
     with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
