@@ -60,12 +60,12 @@ class RequestRecord:
     run_id: str = _field("the run (its folder name)")
     pass_id: str = _field("the pass (session) within the run")
     protocol: str = _field("the procedure that wrote it, which says its record class: `reset`, `grid` (every BFCL "
-                           "pass: kinds grid, sweep and flag_order) or `pinning`; `harness` for imported records")
+                           "pass, whatever its kind) or `pinning`; `harness` for imported records")
     protocol_name: str | None = _field(
         "the protocol's own name: its file's (`sentinel`, `dequant-cpu`, `demo`), `determinism-harness` for "
         "imported records; null in records written before it (the run's manifest has it: `protocol.name`)", None)
     protocol_kind: str | None = _field(
-        "the protocol's kind (kit.protocols.kinds: `reset`, `grid`, `sweep`, `flag_order`, `pinning`, `harness`); "
+        "the protocol's kind, a name in kit.protocols.kinds.KINDS (`grid`, `sweep`, ...: docs/protocols.md); "
         "null in records written before it (the run's manifest has it: `protocol.kind`)", None)
     unit: str | None = _field("the item or episode served (pinning: `measured` or `other`, the prompt)", None)
     step: int | None = _field("the request's step within its unit (BFCL: request index in the episode, -1 for a "
@@ -193,7 +193,7 @@ class HarnessRecord(RequestRecord):
 
 
 # the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
-# not the protocol kinds (kit.protocols.kinds.KINDS): sweep and flag x order passes write `grid` records
+# not the protocol kinds (kit.protocols.kinds.KINDS): every BFCL pass, whatever its kind, writes `grid` records
 RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
                                                   "pinning": PinningRecord, "harness": HarnessRecord}
 
