@@ -15,6 +15,7 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
   same numbers;
 - `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it
   (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, table)`: a line printed under it, or None;
+  `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
 - `record`: the record class (kit.record) its passes write;
 - `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
   ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
@@ -50,6 +51,7 @@ from kit.record import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
 Table = dict[str, Any]  # a results table as `results` returns it
+PlotRow = tuple[str, int, int, float, float]  # label, diverged, total, 95% interval low and high
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class Kind:
     record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record)
     on_vllm: Callable[[Any, bool], None] | None = None  # None: vLLM does not run it; else refuses what vLLM cannot
     note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
+    plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
 
 

@@ -33,6 +33,7 @@ from kit.record import RECORD_CLASSES, RequestRecord
 from kit.records import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
+from kit.tui.widgets.divergence_plot import rows_for
 from tests.console_text import printed
 
 
@@ -128,6 +129,19 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
         "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
         "flag_order": "BfclRecord", "harness": "HarnessRecord"}
     assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
+
+
+def test_the_launchers_plot_shows_the_rows_each_kind_declares():
+    reset = {"table": "restored-state control", "sessions": [
+        {"session": "s1", "status": "OK", "items": 8, "paths_differ": 2},
+        {"session": "s2", "status": "VOID", "items": 8, "paths_differ": 0}]}
+    [(label, k, n, lo, hi)] = rows_for(reset)
+    assert (label, k, n) == ("s1 paths differ", 2, 8) and 0 < lo < 2 / 8 < hi < 1
+    grid = {"table": "grid", "comparisons": {
+        "path": {"diverged": 3, "episodes": 10, "interval": {"rate": 0.3, "lo": 0.1, "hi": 0.6}},
+        "run-to-run cache-off": {"skipped": "one pass only"}}}
+    assert rows_for(grid) == [("path", 3, 10, 0.1, 0.6)]
+    assert rows_for({"table": "sweep"}) == [] and rows_for({}) == []
 
 
 def test_vllm_refuses_a_kind_it_does_not_serve_and_what_the_kind_itself_refuses():

@@ -339,4 +339,4 @@ KIND = Kind(
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
               "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
-    analysis=Analysis("grid"), record=BfclRecord, on_vllm=on_vllm)
+    analysis=Analysis("grid"), record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"))

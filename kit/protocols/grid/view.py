@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
+from kit.protocols.kind import PlotRow
 from kit.terminal_text import shown
 
 
@@ -43,3 +44,10 @@ def grid_table(table: dict[str, Any]) -> Table:
                     f"{identity['logprobs_identical']}/{identity['logprob_records']} log-probabilities identical")
     view.caption, view.caption_justify = caption, "left"
     return view
+
+
+def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+    """Per comparison with an interval: its divergent episodes (the launcher's divergence plot)."""
+    return [(name, comparison["diverged"], comparison["episodes"], comparison["interval"]["lo"],
+             comparison["interval"]["hi"]) for name, comparison in table["comparisons"].items()
+            if comparison.get("interval")]

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from kit.protocols.kind import PlotRow
 from kit.terminal_text import shown
 
 
@@ -57,3 +58,15 @@ def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
             f"{', '.join(counts)} (recompute and cache-hit answers scored); "
             f"{'so the correct counts above do not measure accuracy; ' if most else ''}"
             "more tokens (--max-tokens) give the answers room")
+
+
+def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+    """Per OK session: how many items' paths differ, with its 95% interval (the launcher's divergence plot)."""
+    from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when plotting
+
+    rows = []
+    for row in table["sessions"]:
+        if row.get("status") == "OK" and row.get("items"):
+            interval = rate_interval(row["paths_differ"], row["items"])
+            rows.append((f"{row['session']} paths differ", row["paths_differ"], row["items"], interval.lo, interval.hi))
+    return rows
