@@ -1,10 +1,12 @@
-"""The protocol kinds the kit knows (runs, and imports: `harness`): one registration each (`KIND` at the bottom of its module,
-kit.protocols.kind), listed once here.
+"""The protocol kinds the kit knows (runs, and imports: `harness`): one package each, kit/protocols/<kind>/,
+whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, the one registry of kinds.
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
-run, and the results at the end of a run), `kit analyze` (kit.analysis.collect), `kit verify`
-(kit.bundle.recompute), the console (kit.console.results_view) and the launcher (kit.tui.catalog,
-kit.tui.form). To add a kind, see kit/protocols/kind.py.
+run, and the results at the end of a run), what a vLLM run serves (`refuse_on_vllm`), `kit analyze`
+(kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.console.results_view,
+results_note) and the launcher (kit.tui.catalog, kit.tui.form, its divergence plot). A protocol file's own
+name (`sentinel`) and its kind (`grid`) differ: docs/protocols.md lists them. To add a kind, see
+kit/protocols/kind.py.
 """
 
 from __future__ import annotations
