@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 
 from kit.engines.base import Completion, Sent
-from kit.record import BfclRecord, EpisodeSummary, Gate, ResetRecord, answered
+from kit.record import RECORD_CLASSES, EpisodeSummary, Gate, answered
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")
@@ -99,9 +99,6 @@ def simulate_request(base_seed: int, n: int, top_k: int, sigma: float | None, pe
     return ids[:, :top_k], lps[:, :top_k], at
 
 
-KINDS = {"grid": BfclRecord, "reset": ResetRecord}
-
-
 def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, cache_prompt, cached, extra) -> bytes:
     """One request record as a line of JSON."""
     normalized, raw_probs = entries(ids, lps, top_k)
@@ -124,7 +121,7 @@ def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, 
                             decode_ms=timings["predicted_ms"], raw=raw,
                             sent=Sent("/completion", body, "2026-11-30T00:00:00.000+00:00", 0.5))
     # the engine's echoes of prompt, ids and log-probabilities become digests, as the kit writes them
-    made = answered(KINDS[protocol], completion, run_id=run_id, pass_id=pass_id, protocol=protocol, seq=seq,
+    made = answered(RECORD_CLASSES[protocol], completion, run_id=run_id, pass_id=pass_id, protocol=protocol, seq=seq,
                     unit=unit, step=step, gate=Gate(True), **extra)
     return orjson.dumps(made, option=orjson.OPT_APPEND_NEWLINE)
 

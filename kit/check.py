@@ -15,7 +15,7 @@ from kit.errors import ConfigError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 
-KINDS = ("auto", *registry.check_choices())  # `kit check --kind`
+ENGINE_CHOICES = ("auto", *registry.check_choices())  # what `kit check --kind` accepts
 OLLAMA_PORT = 11434
 
 
@@ -50,7 +50,7 @@ URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
 def provider_for(url: str, kind: str, model: str | None, unload_timeout: float) -> Any:
     """The provider for an engine at `url` of `kind` (not "embedded": the runner launches that one)."""
     if kind not in URL_PROVIDERS:
-        raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(KINDS)}")
+        raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(ENGINE_CHOICES)}")
     return URL_PROVIDERS[kind](url, model, unload_timeout)
 
 

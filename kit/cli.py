@@ -157,7 +157,7 @@ def _report(execute) -> None:
     view = console.results_view(result.table)
     if view is not None:
         reporter.console.print(view)
-    if (note := console.cut_answers_note(result.run_dir, result.table)) is not None:
+    if (note := console.results_note(result.run_dir, result.table)) is not None:
         reporter.console.print(note, style="dim", markup=False, highlight=False)
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
@@ -274,7 +274,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     finally:
         reporter.close()
     if result.table is not None and result.status == "finished":
-        reporter.console.print(console.pinning_verdict(result.table))
+        reporter.console.print(console.results_view(result.table))
     reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     if result.status == "interrupted":
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
@@ -358,7 +358,7 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                    f"arms differ: {found['arms_differ']}")
         from rich.console import Console  # noqa: PLC0415
 
-        from kit.console import harness_table  # noqa: PLC0415
+        from kit.protocols.harness.view import harness_table  # noqa: PLC0415
 
         Console().print(harness_table(found))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():

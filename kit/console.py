@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -15,7 +15,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from kit.events import (
     EpisodeDone,
@@ -119,55 +118,6 @@ class ConsoleReporter:
             self.progress.stop()
 
 
-def reset_table(table: dict[str, Any]) -> Table:
-    """The restored-state table in the paper's Table IV layout (counts per session)."""
-    view = Table(title="Restored-state control (counts of items per session)", title_justify="left")
-    for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
-                   "cache-caused"):
-        view.add_column(column, justify="right" if column not in ("session", "status") else "left")
-    answers = []
-    for row in table["sessions"]:
-        if row["status"] == "OK":
-            view.add_row(shown(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
-                         str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
-            if row.get("outcomes"):
-                o = row["outcomes"]
-                answers.append(f"{shown(row['session'])}: correct recompute {o['recompute_correct']}/{o['items']}, "
-                               f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
-                               f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
-                               f"(exact McNemar p={o['mcnemar']['p']:.3g})")
-        else:
-            view.add_row(shown(row["session"]), f"[red]{shown(row['status'])}[/]", "—", "—", "—", "—", "—")
-    across = table["across_sessions"]
-    if "items" in across:
-        view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
-                        f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
-    else:
-        view.caption = f"across sessions: {shown(across['note'])}"
-    view.caption = "\n".join([view.caption, *answers])
-    view.caption_justify = "left"
-    return view
-
-
-def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
-    """Under a restored-state table whose answers were cut short: why its correct counts read low (e.g. the
-    demo's 64 tokens end most answers before their '####' line). None when no scored answer was cut."""
-    if not table or table.get("table") != "restored-state control" or not any(
-            row.get("outcomes") for row in table.get("sessions", [])):
-        return None
-    from kit.analysis.reset_table import cut_answers  # noqa: PLC0415
-
-    max_tokens, sessions = cut_answers(run_dir)
-    counts = [f"{cut} of {scored} in {session}" for session, (scored, cut) in sessions.items() if cut]
-    if not counts:
-        return None
-    most = any(2 * cut > scored for scored, cut in sessions.values())
-    return (f"correctness: answers cut at {max_tokens} tokens before any final answer ('#### n') count as wrong: "
-            f"{', '.join(counts)} (recompute and cache-hit answers scored); "
-            f"{'so the correct counts above do not measure accuracy; ' if most else ''}"
-            "more tokens (--max-tokens) give the answers room")
-
-
 class PinningReporter(ConsoleReporter):
     """Shows a pinning run: one line per pass with its measured outputs (A, B, ... in order of first
     appearance) and the cache state of each call."""
@@ -209,146 +159,6 @@ class PinningReporter(ConsoleReporter):
             self.close()
 
 
-def _share(summary: dict[str, Any]) -> str:
-    if not summary.get("n"):
-        return "—"
-    lo, hi = summary["wilson95"]
-    return f"{summary['modal_count']}/{summary['n']} [{lo:.2f}, {hi:.2f}]"
-
-
-def pinning_verdict(table: dict[str, Any]) -> Group:
-    """The short verdict of `kit check`: states with their prefill signatures, determinism per state,
-    the gate, whether the arms differ and where they fork, the pinned regimes, and the advice."""
-    states = Table(title="Cache states found (cycle calls of the measured prompt)", title_justify="left")
-    for column in ("state", "calls", "prefill ms median [min–max]", "outputs", "modal share [95% CI]"):
-        states.add_column(column)
-    for s in table["states"]:
-        ms = s.get("prefill_ms")
-        sig = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
-        states.add_row(shown(s["state"]), shown(", ".join(s["roles"])), sig,
-                       f"{s['distinct']} (modal {shown(s['modal_output'])})", _share(s))
-    gate = table["gate"]
-    style = "green" if gate["status"] == "PASS" else "red"
-    lines = [f"gate: [{style}]{shown(gate['status'])}[/] — reloads confirmed {gate['reloads_confirmed'][0]}/"
-             f"{gate['reloads_confirmed'][1]}; arm states {shown(gate['arm_states'])}"
-             + (f"; {shown('; '.join(gate['reasons']))}" if gate["reasons"] else "")]
-    arms = table["arms"]
-    if arms.get("differ") is None:
-        lines.append(f"arms: {shown(arms.get('withheld', 'not measured'))}")
-    else:
-        fork = arms.get("fork")
-        lines.append(f"arms: pure {_share(arms['pure'])} output {shown(arms['pure'].get('modal_output'))}, "
-                     f"contaminated {_share(arms['contaminated'])} output "
-                     f"{shown(arms['contaminated'].get('modal_output'))}; "
-                     + (f"[yellow]differ[/], fork at character {fork['char']}, token {fork['token']}"
-                        if arms["differ"] else "identical"))
-        flips = [c for c in table["cycles"] if c["flip_at_interposed_only"]]
-        lines.append(f"flip at the interposed call (and nowhere else in the arms): {len(flips)} of "
-                     f"{len(table['cycles'])} cycles")
-    regimes = table["regimes"]
-    lines.append(f"pinned regimes: always-fresh {_share(regimes['always_fresh'])}, "
-                 f"steady-state {_share(regimes['steady'])}")
-    lines += [f"• {shown(line)}" for line in table["verdict"]["advice"]]
-    return Group(states, *lines)
-
-
-def _rate(comparison: dict[str, Any]) -> tuple[str, str, str]:
-    if "skipped" in comparison:
-        return "—", "—", shown(comparison["skipped"])
-    interval = comparison["interval"]
-    if interval is None:
-        return "0/0", "—", ""
-    return (f"{comparison['diverged']}/{comparison['episodes']}", f"{100 * interval['rate']:.1f}%",
-            f"[{100 * interval['lo']:.1f}, {100 * interval['hi']:.1f}]")
-
-
-def grid_table(table: dict[str, Any]) -> Table:
-    """Divergence per comparison (Wilson 95% intervals), then BFCL outcomes per pass."""
-    view = Table(title="Grid: episodes whose trajectory changed", title_justify="left")
-    for column in ("comparison", "passes", "diverged", "rate", "95% CI (Wilson)", "first request"):
-        view.add_column(column)
-    for name, comparison in table["comparisons"].items():
-        firsts = comparison.get("first_request_index") or []
-        view.add_row(shown(name), shown(" vs ".join(comparison["passes"])), *_rate(comparison),
-                     ", ".join(map(str, firsts[:8])) + (" …" if len(firsts) > 8 else ""))
-    outcomes = []
-    for row in table["passes"]:
-        if "outcomes" in row:
-            outcomes.append(f"{shown(row['pass'])} {row['outcomes']['valid']}/{row['outcomes']['episodes']} valid")
-        else:
-            outcomes.append(f"{shown(row['pass'])} {shown(row['status'])}"
-                            + (f" ({shown(row['reason'])})" if row.get("reason") else ""))
-    identity = table["comparisons"].get("run-to-run cache-off", {}).get("identity")
-    caption = "BFCL outcomes: " + "; ".join(outcomes)
-    if identity:
-        caption += (f"\ncache-off repeat: {identity['episodes_identical']}/{identity['episodes']} episodes identical, "
-                    f"{identity['logprobs_identical']}/{identity['logprob_records']} log-probabilities identical")
-    view.caption, view.caption_justify = caption, "left"
-    return view
-
-
-def sweep_table(table: dict[str, Any]) -> Table:
-    """Path divergence per weight format over histories, then the reference and replicate checks."""
-    view = Table(title="Sweep: path divergence (cache-on pass vs the format's cache-off reference)",
-                 title_justify="left")
-    for column in ("format", "diverged per history", "mean", "SD", "range", "status varies"):
-        view.add_column(column)
-    for label, row in table["formats"].items():
-        if "skipped" in row:
-            view.add_row(shown(label), shown(row["skipped"]), "—", "—", "—", "—")
-            continue
-        cells = {c["history"]: c for c in table["cells"].values() if c["format"] == label and "skipped" not in c}
-        per_history = "  ".join(f"h{h} {c['diverged']}/{c['episodes']}" for h, c in sorted(cells.items()))
-        view.add_row(shown(label), shown(per_history), f"{100 * row['mean']:.1f}%", f"{100 * row['sd']:.1f}",
-                     f"{100 * row['min']:.0f}–{100 * row['max']:.0f}%", f"{row['episodes_status_varies']}/{row['episodes']}")
-    notes = []
-    for label, check in table["reference_check"].items():
-        if "skipped" in check:
-            notes.append(f"{shown(label)} reference: {shown(check['skipped'])}")
-        else:
-            verdict = "identical" if check["identical"] else f"[yellow]{check['diverged']} episodes differ[/]"
-            notes.append(f"{shown(label)} reference under two orders: {verdict}")
-    for label, check in table["replicates"].items():
-        if "diverged" in check:
-            notes.append(f"{shown(label)} second process, canonical history: {check['diverged']}/{check['episodes']} differ")
-    if table["void_passes"]:
-        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
-    view.caption, view.caption_justify = "\n".join(notes), "left"
-    return view
-
-
-def flag_order_table(table: dict[str, Any]) -> Table:
-    """Table III from one run: run-to-run cache-on divergence per cell (setting × pass order), the
-    quartile split of the divergent episodes, then whether the two orders agree per setting."""
-    view = Table(title="Flag × order: cache-on passes repeated (run-to-run divergence)", title_justify="left")
-    for column in ("prompt cache", "order", "diverged", "rate", "95% CI (Wilson)", "per quartile", "trend p",
-                   "path", "requests (1st pass)"):
-        view.add_column(column)
-    for cell in table["cells"].values():
-        r2r = cell["run_to_run"]
-        quartiles = r2r.get("quartiles") or {}
-        path = cell.get("path")
-        view.add_row(shown(cell["prompt_cache"]), shown(cell["order"]), *_rate(r2r),
-                     " ".join(map(str, quartiles.get("diverged") or [])) or "—",
-                     f"{quartiles['trend']['p']:.2g}" if quartiles else "—",
-                     "—" if path is None else _rate(path)[0] if "skipped" not in path else "skipped",
-                     str(cell["requests_first_pass"] if cell["requests_first_pass"] is not None else "—"))
-    notes = []
-    for name, check in table["orders"].items():
-        verdict = {True: "identical token for token", False: "[yellow]differ[/]", None: "not compared"}[
-            check["identical"]]
-        counts = "; ".join(f"{k} {c['episodes_identical']}/{c['episodes']} episodes, {c['tokens']} tokens"
-                           for k, c in check["cache_on"].items() if "skipped" not in c)
-        notes.append(f"{shown(name)}: cache-on passes {verdict}" + (f" ({shown(counts)})" if counts else ""))
-    servers = table.get("fresh_server_per_arm")
-    notes.append({True: "every arm ran on its own fresh server", False: "[red]arms did not each run on one "
-                  "fresh server of their own[/]", None: "no servers recorded"}[servers])
-    if table["void_passes"]:
-        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
-    view.caption, view.caption_justify = "\n".join(notes), "left"
-    return view
-
-
 def results_view(table: dict[str, Any] | None) -> Any:
     """A results table as its kind renders it (the `render` of its registration), or None for a table
     no registered kind made."""
@@ -358,95 +168,9 @@ def results_view(table: dict[str, Any] | None) -> Any:
     return kind.render(table) if kind else None
 
 
-def harness_table(table: dict[str, Any]) -> Group:
-    """An imported determinism-harness study: per box and arm its outputs and prefill, each box's gates and
-    estimator, the boxes compared, the report's verdict (a run imported before several boxes: its first table)."""
-    if table.get("definitions") is None:
-        return _harness_table_v1(table)
-    arms = Table(title=f"Imported harness study ({shown(table.get('mode'))}): measured calls per box and arm",
-                 title_justify="left")
-    for column in ("box", "arm", "n (of raw)", "distinct outputs", "modal share", "modal output",
-                   "prefill ms median [min–max]"):
-        arms.add_column(column)
-    blocks = list(table["boxes"].items()) + ([("all boxes", table)] if len(table["boxes"]) > 1 else [])
-    for box, block in blocks:
-        for arm, entry in block["arms"].items():
-            m, ms = entry.get("metrics") or {}, entry.get("prefill_ms") or {}
-            prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms.get("median") is not None else "—"
-            arms.add_row(shown(box), shown(arm), f"{m.get('n', 0)} ({entry['n_raw']})", str(m.get("distinct_count", 0)),
-                         f"{m['modal_share']:.3f}" if m else "—", shown((m.get("modal_sha256") or "—")[:12]), prefill)
-    lines = []
-    for box, block in table["boxes"].items():
-        gate = block["gates"]["manipulation"]
-        line = (f"box {shown(box)}: manipulation gate {_verdict(gate.get('pass'))} ({shown(gate['rule'])}); "
-                f"arms differ: {_arms_differ(block.get('arms_differ'), gate.get('pass'))}")
-        if block.get("churn_minus_blocked"):
-            est = block["churn_minus_blocked"]
-            line += f"; churn − blocked {est['diff']:+.4f} (95% CI {est['ci95'][0]:+.4f} to {est['ci95'][1]:+.4f})"
-        if block.get("cycles"):
-            flips = sum(1 for c in block["cycles"] if c["flip_at_flusher"])
-            line += f"; cycles: {len(block['cycles'])}, flip at the flusher in {flips}"
-        lines.append(line)
-    if table.get("arms_left_out"):
-        lines.append(f"left out, not arms of mode {shown(table.get('kind'))}: " + shown(", ".join(
-            f"{arm} ({n} calls)" for arm, n in table["arms_left_out"].items())))
-    crossed = table.get("cross_box") or {}
-    if crossed.get("arms"):
-        lines.append("boxes compared: " + shown("; ".join(
-            f"{arm} {'same' if c['same_modal_bytes'] else 'different'} modal bytes, {c['shared_variants']} shared "
-            "outputs" for arm, c in crossed["arms"].items())))
-    report = table.get("report_comparison")
-    if report:
-        lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
-                     + (f"; differ: {shown(', '.join(report['differ']))}" if report["differ"] else "")
-                     + (f"; {len(report['not_computed'])} not computed (see results/harness.json)"
-                        if report["not_computed"] else ""))
-    return Group(arms, *lines)
+def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+    """The line its kind prints under a results table (the `note` of its registration), or None."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
-
-def _harness_table_v1(table: dict[str, Any]) -> Group:
-    arms = Table(title=f"Imported harness run ({shown(table.get('mode'))}): measured calls per arm",
-                 title_justify="left")
-    for column in ("arm", "n (of raw)", "distinct outputs", "modal share", "modal output",
-                   "prefill ms median [min–max]"):
-        arms.add_column(column)
-    for arm, m in table["arms"].items():
-        ms = m.get("prefill_ms")
-        share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
-        prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
-        arms.add_row(shown(arm), f"{m['n']} ({m['n_raw']})", str(m["distinct_count"]), share,
-                     shown((m["modal_sha256"] or "—")[:12]), prefill)
-    parts: list[Any] = [arms]
-    if table.get("by_state"):
-        low, high = table["thresholds_ms"]
-        states = Table(title=f"Per prefill state (below {low:g} ms, between, above {high:g} ms)", title_justify="left")
-        for column in ("arm", "state", "n", "distinct outputs", "modal share", "prefill ms median"):
-            states.add_column(column)
-        for arm, by_state in table["by_state"].items():
-            for state, m in by_state.items():
-                median = f"{m['prefill_ms']['median']:.1f}" if m.get("prefill_ms") else "—"
-                share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
-                states.add_row(shown(arm), shown(state), str(m["n"]), str(m["distinct_count"]), share, median)
-        parts.append(states)
-    gate = table["gates"]["manipulation"]
-    lines = [f"manipulation gate: {_verdict(gate.get('pass'))} ({shown(gate['rule'])})",
-             f"arms differ: {_arms_differ(table['arms_differ'], gate.get('pass'))}",
-             "prefill classes (kit): " + shown("; ".join("+".join(c) for c in table["prefill_classes"]["classes"]))]
-    if table.get("cycles"):
-        flips = sum(1 for c in table["cycles"] if c["flips"])
-        lines.append(f"cycles: {len(table['cycles'])}, output flips at the interposed call in {flips}")
-    report = table.get("report_comparison")
-    if report:
-        lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
-                     + (f"; differ: {shown(', '.join(report['differ']))}" if report["differ"] else ""))
-    return Group(*parts, *lines)
-
-
-def _arms_differ(differ: bool | None, passed: bool | None) -> str:
-    if differ is not None:
-        return str(differ).lower()
-    return "not judged (" + ("the gate did not pass)" if passed is False else "no manipulation gate for this mode)")
-
-
-def _verdict(passed: bool | None) -> str:
-    return "not evaluated" if passed is None else "[green]PASS[/]" if passed else "[red]FAIL[/]"
+    kind = kinds.for_table(table)
+    return kind.note(run_dir, table) if kind and kind.note else None

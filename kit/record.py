@@ -9,6 +9,10 @@ the echoes that agree with the record (kit.raw_echo). A BFCL pass also writes on
 per episode. Files of records are written and read by kit.records; records of `kit.record/1` are
 upgraded on reading (kit.record_v1).
 
+`protocol` names the procedure (and so the record class, `RECORD_CLASSES`); `protocol_name` and
+`protocol_kind` say which protocol file and which kind ran it (a `sweep` pass of `dequant-cpu` writes
+`grid` records). Records written before those two fields read with both null.
+
 Which fields are required: every record, whoever made it, has `schema`, `run_id`, `pass_id`,
 `protocol`, `seq` and `prompt_sha256`. The rest are optional in the model so that records imported
 from another harness (hashes and text, no request body) and hash-only records of a live proxy fit it
@@ -55,8 +59,14 @@ class RequestRecord:
     schema: Literal["kit.record/2"] = _field("`kit.record/2`", SCHEMA, required=True)
     run_id: str = _field("the run (its folder name)")
     pass_id: str = _field("the pass (session) within the run")
-    protocol: str = _field("the procedure that wrote it: `reset`, `grid` (every BFCL pass: grid, sentinel, sweep, "
-                           "flag x order) or `pinning`; an importer's own name for imported records")
+    protocol: str = _field("the procedure that wrote it, which says its record class: `reset`, `grid` (every BFCL "
+                           "pass, whatever its kind) or `pinning`; `harness` for imported records")
+    protocol_name: str | None = _field(
+        "the protocol's own name: its file's (`sentinel`, `dequant-cpu`, `demo`), `determinism-harness` for "
+        "imported records; null in records written before it (the run's manifest has it: `protocol.name`)", None)
+    protocol_kind: str | None = _field(
+        "the protocol's kind, a name in kit.protocols.kinds.KINDS (`grid`, `sweep`, ...: docs/protocols.md); "
+        "null in records written before it (the run's manifest has it: `protocol.kind`)", None)
     unit: str | None = _field("the item or episode served (pinning: `measured` or `other`, the prompt)", None)
     step: int | None = _field("the request's step within its unit (BFCL: request index in the episode, -1 for a "
                               "sentinel; reset: 0; pinning: null)", None)
@@ -138,6 +148,8 @@ class EpisodeSummary:
     run_id: str = _field("the run")
     pass_id: str = _field("the pass")
     protocol: str = _field("`grid`")
+    protocol_name: str | None = _field("the protocol's own name, as in its records (null before it was written)", None)
+    protocol_kind: str | None = _field("the protocol's kind, as in its records (null before it was written)", None)
     arm: Literal["on", "off"] = _field("the pass's cache arm")
     unit: str = _field("the episode")
     order_index: int = _field("its position in the pass's execution order")
@@ -188,8 +200,10 @@ class HarnessRecord(RequestRecord):
                                                     "`chosen_not_top1`)", None)
 
 
-KINDS: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord, "pinning": PinningRecord,
-                                         "harness": HarnessRecord}
+# the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
+# not the protocol kinds (kit.protocols.kinds.KINDS): every BFCL pass, whatever its kind, writes `grid` records
+RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
+                                                  "pinning": PinningRecord, "harness": HarnessRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 
@@ -244,7 +258,7 @@ def validate(record: dict[str, Any]) -> RequestRecord:
     Raises pydantic's ValidationError naming each field that does not fit."""
     from pydantic import TypeAdapter  # noqa: PLC0415 - only checks and schema export need pydantic here
 
-    kind = KINDS.get(str(record.get("protocol")), RequestRecord)
+    kind = RECORD_CLASSES.get(str(record.get("protocol")), RequestRecord)
     if kind not in _adapters:
         _adapters[kind] = TypeAdapter(kind)
     return _adapters[kind].validate_python(record)

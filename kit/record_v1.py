@@ -21,7 +21,7 @@ from kit.engines.base import prompt_text
 from kit.record import EPISODE_SCHEMA, SCHEMA
 
 V1 = "kit.record/1"
-_ADDED = ("unit", "step", "raw_dropped", "gate", "error", "output_sha256", "started", "wall_seconds")
+_ADDED = ("protocol_name", "protocol_kind", "unit", "step", "raw_dropped", "gate", "error", "output_sha256", "started", "wall_seconds")
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from kit.errors import ConfigError
 
-_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+_FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
 
 
@@ -38,7 +38,7 @@ def open_regular(path: Path, what: str, max_bytes: int, fix: str) -> BinaryIO:
         info = os.fstat(fd)
         kind = stat.S_IFMT(info.st_mode)
         if kind != stat.S_IFREG:
-            raise ConfigError(f"{what} {path} is {_KINDS.get(kind, 'not a regular file')}, not a regular file", fix)
+            raise ConfigError(f"{what} {path} is {_FILE_TYPES.get(kind, 'not a regular file')}, not a regular file", fix)
         if info.st_size > max_bytes:
             raise ConfigError(f"{what} {path} is {info.st_size} bytes, over the {max_bytes}-byte limit", fix)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)

@@ -123,7 +123,6 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
 
     if options.engine_urls:
         return vllm_launch.by_urls(options.engine_urls, options.model)
-    vllm_launch.refuse_two_servers_at_once(protocol)
     if options.launcher == "docker":
         return vllm_launch.docker(options.model, options.container_label or uuid.uuid4().hex[:12],
                                   protocol.engine.ctx_size, protocol.seed, image=options.image, gpus=options.gpus)
@@ -143,9 +142,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                           f"{written.name}, or --engine-url on=URL --engine-url off=URL), or run a llama.cpp protocol "
                           "(grid, grid-cpu)")
     if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
-        from kit.launch import vllm_launch  # noqa: PLC0415
-
-        vllm_launch.refuse_protocol(protocol)
+        kinds.refuse_on_vllm(protocol, starts_servers=options.provider is None and not options.engine_urls)
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
     if sha256_text(content) != digest:

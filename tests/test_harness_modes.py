@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.analysis import harness, harness_v1
+from kit.protocols.harness import results as harness, results_v1 as harness_v1
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run

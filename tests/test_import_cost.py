@@ -38,9 +38,9 @@ def test_a_wilson_interval_loads_no_scipy(module):
 
 
 def test_a_reset_runs_final_table_loads_no_scipy_stats():
-    """The restored-state control's table (kit.analysis.reset_table) adds an exact McNemar test: it takes
+    """The restored-state control's table (kit.protocols.reset.results) adds an exact McNemar test: it takes
     scipy.special's binomial kernel, never scipy.stats."""
-    code = ("import json, sys; from kit.analysis import reset_table; from kit.stats import exact_mcnemar; "
+    code = ("import json, sys; from kit.protocols.reset import results; from kit.stats import exact_mcnemar; "
             "exact_mcnemar(3, 9); print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy.stats'))))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

@@ -69,7 +69,7 @@ def test_file_text_in_a_result_table_is_printed_as_written():
 
     from rich.console import Console
 
-    from kit.console import reset_table
+    from kit.protocols.reset.view import reset_table
 
     table = {"sessions": [{"session": "s1[/]", "status": f"VOID {HOSTILE}"}],
              "across_sessions": {"note": f"note {HOSTILE}"}}

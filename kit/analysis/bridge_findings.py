@@ -1,7 +1,7 @@
 """Findings of single-turn runs (the reset protocol's four phases per item): Table IV, the
 restored-state control per session, and Table VII, the GSM8K bridge with correctness flips.
 
-Table IV counts as :mod:`kit.analysis.reset_table` does (and reuses its across-session count), from
+Table IV counts as :mod:`kit.protocols.reset.results` does (and reuses its across-session count), from
 each session read once. Table VII counts an item's path divergence as
 cache-caused only when each path agreed with itself (cold == cold2, warm == warm2) and the paths
 differ; correctness comes from the stored response text, compared numerically with the item's
@@ -15,14 +15,14 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from kit.analysis import reset_table
+from kit.protocols.reset import results as reset_table
 from kit.analysis.collect import RunFolder
-from kit.analysis.passes import PassData
+from kit.protocols.passes import PassData
 
 
 def item_paths(session: PassData) -> dict[str, dict[str, list[tuple]]]:
     """unit -> {"cold": [outputs in phase order], "warm": [...]}, for items whose four phases all succeeded
-    (the shape :func:`kit.analysis.reset_table.across_sessions` takes)."""
+    (the shape :func:`kit.protocols.reset.results.across_sessions` takes)."""
     paths = {}
     for unit in session.order:
         requests = session.units[unit]

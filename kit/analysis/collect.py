@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from kit.errors import KitError
 from kit.manifest import Manifest
+from kit.protocols import kinds
 from kit.records import DamagedRecords, RecordFile, read_records, require_whole
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
@@ -197,8 +198,6 @@ def read_runs(path: Path) -> list[RunFolder]:
 def family(path: Path, manifest: dict[str, Any]) -> str:
     """The findings family a folder (or a cell's view of one) feeds, from its kind's analysis entry
     (kit.protocols.kind.Analysis): reset, grid, or sweep for a grid folder that carries `sweep`."""
-    from kit.protocols import kinds  # noqa: PLC0415 - the kinds' modules import analysis modules
-
     name = (manifest.get("protocol") or {}).get("kind")
     kind = kinds.named(name, str(path))
     if kind.analysis is None:

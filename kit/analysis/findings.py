@@ -12,11 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.analysis import bridge_findings, grid_findings, grid_setting, mechanism, sweep_findings
+from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
-from kit.analysis.passes import load_pass
+from kit.protocols.grid import setting as grid_setting
+from kit.protocols.passes import load_pass
 from kit.errors import KitError
 from kit.manifest import now
 from kit.provenance import backends_differ
@@ -197,12 +198,12 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: F
 
 
 def _harness(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
-    """Imported determinism-harness runs: the harness's report values per run (kit.analysis.harness), with
+    """Imported determinism-harness runs: the harness's report values per run (kit.protocols.harness.results), with
     the prefill thresholds given at import, or those of `settings` when set."""
     runs = collection.of_kind("harness")
     if not runs:
         return
-    from kit.analysis import harness  # noqa: PLC0415
+    from kit.protocols.harness import results as harness  # noqa: PLC0415
 
     started = time.perf_counter()
     given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}

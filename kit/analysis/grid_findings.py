@@ -1,7 +1,7 @@
 """Findings of grid runs: Table V (divergence per configuration), Table III (pass order × the
 server-level prompt cache) and the paired trend over formats on the production-default grid.
 
-Counts come from :func:`kit.analysis.grid.grid_table` (the grid's own results, recomputed from the
+Counts come from :func:`kit.protocols.grid.results.grid_table` (the grid's own results, recomputed from the
 records); each single-pass rate gets the dependence-aware interval over its episode indicators in
 execution order (the first pass's manifest ``order``).
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from kit.analysis import grid as grid_results
+from kit.protocols.grid import results as grid_results
 from kit.analysis.collect import RunFolder, format_rank
-from kit.analysis.grid_setting import pass_order, prompt_cache_setting
+from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.divergence import TOKEN_IDS
 
 COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}

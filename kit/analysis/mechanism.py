@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.analysis.passes import PassData, Request
+from kit.protocols.passes import PassData, Request
 
 NEAR_TIE = 0.1
 

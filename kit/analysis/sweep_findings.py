@@ -15,7 +15,7 @@ import numpy as np
 
 from kit.analysis.collect import RunFolder, format_rank
 from kit.analysis.findings_model import SweepCell, SweepFindings, Table
-from kit.analysis.passes import PassData, divergence_indicators, load_pass
+from kit.protocols.passes import PassData, divergence_indicators, load_pass
 
 CANONICAL = 0
 SEPARATED_B1 = 15.0  # |slope| beyond this (odds ratio > 3e6 per format step) means no finite estimate

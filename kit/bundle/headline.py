@@ -196,7 +196,7 @@ def _harness(t: dict[str, Any], h: Headline) -> None:
     differ = t.get("arms_differ")
     h.verdict.append("arms " + {None: "not judged", True: "DIFFER", False: "identical"}[differ])
     arms = {a: m.get("metrics", {"n": 0, "distinct_count": 0}) if "n_raw" in m and "n" not in m else m
-            for a, m in t["arms"].items()}  # a study's arms hold their metrics (kit.analysis.harness); older: flat
+            for a, m in t["arms"].items()}  # a study's arms hold their metrics (kit.protocols.harness.results); older: flat
     over = " over every box" if len(t.get("boxes") or {}) > 1 else ""
     h.tables.append(Layout("harness", f"Measured calls per arm{over}.", ["arm", "n", "distinct outputs", "modal share"],
                            [[str(a), str(m["n"]), str(m["distinct_count"]),

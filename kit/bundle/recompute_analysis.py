@@ -38,7 +38,7 @@ FIGURES = "analysis/figures/"
 # the kinds of recomputed file `kit verify` counts, in the order it prints them
 RESULTS, FINDINGS_KIND, TABLES_KIND, FIGURE_DATA, COMPARISON = (
     "results", "findings", "tables", "figure data", "comparison with the paper")
-KINDS = (RESULTS, FINDINGS_KIND, TABLES_KIND, FIGURE_DATA, COMPARISON)
+ARTIFACT_KINDS = (RESULTS, FINDINGS_KIND, TABLES_KIND, FIGURE_DATA, COMPARISON)
 
 # key paths ("*": every element of a list) left out of the comparison: when and where the analysis ran,
 # how long it took, what files it wrote, the folders it was given and how many processes it used

@@ -19,7 +19,7 @@ from kit.bundle.errors import BadBundle, UnsafeBundle
 from kit.bundle.gzip_stream import CHUNK, DAMAGED_FIX, GzipStream
 
 ZERO_BLOCK = b"\0" * fmt.BLOCK
-KINDS = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a device file", b"4": "a device file",
+MEMBER_TYPES_REFUSED = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a device file", b"4": "a device file",
          b"5": "a directory entry (`kit bundle` lists files only)", b"6": "a FIFO", b"7": "a contiguous file",
          b"g": "a PAX global header", b"x": "a second PAX header in a row", b"L": "a GNU long-name header",
          b"K": "a GNU long-link header", b"S": "a GNU sparse file", b"V": "a GNU volume header",
@@ -146,7 +146,7 @@ class TarStream:
             raw, kind = raw + records + block, block[156:157]
         if kind != fmt.REGULAR:
             shown = name or block[:100].split(b"\0")[0].decode("utf-8", "replace")
-            raise self._refuse(shown, f"is {KINDS.get(kind, f'an entry of type {kind!r}')}")
+            raise self._refuse(shown, f"is {MEMBER_TYPES_REFUSED.get(kind, f'an entry of type {kind!r}')}")
         if name is None:
             field = block[:100].split(b"\0")[0]
             if not field.isascii():

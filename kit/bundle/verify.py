@@ -91,7 +91,7 @@ class Verdict:
     def recomputed(self) -> tuple[str, list[str]]:
         """What was recomputed, in numbers (files and values per kind, from how many records), and what was
         not (figure images, files this kit could not recompute)."""
-        kinds = [k for k in recompute_analysis.KINDS if k in self.by_kind]
+        kinds = [k for k in recompute_analysis.ARTIFACT_KINDS if k in self.by_kind]
         files = sum(self.by_kind[k][0] for k in kinds)
         parts = [f"{k}: {_count(self.by_kind[k][0], 'file')}, {self.by_kind[k][1]:,} values" for k in kinds]
         head = f"recomputed {_count(files, 'file')}, {self.values_compared:,} values from " \

@@ -13,7 +13,7 @@ import math
 from typing import Any, Callable
 
 from kit.analysis.findings_model import Findings, RunEntry, SweepFindings
-from kit.analysis.grid_setting import pass_order
+from kit.protocols.grid.setting import pass_order
 from kit.compare.measures import ROWS, TREND, Measured, RunRow, Section
 from kit.stats import rate_interval
 

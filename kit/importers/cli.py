@@ -73,7 +73,7 @@ def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds
     """
     from rich.console import Console  # noqa: PLC0415
 
-    from kit.console import harness_table  # noqa: PLC0415
+    from kit.protocols.harness.view import harness_table  # noqa: PLC0415
     from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
     from kit.paths import outputs_dir  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from kit.analysis.harness import DEFINITIONS
+from kit.protocols.harness.results import DEFINITIONS
 from kit.digests import sha256_text
 from kit.errors import ConfigError, KitError
 from kit.limits import IMPORT_BOXES_MAX as BOXES_MAX
@@ -49,6 +49,7 @@ from kit.regular_file import open_regular, read_regular
 
 SCHEMA = 3
 PASS = "calls"
+NAME = "determinism-harness"  # the imported protocol's own name (its kind: `harness`)
 REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str, "ok": bool,
             "request_sha256": str, "run_name": str}
 # optional fields the analysis reads: null or of this type
@@ -249,7 +250,7 @@ def _record(run_id: str, seq: int, number: int, call: dict[str, Any], scanned: S
     prefill = usage.get("prompt_eval_duration_ns")
     latency = call.get("latency_ms")
     return HarnessRecord(
-        run_id=run_id, pass_id=PASS, protocol="harness", seq=seq, unit=call["cell"],
+        run_id=run_id, pass_id=PASS, protocol="harness", protocol_name=NAME, protocol_kind="harness", seq=seq, unit=call["cell"],
         prompt_sha256=call["request_sha256"],
         output_sha256=call["text_sha256"], started=call.get("sent_at_utc"),
         wall_seconds=latency / 1000 if isinstance(latency, (int, float)) else None,
@@ -302,7 +303,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
     single = {"run_name": first.manifest["run_name"], "done": first.done} if len(study) == 1 else {}
     total = sum(len(s.offsets) for s in study)
     record = Manifest.create(
-        run_dir, protocol={"name": "determinism-harness", "kind": "harness", "file": str(first.files.calls),
+        run_dir, protocol={"name": NAME, "kind": "harness", "file": str(first.files.calls),
                            "sha256": first.calls_sha256, "content": None, "resolved": resolved, "overrides": {}},
         imported={"from": "determinism-harness", **single, "runs": runs,
                   "files": sorted(p.name for p in kept.iterdir()), "report": report is not None},
@@ -322,7 +323,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
                     seq += 1
         progress("writing records", total, total)
     record.set_pass(PASS, status="OK", reason=None, file=f"records/{PASS}.jsonl", records=writer.count)
-    from kit.analysis.harness import results  # noqa: PLC0415
+    from kit.protocols.harness.results import results  # noqa: PLC0415
 
     table = results(run_dir)
     record.update(results=table["files"])

@@ -7,8 +7,8 @@ A run on `--engine vllm` gets an `ArmProviders` whose cache-on arm serves from s
 - a native `vllm serve` (`--launcher native`: the venv `kit engines install vllm` makes, or the
   `vllm` executable `--server-bin` names), one process per session, its log in the run folder;
 - URLs (`--engine-url on=URL --engine-url off=URL`): servers someone else started, one per arm.
-Every server runs the protocol's flags (kit.launch.container_spec.vllm_serve_args). The grid checks
-each pass's server against its arm (kit.protocols.grid_pass.ServerArm).
+Every server runs the protocol's flags (kit.launch.container_spec.vllm_serve_args). Which protocols a
+vLLM run serves, each kind says itself (`Kind.on_vllm`, kit.protocols.kinds.refuse_on_vllm).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from kit.engines import registry
 from kit.engines.vllm import VllmEngine
 from kit.errors import ConfigError, EngineError
 from kit.launch.container_spec import vllm_serve_args
@@ -31,7 +30,6 @@ from kit.secret_urls import redact_url
 ARMS = ("on", "off")
 DEFAULT_CHECKPOINT = "qwen2.5-7b-instruct"  # the paper's vLLM Qwen arm
 STARTUP_TIMEOUT_S = 900.0  # loading a 7B checkpoint and capturing CUDA graphs takes minutes
-KINDS = registry.VLLM.run_kinds or ()  # kinds a vLLM run serves (`kit check` covers pinning on a running server)
 NO_VLLM = ("install it with `kit engines install vllm`, or pass --server-bin PATH/TO/vllm, --launcher docker, "
            "or --engine-url on=URL --engine-url off=URL")
 
@@ -203,44 +201,3 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
                                                   image=image or VLLM_IMAGE, gpus=asked, image_options=build, **local)
                          for arm in ARMS}, details)
 
-
-def refuse_two_servers_at_once(protocol: Any) -> None:
-    """Servers the kit starts for one run share one GPU: a grid whose `per_arm` servers would both be up at
-    once (its arms alternate) is refused, since each vLLM server takes 90% of the GPU's memory by default."""
-    if protocol.protocol != "grid" or protocol.server != "per_arm":
-        return
-    from kit.protocols.grid import pass_plan  # noqa: PLC0415
-
-    arms = [p.arm for p in pass_plan(protocol)]
-    runs = [arm for index, arm in enumerate(arms) if index == 0 or arm != arms[index - 1]]  # each arm's stretches
-    if len(runs) != len(set(runs)):
-        raise ConfigError(f"with server: per_arm, passes {' '.join(protocol.passes)} (orders "
-                          f"{', '.join(map(str, protocol.orders))}) keep a cache-on and a cache-off vLLM server up at "
-                          "once, and each takes 90% of the GPU's memory",
-                          "run each arm's passes back to back (passes [on, on, off, off], one order: grid-vllm), "
-                          "use server: per_pass, or start the two servers yourself and give --engine-url on=/off=")
-
-
-def refuse_protocol(protocol: Any) -> None:
-    """What a vLLM run cannot serve is refused before the run folder exists: kinds other than the BFCL
-    passes, a grid serving both arms from one server, flag × order cells that set `--cache-ram` (vLLM has
-    no such layer: its lever is server lifetime), a sweep over more than the checkpoint's own format."""
-    kind = protocol.protocol
-    if kind not in KINDS:
-        raise ConfigError(f"{kind} protocols do not run on vLLM (it serves grid, flag_order and sweep; `kit check "
-                          "URL --kind vllm` checks a running server's cache states)",
-                          "drop --engine vllm to run it on llama.cpp")
-    if kind == "grid" and protocol.server == "shared":
-        raise ConfigError("this grid serves every pass from one server (server: shared), but vLLM fixes prefix "
-                          "caching per server process",
-                          "use a protocol with server: per_arm (e.g. grid-vllm: both cache-on passes from one "
-                          "process) or server: per_pass (grid-vllm-fresh: a fresh server per pass)")
-    if kind == "flag_order":
-        cells = [arm.name for arm in protocol.arms if arm.cache_ram is not None]
-        if cells:
-            raise ConfigError(f"flag x order arm {cells[0]} sets cache_ram, llama.cpp's server-level prompt cache, "
-                              "which vLLM does not have", "use flag-order-vllm (its arms vary server lifetime)")
-    if kind == "sweep":
-        from kit.protocols.formats import served_as_is  # noqa: PLC0415
-
-        served_as_is(protocol.formats)

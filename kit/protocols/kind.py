@@ -1,7 +1,8 @@
 """What a protocol kind is: everything the kit needs to know about one kind, registered in one place.
 
-A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...). Its module in
-`kit/protocols/` holds the procedure and, at its bottom, one `KIND = Kind(...)` that says:
+A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...); a protocol's own name is
+its file's (`sentinel.yaml` is a protocol named `sentinel` of kind `grid`). Everything about a kind lives
+in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND = Kind(...)` that says:
 
 - `model`: the pydantic model its files validate against (a `spec.ProtocolBase` with
   `protocol: Literal["<name>"]`);
@@ -12,19 +13,27 @@ A kind is the value of `protocol:` in a protocol file (`reset`, `grid`, ...). It
   results table (its `"table"` key is `table`). The runner calls it at the end of a run and
   `kit verify` calls it again on the bundle's raw records (`kit.bundle.recompute`), so both see the
   same numbers;
-- `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it;
+- `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it
+  (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, table)`: a line printed under it, or None;
+  `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
+- `record`: the record class (kit.record) its passes write;
+- `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
+  ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
+  servers, rather than reaching them by --engine-url);
 - `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
 - `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not;
 - `from_files`: False for a kind whose run folders are imported (`harness`): protocol files cannot ask for it.
 
 How to add a kind
 -----------------
-1. Write `kit/protocols/<name>.py` with the model, `prepare`, `run` and `results`, and `KIND = Kind(...)`
-   at its bottom. Keep registering cheap: name a renderer that lives in kit.console with
-   `Lazy("kit.console:<function>")`, and import `kit.stats` inside the functions that compute
-   (`tests/test_import_cost.py` keeps `import kit.runner` free of scipy, matplotlib, textual, ...).
-2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one list of kinds.
-3. Add `protocols/<file>.yaml` with `protocol: <name>`.
+1. Make the package `kit/protocols/<name>/`: `protocol.py` (the model, `prepare`, `run` and
+   `KIND = Kind(...)` at its bottom), `results.py` (`results(run_dir)`), `view.py` (the renderer) and an
+   `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
+   `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
+   compute (`tests/test_import_cost.py` keeps `import kit.runner` free of scipy, matplotlib, textual, ...).
+2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one registry of kinds.
+3. Add `protocols/<file>.yaml` with `protocol: <name>` (the file's own name is the protocol's name; runs
+   and records carry both: docs/protocols.md).
 `tests/protocols/test_kinds.py` shows a complete toy kind going through all of it (docs/protocols.md).
 """
 
@@ -38,9 +47,11 @@ from typing import Any
 
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.record import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
 Table = dict[str, Any]  # a results table as `results` returns it
+PlotRow = tuple[str, int, int, float, float]  # label, diverged, total, 95% interval low and high
 
 
 @dataclass(frozen=True)
@@ -124,8 +135,8 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Kind:
-    """One protocol kind: its model, its procedure, its results, its console view, its launcher entry
-    and its analysis entry. See the module docstring for what each must do."""
+    """One protocol kind: its model, its procedure, its records, its results, its console view, the engines
+    it runs on, its launcher entry and its analysis entry. See the module docstring for what each must do."""
 
     name: str
     model: type[ProtocolBase]
@@ -136,6 +147,10 @@ class Kind:
     render: Callable[[Table], Any]  # a rich renderable
     launcher: Launcher
     analysis: Analysis | None
+    record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record)
+    on_vllm: Callable[[Any, bool], None] | None = None  # None: vLLM does not run it; else refuses what vLLM cannot
+    note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
+    plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
 
 

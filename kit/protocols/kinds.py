@@ -1,10 +1,12 @@
-"""The protocol kinds the kit knows (runs, and imports: `harness`): one registration each (`KIND` at the bottom of its module,
-kit.protocols.kind), listed once here.
+"""The protocol kinds the kit knows (runs, and imports: `harness`): one package each, kit/protocols/<kind>/,
+whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, the one registry of kinds.
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
-run, and the results at the end of a run), `kit analyze` (kit.analysis.collect), `kit verify`
-(kit.bundle.recompute), the console (kit.console.results_view) and the launcher (kit.tui.catalog,
-kit.tui.form). To add a kind, see kit/protocols/kind.py.
+run, and the results at the end of a run), what a vLLM run serves (`refuse_on_vllm`), `kit analyze`
+(kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.console.results_view,
+results_note) and the launcher (kit.tui.catalog, kit.tui.form, its divergence plot). A protocol file's own
+name (`sentinel`) and its kind (`grid`) differ: docs/protocols.md lists them. To add a kind, see
+kit/protocols/kind.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from kit.errors import KitError
+from kit.errors import ConfigError, KitError
 from kit.manifest import Manifest
 from kit.protocols import flag_order, grid, harness, pinning, reset, spec, sweep
 from kit.protocols.kind import Kind
@@ -56,6 +58,18 @@ def of_run(run_dir: Path) -> Kind:
     """The kind of a run folder, from its manifest: how `kit verify` reaches the entry the runner used
     (`of`) at the end of the run; `kit analyze` reaches it by `named` for each folder or cell it reads."""
     return named((Manifest.load(run_dir).data.get("protocol") or {}).get("kind"), str(run_dir))
+
+
+def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None:
+    """What a vLLM run cannot serve, refused before the run folder exists: a kind vLLM does not run (`kit check
+    URL --kind vllm` covers pinning on a running server), and what the kind's own `on_vllm` refuses."""
+    kind = of(protocol)
+    if kind.on_vllm is None:
+        served = [name for name, other in KINDS.items() if other.on_vllm is not None]
+        raise ConfigError(f"{kind.name} protocols do not run on vLLM (it serves {', '.join(served[:-1])} and "
+                          f"{served[-1]}; `kit check URL --kind vllm` checks a running server's cache states)",
+                          "drop --engine vllm to run it on llama.cpp")
+    kind.on_vllm(protocol, starts_servers)
 
 
 def for_table(table: dict[str, Any] | None) -> Kind | None:

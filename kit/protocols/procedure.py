@@ -50,6 +50,14 @@ class RunContext:
     done: set[str] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
 
+    def stamp(self, pass_id: str, procedure: str) -> dict[str, Any]:
+        """What every record of a pass carries besides its own fields: the run, the pass, the procedure that
+        writes it (`protocol`: its record class, kit.record.RECORD_CLASSES) and the protocol's own name and
+        kind, as the manifest has them."""
+        protocol = self.manifest.data.get("protocol") or {}
+        return {"run_id": self.manifest.data["run_id"], "pass_id": pass_id, "protocol": procedure,
+                "protocol_name": protocol.get("name"), "protocol_kind": protocol.get("kind")}
+
     def checkpoint(self) -> None:
         """Procedures call this between requests: raise RunStopped once a stop was asked for."""
         if self.stop.is_set():

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 GGUF_MAGIC = b"GGUF"
 HF_ID = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face model id: Org/Name
-VLLM_PROTOCOLS = "grid-vllm, grid-vllm-fresh, flag-order-vllm or sweep-vllm"  # the kit's protocols for vLLM
 
 
 @dataclass(frozen=True)
@@ -93,20 +92,33 @@ def written_for_vllm(protocol: str) -> str:
 
 
 def vllm_problem(protocol: str) -> str | None:
-    """Why vLLM cannot run this protocol file (the runner's rules, kit.launch.vllm_launch.refuse_protocol), or None."""
-    from kit.launch.vllm_launch import KINDS, refuse_protocol  # noqa: PLC0415 - loads the vLLM client
+    """Why vLLM cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_on_vllm), or None."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the registry loads once a form opens
 
     try:
         loaded = loaded_protocol(protocol)
     except KitError as exc:
         return exc.line()
     try:
-        refuse_protocol(loaded)
+        kinds.refuse_on_vllm(loaded, starts_servers=False)
     except KitError as exc:
-        if loaded.protocol not in KINDS:  # its fix names the CLI's --engine
-            return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({VLLM_PROTOCOLS})"
+        if kinds.of(loaded).on_vllm is None:  # its fix names the CLI's --engine
+            return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({vllm_protocols()})"
         return exc.line()
     return None
+
+
+@functools.cache
+def vllm_protocols() -> str:
+    """The kit's own protocol files written for vLLM (`engine.kind: vllm`), named as a list in words."""
+    import yaml  # noqa: PLC0415
+
+    from kit.paths import protocols_dir  # noqa: PLC0415
+    from kit.tui.catalog import written_for as file_written_for  # noqa: PLC0415
+
+    names = [path.stem for path in sorted(protocols_dir().glob("*.yaml"), key=lambda path: path.stem)
+             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == "vllm"]
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def reused_server_problem(engine: str, protocol: str) -> str | None:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kit.analysis import mechanism
-from kit.analysis.passes import load_pass
+from kit.protocols.passes import load_pass
 from kit.manifest import Manifest
 from tests.analysis.records_builder import position, write_grid_like
 

@@ -57,7 +57,7 @@ def repack(root: str, files: dict[str, bytes], out: Path) -> Path:
 def synthetic_grid_run(folder: Path, model_name: str = "toy-F16") -> Path:
     """A small finished grid run written as real record files (tests/analysis/records_builder: two
     passes, three one-request episodes), its results computed by the kit: bundles in milliseconds."""
-    from kit.protocols import grid  # noqa: PLC0415
+    from kit.protocols.grid import protocol as grid  # noqa: PLC0415
     from tests.analysis.records_builder import position, write_grid_like  # noqa: PLC0415
 
     folder.mkdir(parents=True)

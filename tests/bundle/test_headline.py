@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kit.analysis import flag_order_run
+from kit.protocols.flag_order import results as flag_order_run
 from kit.bundle import report
 from kit.bundle.content import BundledRun, runs_from_files
 from kit.bundle.headline import FEW, few, headline, paper_tables
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
-from tests.analysis.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
+from tests.protocols.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
 from tests.bundle.conftest import synthetic_grid_run
 
 RECORDS_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1"

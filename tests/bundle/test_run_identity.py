@@ -12,7 +12,7 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.errors import ConfigError
 from kit.manifest import Manifest
-from kit.protocols import grid
+from kit.protocols.grid import protocol as grid
 from tests.bundle.conftest import read_members, synthetic_grid_run
 from tests.bundle.kit_cli import run_kit
 

@@ -12,7 +12,6 @@ from kit import check, preflight
 from kit.cli import cli
 from kit.engines import registry
 from kit.errors import ConfigError
-from kit.launch.vllm_launch import KINDS as VLLM_KINDS
 from kit.protocols.kinds import KINDS
 from kit.protocols.spec import EngineSettings
 from kit.tui import form
@@ -35,7 +34,7 @@ def test_each_engine_declares_what_its_adapter_does(name):
 
 def test_the_cli_offers_the_registrys_engines():
     assert _choices("run", "engine") == registry.run_choices() == ["llamacpp", "vllm"]
-    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == list(check.KINDS)
+    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == list(check.ENGINE_CHOICES)
     assert set(registry.check_choices()) == set(registry.ENGINES)  # a server at a URL is checked whatever serves it
 
 
@@ -43,7 +42,8 @@ def test_what_each_engine_runs_is_declared_once():
     written_for = EngineSettings.model_fields["kind"]
     assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
     assert written_for.default == registry.DEFAULT
-    assert VLLM_KINDS == registry.VLLM.run_kinds  # the vLLM launcher's refusals read the registry
+    # the kinds that declare how vLLM runs them are the ones the registry says vLLM serves
+    assert set(registry.VLLM.run_kinds or ()) == {name for name, kind in KINDS.items() if kind.on_vllm is not None}
     assert registry.LLAMACPP.serves("reset") and not registry.VLLM.serves("reset")
     assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
     assert registry.VLLM.runs_written_for(registry.LLAMACPP)  # tried, then refused by vLLM's own rules

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kit.engines.base import CompletionRequest
 from kit.launch.instance import VllmResetProvider
-from kit.protocols.pinning import _pass_status
+from kit.protocols.pinning.protocol import _pass_status
 from kit.record import PinningRecord
 from kit.records import RecordWriter
 from tests.answers import answer

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kit.protocols import grid, kinds, reset
+from kit.protocols import kinds
+from kit.protocols.grid import protocol as grid
+from kit.protocols.reset import protocol as reset
 from kit.protocols.estimate import Speed
 
 SPEED = Speed(prefill_tokens_per_s=200.0, decode_tokens_per_s=40.0, prompt_tokens=100, startup_seconds=3.0)

@@ -13,7 +13,8 @@ from kit.errors import ConfigError
 from kit.events import Notice
 from kit.manifest import Manifest
 from kit.paths import protocols_dir
-from kit.protocols import flag_order, kinds
+from kit.protocols import kinds
+from kit.protocols.flag_order import protocol as flag_order
 from kit.protocols.procedure import RunContext
 from kit.tui.catalog import EMBEDDED, Capabilities, entry
 

@@ -10,7 +10,7 @@ import pytest
 
 from kit import runner
 from kit.events import EpisodeVerdict
-from kit.protocols.grid_pass import GridGates, gate
+from kit.protocols.grid.bfcl_pass import GridGates, gate
 from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine

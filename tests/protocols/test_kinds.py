@@ -5,6 +5,7 @@ and printed by the console, all through its one registration."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -28,10 +29,11 @@ from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record import RequestRecord
+from kit.record import RECORD_CLASSES, RequestRecord
 from kit.records import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
+from kit.tui.widgets.divergence_plot import rows_for
 from tests.console_text import printed
 
 
@@ -62,8 +64,7 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
         for seq in range(protocol.notes):
             ctx.checkpoint()
             text = f"note {seq}"
-            writer.write(ToyRecord(run_id=ctx.manifest.data["run_id"], pass_id="p1", protocol="toy", seq=seq,
-                                   prompt_sha256=sha256_text(text), text=text))
+            writer.write(ToyRecord(**ctx.stamp("p1", "toy"), seq=seq, prompt_sha256=sha256_text(text), text=text))
     ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
 
 
@@ -93,7 +94,7 @@ TOY = Kind(
     launcher=Launcher(measures="toy notes written without an engine", needs="nothing at all",
                       estimate=lambda data: f"{data.get('notes', 3)} notes, about {rough_duration(1)} on a CPU",
                       size=Number("Notes", "notes", 3, high=50)),
-    analysis=Analysis("reset"))
+    analysis=Analysis("reset"), record=ToyRecord)
 
 TOY_YAML = "protocol: toy\ndescription: A toy kind that writes notes.\nnotes: 4\n"
 
@@ -122,12 +123,67 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
         assert kind.launcher.measures and kind.launcher.needs and kind.launcher.size.label
         assert kind.analysis is None or kind.analysis.family in ("reset", "grid", "sweep", "harness", None)
         assert kinds.for_table({"table": kind.table}) is kind
+        assert issubclass(kind.record, RequestRecord) and kind.record is not RequestRecord
+    # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
+    assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
+        "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
+        "flag_order": "BfclRecord", "harness": "HarnessRecord"}
+    assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
+
+
+def test_the_launchers_plot_shows_the_rows_each_kind_declares():
+    reset = {"table": "restored-state control", "sessions": [
+        {"session": "s1", "status": "OK", "items": 8, "paths_differ": 2},
+        {"session": "s2", "status": "VOID", "items": 8, "paths_differ": 0}]}
+    [(label, k, n, lo, hi)] = rows_for(reset)
+    assert (label, k, n) == ("s1 paths differ", 2, 8) and 0 < lo < 2 / 8 < hi < 1
+    grid = {"table": "grid", "comparisons": {
+        "path": {"diverged": 3, "episodes": 10, "interval": {"rate": 0.3, "lo": 0.1, "hi": 0.6}},
+        "run-to-run cache-off": {"skipped": "one pass only"}}}
+    assert rows_for(grid) == [("path", 3, 10, 0.1, 0.6)]
+    assert rows_for({"table": "sweep"}) == [] and rows_for({}) == []
+
+
+def test_vllm_refuses_a_kind_it_does_not_serve_and_what_the_kind_itself_refuses():
+    reset, _, _ = kinds.load("demo")
+    with pytest.raises(ConfigError, match=r"reset protocols do not run on vLLM \(it serves grid, sweep and "
+                                          r"flag_order;"):
+        kinds.refuse_on_vllm(reset, starts_servers=True)
+    shared, _, _ = kinds.load("grid-cpu")
+    assert shared.server == "shared"
+    with pytest.raises(ConfigError, match="server: shared"):
+        kinds.refuse_on_vllm(shared, starts_servers=False)
+    alternating, _, _ = kinds.load("grid-vllm", {"passes": ["on", "off", "on", "off"]})
+    kinds.refuse_on_vllm(alternating, starts_servers=False)  # servers reached by URL: both up is theirs to allow
+    with pytest.raises(ConfigError, match="keep a cache-on and a cache-off vLLM server up at once"):
+        kinds.refuse_on_vllm(alternating, starts_servers=True)
+    with pytest.raises(ConfigError, match="sets cache_ram"):
+        kinds.refuse_on_vllm(kinds.load("flag-order")[0], starts_servers=True)
+    kinds.refuse_on_vllm(kinds.load("flag-order-vllm")[0], starts_servers=True)
 
 
 def test_every_protocol_file_loads_as_its_kind():
     for path in sorted(protocols_dir().glob("*.yaml")):
         protocol, _, _ = kinds.load(path.stem)
         assert kinds.of(protocol) is kinds.KINDS[yaml.safe_load(path.read_text())["protocol"]]
+
+
+def test_the_documented_names_and_kinds_are_the_protocol_files_own():
+    """docs/protocols.md's table of protocol names, their kinds and the procedure their records name."""
+    documented: dict[str, tuple[str, str]] = {}
+    text = (Path(__file__).resolve().parents[2] / "docs/protocols.md").read_text()
+    table = text[text.index("| protocol (file) | kind |"):].split("\n\n")[0]
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4:
+            for name in re.findall(r"`([\w-]+)`", cells[0]):
+                documented[name] = (cells[1].strip("`"), cells[2].strip("`"))
+    files = {path.stem: yaml.safe_load(path.read_text())["protocol"] for path in protocols_dir().glob("*.yaml")}
+    assert {name: kind for name, (kind, _) in documented.items() if name in files} == files
+    procedure = {record: name for name, record in RECORD_CLASSES.items()}
+    assert {kind: procedure[kinds.KINDS[kind].record] for kind, _ in documented.values()} == {
+        kind: written for kind, written in documented.values()}
+    assert documented["determinism-harness"] == ("harness", "harness")
 
 
 # --- the toy kind, through every door ------------------------------------------------------------------
@@ -164,7 +220,9 @@ def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entr
     assert done.exit_code == 0, done.output
     [run_dir] = [p for p in out.iterdir() if p.name.startswith("toy-")]
     # the run: one record file, its pass OK, the results written at its end
-    assert [r["text"] for r in read_records(run_dir / "records/p1.jsonl")] == [f"note {i}" for i in range(4)]
+    written = read_records(run_dir / "records/p1.jsonl").records
+    assert [r["text"] for r in written] == [f"note {i}" for i in range(4)]
+    assert {(r["protocol"], r["protocol_name"], r["protocol_kind"]) for r in written} == {("toy", "toy", "toy")}
     manifest = Manifest.load(run_dir).data
     assert (manifest["status"], manifest["protocol"]["kind"], manifest["passes"]["p1"]["status"]) == (
         "finished", "toy", "OK")

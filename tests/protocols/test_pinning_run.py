@@ -190,7 +190,7 @@ def test_the_stricter_prefill_time_gate_is_recomputed_from_the_same_records(chec
     two arms' raw prefill times do not overlap."""
     import shutil
 
-    from kit.analysis import pinning as analysis
+    from kit.protocols.pinning import results as analysis
 
     _, run_dir = check_run
     copy = tmp_path / run_dir.name

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kit.errors import ConfigError
-from kit.protocols import kinds, sweep
-from kit.protocols.formats import FormatSource, resolve
+from kit.protocols import kinds
+from kit.protocols.sweep import protocol as sweep
+from kit.protocols.sweep.formats import FormatSource, resolve
 
 
 def load(name: str, **overrides):

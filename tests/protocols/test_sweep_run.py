@@ -12,6 +12,7 @@ import pytest
 from kit import runner
 from kit.analysis.collect import collect
 from kit.models.hashing import sha256_file
+from kit.records import read_records
 from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
@@ -74,6 +75,13 @@ def test_a_small_sweep_serves_each_format_from_a_fresh_server_and_its_numbers_re
     passes = manifest["passes"]
     assert list(passes) == ["Q4_1-ref-o0", "Q4_1-h0-on", "F16-ref-o0", "F16-h0-on"]  # plan order, Williams row 0
     assert all(info["status"] == "OK" for info in passes.values())
+    # a sweep pass writes the grid's records, which say the protocol's own name and its kind
+    name = manifest["protocol"]["name"]
+    for info in passes.values():
+        for file in (info["file"], info["episodes_file"]):
+            said = {(r["protocol"], r["protocol_name"], r["protocol_kind"])
+                    for r in read_records(result.run_dir / file).records}
+            assert said == {("grid", name, "sweep")}, file
     assert check_sent(result.run_dir, seed=7) == 4 * 2  # the protocol's seed in every request sent
     pids = {info["launch"]["pid"] for info in passes.values()}
     assert len(pids) == 4  # a fresh server for every pass

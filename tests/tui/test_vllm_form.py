@@ -34,7 +34,7 @@ def setup_for(name: str, out: Path, **values) -> form.Setup:
 
 
 def test_the_vllm_protocols_the_form_names_are_the_ones_vllm_runs():
-    assert form.VLLM_PROTOCOLS == "grid-vllm, grid-vllm-fresh, flag-order-vllm or sweep-vllm"
+    assert form.vllm_protocols() == "flag-order-vllm, grid-vllm, grid-vllm-fresh or sweep-vllm"
     assert all(form.vllm_problem(str(protocols_dir() / f"{name}.yaml")) is None for name in VLLM_FILES)
 
 
@@ -61,7 +61,7 @@ def test_a_vllm_engine_the_kit_starts_runs_a_checkpoint(engine, launcher, tmp_pa
     ("flag-order", ("sets cache_ram", "flag-order-vllm")),
     ("sweep-cpu", ("vLLM serves one checkpoint as it is", "sweep-vllm")),
     ("reset", ("reset protocols do not run on vLLM",
-               ": pick a llama.cpp engine, or a vLLM protocol (grid-vllm, grid-vllm-fresh, flag-order-vllm or "
+               ": pick a llama.cpp engine, or a vLLM protocol (flag-order-vllm, grid-vllm, grid-vllm-fresh or "
                "sweep-vllm)")),
 ])
 def test_vllm_is_refused_for_a_protocol_it_cannot_run_with_what_to_pick(engine, name, needles, tmp_path):

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.console import cut_answers_note, results_view
+from kit.console import results_note, results_view
 from kit.paths import shown_path
 from kit.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
@@ -91,7 +91,7 @@ class ResultsScreen(Screen):
         self.query_one("#status", Static).update(status)
         table = result.table or {}
         view = results_view(table)
-        note = cut_answers_note(result.run_dir, table) if result.run_dir.is_dir() else None
+        note = results_note(result.run_dir, table) if result.run_dir.is_dir() else None
         shown = view if view is not None else Text("no result table", style="dim")
         self.query_one("#table", Static).update(shown if note is None else Group(shown, Text(note, style="dim")))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),

@@ -9,24 +9,13 @@ from typing import Any
 
 from rich.text import Text
 
-from kit.stats import rate_interval
-
 
 def rows_for(table: dict[str, Any]) -> list[tuple[str, int, int, float, float]]:
-    """(label, diverged, total, lo, hi) per row, from a result table of the reset or grid kind."""
-    rows = []
-    if table.get("table") == "restored-state control":
-        for row in table["sessions"]:
-            if row.get("status") == "OK" and row.get("items"):
-                interval = rate_interval(row["paths_differ"], row["items"])
-                rows.append((f"{row['session']} paths differ", row["paths_differ"], row["items"], interval.lo,
-                             interval.hi))
-    elif table.get("table") == "grid":
-        for name, comparison in table["comparisons"].items():
-            interval = comparison.get("interval")
-            if interval:
-                rows.append((name, comparison["diverged"], comparison["episodes"], interval["lo"], interval["hi"]))
-    return rows
+    """(label, diverged, total, lo, hi) per row, as the kind that made the table plots it (its `plot_rows`)."""
+    from kit.protocols import kinds  # noqa: PLC0415
+
+    kind = kinds.for_table(table)
+    return kind.plot_rows(table) if kind is not None and kind.plot_rows is not None else []
 
 
 def _suffix(k: int, n: int, lo: float, hi: float) -> str:

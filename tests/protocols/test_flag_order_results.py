@@ -11,9 +11,10 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from kit.analysis import flag_order_run
+from kit.protocols.flag_order import results as flag_order_run
 from kit.cli import cli
-from kit.protocols import flag_order, kinds
+from kit.protocols import kinds
+from kit.protocols.flag_order import protocol as flag_order
 from tests.analysis.records_builder import position, write_grid_like
 
 UNITS = [f"multi_turn_base_{i}" for i in range(8)]

@@ -14,8 +14,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from kit.analysis.passes import OkPasses
-from kit.analysis.results_files import write_results
+from kit.protocols.passes import OkPasses
+from kit.protocols.results_files import write_results
 from kit.manifest import Manifest
 from kit.records import read_records
 

@@ -12,8 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from kit.analysis.passes import OkPasses
-from kit.analysis.results_files import write_results
+from kit.protocols.passes import OkPasses
+from kit.protocols.results_files import write_results
 from kit.manifest import Manifest
 
 

@@ -146,7 +146,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
                           episodes_file=episodes_file, status="running", started=now(),
                           order=[e.id for e in episodes], launch=live.launch)
     tally = PassTally(arm)
-    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "grid"}
+    stamp = ctx.stamp(pass_id, "grid")
 
     arm_per_server = live.engine.capabilities.arm_per_server
     server_arm = None

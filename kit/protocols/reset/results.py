@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kit.analysis.results_files import write_results
+from kit.protocols.results_files import write_results
 from kit.divergence import emitted, first_difference
 from kit.manifest import Manifest
 from kit.records import read_records

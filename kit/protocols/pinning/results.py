@@ -172,7 +172,7 @@ def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, dict], dict[s
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, by_pass[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, by_pass, ok, labels)
-    from kit.analysis.pinning_verdict import verdict  # noqa: PLC0415 - keeps this module short
+    from kit.protocols.pinning.verdict import verdict  # noqa: PLC0415 - keeps this module short
 
     table["verdict"] = verdict(table)
     return table

@@ -8,7 +8,7 @@ Passes, each on a freshly reloaded instance (a restarted server, or a confirmed 
   different-prompt call (excluded); P same-prompt calls ("contaminated")};
 - the two pinned regimes: always-fresh (one call per reloaded instance) and steady-state (one
   instance that only ever sees the measured prompt).
-Every call is one record; results come from the records only (kit.analysis.pinning).
+Every call is one record; results come from the records only (kit.protocols.pinning.results).
 
 A call is one greedy chat turn. Where the engine renders prompts with the model's own template
 (llama-server: `/apply-template`), the rendered prompt goes to its prompt endpoint, so its per-request
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kit.analysis import pinning as pinning_results
+from kit.protocols.pinning import results as pinning_results
 from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
@@ -195,7 +195,7 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
     ctx.manifest.set_pass(plan.pass_id, phase=plan.phase, file=file, status="running", started=now(),
                           fresh_server=ctx.provider.fresh_servers)
     outputs: list[str] = []
-    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": plan.pass_id, "protocol": "pinning"}
+    stamp = ctx.stamp(plan.pass_id, "pinning")
     with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         reload = reload_status(ctx, live.launch)
@@ -243,9 +243,9 @@ def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tu
 
 KIND = Kind(
     name="pinning", model=PinningProtocol, prepare=prepare, run=run, results=results, table="pinning",
-    render=Lazy("kit.console:pinning_verdict"),
+    render=Lazy("kit.protocols.pinning.view:pinning_verdict"),
     launcher=Launcher(
         measures="state pinning: the three-state check (cold / hit / checkpoint)",
         needs="an engine that reports cache state", estimate=None,
         size=Number("Items", None, 80)),  # shown by the setup form as before; pinning has no one size yet
-    analysis=None)
+    analysis=None, record=PinningRecord)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from kit.analysis import reset_table
+from kit.protocols.reset import results as reset_table
 from kit.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
 from kit.errors import ConfigError
@@ -161,7 +161,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     requests = violations = 0
     first_violation: str | None = None
     status, reason = "OK", None
-    stamp = {"run_id": ctx.manifest.data["run_id"], "pass_id": pass_id, "protocol": "reset"}
+    stamp = ctx.stamp(pass_id, "reset")
     with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
@@ -214,7 +214,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
 
 KIND = Kind(
     name="reset", model=ResetProtocol, prepare=prepare, run=run, results=results,
-    table="restored-state control", render=Lazy("kit.console:reset_table"),
+    table="restored-state control", render=Lazy("kit.protocols.reset.view:reset_table"),
     launcher=Launcher(
         measures="restored-state control: does recompute / cache hit reproduce, do the paths differ",
         needs="any llama.cpp engine; the embedded CPU engine works", estimate=estimate_on_cpu,
@@ -223,4 +223,5 @@ KIND = Kind(
                        placeholder="each on a fresh server, in its own seeded order"),
         max_tokens=Number("Max tokens", "max_tokens", 1024, high=32768,
                           placeholder="per answer")),
-    analysis=Analysis("reset"))
+    analysis=Analysis("reset"), record=ResetRecord, note=Lazy("kit.protocols.reset.view:cut_answers_note"),
+    plot_rows=Lazy("kit.protocols.reset.view:plot_rows"))

@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from kit.analysis import flag_order_run
-from kit.analysis.grid_setting import pass_order, prompt_cache_setting
+from kit.protocols.flag_order import results as flag_order_run
+from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
-from kit.protocols.grid import (
+from kit.protocols.grid.protocol import (
     BFCL_EPISODES,
     Arm,
     BfclPassesProtocol,
@@ -39,6 +39,7 @@ from kit.protocols.grid import (
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
+from kit.record import BfclRecord
 
 CANONICAL = 0  # episode order: ascending id, the same in every pass
 
@@ -161,7 +162,7 @@ def _server_key(per_arm_servers: bool) -> Any:
 
 def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[FlagOrderPass, Any]]:
     """(pass, live session) in run order, each arm on fresh servers. An arm cut short after some of its
-    passes that share a server runs them again with the rest (kit.protocols.grid.rerun_whole)."""
+    passes that share a server runs them again with the rest (kit.protocols.grid.protocol.rerun_whole)."""
     plans = pass_plan(protocol)
     rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
     todo = [p for p in plans if p.pass_id not in ctx.done]
@@ -194,13 +195,23 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return bfcl_estimate(data, passes, len(arms), f" in {len(arms)} arms (a fresh server each)")
 
 
+def on_vllm(protocol: FlagOrderProtocol, starts_servers: bool) -> None:
+    """vLLM has no server-level prompt cache (llama.cpp's `--cache-ram`): its lever is server lifetime, so an
+    arm that sets `cache_ram` is refused."""
+    cells = [arm.name for arm in protocol.arms if arm.cache_ram is not None]
+    if cells:
+        raise ConfigError(f"flag x order arm {cells[0]} sets cache_ram, llama.cpp's server-level prompt cache, "
+                          "which vLLM does not have", "use flag-order-vllm (its arms vary server lifetime)")
+
+
 KIND = Kind(
     name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
-    render=Lazy("kit.console:flag_order_table"),
+    render=Lazy("kit.protocols.flag_order.view:flag_order_table"),
     launcher=Launcher(
         measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "
                  "order (adjacent / cache-off pass between), a fresh server per arm",
         needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: arms without cache_ram) + BFCL; long "
               "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
-    analysis=Analysis(None))  # read only through the cells its manifest lists: one grid folder per arm
+    analysis=Analysis(None),  # read only through the cells its manifest lists: one grid folder per arm
+    record=BfclRecord, on_vllm=on_vllm)

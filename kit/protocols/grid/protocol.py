@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from kit.analysis import grid as grid_results
+from kit.protocols.grid import results as grid_results
 from kit.divergence import episode_divergence
 from kit.errors import ConfigError
 from kit.events import (
@@ -31,10 +31,11 @@ from kit.events import (
 from kit.launch.provider import for_arm
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
-from kit.protocols.grid_pass import GridGates, run_pass
+from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
+from kit.record import BfclRecord
 from kit.workloads.bfcl import (
     RENDERERS,
     BfclWorker,
@@ -309,12 +310,33 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return bfcl_estimate(data, len(data.get("passes") or ()) or 4)
 
 
+def on_vllm(protocol: GridProtocol, starts_servers: bool) -> None:
+    """What a vLLM run cannot serve in a grid: every pass from one server (vLLM fixes prefix caching per server
+    process) and, on servers the kit starts for the run, `per_arm` servers that would both be up at once (its
+    arms alternate): they share one GPU and each vLLM server takes 90% of its memory by default."""
+    if protocol.server == "shared":
+        raise ConfigError("this grid serves every pass from one server (server: shared), but vLLM fixes prefix "
+                          "caching per server process",
+                          "use a protocol with server: per_arm (e.g. grid-vllm: both cache-on passes from one "
+                          "process) or server: per_pass (grid-vllm-fresh: a fresh server per pass)")
+    if not starts_servers or protocol.server != "per_arm":
+        return
+    arms = [p.arm for p in pass_plan(protocol)]
+    runs = [arm for index, arm in enumerate(arms) if index == 0 or arm != arms[index - 1]]  # each arm's stretches
+    if len(runs) != len(set(runs)):
+        raise ConfigError(f"with server: per_arm, passes {' '.join(protocol.passes)} (orders "
+                          f"{', '.join(map(str, protocol.orders))}) keep a cache-on and a cache-off vLLM server up at "
+                          "once, and each takes 90% of the GPU's memory",
+                          "run each arm's passes back to back (passes [on, on, off, off], one order: grid-vllm), "
+                          "use server: per_pass, or start the two servers yourself and give --engine-url on=/off=")
+
+
 KIND = Kind(
     name="grid", model=GridProtocol, prepare=prepare, run=run, results=results, table="grid",
-    render=Lazy("kit.console:grid_table"),
+    render=Lazy("kit.protocols.grid.view:grid_table"),
     launcher=Launcher(
         measures="BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
               "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
-    analysis=Analysis("grid"))
+    analysis=Analysis("grid"), record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"))

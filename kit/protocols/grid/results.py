@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.analysis.results_files import write_results
+from kit.protocols.results_files import write_results
 from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.manifest import Manifest
 from kit.records import read_records

@@ -1,6 +1,6 @@
 """The harness table as the kit first defined it (before several boxes and the harness's own definitions per
 mode): kept unchanged for run folders imported by earlier releases (no `definitions` in the manifest's
-`protocol.resolved`), so their bundles still verify value by value. New imports use kit.analysis.harness.
+`protocol.resolved`), so their bundles still verify value by value. New imports use kit.protocols.harness.results.
 """
 
 from __future__ import annotations

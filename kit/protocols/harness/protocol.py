@@ -2,7 +2,7 @@
 is read, never run.
 
 Its run folders are written by kit.importers.determinism_harness, not by a protocol file: `prepare`
-refuses with the command to use. Its results are kit.analysis.harness (the harness's own report
+refuses with the command to use. Its results are kit.protocols.harness.results (the harness's own report
 values, recomputed from the imported calls), which `kit import`, `kit analyze` and `kit verify` reach
 through this one registration.
 """
@@ -16,6 +16,7 @@ from kit.errors import ConfigError
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.record import HarnessRecord
 
 
 class HarnessProtocol(ProtocolBase):
@@ -27,7 +28,7 @@ class HarnessProtocol(ProtocolBase):
     boxes: list[str] | None = None  # every box of the study (imports since several boxes import as one run)
     thresholds: list[float] | None = None
     report: str | None = None
-    definitions: int | None = None  # kit.analysis.harness.DEFINITIONS; absent: imported before, the first table
+    definitions: int | None = None  # kit.protocols.harness.results.DEFINITIONS; absent: imported before, the first table
 
 
 def prepare(protocol: HarnessProtocol, inputs: RunInputs) -> Prepared:
@@ -40,15 +41,15 @@ def run(protocol: HarnessProtocol, prepared: Prepared, ctx: RunContext) -> None:
 
 
 def results(run_dir: Path) -> dict[str, Any]:
-    from kit.analysis.harness import results as harness_results  # noqa: PLC0415
+    from kit.protocols.harness.results import results as harness_results  # noqa: PLC0415
 
     return harness_results(run_dir)
 
 
 KIND = Kind(
     name="harness", model=HarnessProtocol, prepare=prepare, run=run, results=results, table="harness",
-    render=Lazy("kit.console:harness_table"),
+    render=Lazy("kit.protocols.harness.view:harness_table"),
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",
                       estimate=None, size=Number("Calls", None, 0)),
-    analysis=Analysis("harness"), from_files=False)
+    analysis=Analysis("harness"), record=HarnessRecord, from_files=False)

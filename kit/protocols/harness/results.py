@@ -5,8 +5,8 @@ verify` recomputes it. A study may span several boxes (machines): every call kee
 table holds, like the harness's reports, one block per box (`boxes.<box>`: its arms, gates and the
 mode's estimator), the same arms over the whole study (`arms`, `gates`, `arms_differ`), the report's
 `totals` over all boxes, and the boxes compared with each other (`cross_box`). Each value is named and
-defined as the harness's analyzer for the run's mode defines it (kit.analysis.harness_modes), so the
-report's values can be compared path by path (kit.analysis.harness_report).
+defined as the harness's analyzer for the run's mode defines it (kit.protocols.harness.modes), so the
+report's values can be compared path by path (kit.protocols.harness.report).
 
 Per arm (the call's `meta_arm`, else its cell's `key=value` suffix; controls are never counted), as the
 harness's validity gate and cell metrics define them:
@@ -30,7 +30,7 @@ ranges overlap are one class, kit.cache_state.separation) and, with `--threshold
 metrics per prefill state (`below` LOW, `between`, `above` HIGH ms).
 
 Run folders imported by earlier releases (no `definitions` in `protocol.resolved`) keep the table as
-those releases computed it (kit.analysis.harness_v1), so their bundles still verify.
+those releases computed it (kit.protocols.harness.results_v1), so their bundles still verify.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from kit.analysis import harness_v1
-from kit.analysis.harness_modes import BoxCalls, box_of, median, mode_of, prefill_ms
-from kit.analysis.harness_v1 import _state, kit_classes
+from kit.protocols.harness import results_v1 as harness_v1
+from kit.protocols.harness.modes import BoxCalls, box_of, median, mode_of, prefill_ms
+from kit.protocols.harness.results_v1 import _state, kit_classes
 from kit.atomic_file import write_json_atomic
 from kit.digests import sha256_text
 from kit.manifest import Manifest
@@ -227,7 +227,7 @@ def results(run_dir: Path) -> dict[str, Any]:
         if resolved.get("definitions") is None:
             table["report_comparison"] = harness_v1.compare(table, report, resolved.get("box"))
         else:
-            from kit.analysis.harness_report import compare  # noqa: PLC0415
+            from kit.protocols.harness.report import compare  # noqa: PLC0415
 
             table["report_comparison"] = compare(table, report)
     (run_dir / "results").mkdir(exist_ok=True)

@@ -20,15 +20,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from kit.analysis import sweep_run
+from kit.protocols.sweep import results as sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols import bounds as b
-from kit.protocols import formats as weight_formats
-from kit.protocols.grid import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.protocols.sweep import formats as weight_formats
+from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.record import BfclRecord
 
 
 @dataclass(frozen=True)
@@ -174,9 +175,14 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return bfcl_estimate(data, passes, passes, " (a fresh server each)")
 
 
+def on_vllm(protocol: SweepProtocol, starts_servers: bool) -> None:
+    """A vLLM sweep serves the checkpoint's own format only (kit.protocols.sweep.formats.served_as_is)."""
+    weight_formats.served_as_is(protocol.formats)
+
+
 KIND = Kind(
     name="sweep", model=SweepProtocol, prepare=prepare, run=run, results=results, table="sweep",
-    render=Lazy("kit.console:sweep_table"),
+    render=Lazy("kit.protocols.sweep.view:sweep_table"),
     launcher=Launcher(
         measures="path divergence across weight formats x episode histories, a fresh server per pass",
         needs="any llama.cpp engine the kit starts (not --engine-url; vLLM: one format, the checkpoint) + BFCL; "
@@ -184,4 +190,4 @@ KIND = Kind(
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
-    analysis=Analysis("sweep"))
+    analysis=Analysis("sweep"), record=BfclRecord, on_vllm=on_vllm)

@@ -1,6 +1,6 @@
 """The determinism harness's own report beside the kit's numbers for the same study, value by value.
 
-The kit's harness table (kit.analysis.harness) names its values as the harness's report does, so each
+The kit's harness table (kit.protocols.harness.results) names its values as the harness's report does, so each
 value of the report is looked up at the same path: under `boxes.<box>` (each box's arms, gates,
 estimator and cycles against that box's block), `totals` (over every box), and the mode's study-wide
 blocks (`cache_state_decomposition`, the margins report's `cells`). A row holds the report's value,

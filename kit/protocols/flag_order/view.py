@@ -1,0 +1,42 @@
+"""The flag x order results (Table III from one run) as the console and the launcher show them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from kit.protocols.grid.view import rate_cells
+from kit.terminal_text import shown
+
+
+def flag_order_table(table: dict[str, Any]) -> Table:
+    """Table III from one run: run-to-run cache-on divergence per cell (setting × pass order), the
+    quartile split of the divergent episodes, then whether the two orders agree per setting."""
+    view = Table(title="Flag × order: cache-on passes repeated (run-to-run divergence)", title_justify="left")
+    for column in ("prompt cache", "order", "diverged", "rate", "95% CI (Wilson)", "per quartile", "trend p",
+                   "path", "requests (1st pass)"):
+        view.add_column(column)
+    for cell in table["cells"].values():
+        r2r = cell["run_to_run"]
+        quartiles = r2r.get("quartiles") or {}
+        path = cell.get("path")
+        view.add_row(shown(cell["prompt_cache"]), shown(cell["order"]), *rate_cells(r2r),
+                     " ".join(map(str, quartiles.get("diverged") or [])) or "—",
+                     f"{quartiles['trend']['p']:.2g}" if quartiles else "—",
+                     "—" if path is None else rate_cells(path)[0] if "skipped" not in path else "skipped",
+                     str(cell["requests_first_pass"] if cell["requests_first_pass"] is not None else "—"))
+    notes = []
+    for name, check in table["orders"].items():
+        verdict = {True: "identical token for token", False: "[yellow]differ[/]", None: "not compared"}[
+            check["identical"]]
+        counts = "; ".join(f"{k} {c['episodes_identical']}/{c['episodes']} episodes, {c['tokens']} tokens"
+                           for k, c in check["cache_on"].items() if "skipped" not in c)
+        notes.append(f"{shown(name)}: cache-on passes {verdict}" + (f" ({shown(counts)})" if counts else ""))
+    servers = table.get("fresh_server_per_arm")
+    notes.append({True: "every arm ran on its own fresh server", False: "[red]arms did not each run on one "
+                  "fresh server of their own[/]", None: "no servers recorded"}[servers])
+    if table["void_passes"]:
+        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
+    view.caption, view.caption_justify = "\n".join(notes), "left"
+    return view

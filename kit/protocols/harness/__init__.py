@@ -1,0 +1,5 @@
+"""The `harness` protocol kind: its registration (`KIND`, kit.protocols.kind) and the modules it names."""
+
+from kit.protocols.harness.protocol import KIND
+
+__all__ = ["KIND"]

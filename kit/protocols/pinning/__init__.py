@@ -1,0 +1,5 @@
+"""The `pinning` protocol kind: its registration (`KIND`, kit.protocols.kind) and the modules it names."""
+
+from kit.protocols.pinning.protocol import KIND
+
+__all__ = ["KIND"]

@@ -1,0 +1,53 @@
+"""The pinning verdict (`kit check`) as the console and the launcher show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from kit.terminal_text import shown
+
+
+def _share(summary: dict[str, Any]) -> str:
+    if not summary.get("n"):
+        return "—"
+    lo, hi = summary["wilson95"]
+    return f"{summary['modal_count']}/{summary['n']} [{lo:.2f}, {hi:.2f}]"
+
+
+def pinning_verdict(table: dict[str, Any]) -> Group:
+    """The short verdict of `kit check`: states with their prefill signatures, determinism per state,
+    the gate, whether the arms differ and where they fork, the pinned regimes, and the advice."""
+    states = Table(title="Cache states found (cycle calls of the measured prompt)", title_justify="left")
+    for column in ("state", "calls", "prefill ms median [min–max]", "outputs", "modal share [95% CI]"):
+        states.add_column(column)
+    for s in table["states"]:
+        ms = s.get("prefill_ms")
+        sig = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
+        states.add_row(shown(s["state"]), shown(", ".join(s["roles"])), sig,
+                       f"{s['distinct']} (modal {shown(s['modal_output'])})", _share(s))
+    gate = table["gate"]
+    style = "green" if gate["status"] == "PASS" else "red"
+    lines = [f"gate: [{style}]{shown(gate['status'])}[/] — reloads confirmed {gate['reloads_confirmed'][0]}/"
+             f"{gate['reloads_confirmed'][1]}; arm states {shown(gate['arm_states'])}"
+             + (f"; {shown('; '.join(gate['reasons']))}" if gate["reasons"] else "")]
+    arms = table["arms"]
+    if arms.get("differ") is None:
+        lines.append(f"arms: {shown(arms.get('withheld', 'not measured'))}")
+    else:
+        fork = arms.get("fork")
+        lines.append(f"arms: pure {_share(arms['pure'])} output {shown(arms['pure'].get('modal_output'))}, "
+                     f"contaminated {_share(arms['contaminated'])} output "
+                     f"{shown(arms['contaminated'].get('modal_output'))}; "
+                     + (f"[yellow]differ[/], fork at character {fork['char']}, token {fork['token']}"
+                        if arms["differ"] else "identical"))
+        flips = [c for c in table["cycles"] if c["flip_at_interposed_only"]]
+        lines.append(f"flip at the interposed call (and nowhere else in the arms): {len(flips)} of "
+                     f"{len(table['cycles'])} cycles")
+    regimes = table["regimes"]
+    lines.append(f"pinned regimes: always-fresh {_share(regimes['always_fresh'])}, "
+                 f"steady-state {_share(regimes['steady'])}")
+    lines += [f"• {shown(line)}" for line in table["verdict"]["advice"]]
+    return Group(states, *lines)

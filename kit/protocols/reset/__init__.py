@@ -1,0 +1,5 @@
+"""The `reset` protocol kind: its registration (`KIND`, kit.protocols.kind) and the modules it names."""
+
+from kit.protocols.reset.protocol import KIND
+
+__all__ = ["KIND"]

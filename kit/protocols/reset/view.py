@@ -1,0 +1,72 @@
+"""The restored-state control's results as the console and the launcher show them (Table IV layout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from kit.protocols.kind import PlotRow
+from kit.terminal_text import shown
+
+
+def reset_table(table: dict[str, Any]) -> Table:
+    """The restored-state table in the paper's Table IV layout (counts per session)."""
+    view = Table(title="Restored-state control (counts of items per session)", title_justify="left")
+    for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
+                   "cache-caused"):
+        view.add_column(column, justify="right" if column not in ("session", "status") else "left")
+    answers = []
+    for row in table["sessions"]:
+        if row["status"] == "OK":
+            view.add_row(shown(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
+                         str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
+            if row.get("outcomes"):
+                o = row["outcomes"]
+                answers.append(f"{shown(row['session'])}: correct recompute {o['recompute_correct']}/{o['items']}, "
+                               f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
+                               f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
+                               f"(exact McNemar p={o['mcnemar']['p']:.3g})")
+        else:
+            view.add_row(shown(row["session"]), f"[red]{shown(row['status'])}[/]", "—", "—", "—", "—", "—")
+    across = table["across_sessions"]
+    if "items" in across:
+        view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
+                        f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
+    else:
+        view.caption = f"across sessions: {shown(across['note'])}"
+    view.caption = "\n".join([view.caption, *answers])
+    view.caption_justify = "left"
+    return view
+
+
+def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+    """Under a restored-state table whose answers were cut short: why its correct counts read low (e.g. the
+    demo's 64 tokens end most answers before their '####' line). None when no scored answer was cut."""
+    if not table or table.get("table") != "restored-state control" or not any(
+            row.get("outcomes") for row in table.get("sessions", [])):
+        return None
+    from kit.protocols.reset.results import cut_answers  # noqa: PLC0415
+
+    max_tokens, sessions = cut_answers(run_dir)
+    counts = [f"{cut} of {scored} in {session}" for session, (scored, cut) in sessions.items() if cut]
+    if not counts:
+        return None
+    most = any(2 * cut > scored for scored, cut in sessions.values())
+    return (f"correctness: answers cut at {max_tokens} tokens before any final answer ('#### n') count as wrong: "
+            f"{', '.join(counts)} (recompute and cache-hit answers scored); "
+            f"{'so the correct counts above do not measure accuracy; ' if most else ''}"
+            "more tokens (--max-tokens) give the answers room")
+
+
+def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+    """Per OK session: how many items' paths differ, with its 95% interval (the launcher's divergence plot)."""
+    from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when plotting
+
+    rows = []
+    for row in table["sessions"]:
+        if row.get("status") == "OK" and row.get("items"):
+            interval = rate_interval(row["paths_differ"], row["items"])
+            rows.append((f"{row['session']} paths differ", row["paths_differ"], row["items"], interval.lo, interval.hi))
+    return rows

@@ -1,0 +1,39 @@
+"""The sweep's results as the console and the launcher show them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from kit.terminal_text import shown
+
+
+def sweep_table(table: dict[str, Any]) -> Table:
+    """Path divergence per weight format over histories, then the reference and replicate checks."""
+    view = Table(title="Sweep: path divergence (cache-on pass vs the format's cache-off reference)",
+                 title_justify="left")
+    for column in ("format", "diverged per history", "mean", "SD", "range", "status varies"):
+        view.add_column(column)
+    for label, row in table["formats"].items():
+        if "skipped" in row:
+            view.add_row(shown(label), shown(row["skipped"]), "—", "—", "—", "—")
+            continue
+        cells = {c["history"]: c for c in table["cells"].values() if c["format"] == label and "skipped" not in c}
+        per_history = "  ".join(f"h{h} {c['diverged']}/{c['episodes']}" for h, c in sorted(cells.items()))
+        view.add_row(shown(label), shown(per_history), f"{100 * row['mean']:.1f}%", f"{100 * row['sd']:.1f}",
+                     f"{100 * row['min']:.0f}–{100 * row['max']:.0f}%", f"{row['episodes_status_varies']}/{row['episodes']}")
+    notes = []
+    for label, check in table["reference_check"].items():
+        if "skipped" in check:
+            notes.append(f"{shown(label)} reference: {shown(check['skipped'])}")
+        else:
+            verdict = "identical" if check["identical"] else f"[yellow]{check['diverged']} episodes differ[/]"
+            notes.append(f"{shown(label)} reference under two orders: {verdict}")
+    for label, check in table["replicates"].items():
+        if "diverged" in check:
+            notes.append(f"{shown(label)} second process, canonical history: {check['diverged']}/{check['episodes']} differ")
+    if table["void_passes"]:
+        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
+    view.caption, view.caption_justify = "\n".join(notes), "left"
+    return view
