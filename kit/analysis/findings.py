@@ -19,6 +19,7 @@ from kit.analysis.passes import load_pass
 from kit.atomic_file import write_json_atomic
 from kit.errors import KitError
 from kit.manifest import now
+from kit.paths import RunPaths
 from kit.provenance import backends_differ
 from kit.records import read_records
 from kit.terminal_text import one_line
@@ -151,7 +152,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: d
 
 def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
-    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
+    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].session or 0)
     sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0]) for p in order}
     try:
         found: Any = mechanism.item_positions(sessions[order[0]])
@@ -231,7 +232,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
                   "sweep": r.sweep or None, "ok_passes": sorted(r.ok_passes)} for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},
-        "comparability": backends_differ([r.manifest for r in collection.runs]),
+        "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
     }
     _grid(collection, settings, timer, findings)
     _sweep(collection, settings, timer, findings)
@@ -277,5 +278,5 @@ def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figur
         findings["files"]["figures"] = figs.write_all(findings, out / "figures")
         timer.add("draw figures", started)
     findings["timings_seconds"] = timer.steps
-    write_json_atomic(out / "findings.json", findings)
+    write_json_atomic(out / RunPaths.FINDINGS, findings)
     return findings

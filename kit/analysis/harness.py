@@ -34,11 +34,12 @@ from typing import Any
 from kit.atomic_file import write_json_atomic
 from kit.cache_state import separation
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 from kit.records import read_records
 
 TABLE = "harness"
-RESULTS = "results/harness.json"
-CALLS = "records/calls.jsonl"
+RESULTS = RunPaths.result_name("harness")
+CALLS = RunPaths.records_name("calls")
 
 
 def _prefill(calls: list[dict[str, Any]]) -> dict[str, float] | None:
@@ -178,13 +179,13 @@ def results(run_dir: Path) -> dict[str, Any]:
     """Compute the harness table from the run folder and write results/harness.json; with the harness's
     own report imported beside the calls, the table says value by value where they agree."""
     manifest = Manifest.load(run_dir)
-    resolved = (manifest.data.get("protocol") or {}).get("resolved") or {}
+    resolved = manifest.run.protocol.resolved
     table = {"run_id": manifest.run_id, **compute(read_records(run_dir / CALLS).records, resolved)}
     if resolved.get("report"):
         from kit.analysis.harness_report import compare  # noqa: PLC0415
 
         report = json.loads((run_dir / resolved["report"]).read_text())
         table["report_comparison"] = compare(table, report, resolved.get("box"))
-    (run_dir / "results").mkdir(exist_ok=True)
+    RunPaths(run_dir).results.mkdir(exist_ok=True)
     write_json_atomic(run_dir / RESULTS, table)
     return table

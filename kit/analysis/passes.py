@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
+from kit.manifest import PassInfo
 from kit.records import read_records
 
 
@@ -74,14 +75,14 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
                    text=completion.get("text") or "", outcome=completion.get("outcome"))
 
 
-def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False) -> PassData:
+def load_pass(run_dir: Path, pass_id: str, info: PassInfo, keep_logprobs: bool = False) -> PassData:
     """Read a pass's records file; units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
-    for record in read_records(run_dir / info["file"], logprobs=keep_logprobs).records:
+    for record in read_records(run_dir / str(info.file), logprobs=keep_logprobs).records:
         rank = record.get("phase_index", record.get("step", 0))
         units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
     data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})
-    data.order = [str(u) for u in info.get("order", []) if str(u) in data.units] or sorted(data.units)
+    data.order = [str(u) for u in info.order if str(u) in data.units] or sorted(data.units)
     return data
 
 
@@ -96,9 +97,9 @@ def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int
 class OkPasses:
     """The OK passes of a run (their record files present), each read once when first needed."""
 
-    def __init__(self, run_dir: Path, infos: dict[str, dict[str, Any]]):
+    def __init__(self, run_dir: Path, infos: dict[str, PassInfo]):
         self.run_dir = run_dir
-        self.ok = {p: i for p, i in infos.items() if i.get("status") == "OK" and (run_dir / i.get("file", "")).is_file()}
+        self.ok = {p: i for p, i in infos.items() if i.status == "OK" and (run_dir / (i.file or "")).is_file()}
         self.loaded: dict[str, PassData] = {}
 
     def get(self, pass_id: str) -> PassData | None:

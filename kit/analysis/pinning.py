@@ -24,7 +24,8 @@ from kit.cache_state import (
     separation,
 )
 from kit.divergence import emitted, first_difference
-from kit.manifest import Manifest
+from kit.manifest import Manifest, PassInfo
+from kit.paths import RunPaths
 from kit.records import read_records
 
 CALIBRATION_HISTORY = {"cal_fresh": "fresh", "cal_repeat": "repeat", "cal_after_other": "after_other"}
@@ -43,21 +44,21 @@ def calibration_state(record: dict[str, Any], tolerance: int) -> str | None:
 
 
 def _tolerance(manifest: Manifest) -> int:
-    return manifest.data["protocol"]["resolved"].get("reuse_tolerance", 8)
+    return manifest.run.protocol.resolved.get("reuse_tolerance", 8)
 
 
-def load(run_dir: Path) -> tuple[Manifest, dict[str, dict], dict[str, list[dict]]]:
+def load(run_dir: Path) -> tuple[Manifest, dict[str, PassInfo], dict[str, list[dict]]]:
     """The manifest, its passes, and each pass's records (passes without a records file have none)."""
     manifest = Manifest.load(run_dir)
-    passes = manifest.data.get("passes", {})
-    records = {pid: read_records(run_dir / info["file"]).records if (run_dir / info["file"]).exists() else []
+    passes = manifest.run.passes
+    records = {pid: read_records(run_dir / str(info.file)).records if (run_dir / str(info.file)).exists() else []
                for pid, info in passes.items()}
     return manifest, passes, records
 
 
-def fit_calibration(passes: dict[str, dict], records: dict[str, list[dict]], tolerance: int) -> Calibration | None:
+def fit_calibration(passes: dict[str, PassInfo], records: dict[str, list[dict]], tolerance: int) -> Calibration | None:
     samples = [(state, r["completion"]["prefill_ms"])
-               for pid, info in passes.items() if info.get("phase") == "calibration" and info.get("status") == "OK"
+               for pid, info in passes.items() if info.phase == "calibration" and info.status == "OK"
                for r in records[pid]
                if (state := calibration_state(r, tolerance)) and r["completion"].get("prefill_ms")]
     return calibrate(samples) if samples else None
@@ -138,21 +139,21 @@ def pinning_table(run_dir: Path) -> dict[str, Any]:
     for pid in passes:
         for r, name in zip(records[pid], lineage(records[pid])):
             r["_lineage"] = name
-    ok = {pid for pid, info in passes.items() if info.get("status") == "OK"}
-    cycles = [pid for pid, info in passes.items() if info.get("phase") == "cycle"]
+    ok = {pid for pid, info in passes.items() if info.status == "OK"}
+    cycles = [pid for pid, info in passes.items() if info.phase == "cycle"]
     cycle_rows = [r for pid in cycles if pid in ok for r in records[pid] if r["role"] in CYCLE_MEASURED]
     table: dict[str, Any] = {
-        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": "results/pinning.json",
-                                                              "calls": "results/pinning_calls.csv"},
-        "engine": {k: manifest.data.get("engine", {}).get(k) for k in ("kind", "url", "model", "cache_ram", "engine")},
+        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": RunPaths.result_name("pinning"),
+                                                              "calls": RunPaths.result_name("pinning_calls", ".csv")},
+        "engine": {k: getattr(manifest.run.engine, k) for k in ("kind", "url", "model", "cache_ram", "engine")},
         "telemetry": any(r["_source"] == "telemetry" for rows in records.values() for r in rows),
         "calibration": calibration.to_json() if calibration else None,
         "outputs": {label: sha for sha, label in labels.items()},
-        "passes": [{"pass": pid, "phase": info.get("phase"), "status": info.get("status"), "reason": info.get("reason"),
-                    "reload_confirmed": bool((info.get("reload") or {}).get("confirmed"))} for pid, info in passes.items()],
+        "passes": [{"pass": pid, "phase": info.phase, "status": info.status, "reason": info.reason,
+                    "reload_confirmed": bool((info.reload or {}).get("confirmed"))} for pid, info in passes.items()],
     }
     table["states"] = _states(cycle_rows, labels)
-    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.data["protocol"]["resolved"].get("gate_on", "states"))
+    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.run.protocol.resolved.get("gate_on", "states"))
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, records[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, records, ok, labels)
@@ -181,14 +182,14 @@ def _states(rows: list[dict], labels: dict[str, str]) -> list[dict[str, Any]]:
     return sorted(result, key=lambda s: -(s["prefill_ms"] or {"median": 0})["median"])
 
 
-def _gate(passes: dict[str, dict], cycles: list[str], rows: list[dict], gate_on: str) -> dict[str, Any]:
+def _gate(passes: dict[str, PassInfo], cycles: list[str], rows: list[dict], gate_on: str) -> dict[str, Any]:
     """Every cycle's reload confirmed, and the arms separate: by cache state (KV lineage included), or,
     with `gate_on: prefill_times`, by raw prefill time with no overlap."""
-    confirmed = [pid for pid in cycles if (passes[pid].get("reload") or {}).get("confirmed")]
+    confirmed = [pid for pid in cycles if (passes[pid].reload or {}).get("confirmed")]
     reasons = []
     if len(confirmed) < len(cycles):
         bad = [pid for pid in cycles if pid not in confirmed]
-        detail = (passes[bad[0]].get("reload") or {}).get("detail") or passes[bad[0]].get("reason")
+        detail = (passes[bad[0]].reload or {}).get("detail") or passes[bad[0]].reason
         reasons.append(f"reload not confirmed before {', '.join(bad)} ({detail})")
     arm_states = {arm: sorted({r["_lineage"] for r in rows if r["role"] == arm}) for arm in ("pure", "contaminated")}
     overlap = sorted(set(arm_states["pure"]) & set(arm_states["contaminated"]))
@@ -227,11 +228,11 @@ def _arms(rows: list[dict], labels: dict[str, str], gate: dict[str, Any]) -> dic
     return arms
 
 
-def _regimes(passes: dict[str, dict], records: dict[str, list[dict]], ok: set[str],
+def _regimes(passes: dict[str, PassInfo], records: dict[str, list[dict]], ok: set[str],
              labels: dict[str, str]) -> dict[str, Any]:
     result = {}
     for phase, role in (("always_fresh", "fresh"), ("steady", "steady")):
-        pids = [pid for pid, info in passes.items() if info.get("phase") == phase]
+        pids = [pid for pid, info in passes.items() if info.phase == phase]
         rows = [r for pid in pids if pid in ok for r in records[pid] if r["role"] == role]
         summary = modal([r["output_sha256"] for r in rows])
         if summary["n"]:
@@ -249,7 +250,7 @@ CSV_FIELDS = ("pass_id", "phase", "role", "arm_index", "state", "confidence", "s
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the results and write results/pinning.json and results/pinning_calls.csv."""
     table = pinning_table(run_dir)
-    out = run_dir / "results"
+    out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
     write_json_atomic(out / "pinning.json", table)
     manifest, passes, records = load(run_dir)

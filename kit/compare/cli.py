@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from kit.errors import ConfigError
+from kit.paths import RunPaths
 from kit.terminal_text import one_line
 
-FINDINGS = "findings.json"
+FINDINGS = RunPaths.FINDINGS
 FINDINGS_SCHEMA = "kit.findings/1"
 FIX_ANALYZE = "run `kit analyze RUN_DIR` first and pass its analysis folder (or the run folder)"
 
@@ -20,8 +21,8 @@ def findings_path(target: Path) -> Path:
     """findings.json of an analysis folder, or of a run folder's analysis/; a ConfigError otherwise."""
     if (target / FINDINGS).is_file():
         return target / FINDINGS
-    if (target / "manifest.json").is_file():
-        inside = target / "analysis" / FINDINGS
+    if RunPaths(target).manifest.is_file():
+        inside = RunPaths(target).findings
         if inside.is_file():
             return inside
         raise ConfigError(f"{target} is a run folder with no analysis/{FINDINGS}",

@@ -34,6 +34,7 @@ from kit.digests import sha256_text
 from kit.errors import ConfigError, KitError
 from kit.limits import IMPORT_CALLS_MAX
 from kit.manifest import Manifest, new_run_dir
+from kit.paths import RunPaths
 from kit.provenance import collect
 from kit.record import HarnessRecord
 from kit.records import RecordWriter
@@ -232,7 +233,7 @@ def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, source: Path, p
 
 def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned,
            thresholds: tuple[float, float] | None, progress: Progress) -> None:
-    kept = run_dir / "records" / "imported"
+    kept = RunPaths(run_dir).imported
     kept.mkdir(parents=True)
     for source, data in scanned.side.items():
         (kept / source.name).write_bytes(data)
@@ -247,7 +248,7 @@ def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned
         mode = scanned.mode
         resolved = {"protocol": "harness", "mode": mode, "box": scanned.box,
                     "thresholds": list(thresholds) if thresholds else None,
-                    "report": f"records/imported/{files.report.name}" if files.report else None}
+                    "report": f"{RunPaths.IMPORTED}/{files.report.name}" if files.report else None}
         engine = {"kind": "ollama (as the harness recorded it)", "version": manifest.get("engine_version"),
                   "models": manifest.get("model_digests"), "url": None}
         record = Manifest.create(
@@ -258,13 +259,13 @@ def _write(run_dir: Path, files: HarnessFiles, calls: BinaryIO, scanned: Scanned
                       "files": sorted(p.name for p in kept.iterdir()), "report": files.report is not None},
             engine=engine, plan={"calls": len(scanned.offsets), "mode": mode}, workload={"source": "determinism-harness"},
             seeds={}, provenance=collect())
-        with RecordWriter(run_dir / "records" / f"{PASS}.jsonl", sync_each=False) as writer:
+        with RecordWriter(run_dir / RunPaths.records_name(PASS), sync_each=False) as writer:
             for seq, (offset, number) in enumerate(zip(scanned.offsets, scanned.numbers)):
                 writer.write(_record(record.run_id, seq, number, call_at(offset, number)))
                 if seq % 4096 == 0:
                     progress("writing records", seq, len(scanned.offsets))
         progress("writing records", len(scanned.offsets), len(scanned.offsets))
-    record.set_pass(PASS, status="OK", reason=None, file=f"records/{PASS}.jsonl", records=writer.count)
+    record.set_pass(PASS, status="OK", reason=None, file=RunPaths.records_name(PASS), records=writer.count)
     from kit.analysis.harness import results  # noqa: PLC0415
 
     table = results(run_dir)

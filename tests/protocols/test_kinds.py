@@ -62,7 +62,7 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
         for seq in range(protocol.notes):
             ctx.checkpoint()
             text = f"note {seq}"
-            writer.write(ToyRecord(run_id=ctx.manifest.data["run_id"], pass_id="p1", protocol="toy", seq=seq,
+            writer.write(ToyRecord(run_id=ctx.manifest.run_id, pass_id="p1", protocol="toy", seq=seq,
                                    prompt_sha256=sha256_text(text), text=text))
     ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
 
@@ -165,10 +165,10 @@ def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entr
     [run_dir] = [p for p in out.iterdir() if p.name.startswith("toy-")]
     # the run: one record file, its pass OK, the results written at its end
     assert [r["text"] for r in read_records(run_dir / "records/p1.jsonl")] == [f"note {i}" for i in range(4)]
-    manifest = Manifest.load(run_dir).data
-    assert (manifest["status"], manifest["protocol"]["kind"], manifest["passes"]["p1"]["status"]) == (
+    manifest = Manifest.load(run_dir).run
+    assert (manifest.status, manifest.protocol.kind, manifest.passes["p1"].status) == (
         "finished", "toy", "OK")
-    assert manifest["results"] == {"toy": "results/toy.json"} and RESULTS_CALLED == [run_dir]
+    assert manifest.results == {"toy": "results/toy.json"} and RESULTS_CALLED == [run_dir]
     # the console: the kind's own renderer printed the table at the end of `kit run`
     assert printed("Toy notes", done.output) and printed("note 3", done.output)  # a Rich table: may wrap
     assert isinstance(results_view({"table": "toy notes", "notes": 1, "last": "x"}), Table)
