@@ -147,7 +147,8 @@ class EngineInfo(Entry):
 class WorkloadInfo(Entry):
     """`workload`: what was sent, as the kind prepared it (keys differ by kind)."""
 
-    source: str | None = Field(None, description="where the prompts come from: gsm8k, arithmetic, bfcl multi_turn_base, ...")
+    source: str | None = Field(None, description="where the prompts come from: gsm8k, arithmetic, "
+                                                 "bfcl multi_turn_base, ...")
     file: str | None = Field(None, description="the GSM8K file served, where the source is gsm8k")
     sha256: str | None = Field(None, description="that file's sha256")
     items: int | None = Field(None, description="the items sent (reset and bridge kinds)")
@@ -247,7 +248,10 @@ def _where(loc: tuple[Any, ...], _data: Any) -> str:
 def parsed(data: dict[str, Any], origin: str) -> RunManifest:
     """A manifest's data (schema /1 or /2: the same shape) as a RunManifest; ConfigError naming `origin`
     and the first field of a wrong type otherwise."""
-    return validated(RunManifest, data, origin, _where, "restore it from a bundle")
+    try:
+        return validated(RunManifest, data, origin, _where, "restore it from a bundle")
+    except ConfigError as exc:  # pydantic names the model class a part may also be: not the reader's concern
+        raise ConfigError(re.sub(r" or instance of \w+", "", exc.message), exc.fix) from None
 
 
 def new_run_dir(parent: Path, protocol: str) -> Path:
