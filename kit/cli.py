@@ -324,9 +324,10 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     """
     from kit.analysis import findings  # noqa: PLC0415
     from kit.manifest import Manifest  # noqa: PLC0415
+    from kit.paths import RunPaths  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
-    target = out or (run_dirs[0] / "analysis")
+    target = out or RunPaths(run_dirs[0]).analysis
     check_out(target, "--out" if out else "RUN_DIRS")
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)

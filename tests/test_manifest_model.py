@@ -162,3 +162,33 @@ def test_a_model_round_trip_keeps_aliases():
     manifest = RunManifest.model_validate(data)
     assert manifest.imported.from_ == "determinism-harness"
     assert manifest.to_json() == data and json.load(io.StringIO(json.dumps(manifest.to_json()))) == data
+
+
+def _layout_literals() -> list[str]:
+    """`module:line` of each run-folder name written out in kit/ rather than taken from RunPaths: a path
+    joined with "records", "results", "logs", "replay" or "manifest.json", or a string (not a docstring)
+    that starts with "records/", "results/" or "logs/"."""
+    import ast  # noqa: PLC0415
+
+    kit_dir = Path(__file__).resolve().parents[1] / "kit"
+    names = ("manifest.json", "records", "results", "logs", "replay", "analysis")
+    found = []
+    for path in sorted(kit_dir.rglob("*.py")):
+        if path.name == "paths.py" and path.parent == kit_dir:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            joined = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and \
+                isinstance(node.right, ast.Constant) and node.right.value in names
+            spelled = isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                and (node.value == "manifest.json" or node.value.startswith(("records/", "results/", "logs/")))
+            if joined or spelled:
+                found.append(f"{path.relative_to(kit_dir.parent)}:{node.lineno}")
+    return found
+
+
+def test_the_run_folder_layout_is_spelled_in_run_paths_only():
+    assert _layout_literals() == []
