@@ -328,17 +328,18 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     folder, or no OK pass at all, are refused before anything is written.
     """
     from kit.analysis import findings  # noqa: PLC0415
-    from kit.manifest import Manifest, unfinished_problem  # noqa: PLC0415
+    from kit.manifest import Manifest  # noqa: PLC0415
+    from kit.paths import RunPaths  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
 
-    target = out or (run_dirs[0] / "analysis")
+    target = out or RunPaths(run_dirs[0]).analysis
     check_out(target, "--out" if out else "RUN_DIRS")
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
     click.echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
     for path in sorted({str(run.path) for run in result.runs}):
-        problem = unfinished_problem(Manifest.load(Path(path)).data)
+        problem = Manifest.load(Path(path)).run.unfinished_problem()
         if problem:
             click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
                        f"`kit resume {path}` finishes it")

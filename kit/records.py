@@ -27,14 +27,18 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, TypeVar
 
 import orjson
 
 from kit.engines.base import Completion
 from kit.errors import ConfigError
+from kit.paths import RunPaths
 from kit.record import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record_v1 import V1, upgrade
+
+if TYPE_CHECKING:
+    from kit.manifest import PassInfo
 
 
 def _loads(line: bytes) -> Any:
@@ -176,7 +180,7 @@ def _count(path: Path, chunk: int = 1 << 20) -> tuple[int, bool]:
 
 
 def _resume_fix(path: Path) -> str:
-    run_dir = path.parent.parent if path.parent.name == "records" else path.parent
+    run_dir = path.parent.parent if path.parent.name == RunPaths.RECORDS else path.parent
     return f"run `kit resume {run_dir}` to run that pass again (the records before it are kept)"
 
 
@@ -335,7 +339,7 @@ def read_views(path: Path) -> list[RecordView]:
     return [RecordView.of(record) for record in read_records(path, logprobs=False).records]
 
 
-def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]],
+def cut_short(run_dir: Path, passes: Mapping[str, PassInfo],
               read: Mapping[Path, RecordFile] | None = None) -> dict[str, str]:
     """pass id -> why, for each pass the manifest says ended (OK or VOID) whose records file is torn,
     missing, or ends before the records the manifest counts. A file that holds a count other than the
@@ -350,24 +354,24 @@ def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]],
 
     found = {}
     for pass_id, info in passes.items():
-        if info.get("status") not in ("OK", "VOID") or not info.get("file"):
+        if info.status not in ("OK", "VOID") or not info.file:
             continue
-        path = run_dir / info["file"]
+        path = run_dir / info.file
         if not path.is_file():
-            found[pass_id] = f"its records file {info['file']} is missing"
+            found[pass_id] = f"its records file {info.file} is missing"
             continue
         lines, torn_tail = lines_of(path)
-        counted = info.get("records")
+        counted = info.records
         if torn_tail:
-            found[pass_id] = f"{info['file']} ends inside a record (line {lines + 1} is torn)"
+            found[pass_id] = f"{info.file} ends inside a record (line {lines + 1} is torn)"
         elif isinstance(counted, int) and lines != counted:
             if path not in read:
                 read_records(path, logprobs=False)  # a repeated or missing seq: refused naming its line
             if lines > counted:
                 raise DamagedRecords(f"{path} holds {lines} records but its pass {pass_id} ended with "
                                      f"{counted}", DAMAGED_FIX)
-            found[pass_id] = f"{info['file']} holds {lines} of the {counted} records the manifest counts"
-        episodes = info.get("episodes_file")
+            found[pass_id] = f"{info.file} holds {lines} of the {counted} records the manifest counts"
+        episodes = info.episodes_file
         if pass_id not in found and episodes and (run_dir / episodes).is_file():
             lines, torn_tail = lines_of(run_dir / episodes)
             if torn_tail:
@@ -375,7 +379,7 @@ def cut_short(run_dir: Path, passes: dict[str, dict[str, Any]],
     return found
 
 
-def require_whole(run_dir: Path, passes: dict[str, dict[str, Any]],
+def require_whole(run_dir: Path, passes: Mapping[str, PassInfo],
                   read: Mapping[Path, RecordFile] | None = None) -> None:
     """Refuse a run with a pass cut short (see `cut_short`), naming the pass and why."""
     found = cut_short(run_dir, passes, read)

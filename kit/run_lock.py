@@ -24,6 +24,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.paths import RunPaths
 
 LOCK = ".kit-lock"
 RESERVE_BYTES = 1 << 20  # room for the final manifest writes of a run the disk filled up
@@ -62,7 +63,7 @@ def locked(run_dir: Path, doing: str, reserve: int = 0, *, writer: bool = True) 
     RunFolderBusy when another process holds it. A reader (`writer=False`, kit bundle) of a folder it
     cannot write to goes on without the lock (None): nothing can write there through this kit's user."""
     path = run_dir / LOCK
-    if not writer and not (run_dir / "manifest.json").is_file():  # not a run folder: its reader refuses it
+    if not writer and not RunPaths(run_dir).manifest.is_file():  # not a run folder: its reader refuses it
         yield None
         return
     try:

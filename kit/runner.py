@@ -22,9 +22,9 @@ from kit.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import Manifest, new_run_dir, not_plain, now
+from kit.manifest import MANIFEST, EngineInfo, Manifest, ProtocolInfo, RunManifest, new_run_dir, not_plain, now
 from kit.models import DEFAULT_MODEL, ensure_model, progress
-from kit.paths import outputs_dir
+from kit.paths import RunPaths, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
@@ -195,17 +195,16 @@ def own_server_bin(recorded: str | None, recorded_sha256: str | None, given: Pat
     return given, None
 
 
-# the manifest fields a resume reads, by the type each must have (None: the field may be absent)
-RESUMED_FIELDS = {"status": (str,), "protocol": (dict,), "options": (dict, type(None)), "engine": (dict, type(None)),
-                  "provenance": (dict, type(None)), "workload": (dict, type(None)), "imported": (dict, type(None))}
+# the manifest fields a resume needs (the types of all it reads: RunManifest)
+RESUMED_FIELDS = ("status", "protocol")
 
 
-def _check_layout(run_dir: Path, data: dict[str, Any]) -> None:
-    """Each manifest field a resume reads has the type `kit run` writes; refused in one line otherwise."""
-    wrong = [key for key, kinds_ in RESUMED_FIELDS.items() if not isinstance(data.get(key), kinds_)]
-    protocol = data.get("protocol") if isinstance(data.get("protocol"), dict) else {}
+def _check_layout(run_dir: Path, run: RunManifest) -> None:
+    """Each manifest field a resume reads is there as `kit run` writes it (their types: RunManifest);
+    refused in one line otherwise."""
+    wrong = [key for key in RESUMED_FIELDS if key not in run.model_fields_set or getattr(run, key) is None]
     wrong += [f"protocol.{key}" for key, kinds_ in (("file", (str,)), ("overrides", (dict, type(None))))
-              if not isinstance(protocol.get(key), kinds_)]  # its content: check_stored_protocol
+              if not isinstance(getattr(run.protocol, key), kinds_)]  # its content: check_stored_protocol
     if wrong:
         raise KitError(f"{run_dir}/manifest.json: {', '.join(wrong)} not laid out as `kit run` writes it",
                        "restore the manifest from its bundle")
@@ -236,12 +235,12 @@ def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
     return kept
 
 
-def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: dict[str, Any],
+def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: EngineInfo,
                         given: Path | None, say: Callable[[str], None]) -> Path | None:
     """A resume starts the server binary the user passes again (`--server-bin`), never the recorded path;
     it must have the recorded sha256 (a run recorded before the sha256 was: the binary the user passes)."""
     recorded = saved_options.pop("server_bin", None)
-    binary, problem = own_server_bin(recorded, engine.get("server_bin_sha256"), given, str(run_dir))
+    binary, problem = own_server_bin(recorded, engine.server_bin_sha256, given, str(run_dir))
     if problem is None:
         return binary
     if binary is None:
@@ -249,7 +248,7 @@ def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: di
                                 f"is compared with the recorded one), e.g. --server-bin {recorded} if that is yours")
     if not recorded:
         raise KitError(f"{problem}; --server-bin would mix engines in one run", "resume without --server-bin")
-    if engine.get("server_bin_sha256") is not None:
+    if engine.server_bin_sha256 is not None:
         raise KitError(problem, "pass the build the run used; one run never mixes engine builds")
     say(f"note: {problem}; resuming with --server-bin {binary}, as you asked")
     return binary
@@ -293,7 +292,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
             server_bin: Path | None, engine_url: tuple[str | None, dict[str, str]],
             lock: run_lock.Held | None) -> RunResult:
     manifest = Manifest.load(run_dir)
-    _check_layout(run_dir, manifest.data)
+    _check_layout(run_dir, manifest.run)
     odd = not_plain(run_dir)
     if odd:
         what = (f"a link, {odd[0].relative_to(run_dir)} -> {os.readlink(odd[0])}" if odd[0].is_symlink() else
@@ -301,71 +300,70 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
         raise KitError(f"{run_dir} holds {what}: a resume writes into the run folder, and a write through it could "
                        "land outside the folder or block", "replace it by a regular file (cp -rL copies a folder so, "
                        "links followed), then resume")
-    if manifest.data.get("imported"):
-        raise KitError(f"{run_dir} was imported from {manifest.data['imported'].get('from')}, not run: there is "
+    if manifest.run.imported:
+        raise KitError(f"{run_dir} was imported from {manifest.run.imported.from_}, not run: there is "
                        "nothing to resume", "import the harness's files again (`kit import`) if they changed")
-    cut = records.cut_short(run_dir, manifest.data.get("passes", {}))
-    if manifest.data["status"] == "finished" and not cut:
+    cut = records.cut_short(run_dir, manifest.run.passes)
+    if manifest.run.status == "finished" and not cut:
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
-    saved = manifest.data["protocol"]
+    saved = manifest.run.protocol
     check_stored_protocol(run_dir, saved)
-    protocol = kinds.parse_text(saved["content"], f"{run_dir}/manifest.json protocol", saved.get("overrides"))
+    protocol = kinds.parse_text(saved.content, f"{run_dir}/{MANIFEST} protocol", saved.overrides)
     kind = kinds.of(protocol)
-    saved_options = _saved_options(run_dir, manifest.data.get("options"))
+    saved_options = _saved_options(run_dir, manifest.run.options)
     if saved_options.pop("provider", None):
-        raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.data['engine'].get('kind')}); "
+        raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.run.engine.kind}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
     if saved_options.pop(CREDENTIALS_DROPPED, None):
         raise KitError(f"{run_dir} ran against --engine-url "
                        f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
     _resumed_engine_urls(run_dir, saved_options, engine_url)
-    engine = manifest.data.get("engine") or {}
+    engine = manifest.run.engine
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
-    recorded = (manifest.data.get("provenance") or {}).get("cpu_backend")
+    recorded = manifest.run.provenance.cpu_backend
     if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
                                      and isinstance(recorded.get("library_sha256"), str)):
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
-    options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved["file"],
+    options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
-                            "container_label": _container_label(engine)})
+                            "container_label": _container_label(engine.to_json())})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
-    _same_inputs(run_dir, manifest.data.get("workload") or {}, prepared.workload, "workload")
+    _same_inputs(run_dir, manifest.run.workload.to_json(), prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
-    _same_inputs(run_dir, engine, provider.describe(), "model")
+    _same_inputs(run_dir, engine.to_json(), provider.describe(), "model")
     now_cpu = _cpu_record(provider)
     if recorded and (now_cpu or {}).get("library_sha256") != recorded["library_sha256"]:
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend with library sha256 "
                        f"{recorded['library_sha256'][:12]}…, but this machine's differs "
                        f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
-    stopped = leftover_servers.stop_leftovers(run_dir / "logs", say)
+    stopped = leftover_servers.stop_leftovers(RunPaths(run_dir).logs, say)
     if options.container_label:  # containers a killed kit left: their logs kept, then removed (by the run's label)
         from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
 
-        stopped += remove_leftovers(options.container_label, run_dir / "logs", say)
+        stopped += remove_leftovers(options.container_label, RunPaths(run_dir).logs, say)
     redone = []
-    for pass_id, info in list(manifest.data.get("passes", {}).items()):
-        if info.get("status") in ("OK", "VOID") and pass_id not in cut:
+    for pass_id, info in list(manifest.run.passes.items()):
+        if info.status in ("OK", "VOID") and pass_id not in cut:
             continue
         if pass_id in cut:
-            say(f"pass {pass_id} ended {info['status']} but is cut short ({cut[pass_id]}): running it again")
+            say(f"pass {pass_id} ended {info.status} but is cut short ({cut[pass_id]}): running it again")
         manifest.supersede(pass_id)
         redone.append(pass_id)
-    history = manifest.data.setdefault("resumed", [])
-    history.append({"at": now(), "after_status": manifest.data["status"], "passes_redone": redone,
-                    "kept": list(manifest.data.get("passes", {})), "fresh_engine": provider.fresh_servers,
-                    "leftover_servers": stopped})
+    history = [*manifest.run.resumed, {"at": now(), "after_status": manifest.run.status, "passes_redone": redone,
+                    "kept": list(manifest.run.passes), "fresh_engine": provider.fresh_servers,
+                    "leftover_servers": stopped}]
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
-                    done=set(manifest.data.get("passes", {})), stop=stop, bounds=options.bounds(),
+                    done=set(manifest.run.passes), stop=stop, bounds=options.bounds(),
                     lock=lock)
 
 
@@ -385,10 +383,10 @@ def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, A
                        "start a new run")
 
 
-def check_stored_protocol(run_dir: Path, saved: dict[str, Any], doing: str = "resume") -> None:
+def check_stored_protocol(run_dir: Path, saved: ProtocolInfo, doing: str = "resume") -> None:
     """Resume (and replay) run the protocol text the manifest keeps only if it still has the sha256
     recorded with it."""
-    content, recorded = saved.get("content"), saved.get("sha256")
+    content, recorded = saved.content, saved.sha256
     actual = sha256_text(content) if isinstance(content, str) else "none (no protocol text)"
     if actual != recorded:
         raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
@@ -424,8 +422,8 @@ def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emi
     """Mark the passes VOID with `reason`, their records kept and counted (an empty file where none was
     written yet, so the pass is whole, not cut short)."""
     for pass_id in pass_ids:
-        info = manifest.data["passes"][pass_id]
-        path = manifest.run_dir / info["file"] if info.get("file") else None
+        info = manifest.run.passes[pass_id]
+        path = manifest.run_dir / info.file if info.file else None
         if path is not None and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
@@ -445,7 +443,7 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
     disk reserve given back."""
     run_dir = manifest.run_dir
     run_faults.clear()
-    emit(RunStarted(run_dir, manifest.data["protocol"]["name"], prepared.plan))
+    emit(RunStarted(run_dir, str(manifest.run.protocol.name), prepared.plan))
     status, reason, table = "finished", None, None
     stop = stop or threading.Event()
     voided: set[str] = set()
@@ -459,12 +457,12 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)
             except InvalidAnswer as exc:
-                running = [p for p, info in manifest.data.get("passes", {}).items() if info.get("status") == "running"]
+                running = [p for p, info in manifest.run.passes.items() if info.status == "running"]
                 if not running or voided & set(running):
                     raise  # outside any pass, or a pass voided before and run again (passes sharing a server)
                 _void_passes(manifest, running, exc.line(), emit)
                 voided.update(running)
-            done = {p for p, info in manifest.data.get("passes", {}).items() if info.get("status") in ("OK", "VOID")}
+            done = {p for p, info in manifest.run.passes.items() if info.status in ("OK", "VOID")}
     except (KeyboardInterrupt, RunStopped, KitError, OSError) as exc:
         status, reason = _ended_by(exc)
     except BaseException as exc:  # noqa: BLE001 - also SystemExit or a test runner's timeout: never "finished"
@@ -478,7 +476,7 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
         except OSError as exc:  # even the reserve did not make room: say so in one line
             raise KitError(f"the run ended ({status}: {reason}) but its manifest could not be updated: "
                            f"{run_faults.os_failure(exc)}", f"then `kit resume {run_dir}`") from exc
-    return RunResult(run_dir, manifest.data["status"], manifest.data.get("reason"), table)
+    return RunResult(run_dir, str(manifest.run.status), manifest.run.reason, table)
 
 
 def _ended_by(exc: BaseException) -> tuple[str, str]:
@@ -497,8 +495,8 @@ def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: s
     finished run then ends failed, an interrupted one stays interrupted); the manifest writes themselves
     are never cut by one (kit.run_faults.deferred), so a run never stays `started`."""
     with run_faults.deferred():
-        for pass_id, info in manifest.data.get("passes", {}).items():
-            if info.get("status") == "running":  # cut short: never reported as a result
+        for pass_id, info in manifest.run.passes.items():
+            if info.status == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
     results_error: BaseException | None = None
     table = None

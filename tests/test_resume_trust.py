@@ -54,14 +54,14 @@ def test_resume_refuses_a_tampered_protocol_text_and_changes_nothing(tmp_path, m
 def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
     run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
-    del manifest.data["protocol"]["content"]
+    manifest.run.protocol.content = None
     manifest.save()
     with pytest.raises(runner.KitError, match="no protocol text"):
         runner.resume(run_dir)
 
 
 def test_an_untampered_protocol_passes_the_check(tmp_path):
-    runner.check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).data["protocol"])
+    runner.check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).run.protocol)
 
 
 class _Provider:
@@ -111,7 +111,7 @@ def test_the_cli_exits_non_zero_with_one_line_when_results_fail(tmp_path, monkey
 def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
     run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
-    manifest.data["options"].update(engine_url="http://127.0.0.1:8080?token=[REDACTED]",
+    manifest.run.options.update(engine_url="http://127.0.0.1:8080?token=[REDACTED]",
                                     **{runner.CREDENTIALS_DROPPED: True})
     manifest.save()
     with pytest.raises(runner.KitError, match="credentials were never stored"):
@@ -128,7 +128,7 @@ def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
 def test_recorded_options_of_the_wrong_type_or_range_are_refused_in_one_line(tmp_path, monkeypatch, options, needle):
     run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
-    manifest.data["options"].update(options, unknown_to_this_kit="ignored")
+    manifest.run.options.update(options, unknown_to_this_kit="ignored")
     manifest.save()
     monkeypatch.setattr(runner, "provider_for", lambda *a: pytest.fail("no engine may be provided"))
     with pytest.raises(runner.KitError, match=needle):
@@ -139,7 +139,7 @@ def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(t
     """`out` is where the run folder was made; a resume writes into the folder where it is now."""
     run_dir = stopped_run(tmp_path)
     manifest = Manifest.load(run_dir)
-    manifest.data["options"]["out"] = "/proc/not-here"
+    manifest.run.options["out"] = "/proc/not-here"
     manifest.save()
 
     def provider_for(options, protocol, say):
@@ -150,8 +150,8 @@ def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(t
 
 
 @pytest.mark.parametrize("change, needle", [
-    (lambda m: m.update(options="x"), "options not laid out"),
-    (lambda m: m.update(engine=5), "engine not laid out"),
+    (lambda m: m.update(options="x"), "manifest.json: options: Input should be a valid dictionary"),
+    (lambda m: m.update(engine=5), "manifest.json: engine: Input should be a valid dictionary"),
     (lambda m: m.pop("status"), "status not laid out"),
     (lambda m: m["protocol"].update(overrides=[1]), "protocol.overrides not laid out"),
     (lambda m: m.setdefault("provenance", {}).update(cpu_backend={"name": "x"}), "provenance.cpu_backend is not"),

@@ -34,8 +34,8 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("folder", sorted(p.parent for p in FIXTURES.glob("*/manifest.json")), ids=lambda p: p.name)
 def test_old_run_folders_still_load(folder):
-    passes = Manifest.load(folder).data["passes"]
-    assert passes and all(info["file"].startswith("records/") for info in passes.values())
+    passes = Manifest.load(folder).run.passes
+    assert passes and all(str(info.file).startswith("records/") for info in passes.values())
 
 
 @pytest.mark.parametrize("name, problem", [

@@ -54,7 +54,7 @@ def test_resume_never_runs_the_recorded_binary_and_says_to_pass_it(tmp_path, mon
         runner.resume(run_dir, say=lambda _: None)
     assert f"ran the server binary {program}, which is not run again" in refused.value.line()
     assert "pass --server-bin with your own build of that binary" in refused.value.line()
-    assert not marker.exists() and Manifest.load(run_dir).data["status"] == "interrupted"
+    assert not marker.exists() and Manifest.load(run_dir).run.status == "interrupted"
 
 
 def test_a_binary_with_another_sha256_than_recorded_is_refused(tmp_path, monkeypatch):
@@ -139,15 +139,15 @@ def test_the_users_own_run_resumes_and_replays_with_its_binary_passed_again(tmp_
                                           overrides=SIZE), say=lambda _: None)
     assert result.status == "finished", result.reason
     manifest = Manifest.load(result.run_dir)
-    assert manifest.data["engine"]["server_bin_sha256"] == hashlib.sha256(own_binary.read_bytes()).hexdigest()
-    manifest.data["passes"]["s2"]["status"] = "interrupted"  # as after a kill during s2
+    assert manifest.run.engine.server_bin_sha256 == hashlib.sha256(own_binary.read_bytes()).hexdigest()
+    manifest.run.passes["s2"].status = "interrupted"  # as after a kill during s2
     manifest.finish("interrupted")
 
     one_line_error(kit("resume", str(result.run_dir)), "pass --server-bin", f"--server-bin {own_binary} if that is")
     resumed = kit("resume", str(result.run_dir), "--server-bin", str(own_binary))
     assert resumed.returncode == 0, resumed.stderr
-    after = Manifest.load(result.run_dir).data
-    assert after["status"] == "finished" and after["resumed"][-1]["passes_redone"] == ["s2"]
+    after = Manifest.load(result.run_dir).run
+    assert after.status == "finished" and after.resumed[-1]["passes_redone"] == ["s2"]
 
     one_line_error(kit("replay", str(result.run_dir), "--out", str(tmp_path / "refused")), "--server-bin PATH")
     assert not (tmp_path / "refused").exists()

@@ -94,7 +94,7 @@ def test_after_a_record_the_switch_is_refused_and_nothing_moves(tmp_path, wheel_
     assert "after 3 records" in caught.value.line() and "never mixes backends" in caught.value.line()
     assert "--cpu-backend portable" in caught.value.line()
     assert (manifest.run_dir / "records" / "s1.jsonl").read_text().count("\n") == 3
-    assert "s1" in manifest.data["passes"]
+    assert "s1" in manifest.run.passes
 
 
 def test_a_forced_wheel_is_not_switched(tmp_path, wheel_installed):

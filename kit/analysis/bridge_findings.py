@@ -55,18 +55,18 @@ def reference_answers(run: RunFolder) -> tuple[dict[str, str] | None, str | None
     from kit.models.hashing import sha256_file  # noqa: PLC0415
     from kit.workloads.items import arithmetic_items, load_gsm8k  # noqa: PLC0415
 
-    workload = run.manifest.get("workload") or {}
-    if workload.get("source") == "gsm8k":
-        path = Path(str(workload.get("file", "")))
+    workload = run.manifest.workload
+    if workload.source == "gsm8k":
+        path = Path(workload.file or "")
         if not path.is_file():
             return None, f"the GSM8K file {path} named in the manifest is not on this machine"
-        if workload.get("sha256") and sha256_file(path) != workload["sha256"]:
+        if workload.sha256 and sha256_file(path) != workload.sha256:
             return None, f"{path} does not match the sha256 in the manifest"
-        items = load_gsm8k(path, int(workload.get("items", 0)), int(workload.get("first_item", 0)))
-    elif workload.get("source") == "arithmetic":
-        items = arithmetic_items(int(workload.get("items", 0)), int(workload.get("seed", 20261007)))
+        items = load_gsm8k(path, workload.items or 0, workload.first_item or 0)
+    elif workload.source == "arithmetic":
+        items = arithmetic_items(workload.items or 0, 20261007 if workload.seed is None else workload.seed)
     else:
-        return None, f"unknown item source {workload.get('source')!r}"
+        return None, f"unknown item source {workload.source!r}"
     return {item.id: item.answer for item in items}, None
 
 
@@ -95,7 +95,7 @@ def table_vii_row(run: RunFolder, session: PassData) -> dict[str, Any]:
     both = [u for u in items if u in set(recompute_det) and u in set(hit_det)]
     differ = [u for u in both if items[u][0][0].tokens != items[u][1][0].tokens]
     row: dict[str, Any] = {"run": run.run_id, "session": session.pass_id, "model": run.model, "format": run.format,
-                           "source": (run.manifest.get("workload") or {}).get("source"), "n": n,
+                           "source": run.manifest.workload.source, "n": n,
                            "recompute_reproduces": len(recompute_det), "hit_reproduces": len(hit_det),
                            "attributable_items": len(both), "paths_differ": len(differ)}
     if both:

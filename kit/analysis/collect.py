@@ -12,7 +12,6 @@ reasons.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.errors import KitError
-from kit.manifest import Manifest
+from kit.manifest import Manifest, PassInfo, RunManifest, parsed
+from kit.paths import RunPaths
 from kit.protocols import kinds
 from kit.records import DamagedRecords, RecordFile, read_records, require_whole
 
@@ -40,25 +40,24 @@ def format_rank(label: str) -> tuple[int, str]:
     return (FORMAT_ORDER.index(kernels) if kernels in FORMAT_ORDER else len(FORMAT_ORDER), upper)
 
 
-def weight_format(manifest: dict[str, Any]) -> str:
+def weight_format(manifest: RunManifest) -> str:
     """The run's weight format: the sweep's label, else the engine's `format`, else read off the model name."""
-    sweep = manifest.get("sweep") or {}
-    if sweep.get("format"):
-        return str(sweep["format"])
-    engine = manifest.get("engine") or {}
-    if engine.get("format"):
-        return str(engine["format"])
-    for key in ("model_name", "model", "model_path"):
-        match = _FORMAT_RE.search(Path(str(engine.get(key) or "")).name)
+    if manifest.sweep.get("format"):
+        return str(manifest.sweep["format"])
+    engine = manifest.engine
+    if engine.format:
+        return engine.format
+    for name in (engine.model_name, engine.model, engine.model_path):
+        match = _FORMAT_RE.search(Path(name or "").name)
         if match:
             return re.sub(r"[-.]", "_", match.group(1).upper())
     return "unknown"
 
 
-def model_label(manifest: dict[str, Any]) -> str:
+def model_label(manifest: RunManifest) -> str:
     """A short model name for tables: the engine's model name without its format suffix."""
-    engine = manifest.get("engine") or {}
-    name = str(engine.get("model_name") or Path(str(engine.get("model") or "unknown")).name)
+    engine = manifest.engine
+    name = engine.model_name or Path(engine.model or "unknown").name
     name = re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
     return _FORMAT_RE.sub("", name).strip("-._") or name
 
@@ -72,9 +71,9 @@ class RunFolder:
     """One run folder: its manifest, what it holds, and which of its passes may be analysed."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: RunManifest
     kind: str  # its findings family: "reset", "grid" or "sweep"
-    ok_passes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ok_passes: dict[str, PassInfo] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
     read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
 
@@ -97,9 +96,9 @@ class RunFolder:
         try:
             for pass_id, keep in logprobs.items():
                 info = self.ok_passes[pass_id]
-                self.records(str(info["file"]), keep)
-                if info.get("episodes_file") and (self.path / str(info["episodes_file"])).is_file():
-                    self.records(str(info["episodes_file"]))  # no completions: read in full, as cheap
+                self.records(str(info.file), keep)
+                if info.episodes_file and (self.path / info.episodes_file).is_file():
+                    self.records(info.episodes_file)  # no completions: read in full, as cheap
             self.require_whole()
             yield self
         finally:
@@ -107,15 +106,15 @@ class RunFolder:
 
     def bytes_to_read(self, *_: Any) -> int:
         """The size of the OK passes' records files: what analysing the run reads (a cost for parallel_map)."""
-        return sum((self.path / str(info["file"])).stat().st_size for info in self.ok_passes.values())
+        return sum((self.path / str(info.file)).stat().st_size for info in self.ok_passes.values())
 
     def require_whole(self) -> None:
         """Refuse the run if a pass is cut short (kit.records.require_whole; files already read count as read)."""
-        require_whole(self.path, self.manifest.get("passes") or {}, self.read)
+        require_whole(self.path, self.manifest.passes, self.read)
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id", self.path.name))
+        return self.manifest.run_id or self.path.name
 
     @property
     def format(self) -> str:
@@ -128,34 +127,35 @@ class RunFolder:
     @property
     def engine_name(self) -> str:
         """llama.cpp, vLLM or Ollama, from what the manifest's engine entry says it was."""
-        engine = self.manifest.get("engine") or {}
-        if engine.get("engine_kind"):
-            return str(engine["engine_kind"])
-        said = f"{engine.get('engine', '')} {engine.get('kind', '')}".lower()
+        engine = self.manifest.engine
+        if engine.engine_kind:
+            return engine.engine_kind
+        said = f"{engine.engine or ''} {engine.kind or ''}".lower()
         return "vLLM" if "vllm" in said else "Ollama" if "ollama" in said else "llama.cpp"
 
     @property
     def resolved(self) -> dict[str, Any]:
-        return (self.manifest.get("protocol") or {}).get("resolved") or {}
+        return self.manifest.protocol.resolved
 
     @property
     def sweep(self) -> dict[str, Any]:
-        return self.manifest.get("sweep") or {}
+        return self.manifest.sweep
 
     @property
     def top_logprobs(self) -> int | None:
-        value = self.resolved.get("top_logprobs", (self.manifest.get("plan") or {}).get("top_logprobs"))
+        value = self.resolved.get("top_logprobs", self.manifest.plan.top_logprobs)
         return int(value) if value is not None else None
 
     @property
     def cache_ram(self) -> Any:
         """The server-level prompt cache setting (MiB); None means llama.cpp's default (enabled)."""
-        engine = self.manifest.get("engine") or {}
-        return engine.get("cache_ram", (self.resolved.get("engine") or {}).get("cache_ram"))
+        engine = self.manifest.engine
+        return engine.cache_ram if "cache_ram" in engine.model_fields_set else (
+            (self.resolved.get("engine") or {}).get("cache_ram"))
 
     @property
     def gsm8k(self) -> bool:
-        return (self.manifest.get("workload") or {}).get("source") == "gsm8k"
+        return self.manifest.workload.source == "gsm8k"
 
 
 @dataclass
@@ -172,33 +172,34 @@ class Collection:
         return [v for r in self.runs for v in r.void_passes]
 
 
-def cell_manifest(manifest: dict[str, Any], name: str, cell: dict[str, Any]) -> dict[str, Any]:
+def cell_manifest(manifest: RunManifest, name: str, cell: dict[str, Any], origin: str) -> RunManifest:
     """The manifest one cell of a many-server run would have had as a run of its own: its passes only,
     its engine details (model, cache setting), its sweep label and its arms."""
-    view = copy.deepcopy({k: v for k, v in manifest.items() if k not in ("passes", "cells")})
-    view["run_id"] = f"{manifest.get('run_id', 'run')}/{name}"
-    view["passes"] = {p: manifest.get("passes", {}).get(p, {"status": "not run"}) for p in cell.get("passes", [])}
+    data = manifest.to_json()
+    view = {k: v for k, v in data.items() if k not in ("passes", "cells")}
+    view["run_id"] = f"{manifest.run_id or 'run'}/{name}"
+    view["passes"] = {p: data.get("passes", {}).get(p, {"status": "not run"}) for p in cell.get("passes", [])}
     view["engine"] = {**(view.get("engine") or {}), **(cell.get("engine") or {})}
     view["protocol"] = {**(view.get("protocol") or {}), "kind": "grid"}
     view["protocol"]["resolved"] = {**(view["protocol"].get("resolved") or {}), **(cell.get("resolved") or {})}
     if cell.get("sweep"):
         view["sweep"] = cell["sweep"]
-    return view
+    return parsed(view, f"{origin} (its cell {name!r})")
 
 
 def read_runs(path: Path) -> list[RunFolder]:
     """A run folder as analysis sees it: itself, or one view per cell when its manifest lists cells."""
-    manifest = Manifest.load(path).data
-    cells = manifest.get("cells") or {}
-    if not cells:
+    manifest = Manifest.load(path).run
+    if not manifest.cells:
         return [read_run(path, manifest)]
-    return [read_run(path, cell_manifest(manifest, name, cell)) for name, cell in cells.items()]
+    origin = str(RunPaths(path).manifest)
+    return [read_run(path, cell_manifest(manifest, name, cell, origin)) for name, cell in manifest.cells.items()]
 
 
-def family(path: Path, manifest: dict[str, Any]) -> str:
+def family(path: Path, manifest: RunManifest) -> str:
     """The findings family a folder (or a cell's view of one) feeds, from its kind's analysis entry
     (kit.protocols.kind.Analysis): reset, grid, or sweep for a grid folder that carries `sweep`."""
-    name = (manifest.get("protocol") or {}).get("kind")
+    name = manifest.protocol.kind
     kind = kinds.named(name, str(path))
     if kind.analysis is None:
         readable = [k.name for k in kinds.KINDS.values() if k.analysis is not None]
@@ -207,23 +208,21 @@ def family(path: Path, manifest: dict[str, Any]) -> str:
     if kind.analysis.family is None:
         raise KitError(f"{path}: this {name} run lists no cells (it stopped before its first pass), "
                        "so it holds nothing to analyse", "pass a run folder that ran at least one pass")
-    return "sweep" if kind.analysis.family == "grid" and manifest.get("sweep") else kind.analysis.family
+    return "sweep" if kind.analysis.family == "grid" and manifest.sweep else kind.analysis.family
 
 
-def read_run(path: Path, manifest: dict[str, Any] | None = None) -> RunFolder:
+def read_run(path: Path, manifest: RunManifest | None = None) -> RunFolder:
     """Read one run folder's manifest (or a cell's view of it) and split its passes into OK ones and
     excluded ones. Its records are not read here: analysis reads each file once (`RunFolder.reading`),
     and refuses a run with a pass cut short then."""
-    manifest = manifest if manifest is not None else Manifest.load(path).data
+    manifest = manifest if manifest is not None else Manifest.load(path).run
     run = RunFolder(path=path, manifest=manifest, kind=family(path, manifest))
-    for pass_id, info in (manifest.get("passes") or {}).items():
-        file = path / str(info.get("file", ""))
-        if info.get("status") == "OK" and info.get("file") and file.is_file():
+    for pass_id, info in manifest.passes.items():
+        if info.status == "OK" and info.file and (path / info.file).is_file():
             run.ok_passes[pass_id] = info
         else:
-            reason = info.get("reason") or ("record file missing" if info.get("status") == "OK"
-                                            else f"status {info.get('status')}")
-            run.void_passes.append({"run": run.run_id, "pass": pass_id, "status": info.get("status"),
+            reason = info.reason or ("record file missing" if info.status == "OK" else f"status {info.status}")
+            run.void_passes.append({"run": run.run_id, "pass": pass_id, "status": info.status,
                                     "reason": reason})
     return run
 
@@ -232,8 +231,8 @@ def collect(paths: list[Path]) -> Collection:
     """Recognise each folder (or each run folder directly inside a folder that holds several)."""
     collection = Collection()
     for path in paths:
-        candidates = [path] if (path / "manifest.json").is_file() else sorted(
-            p for p in path.iterdir() if (p / "manifest.json").is_file()) if path.is_dir() else []
+        candidates = [path] if RunPaths(path).manifest.is_file() else sorted(
+            p for p in path.iterdir() if RunPaths(p).manifest.is_file()) if path.is_dir() else []
         if not candidates:
             collection.skipped.append({"path": str(path), "reason": "no manifest.json here or one level below"})
         for candidate in candidates:

@@ -164,7 +164,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: F
 
 def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """One reset run's Table IV and VII rows and its mechanism positions (or why none). Runs in a worker."""
-    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].get("session", 0))
+    order = sorted(run.ok_passes, key=lambda p: run.ok_passes[p].session or 0)
     with run.reading({p: "deferred" if p == order[0] else False for p in order}):
         sessions = {p: load_pass(run.path, p, run.ok_passes[p], keep_logprobs=p == order[0], records=run.records)
                     for p in order}
@@ -249,7 +249,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
                           ok_passes=sorted(r.ok_passes)) for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},
-        "comparability": backends_differ([r.manifest for r in collection.runs]),
+        "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
     })
     _grid(collection, settings, timer, findings)
     _sweep(collection, settings, timer, findings)

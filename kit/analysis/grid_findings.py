@@ -31,7 +31,7 @@ def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, A
     read through RunFolder.records: once each, within `RunFolder.reading`)."""
     from kit.stats import dependence_aware_interval  # noqa: PLC0415
 
-    table = grid_results.grid_table(run.path, run.manifest.get("passes") or {}, run.records)
+    table = grid_results.grid_table(run.path, run.manifest.passes, run.records)
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
                            "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),
@@ -41,7 +41,8 @@ def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, A
         if "skipped" in comparison:
             out["comparisons"][key] = {"passes": comparison["passes"], "skipped": comparison["skipped"]}
             continue
-        order = list((run.ok_passes.get(comparison["passes"][0]) or {}).get("order") or [])
+        first = run.ok_passes.get(comparison["passes"][0])
+        order = list(first.order) if first else []
         units, indicators = _indicators(comparison, order)
         entry = {k: comparison[k] for k in ("passes", "episodes", "diverged", "kinds", "first_request_index",
                                              "first_token_index")}

@@ -23,8 +23,8 @@ SEPARATED_B1 = 15.0  # |slope| beyond this (odds ratio > 3e6 per format step) me
 
 def arm_passes(run: RunFolder) -> tuple[str | None, str | None]:
     """(cache-on pass id, cache-off pass id) among the run's OK passes, first of each arm."""
-    on = next((p for p, i in run.ok_passes.items() if i.get("arm") == "on"), None)
-    off = next((p for p, i in run.ok_passes.items() if i.get("arm") == "off"), None)
+    on = next((p for p, i in run.ok_passes.items() if i.arm == "on"), None)
+    off = next((p for p, i in run.ok_passes.items() if i.arm == "off"), None)
     return on, off
 
 

@@ -9,10 +9,11 @@ from typing import Any, Iterable
 
 from kit.bundle import RUNS
 from kit.bundle.compare import parse_csv
+from kit.paths import RunPaths
 from kit.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
-COMPUTED_FOLDERS = ("results/", "analysis/")
+COMPUTED_FOLDERS = (f"{RunPaths.RESULTS}/", f"{RunPaths.ANALYSIS}/")
 
 
 @dataclass
@@ -88,7 +89,7 @@ def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
         run.files[parts[2]] = data
     for run in runs.values():
         try:
-            manifest = load_json(run.files.get("manifest.json", b"{}"))
+            manifest = load_json(run.files.get(RunPaths.MANIFEST, b"{}"))
         except ValueError:
             manifest = {}
         run.manifest = manifest if isinstance(manifest, dict) else {}

@@ -12,6 +12,7 @@ from typing import Any
 
 from kit.bundle import CRATE
 from kit.bundle.content import BundledRun
+from kit.paths import RunPaths
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"
 CONFORMS = "https://w3id.org/ro/crate/1.1"
@@ -38,7 +39,7 @@ def _run_entities(run: BundledRun) -> list[dict[str, Any]]:
                                        "version": kit.get("version"), "identifier": kit.get("git_commit"),
                                        "description": "the kit that ran " + run.run_id
                                        + (" (with local changes)" if kit.get("git_dirty") else "")}]
-    objects = [run.prefix + n for n in run.names() if n.startswith(("protocol/", "records/"))]
+    objects = [run.prefix + n for n in run.names() if n.startswith(("protocol/", f"{RunPaths.RECORDS}/"))]
     instruments = [kit_id, engine_id]
     builds = sorted({p.get("launch", {}).get("build_info") for p in m.get("passes", {}).values()} - {None})
     entities.append({"@id": engine_id, "@type": "SoftwareApplication",

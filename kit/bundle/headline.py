@@ -16,6 +16,7 @@ from typing import Any
 from kit.analysis.findings_model import FILE, Table
 from kit.analysis.tables import DASH, LAYOUTS, Layout, ci, pct
 from kit.bundle.content import BundledRun
+from kit.paths import RunPaths
 
 FINDINGS = f"analysis/{FILE}"  # written by `kit analyze RUN_DIR` (its default --out)
 FEW = 10  # below this many observations a rate is flagged as resting on few observations
@@ -215,7 +216,7 @@ def headline(run: BundledRun) -> Headline:
     kind = m.get("protocol", {}).get("kind") if isinstance(m.get("protocol"), dict) else None
     h = Headline(run.run_id, str(kind), str(m.get("status")))
     for name, data in run.tables().items():
-        if not (name.startswith("results/") and name.endswith(".json") and isinstance(data, dict)):
+        if not (name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json") and isinstance(data, dict)):
             continue
         read = READERS.get(table) if isinstance(table := data.get("table"), str) else None
         if read is None:

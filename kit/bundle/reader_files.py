@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from kit.bundle import INDEX, README, REPORT, RUNS, readme, report, safe_tar
 from kit.bundle.content import BundledRun, load_json, runs_from_files
 from kit.bundle.scrub import scrub
+from kit.paths import RunPaths
 from kit.provenance import kit_source
 from kit.terminal_text import one_line
 
@@ -146,7 +147,7 @@ def same_kit(written_by: Any) -> bool:
 def held_files(bundle: safe_tar.Unpacked) -> dict[str, bytes]:
     """The files of an unpacked bundle the report and README are rendered from, and those two."""
     names = [n for n in bundle.listing.files if n in (INDEX, REPORT, README)
-             or (n.startswith(f"{RUNS}/") and n.split("/", 3)[2:3] != ["records"])]
+             or (n.startswith(f"{RUNS}/") and n.split("/", 3)[2:3] != [RunPaths.RECORDS])]
     return {n: data for n in names for data in [bundle.read(n)] if data is not None}
 
 

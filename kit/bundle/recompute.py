@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 from kit.protocols import kinds
 from kit.records import require_whole
 
-RAW_INPUTS = ("manifest.json", "records", "protocol")
-COMPUTED = ("results", "analysis")
+RAW_INPUTS = (RunPaths.MANIFEST, RunPaths.RECORDS, "protocol")
+COMPUTED = (RunPaths.RESULTS, RunPaths.ANALYSIS)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -44,7 +45,7 @@ def recompute(run_dir: Path) -> dict[str, bytes]:
     """The results of run_dir's kind (from its manifest), recomputed on run_dir (a raw copy); the computed
     files they wrote, by relative path. Raises KitError for a kind this kit does not know, CutShort for a
     run with a pass cut short (kit.records.require_whole)."""
-    require_whole(run_dir, Manifest.load(run_dir).data.get("passes") or {})
+    require_whole(run_dir, Manifest.load(run_dir).run.passes)
     kinds.of_run(run_dir).results(run_dir)
     out = {}
     for folder in COMPUTED:
@@ -58,7 +59,7 @@ def recompute(run_dir: Path) -> dict[str, bytes]:
 def count_records(run_dir: Path) -> int:
     """Record lines in run_dir's records/ files (one JSON line per request, or per episode)."""
     total = 0
-    for path in sorted((run_dir / "records").rglob("*.jsonl")):
+    for path in sorted(RunPaths(run_dir).records.rglob("*.jsonl")):
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 total += chunk.count(b"\n")

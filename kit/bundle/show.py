@@ -28,6 +28,7 @@ from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
 from kit.errors import ConfigError
 from kit.manifest import PLAIN_NAME
+from kit.paths import RunPaths
 from kit.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
@@ -112,7 +113,7 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any], width: int | No
 
 
 def _shown(name: str) -> bool:
-    return name.endswith("manifest.json") or (name.endswith(SHOWN_SUFFIXES) and "/results/" in name) \
+    return name.endswith(RunPaths.MANIFEST) or (name.endswith(SHOWN_SUFFIXES) and f"/{RunPaths.RESULTS}/" in name) \
         or "/analysis/" in name
 
 

@@ -35,11 +35,13 @@ from kit.bundle.compare import Mismatch, compare_file
 from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
+from kit.manifest import FILE_KEYS
+from kit.paths import RunPaths
 from kit.protocols import kinds
 from kit.provenance import backends_differ
 from kit.terminal_text import one_line
 
-RECORD_KEYS = ("file", "episodes_file")  # where a manifest's passes name their record files
+RECORD_KEYS = FILE_KEYS  # where a manifest's passes name their record files
 RESULTS_FOLDER, ANALYSIS_FOLDER = COMPUTED_FOLDERS
 
 
@@ -174,7 +176,7 @@ def check_checksums(bundle: safe_tar.Unpacked, verdict: Verdict) -> None:
 def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verdict: Verdict) -> dict | None:
     """The run's manifest when it can drive recomputation: a kit manifest naming this run, whose record
     files are files of this run's records/ folder in the bundle. Otherwise a problem and None."""
-    file = f"{RUNS}/{run_id}/manifest.json"
+    file = f"{RUNS}/{run_id}/{RunPaths.MANIFEST}"
     try:
         manifest = load_json(bundle.read(file) or b"")
     except ValueError:
@@ -194,7 +196,8 @@ def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verd
     for pass_id, info in sorted(passes.items()):
         for key in RECORD_KEYS:
             ref = info.get(key)
-            if ref is not None and not (isinstance(ref, str) and ref.startswith("records/") and ref in held):
+            if ref is not None and not (isinstance(ref, str) and ref.startswith(f"{RunPaths.RECORDS}/")
+                                        and ref in held):
                 verdict.problems.append(Problem(file, f"passes.{pass_id}.{key} is {ref!r}, not a file of this "
                                                 "run's records/ folder in the bundle"))
                 return None
@@ -220,7 +223,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
     prefix = f"{RUNS}/{run_id}/"
     kind = manifest.get("protocol", {}).get("kind")
     if not isinstance(kind, str) or kind not in kinds.KINDS:
-        verdict.problems.append(Problem(prefix + "manifest.json", f"protocol kind {kind!r} cannot be "
+        verdict.problems.append(Problem(prefix + RunPaths.MANIFEST, f"protocol kind {kind!r} cannot be "
                                         "recomputed by this kit (upgrade the kit)"))
         return None
     copy = recompute.raw_copy(bundle.folder / RUNS / run_id, bundle.scratch, run_id)
@@ -228,7 +231,8 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
     try:
         fresh = recompute.recompute(copy)
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the run
-        verdict.problems.append(Problem(prefix + "records/", f"recomputing failed: {type(exc).__name__}: {exc}"))
+        verdict.problems.append(Problem(f"{prefix}{RunPaths.RECORDS}/",
+                                        f"recomputing failed: {type(exc).__name__}: {exc}"))
         return copy
     bundled = [name for name in names if name.startswith(RESULTS_FOLDER)]
     for name in sorted(set(bundled) | {n for n in fresh if n.startswith(RESULTS_FOLDER)}):
@@ -323,9 +327,9 @@ def keep(limits: Limits, records: bool = True):
         if len(parts) < 3 or parts[0] != RUNS:
             return None
         inner = parts[2]
-        if inner.startswith("records/"):
+        if inner.startswith(f"{RunPaths.RECORDS}/"):
             return limits.file_bytes if records else None
-        if inner == "manifest.json" or inner.startswith(("protocol/", *COMPUTED_FOLDERS)):
+        if inner == RunPaths.MANIFEST or inner.startswith(("protocol/", *COMPUTED_FOLDERS)):
             return limits.read_whole_bytes
         return None
     return cap

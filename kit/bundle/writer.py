@@ -36,14 +36,14 @@ from kit.bundle.limits import DEFAULT as LIMITS
 from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
 from kit.errors import ConfigError, KitError
-from kit.manifest import Manifest, now, unfinished_problem
-from kit.paths import shown_path
+from kit.manifest import Manifest, RunManifest, now, unfinished_problem
+from kit.paths import RunPaths, shown_path
 from kit.provenance import kit_source
 from kit.records import require_whole
 from kit.run_lock import LOCK
 
 SUFFIX = ".tar.gz"
-NOT_HELD = ("records/", "logs/")
+NOT_HELD = (f"{RunPaths.RECORDS}/", f"{RunPaths.LOGS}/")
 MAX_FOLDER_NAME = 200
 
 
@@ -70,13 +70,12 @@ def default_path(run_dirs: list[Path]) -> Path:
     return first.parent / "bundles" / f"{stem}{SUFFIX}"
 
 
-def _protocol_file(manifest: dict[str, Any]) -> tuple[str, bytes] | None:
-    protocol = manifest.get("protocol", {})
-    content = protocol.get("content")
-    if content is None:
+def _protocol_file(manifest: RunManifest) -> tuple[str, bytes] | None:
+    protocol = manifest.protocol
+    if protocol.content is None:
         return None
-    suffix = PurePosixPath(str(protocol.get("file", ""))).suffix or ".yaml"
-    return f"protocol/{protocol.get('name') or 'protocol'}{suffix}", content.encode("utf-8")
+    suffix = PurePosixPath(protocol.file or "").suffix or ".yaml"
+    return f"protocol/{protocol.name or 'protocol'}{suffix}", protocol.content.encode("utf-8")
 
 
 def _run_files(run_dir: Path, run_id: str, skipped: list[str]) -> dict[str, Path]:
@@ -105,21 +104,21 @@ def _folder_name(value: Any, what: str, fix: str) -> str:
     return value
 
 
-def check_runs(run_dirs: list[Path], allow_unfinished: bool = False) -> list[dict[str, Any]]:
+def check_runs(run_dirs: list[Path], allow_unfinished: bool = False) -> list[RunManifest]:
     """The runs' manifests; refuses a run that did not finish (started, interrupted or failed) unless
     `allow_unfinished`, a run with a pass cut short (kit.records), a run id that cannot name a folder,
     and a run given twice (also as a copy under another folder name)."""
-    manifests: list[dict[str, Any]] = []
+    manifests: list[RunManifest] = []
     seen: dict[str, Path] = {}
     for run_dir in run_dirs:
-        manifest = Manifest.load(run_dir).data
-        problem = unfinished_problem(manifest)
+        manifest = Manifest.load(run_dir).run
+        problem = manifest.unfinished_problem()
         if problem and not allow_unfinished:
             raise ConfigError(f"{run_dir} is not a finished run ({problem})",
                               f"finish it with `kit resume {run_dir}`, or pack it as it is with `kit bundle "
                               "--allow-unfinished` (the bundle then lists it as unfinished)")
-        require_whole(run_dir, manifest.get("passes") or {})
-        run_id = _folder_name(manifest.get("run_id"), f"the run_id in {run_dir / 'manifest.json'}",
+        require_whole(run_dir, manifest.passes)
+        run_id = _folder_name(manifest.run_id, f"the run_id in {RunPaths(run_dir).manifest}",
                               "restore the manifest from the run's bundle")
         if run_id in seen:
             raise ConfigError(f"run {run_id} is given twice ({seen[run_id]} and {run_dir} hold the same run)",
@@ -152,9 +151,9 @@ class _Archive:
         self.out.write(fmt.end_of_archive(self.offset))
 
 
-def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets: Mapping[str, bytes],
+def _add_run(archive: _Archive, run_dir: Path, manifest: RunManifest, secrets: Mapping[str, bytes],
              redactions: list[Redaction], skipped: list[str]) -> BundledRun:
-    run = BundledRun(manifest["run_id"], manifest)
+    run = BundledRun(str(manifest.run_id), {})  # its manifest: as bundled (below), secrets scrubbed
     sources: dict[str, Path | bytes] = dict(_run_files(run_dir, run.run_id, skipped))
     protocol = _protocol_file(manifest)
     if protocol and protocol[0] not in sources:
@@ -172,7 +171,7 @@ def _add_run(archive: _Archive, run_dir: Path, manifest: dict[str, Any], secrets
             run.not_held.append(rel)
         else:
             run.files[rel] = data
-    run.manifest = json.loads(run.files["manifest.json"])
+    run.manifest = json.loads(run.files[RunPaths.MANIFEST])
     return run
 
 

@@ -9,6 +9,7 @@ import click
 from kit.analysis import findings_model
 from kit.analysis.findings_model import Findings
 from kit.errors import ConfigError
+from kit.paths import RunPaths
 from kit.terminal_text import one_line
 
 FINDINGS = findings_model.FILE
@@ -19,8 +20,8 @@ def findings_path(target: Path) -> Path:
     """findings.json of an analysis folder, or of a run folder's analysis/; a ConfigError otherwise."""
     if (target / FINDINGS).is_file():
         return target / FINDINGS
-    if (target / "manifest.json").is_file():
-        inside = target / "analysis" / FINDINGS
+    if RunPaths(target).manifest.is_file():
+        inside = RunPaths(target).findings
         if inside.is_file():
             return inside
         raise ConfigError(f"{target} is a run folder with no analysis/{FINDINGS}",

@@ -42,6 +42,7 @@ from kit.limits import IMPORT_BOXES_MAX as BOXES_MAX
 from kit.limits import IMPORT_CALLS_MAX
 from kit.limits import IMPORT_FILES_MAX as FILES_MAX
 from kit.manifest import Manifest, new_run_dir
+from kit.paths import RunPaths
 from kit.provenance import collect
 from kit.record import HarnessRecord
 from kit.records import RecordWriter
@@ -283,7 +284,7 @@ def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, progress: Progr
 
 def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report: tuple[Path, bytes] | None,
            thresholds: tuple[float, float] | None, progress: Progress) -> None:
-    kept = run_dir / "records" / "imported"
+    kept = RunPaths(run_dir).imported
     kept.mkdir(parents=True)
     for scanned, calls in zip(study, handles):
         for source, data in scanned.side.items():
@@ -295,7 +296,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
     boxes = sorted(set().union(*(s.boxes for s in study)))
     resolved = {"protocol": "harness", "mode": mode, "box": boxes[0] if len(boxes) == 1 else None, "boxes": boxes,
                 "thresholds": list(thresholds) if thresholds else None,
-                "report": f"records/imported/{report[0].name}" if report else None, "definitions": DEFINITIONS}
+                "report": f"{RunPaths.IMPORTED}/{report[0].name}" if report else None, "definitions": DEFINITIONS}
     engine = {"kind": "ollama (as the harness recorded it)", "version": first.manifest.get("engine_version"),
               "models": first.manifest.get("model_digests"), "url": None}
     runs = [{"run_name": s.manifest["run_name"], "boxes": sorted(s.boxes), "calls": s.files.calls.name,
@@ -310,7 +311,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
         engine=engine, plan={"calls": total, "mode": mode, "boxes": boxes}, workload={"source": "determinism-harness"},
         seeds={}, provenance=collect())
     seq = 0
-    with RecordWriter(run_dir / "records" / f"{PASS}.jsonl", sync_each=False) as writer:
+    with RecordWriter(run_dir / RunPaths.records_name(PASS), sync_each=False) as writer:
         for scanned in study:
             with (kept / scanned.files.calls.name).open("rb") as fh:  # from the checked copy, never the source
                 for offset, number in zip(scanned.offsets, scanned.numbers):
@@ -322,7 +323,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
                         progress("writing records", seq, total)
                     seq += 1
         progress("writing records", total, total)
-    record.set_pass(PASS, status="OK", reason=None, file=f"records/{PASS}.jsonl", records=writer.count)
+    record.set_pass(PASS, status="OK", reason=None, file=RunPaths.records_name(PASS), records=writer.count)
     from kit.protocols.harness.results import results  # noqa: PLC0415
 
     table = results(run_dir)

@@ -57,7 +57,7 @@ def named(name: Any, where: str) -> Kind:
 def of_run(run_dir: Path) -> Kind:
     """The kind of a run folder, from its manifest: how `kit verify` reaches the entry the runner used
     (`of`) at the end of the run; `kit analyze` reaches it by `named` for each folder or cell it reads."""
-    return named((Manifest.load(run_dir).data.get("protocol") or {}).get("kind"), str(run_dir))
+    return named(Manifest.load(run_dir).run.protocol.kind, str(run_dir))
 
 
 def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None:

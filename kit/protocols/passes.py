@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
+from kit.manifest import PassInfo
 from kit.records import logprobs_of, read_records
 
 
@@ -105,18 +106,18 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
                    text=completion.get("text") or "", outcome=completion.get("outcome"))
 
 
-def load_pass(run_dir: Path, pass_id: str, info: dict[str, Any], keep_logprobs: bool = False,
+def load_pass(run_dir: Path, pass_id: str, info: PassInfo, keep_logprobs: bool = False,
               records: Callable[[str, Any], list[dict[str, Any]]] | None = None) -> PassData:
     """Read a pass's records file (through `records`, e.g. RunFolder.records, when given: file, keep
     log-probabilities? -> its records); units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
     keep = "deferred" if keep_logprobs else False
-    read = records(str(info["file"]), keep) if records else read_records(run_dir / info["file"], logprobs=keep).records
+    read = records(str(info.file), keep) if records else read_records(run_dir / str(info.file), logprobs=keep).records
     for record in read:
         rank = record.get("phase_index", record.get("step", 0))
         units[str(record["unit"])].append((int(rank or 0), int(record.get("seq", 0)), slim(record, keep_logprobs)))
     data = PassData(pass_id, {u: [r for _, _, r in sorted(rs, key=lambda t: t[:2])] for u, rs in units.items()})
-    data.order = [str(u) for u in info.get("order", []) if str(u) in data.units] or sorted(data.units)
+    data.order = [str(u) for u in info.order if str(u) in data.units] or sorted(data.units)
     return data
 
 
@@ -131,9 +132,9 @@ def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int
 class OkPasses:
     """The OK passes of a run (their record files present), each read once when first needed."""
 
-    def __init__(self, run_dir: Path, infos: dict[str, dict[str, Any]]):
+    def __init__(self, run_dir: Path, infos: dict[str, PassInfo]):
         self.run_dir = run_dir
-        self.ok = {p: i for p, i in infos.items() if i.get("status") == "OK" and (run_dir / i.get("file", "")).is_file()}
+        self.ok = {p: i for p, i in infos.items() if i.status == "OK" and (run_dir / (i.file or "")).is_file()}
         self.loaded: dict[str, PassData] = {}
 
     def get(self, pass_id: str) -> PassData | None:

@@ -54,9 +54,9 @@ class RunContext:
         """What every record of a pass carries besides its own fields: the run, the pass, the procedure that
         writes it (`protocol`: its record class, kit.record.RECORD_CLASSES) and the protocol's own name and
         kind, as the manifest has them."""
-        protocol = self.manifest.data.get("protocol") or {}
-        return {"run_id": self.manifest.data["run_id"], "pass_id": pass_id, "protocol": procedure,
-                "protocol_name": protocol.get("name"), "protocol_kind": protocol.get("kind")}
+        protocol = self.manifest.run.protocol
+        return {"run_id": self.manifest.run_id, "pass_id": pass_id, "protocol": procedure,
+                "protocol_name": protocol.name, "protocol_kind": protocol.kind}
 
     def checkpoint(self) -> None:
         """Procedures call this between requests: raise RunStopped once a stop was asked for."""

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from kit.atomic_file import write_json_atomic
+from kit.paths import RunPaths
 
 
 def write_results(run_dir: Path, table: dict[str, Any], json_name: str, csv_name: str, fields: Sequence[str],
                   rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """results/<json_name>.json holds `table`; results/<csv_name>.csv holds `rows` (only `fields`)."""
-    out = run_dir / "results"
+    out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
     write_json_atomic(out / f"{json_name}.json", table)
     with (out / f"{csv_name}.csv").open("w", newline="") as fh:

@@ -31,7 +31,7 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
     results tables; what differs in CPU backend, engine build, model, GPU or driver is listed beside it.
     """
     from kit.errors import KitError  # noqa: PLC0415
-    from kit.paths import outputs_dir  # noqa: PLC0415
+    from kit.paths import RunPaths, outputs_dir  # noqa: PLC0415
     from kit.preflight import check_out  # noqa: PLC0415
     from kit.replay.run import ReplayOptions, replay as run_replay  # noqa: PLC0415
 
@@ -51,7 +51,7 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
         for line in comparison.values_differ[:10]:
             click.echo(f"  value differs: {line}")
         click.echo(f"  new run folder: {done.result.run_dir} (status: {done.result.status}); "
-                   f"comparison in {done.result.run_dir / 'replay' / 'comparison.md'}")
+                   f"comparison in {RunPaths(done.result.run_dir).replay / 'comparison.md'}")
     ended = [done for done in replayed if done.result.status != "finished"]
     if ended:
         raise KitError(f"the replay of {ended[0].original} {ended[0].result.status}: {ended[0].result.reason}",

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle.compare import compare_json
-from kit.manifest import Manifest
+from kit.manifest import Manifest, PassInfo, RunManifest
+from kit.paths import RunPaths
 from kit.records import read_records
 
 
@@ -78,16 +79,15 @@ def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
 
 
-def _records(run_dir: Path, info: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _records(run_dir: Path, info: PassInfo | None) -> list[dict[str, Any]]:
     """A pass's records; none where it wrote no file (e.g. its server never started)."""
-    path = run_dir / info["file"] if info and info.get("file") else None  # checked inside by Manifest.load
+    path = run_dir / info.file if info and info.file else None  # checked inside by Manifest.load
     return read_records(path, logprobs=False).records if path is not None and path.is_file() else []
 
 
-def _pass(pass_id: str, old_dir: Path, old: dict[str, Any], new_dir: Path,
-          new: dict[str, Any] | None) -> PassComparison:
+def _pass(pass_id: str, old_dir: Path, old: PassInfo, new_dir: Path, new: PassInfo | None) -> PassComparison:
     before, after = _records(old_dir, old), _records(new_dir, new)
-    found = PassComparison(pass_id, (old.get("status"), (new or {}).get("status")), (len(before), len(after)), 0)
+    found = PassComparison(pass_id, (old.status, new.status if new else None), (len(before), len(after)), 0)
     for a, b in zip(before, after):
         token = differs_at(a, b)
         if token is None:
@@ -114,7 +114,7 @@ def _leaves(value: Any, key: str = "") -> list[str]:
 
 def _results(old_dir: Path, new_dir: Path, comparison: Comparison) -> None:
     """Every value of the original's results/*.json against the replay's, clocks and timings left out."""
-    folder = old_dir / "results"
+    folder = RunPaths(old_dir).results
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = path.relative_to(old_dir).as_posix()
         replayed = new_dir / rel
@@ -127,43 +127,42 @@ def _results(old_dir: Path, new_dir: Path, comparison: Comparison) -> None:
                                      for m in compare_json(before, after, rel) if not VOLATILE.search(m.key)]
 
 
-def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def environment(old: RunManifest, new: RunManifest) -> list[str]:
     """What differs between the machines, engines and inputs of two manifests, one line each."""
-    def launch(manifest: dict[str, Any]) -> dict[str, Any]:
-        return next((p["launch"] for p in (manifest.get("passes") or {}).values() if p.get("launch")), {})
+    def launch(manifest: RunManifest) -> dict[str, Any]:
+        return next((p.launch for p in manifest.passes.values() if p.launch), {})
 
-    def backend(manifest: dict[str, Any]) -> str | None:
-        cpu = (manifest.get("provenance") or {}).get("cpu_backend")
+    def backend(manifest: RunManifest) -> str | None:
+        cpu = manifest.provenance.cpu_backend
         return f"{cpu['name']} (libggml-cpu sha256 {cpu['library_sha256'][:12]}…)" if cpu else None
 
-    def binary(manifest: dict[str, Any]) -> tuple[str | None, str]:
+    def binary(manifest: RunManifest) -> tuple[str | None, str]:
         """A server binary is known by its sha256 (paths differ between machines); its path is shown, never run."""
-        path = (manifest.get("options") or {}).get("server_bin")
-        digest = (manifest.get("engine") or {}).get("server_bin_sha256")
+        path = manifest.options.get("server_bin")
+        digest = manifest.engine.server_bin_sha256
         if not path:
             return None, "the kit's own engine"
         return digest or f"path {path}", f"{path} (sha256 {digest[:12] + '…' if digest else 'not recorded'})"
 
-    def image(manifest: dict[str, Any]) -> str | None:
+    def image(manifest: RunManifest) -> str | None:
         """A container image (--launcher docker) by its id, target, base, wheel and CPU backend."""
-        found = (manifest.get("engine") or {}).get("image_identity")
+        found = manifest.engine.image_identity
         if not isinstance(found, dict):
             return None
         return ", ".join(f"{k} {str(v)[:19] if 'sha256' in k or k == 'id' else v}"
                          for k, v in found.items() if v and k != "reference")
 
-    host = [((m.get("provenance") or {}).get("host") or {}) for m in (old, new)]
+    host = [m.provenance.host for m in (old, new)]
     checks = {
         "CPU backend": (backend(old), backend(new)),
         "engine build": (launch(old).get("build_info"), launch(new).get("build_info")),
-        "model": ((old.get("engine") or {}).get("model_sha256"), (new.get("engine") or {}).get("model_sha256")),
+        "model": (old.engine.model_sha256, new.engine.model_sha256),
         "engine image": (image(old), image(new)),
-        "workload": ({k: v for k, v in (old.get("workload") or {}).items() if k != "file"},
-                     {k: v for k, v in (new.get("workload") or {}).items() if k != "file"}),
+        "workload": ({k: v for k, v in old.workload.to_json().items() if k != "file"},
+                     {k: v for k, v in new.workload.to_json().items() if k != "file"}),
         "GPU or driver": (host[0].get("gpus"), host[1].get("gpus")),
         "host CPU": (host[0].get("cpu"), host[1].get("cpu")),
-        "kit": (((old.get("provenance") or {}).get("kit") or {}).get("version"),
-                ((new.get("provenance") or {}).get("kit") or {}).get("version")),
+        "kit": (old.provenance.kit.get("version"), new.provenance.kit.get("version")),
     }
     found = [f"{name}: {a} -> {b}" for name, (a, b) in checks.items() if a != b]
     (was, was_label), (now, now_label) = binary(old), binary(new)
@@ -173,9 +172,9 @@ def environment(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def compare_runs(old_dir: Path, new_dir: Path) -> Comparison:
-    old, new = Manifest.load(old_dir).data, Manifest.load(new_dir).data
-    comparison = Comparison(old["run_id"], new["run_id"], differences=environment(old, new))
-    for pass_id, info in (old.get("passes") or {}).items():
-        comparison.passes.append(_pass(pass_id, old_dir, info, new_dir, (new.get("passes") or {}).get(pass_id)))
+    old, new = Manifest.load(old_dir), Manifest.load(new_dir)
+    comparison = Comparison(old.run_id, new.run_id, differences=environment(old.run, new.run))
+    for pass_id, info in old.run.passes.items():
+        comparison.passes.append(_pass(pass_id, old_dir, info, new_dir, new.run.passes.get(pass_id)))
     _results(old_dir, new_dir, comparison)
     return comparison

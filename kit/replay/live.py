@@ -11,6 +11,7 @@ import orjson
 
 from kit.events import RunStarted
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 from kit.records import read_records
 from kit.replay.compare import differs_at
 
@@ -34,9 +35,9 @@ class Follower:
     _offsets: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for pass_id, info in (Manifest.load(self.original_dir).data.get("passes") or {}).items():
-            if info.get("file"):
-                self._records[pass_id] = read_records(self.original_dir / info["file"], logprobs=False).records
+        for pass_id, info in Manifest.load(self.original_dir).run.passes.items():
+            if info.file:
+                self._records[pass_id] = read_records(self.original_dir / info.file, logprobs=False).records
                 self.passes[pass_id] = PassSoFar(len(self._records[pass_id]))
 
     def __call__(self, event: Any) -> list[str]:
@@ -49,7 +50,7 @@ class Follower:
     def catch_up(self) -> list[str]:
         """Compare the complete records the replay has written since the last call."""
         lines = []
-        for path in sorted((self.run_dir / "records").glob("*.jsonl")):
+        for path in sorted(RunPaths(self.run_dir).records.glob("*.jsonl")):
             pass_id = path.name.removesuffix(".jsonl")
             if pass_id not in self.passes or pass_id.endswith(".episodes"):
                 continue

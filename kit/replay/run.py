@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from kit import runner
 from kit.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
 from kit.errors import ConfigError, KitError
 from kit.events import Emit, ignore
-from kit.manifest import PLAIN_NAME, Manifest
+from kit.manifest import FINAL_STATES, PLAIN_NAME, EngineInfo, Manifest, RunManifest, WorkloadInfo
+from kit.paths import RunPaths
 from kit.replay.compare import Comparison, compare_runs
 from kit.terminal_text import one_line
 
@@ -59,10 +59,10 @@ class Replayed:
     comparison: Comparison
 
 
-def _model(engine: dict[str, Any], given: Path | None, where: str) -> str:
+def _model(engine: EngineInfo, given: Path | None, where: str) -> str:
     from kit.models import ensure_model, load_registry  # noqa: PLC0415
 
-    recorded = engine.get("model_sha256")
+    recorded = engine.model_sha256
     if not recorded:
         raise ConfigError(f"{where}: the run recorded no model sha256, so its model cannot be found again",
                           "replay only runs of an engine the kit started")
@@ -75,32 +75,32 @@ def _model(engine: dict[str, Any], given: Path | None, where: str) -> str:
     entry = load_registry().find_by_sha256(recorded)
     if entry is None:
         raise ConfigError(f"{where}: the model the run served (sha256 {recorded[:12]}…, "
-                          f"{engine.get('model_name') or 'no registry name'}) is not in the registry", FIX_MODEL)
+                          f"{engine.model_name or 'no registry name'}) is not in the registry", FIX_MODEL)
     return entry.name
 
 
-def _gsm8k(workload: dict[str, Any], given: Path | None, where: str) -> Path | None:
+def _gsm8k(workload: WorkloadInfo, given: Path | None, where: str) -> Path | None:
     from kit.models.hashing import sha256_file  # noqa: PLC0415
 
-    if workload.get("source") != "gsm8k":
+    if workload.source != "gsm8k":
         return None
-    recorded = workload.get("sha256")
+    recorded = str(workload.sha256)
     if given is not None:
         if sha256_file(given) != recorded:
             raise ConfigError(f"--gsm8k {given} is not the GSM8K file the run served (sha256 {recorded[:12]}…)",
                               "pass the file the run served")
         return given
-    at = Path(workload["file"]) if workload.get("file") else None
+    at = Path(workload.file) if workload.file else None
     if at is not None and at.is_file() and sha256_file(at) == recorded:
         return at
     raise ConfigError(f"{where}: the GSM8K file the run served (sha256 {recorded[:12]}…) is not at "
-                      f"{workload.get('file')}", "pass it with --gsm8k PATH")
+                      f"{workload.file}", "pass it with --gsm8k PATH")
 
 
-def _backend(manifest: dict[str, Any], options: ReplayOptions, where: str, say: Callable[[str], None]) -> str:
+def _backend(manifest: RunManifest, options: ReplayOptions, where: str, say: Callable[[str], None]) -> str:
     from kit.launch import embedded  # noqa: PLC0415
 
-    recorded = (manifest.get("provenance") or {}).get("cpu_backend")
+    recorded = manifest.provenance.cpu_backend
     if recorded is None:
         return options.cpu_backend or "auto"
     chosen = options.cpu_backend or recorded["name"]
@@ -117,8 +117,8 @@ def _backend(manifest: dict[str, Any], options: ReplayOptions, where: str, say: 
 def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> Planned:
     """What re-running `run_dir` takes, every input found and checked; nothing is written. A manifest whose
     fields are not of the types `kit run` writes is refused in one line."""
-    manifest = Manifest.load(run_dir).data
-    where = f"run {manifest.get('run_id', run_dir.name)}"
+    loaded = Manifest.load(run_dir)
+    manifest, where = loaded.run, f"run {loaded.run_id}"
     try:
         return _plan(run_dir, manifest, where, options, say)
     except (AttributeError, TypeError, KeyError, ValueError) as exc:
@@ -126,15 +126,15 @@ def plan(run_dir: Path, options: ReplayOptions, say: Callable[[str], None]) -> P
                           f"({type(exc).__name__}: {exc})", "restore it from its bundle") from exc
 
 
-def _plan(run_dir: Path, manifest: dict[str, Any], where: str, options: ReplayOptions,
+def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptions,
           say: Callable[[str], None]) -> Planned:
-    if manifest.get("status") not in ("finished", "failed", "interrupted"):
-        raise ConfigError(f"{where} is still running (status {manifest.get('status')!r})",
+    if manifest.status not in FINAL_STATES:
+        raise ConfigError(f"{where} is still running (status {manifest.status!r})",
                           "replay it once it has ended (`kit resume` continues a run that was killed)")
-    if manifest.get("imported"):
-        raise ConfigError(f"{where} was imported from {manifest['imported'].get('from')}; nothing ran here to replay",
+    if manifest.imported:
+        raise ConfigError(f"{where} was imported from {manifest.imported.from_}; nothing ran here to replay",
                           "replay runs made by `kit run`")
-    saved = dict(manifest.get("options") or {})
+    saved = dict(manifest.options)
     if saved.get("provider") or saved.get("engine_url") or saved.get("engine_urls") \
             or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
@@ -144,33 +144,33 @@ def _plan(run_dir: Path, manifest: dict[str, Any], where: str, options: ReplayOp
         raise ConfigError(f"{where} ran on {engine.label}, whose checkpoint has no single-file sha256 to find it "
                           "again by", f"run its protocol again with `kit run PROTOCOL --engine {engine.name}`"
                           + (f" ({engine.docs})" if engine.docs else ""))
-    server_bin, problem = runner.own_server_bin(saved.get("server_bin"), (manifest.get("engine") or {}).get(
-        "server_bin_sha256"), options.server_bin, where)
+    server_bin, problem = runner.own_server_bin(saved.get("server_bin"), manifest.engine.server_bin_sha256,
+                                                options.server_bin, where)
     if problem and not options.different_engine_ok:
         raise ConfigError(problem, ("pass --server-bin PATH of your own build of that binary (its sha256 is compared), "
                                     "or " if options.server_bin is None else "pass ") +
                           "--different-engine-ok to replay on the engine given here (the difference is listed "
                           "beside the result)")
-    protocol = manifest.get("protocol") or {}
+    protocol = manifest.protocol
     runner.check_stored_protocol(run_dir, protocol, "replay")
-    name = protocol.get("name") or "replay"
+    name = protocol.name or "replay"
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise ConfigError(f"{where}: protocol name {name!r} is not a plain file name (it has a /, a leading dot or a "
                           "control character, or is over 50 characters)",
                           "a replay names its protocol file after it; restore the manifest from its bundle")
-    engine = manifest.get("engine") or {}
+    engine = manifest.engine
     run_options = runner.RunOptions(
-        protocol="", overrides=protocol.get("overrides") or {}, model=_model(engine, options.model, where),
-        gsm8k=_gsm8k(manifest.get("workload") or {}, options.gsm8k, where),
-        server_bin=server_bin, threads=engine.get("threads"), out=options.out,
+        protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
+        gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
+        server_bin=server_bin, threads=engine.threads, out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
-    return Planned(run_dir, run_options, protocol["content"], name, [problem] if problem else [])
+    return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
 
 
 @contextmanager
 def recorded_runs(source: Path) -> Iterator[list[Path]]:
     """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
-    if (source / "manifest.json").is_file():
+    if RunPaths(source).manifest.is_file():
         yield [source]
         return
     if source.is_dir():
@@ -184,11 +184,11 @@ def recorded_runs(source: Path) -> Iterator[list[Path]]:
         if not verdict.ok:
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
                               "bundle that does", f"see `kit verify {source}`")
-        yield sorted(p for p in (bundle.folder / RUNS).iterdir() if (p / "manifest.json").is_file())
+        yield sorted(p for p in (bundle.folder / RUNS).iterdir() if RunPaths(p).manifest.is_file())
 
 
 def _write(comparison: Comparison, run_dir: Path) -> None:
-    folder = run_dir / "replay"
+    folder = RunPaths(run_dir).replay
     folder.mkdir(exist_ok=True)
     write_json_atomic(folder / "comparison.json", comparison.to_json())
     lines = [f"# Replay of {comparison.original}", "", comparison.summary(), "",
@@ -223,10 +223,10 @@ def replay(options: ReplayOptions, say: Callable[[str], None] = print,
             result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say,
                                 emit=watch(item.run_dir) if watch else ignore)
             comparison = compare_runs(item.run_dir, result.run_dir)
-            original = Manifest.load(item.run_dir).data
+            original = Manifest.load(item.run_dir).run_id
             Manifest.load(result.run_dir).update(replay_of={
-                "run_id": original["run_id"], "source": str(options.source), "summary": comparison.summary(),
+                "run_id": original, "source": str(options.source), "summary": comparison.summary(),
                 "differences": comparison.differences})
             _write(comparison, result.run_dir)
-            done.append(Replayed(original["run_id"], result, comparison))
+            done.append(Replayed(original, result, comparison))
     return done

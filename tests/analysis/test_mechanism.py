@@ -35,7 +35,7 @@ def two_paths(tmp_path, depth_on=2, depth_off=2):
         for record in lines:
             record["request"]["body"]["n_probs"] = depth_off
         path.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    passes = Manifest.load(folder).data["passes"]
+    passes = Manifest.load(folder).run.passes
     return (load_pass(folder, "on1", passes["on1"], keep_logprobs=True),
             load_pass(folder, "off1", passes["off1"], keep_logprobs=True))
 

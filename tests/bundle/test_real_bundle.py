@@ -42,8 +42,8 @@ def test_bundle_holds_every_raw_file_of_each_run(real_runs, real_bundle):
             if path.is_file():
                 rel = f"runs/{run_dir.name}/{path.relative_to(run_dir).as_posix()}"
                 assert files[rel] == path.read_bytes(), rel
-        manifest = Manifest.load(run_dir).data
-        assert files[f"runs/{run_dir.name}/protocol/reset.yaml"].decode() == manifest["protocol"]["content"]
+        manifest = Manifest.load(run_dir).run
+        assert files[f"runs/{run_dir.name}/protocol/reset.yaml"].decode() == manifest.protocol.content
     assert {"README.md", "report.html", INDEX, CRATE, CHECKSUMS} <= set(files)
     listed = checksums.parse(files[CHECKSUMS])
     assert listed.sealed and set(listed.digests) == set(files) - {CHECKSUMS}
@@ -107,7 +107,7 @@ def test_planted_secrets_never_enter_the_bundle(run_copies, tmp_path):
     run_dir = run_copies[0]
     log = run_dir / "logs" / "server-s1.log"
     log.write_text(log.read_text() + f"\nAuthorization: Bearer {secret}\nkey={other}\n")
-    manifest = Manifest.load(run_dir).data
+    manifest = Manifest.load(run_dir).run.to_json()
     manifest["engine"]["note"] = f"launched with HF_TOKEN={secret}"
     manifest["engine"]["headers"] = {"X-Api-Key": other}
     manifest["engine"]["config"] = {"Env": [f"HUGGING_FACE_HUB_TOKEN={third}", "PATH=/usr/bin"]}
@@ -142,7 +142,7 @@ def test_crate_describes_every_file_and_each_run(real_runs, real_bundle, tmp_pat
     for run_dir in real_runs:
         action = graph[f"#run-{run_dir.name}"]
         assert action["@type"] == "CreateAction" and action["startTime"]
-        model_sha = Manifest.load(run_dir).data["engine"]["model_sha256"]
+        model_sha = Manifest.load(run_dir).run.engine.model_sha256
         assert {"@id": f"#model-{model_sha}"} in action["instrument"]
         assert {"@id": f"runs/{run_dir.name}/results/reset_table.json"} in action["result"]
     rocrate = pytest.importorskip("rocrate.rocrate")  # the reference RO-Crate library reads it back
@@ -161,7 +161,7 @@ def test_show_prints_headline_and_provenance_without_extracting(real_runs, real_
     text = "\n".join(describe(real_bundle))
     assert list(tmp_path.iterdir()) == []
     for run_dir in real_runs:
-        manifest = Manifest.load(run_dir).data
+        manifest = Manifest.load(run_dir).run.to_json()
         table = json.loads((run_dir / "results" / "reset_table.json").read_text())
         assert f"run: {run_dir.name}" in text
         assert manifest["engine"]["model_sha256"] in text and manifest["provenance"]["kit"]["git_commit"] in text
@@ -200,7 +200,7 @@ def test_crate_names_the_kit_that_ran_each_run(real_runs, real_bundle):
     _, files = read_members(real_bundle)
     graph = {entity["@id"]: entity for entity in json.loads(files[CRATE])["@graph"]}
     for run_dir in real_runs:
-        kit = Manifest.load(run_dir).data["provenance"]["kit"]
+        kit = Manifest.load(run_dir).run.provenance.kit
         entity = graph[f"#kit-{run_dir.name}"]
         assert (entity["version"], entity["identifier"]) == (kit["version"], kit["git_commit"])
         assert {"@id": f"#kit-{run_dir.name}"} in graph[f"#run-{run_dir.name}"]["instrument"]

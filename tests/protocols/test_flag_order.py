@@ -137,12 +137,12 @@ def test_resume_skips_finished_arms_and_reruns_a_cut_short_arm_whole(tmp_path):
                                    "disabled-adjacent-on1", "disabled-adjacent-on2", "disabled-between-on1",
                                    "disabled-between-off1", "disabled-between-on2"]
     assert all(label == p.rsplit("-", 1)[0] for p, label in ran)  # each pass on its own arm's server
-    assert "default-between-on1" not in ctx.done and "default-adjacent-on1" in manifest.data["passes"]
-    rerun = manifest.data["passes"]["default-between-on1"]
-    assert {k: rerun[k] for k in ("cell", "cache_ram")} == {"cell": "default-between", "cache_ram": None}
+    assert "default-between-on1" not in ctx.done and "default-adjacent-on1" in manifest.run.passes
+    rerun = manifest.run.passes["default-between-on1"]
+    assert {k: rerun.to_json()[k] for k in ("cell", "cache_ram")} == {"cell": "default-between", "cache_ram": None}
     # the server it ran on again, shared with the arm's other passes and named apart from any earlier one
-    assert rerun["server_session"].startswith("default-between/")
-    assert manifest.data["passes"]["default-between-on2"]["server_session"] == rerun["server_session"]
+    assert str(rerun.server_session).startswith("default-between/")
+    assert manifest.run.passes["default-between-on2"].server_session == rerun.server_session
     assert [f.name.split(".")[0] for f in (tmp_path / "records" / "superseded").iterdir()] == ["default-between-on1"]
     assert any(isinstance(e, Notice) and "runs again" in e.text for e in events)
 

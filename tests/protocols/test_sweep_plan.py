@@ -88,13 +88,14 @@ def test_a_dequantized_format_sorts_beside_the_kernels_it_runs():
 def test_a_sweep_whose_formats_separate_the_outcomes_says_its_slope_is_not_an_estimate(tmp_path):
     from kit.analysis.collect import RunFolder
     from kit.analysis.sweep_findings import sweep_findings
+    from kit.manifest import RunManifest
 
     episodes = ["e1", "e2", "e3", "e4"]
     cells = []
     for history in (0, 1, 2):
         for label, outcome in (("F16", 0), ("Q8_0", 1)):
-            run = RunFolder(tmp_path, {"run_id": f"r/{label}/h{history}", "sweep": {"format": label, "history": history}},
-                            "sweep")
+            manifest = RunManifest(run_id=f"r/{label}/h{history}", sweep={"format": label, "history": history})
+            run = RunFolder(tmp_path, manifest, "sweep")
             cells.append((run, {"episodes": episodes, "indicators": [outcome] * 4, "diverged": 4 * outcome, "n": 4,
                                 "passes": ["on", "off"], "first_request_index": []}))
     result = sweep_findings(cells, replicates=50, seed=20261007)

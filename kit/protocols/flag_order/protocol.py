@@ -23,6 +23,7 @@ from pydantic import Field, field_validator
 from kit.protocols.flag_order import results as flag_order_run
 from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.errors import ConfigError
+from kit.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols.grid.protocol import (
@@ -166,7 +167,7 @@ def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[Fl
     plans = pass_plan(protocol)
     rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
     todo = [p for p in plans if p.pass_id not in ctx.done]
-    logs = ctx.run_dir / "logs"
+    logs = RunPaths(ctx.run_dir).logs
 
     def start(plan: FlagOrderPass, label: str) -> Any:
         return for_arm(ctx.provider.variant(cache_ram=plan.cache_ram), plan.arm).session(label, logs)

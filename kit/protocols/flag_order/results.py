@@ -14,19 +14,20 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from kit.manifest import Manifest, PassInfo
+from kit.paths import RunPaths
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
-from kit.manifest import Manifest
 from kit.records import read_records
 
 QUARTILES = (1, 2, 3, 4)
 
 
-def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str], on_passes: list[str]) -> dict[str, Any]:
+def _server(infos: dict[str, PassInfo], pass_ids: list[str], on_passes: list[str]) -> dict[str, Any]:
     """The server(s) an arm's passes ran on: server sessions (the kit's name for each server it started;
     process ids in runs made before it named them), process ids, the `--cache-ram` each was started with,
     and whether the two cache-on passes shared one server."""
-    launches = [(infos.get(p) or {}).get("launch") or {} for p in pass_ids]
+    launches = [(infos[p].launch if p in infos else None) or {} for p in pass_ids]
     pids = sorted({launch["pid"] for launch in launches if launch.get("pid") is not None})
     flags = []
     for launch in launches:
@@ -34,8 +35,8 @@ def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str], on_passes: li
         flags.append(argv[argv.index("--cache-ram") + 1] if "--cache-ram" in argv[:-1] else None)
 
     def server(pass_id: str) -> Any:
-        info = infos.get(pass_id) or {}
-        return info.get("server_session") or (info.get("launch") or {}).get("pid")
+        info = infos.get(pass_id) or PassInfo()
+        return info.server_session or (info.launch or {}).get("pid")
 
     sessions = sorted({str(s) for p in pass_ids if (s := server(p)) is not None})
     on_servers = {server(p) for p in on_passes}
@@ -43,10 +44,10 @@ def _server(infos: dict[str, dict[str, Any]], pass_ids: list[str], on_passes: li
             "one_server": len(on_servers) == 1 and None not in on_servers}
 
 
-def _requests(run_dir: Path, info: dict[str, Any]) -> int | None:
+def _requests(run_dir: Path, info: PassInfo) -> int | None:
     """Requests a pass issued, from its episode records (sentinel requests not counted)."""
-    path = run_dir / str(info.get("episodes_file", ""))
-    if info.get("status") != "OK" or not info.get("episodes_file") or not path.is_file():
+    path = run_dir / (info.episodes_file or "")
+    if info.status != "OK" or not info.episodes_file or not path.is_file():
         return None
     return sum(int(e["requests"]) for e in read_records(path).records)
 
@@ -77,7 +78,7 @@ def quartile_split(indicators: list[int]) -> dict[str, Any]:
             "trend": position_trend_test(indicators, scores).to_json()}
 
 
-def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, dict[str, Any]], cell: dict[str, Any]) -> dict[str, Any]:
+def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: dict[str, Any]) -> dict[str, Any]:
     labels = cell.get("flag_order") or {}
     on1, on2 = labels["run_to_run"]
     kinds = dict(zip(cell["passes"], (cell.get("resolved") or {}).get("passes") or []))
@@ -85,7 +86,7 @@ def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, dict[str, Any]], cel
                              "lifetime": labels.get("server", "shared"),
                              "cache_ram": (cell.get("engine") or {}).get("cache_ram"), "passes": cell["passes"],
                              "server": _server(infos, cell["passes"], [on1, on2]),
-                             "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or {})}
+                             "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or PassInfo())}
     run_to_run = passes.compare(on1, on2)
     if "skipped" not in run_to_run and run_to_run["episodes"]:
         run_to_run["quartiles"] = quartile_split(list(run_to_run["status"].values()))
@@ -119,15 +120,14 @@ def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], table: dict[s
 
 def flag_order_table(run_dir: Path) -> dict[str, Any]:
     loaded = Manifest.load(run_dir)
-    manifest = loaded.data
-    infos = manifest.get("passes") or {}
-    cells_in = manifest.get("cells") or {}
+    infos = loaded.run.passes
+    cells_in = loaded.run.cells
     passes = OkPasses(run_dir, infos)
     table: dict[str, Any] = {"table": "flag_order", "run_id": loaded.run_id,
-                             "files": {"flag_order": "results/flag_order.json",
-                                       "flag_order_csv": "results/flag_order.csv"},
+                             "files": {"flag_order": RunPaths.result_name("flag_order"),
+                                       "flag_order_csv": RunPaths.result_name("flag_order", ".csv")},
                              "cells": {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()},
-                             "void_passes": [{"pass": p, "status": i.get("status"), "reason": i.get("reason")}
+                             "void_passes": [{"pass": p, "status": i.status, "reason": i.reason}
                                              for p, i in infos.items() if p not in passes.ok]}
     table["orders"] = _orders(passes, cells_in, table)
     # every cell on servers of its own, its cache-on passes on one server exactly where its lifetime is shared

@@ -20,6 +20,7 @@ from kit.engines.base import Completion, CompletionRequest, require
 from kit.errors import ConfigError
 from kit.events import EpisodeDone, RequestDone, SessionEnded
 from kit.manifest import now
+from kit.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.procedure import RunContext
 from kit.protocols.spec import Strict
@@ -141,7 +142,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
     """Drive every episode of one pass (`plan`: pass_id, arm, repeat, order). `on_episode(pass_id,
     unit, [(prompt sha, tokens)])` gets each finished episode (for live comparisons)."""
     pass_id, arm = plan.pass_id, plan.arm
-    file, episodes_file = f"records/{pass_id}.jsonl", f"records/{pass_id}.episodes.jsonl"
+    file, episodes_file = RunPaths.records_name(pass_id), RunPaths.episodes_name(pass_id)
     ctx.manifest.set_pass(pass_id, arm=arm, repeat=plan.repeat, order_index=plan.order, file=file,
                           episodes_file=episodes_file, status="running", started=now(),
                           order=[e.id for e in episodes], launch=live.launch)

@@ -29,6 +29,7 @@ from kit.events import (
     SessionStarted,
 )
 from kit.launch.provider import for_arm
+from kit.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
@@ -241,7 +242,7 @@ SERVER_KEY: dict[str, Callable[[PassPlan], str]] = {  # grid `server` setting ->
 def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
     """(pass, live engine session) in run order for the passes not done yet: one server for all of
     them, one per cache arm, or one per pass (`server`)."""
-    logs = ctx.run_dir / "logs"
+    logs = RunPaths(ctx.run_dir).logs
     if protocol.server == "per_arm":
         rerun_whole(pass_plan(protocol), SERVER_KEY["per_arm"], ctx, "server")
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
@@ -262,16 +263,16 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
     ctx.manifest.update(prompt_format=format_name)
     comparer = LiveComparer(pairs, ctx)
     workload = protocol.workload
-    with BfclWorker(prepared.payload, log_path=ctx.run_dir / "logs" / "bfcl-worker.log") as worker, \
+    with BfclWorker(prepared.payload, log_path=RunPaths(ctx.run_dir).logs / "bfcl-worker.log") as worker, \
             closing(sessions) as live_sessions:
         # what the BFCL worker is (versions, environment, confinement in force) goes into the workload
-        ctx.manifest.update(workload={**ctx.manifest.data.get("workload", {}), "worker": worker.hello()})
+        ctx.manifest.update(workload={**ctx.manifest.run.workload.to_json(), "worker": worker.hello()})
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
-        if arms and "estimate" not in ctx.manifest.data:
+        if arms and ctx.manifest.run.estimate is None:
             first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
             # uncached, so on a server of the cache-off arm where each arm has its own
-            speed = probe(for_arm(estimate_provider or ctx.provider, "off"), ctx.run_dir / "logs", protocol.seed,
+            speed = probe(for_arm(estimate_provider or ctx.provider, "off"), RunPaths(ctx.run_dir).logs, protocol.seed,
                           first)
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))

@@ -11,7 +11,8 @@ from typing import Any
 
 from kit.protocols.results_files import write_results
 from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
-from kit.manifest import Manifest
+from kit.manifest import Manifest, PassInfo
+from kit.paths import RunPaths
 from kit.records import read_records
 
 Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
@@ -58,17 +59,17 @@ def _emitted(requests: list[dict], level: str) -> list[dict]:
     return [{**r, "emitted": list(r[key])} for r in requests]
 
 
-def load_pass(run_dir: Path, info: dict[str, Any], records: Reader | None = None,
+def load_pass(run_dir: Path, info: PassInfo, records: Reader | None = None,
               ) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
     """(requests per episode in step order, episode records, episode execution order) of one pass, read
     through `records` (e.g. RunFolder.records: file -> its records) when given."""
     read = records or (lambda file: read_records(run_dir / file).records)
     requests: dict[str, list[dict]] = defaultdict(list)
-    for record in read(info["file"]):
+    for record in read(str(info.file)):
         if record.get("action") != "sentinel":
             requests[record["unit"]].append(_request(record))
-    episodes = {r["unit"]: r for r in read(info["episodes_file"])}
-    order = [unit for unit in info.get("order", []) if unit in episodes]
+    episodes = {r["unit"]: r for r in read(str(info.episodes_file))}
+    order = [unit for unit in info.order if unit in episodes]
     return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
 
 
@@ -133,25 +134,25 @@ def _repeat(pass_id: str) -> int:
     return int(found.group(1)) if found else 1
 
 
-def grid_table(run_dir: Path, infos: dict[str, dict[str, Any]] | None = None,
+def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
                records: Reader | None = None) -> dict[str, Any]:
     """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run), their
     records read through `records` when given (see `load_pass`)."""
     manifest = Manifest.load(run_dir)
-    infos = infos if infos is not None else manifest.data.get("passes", {})
+    infos = infos if infos is not None else manifest.run.passes
     loaded = {pid: load_pass(run_dir, info, records) for pid, info in infos.items()
-              if info.get("status") == "OK" and (run_dir / info["file"]).exists()}
+              if info.status == "OK" and (run_dir / str(info.file)).exists()}
     table: dict[str, Any] = {
         "table": "grid", "run_id": manifest.run_id,
-        "files": {"grid": "results/grid.json", "grid_csv": "results/grid.csv"},
-        "passes": [{"pass": pid, "arm": info.get("arm"), "status": info.get("status"), "reason": info.get("reason"),
+        "files": {"grid": RunPaths.result_name("grid"), "grid_csv": RunPaths.result_name("grid", ".csv")},
+        "passes": [{"pass": pid, "arm": info.arm, "status": info.status, "reason": info.reason,
                     **({"outcomes": outcomes(loaded[pid][1])} if pid in loaded else {})}
                    for pid, info in infos.items()],
-        "void_passes": [pid for pid, info in infos.items() if info.get("status") != "OK"],
+        "void_passes": [pid for pid, info in infos.items() if info.status != "OK"],
         "comparisons": {},
     }
-    planned = [{"pass_id": pid, "arm": info.get("arm"), "repeat": info.get("repeat") or _repeat(pid),
-                "order": info.get("order_index", 0)} for pid, info in infos.items()]
+    planned = [{"pass_id": pid, "arm": info.arm, "repeat": info.repeat or _repeat(pid),
+                "order": info.order_index or 0} for pid, info in infos.items()]
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
             table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}

@@ -220,7 +220,7 @@ def results(run_dir: Path) -> dict[str, Any]:
     """Compute the harness table from the run folder and write results/harness.json; with the harness's
     own report imported beside the calls, the table says value by value where they agree."""
     manifest = Manifest.load(run_dir)
-    resolved = (manifest.data.get("protocol") or {}).get("resolved") or {}
+    resolved = manifest.run.protocol.resolved
     table = {"run_id": manifest.run_id, **compute(read_records(run_dir / CALLS).records, resolved)}
     if resolved.get("report"):
         report = json.loads((run_dir / resolved["report"]).read_text())

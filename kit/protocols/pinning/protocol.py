@@ -29,6 +29,7 @@ from kit.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
 from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.manifest import now
+from kit.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -190,13 +191,13 @@ def _label(protocol: PinningProtocol, completion: Completion, calibration: Calib
 
 def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibration: Calibration | None,
           total: int) -> None:
-    file = f"records/{plan.pass_id}.jsonl"
-    index = len(ctx.manifest.data.get("passes", {})) + 1
+    file = RunPaths.records_name(plan.pass_id)
+    index = len(ctx.manifest.run.passes) + 1
     ctx.manifest.set_pass(plan.pass_id, phase=plan.phase, file=file, status="running", started=now(),
                           fresh_server=ctx.provider.fresh_servers)
     outputs: list[str] = []
     stamp = ctx.stamp(plan.pass_id, "pinning")
-    with ctx.provider.session(plan.pass_id, ctx.run_dir / "logs") as live, \
+    with ctx.provider.session(plan.pass_id, RunPaths(ctx.run_dir).logs) as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         reload = reload_status(ctx, live.launch)
         ctx.manifest.set_pass(plan.pass_id, launch=live.launch, reload=reload)

@@ -24,7 +24,8 @@ from kit.cache_state import (
     separation,
 )
 from kit.divergence import first_difference
-from kit.manifest import Manifest
+from kit.manifest import Manifest, PassInfo
+from kit.paths import RunPaths
 from kit.records import RecordView, read_views
 
 CALIBRATION_HISTORY = {"cal_fresh": "fresh", "cal_repeat": "repeat", "cal_after_other": "after_other"}
@@ -53,22 +54,22 @@ def calibration_state(record: RecordView, tolerance: int) -> str | None:
 
 
 def _tolerance(manifest: Manifest) -> int:
-    return manifest.data["protocol"]["resolved"].get("reuse_tolerance", 8)
+    return manifest.run.protocol.resolved.get("reuse_tolerance", 8)
 
 
-def load(run_dir: Path) -> tuple[Manifest, dict[str, dict], dict[str, list[RecordView]]]:
+def load(run_dir: Path) -> tuple[Manifest, dict[str, PassInfo], dict[str, list[RecordView]]]:
     """The manifest, its passes, and each pass's records (passes without a records file have none)."""
     manifest = Manifest.load(run_dir)
-    passes = manifest.data.get("passes", {})
-    records = {pid: read_views(run_dir / info["file"]) if (run_dir / info["file"]).exists() else []
+    passes = manifest.run.passes
+    records = {pid: read_views(run_dir / str(info.file)) if info.file and (run_dir / info.file).exists() else []
                for pid, info in passes.items()}
     return manifest, passes, records
 
 
-def fit_calibration(passes: dict[str, dict], records: dict[str, list[RecordView]],
+def fit_calibration(passes: dict[str, PassInfo], records: dict[str, list[RecordView]],
                     tolerance: int) -> Calibration | None:
     samples = [(state, r.prefill_ms)
-               for pid, info in passes.items() if info.get("phase") == "calibration" and info.get("status") == "OK"
+               for pid, info in passes.items() if info.phase == "calibration" and info.status == "OK"
                for r in records[pid]
                if (state := calibration_state(r, tolerance)) and r.prefill_ms]
     return calibrate(samples) if samples else None
@@ -154,21 +155,21 @@ def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, dict], dict[s
         for r in records[pid]:
             if r.measured and r.output_sha256 not in labels:
                 labels[str(r.output_sha256)] = chr(ord("A") + len(labels)) if len(labels) < 26 else f"O{len(labels)}"
-    ok = {pid for pid, info in passes.items() if info.get("status") == "OK"}
-    cycles = [pid for pid, info in passes.items() if info.get("phase") == "cycle"]
+    ok = {pid for pid, info in passes.items() if info.status == "OK"}
+    cycles = [pid for pid, info in passes.items() if info.phase == "cycle"]
     cycle_rows = [c for pid in cycles if pid in ok for c in by_pass[pid] if c.record.role in CYCLE_MEASURED]
     table: dict[str, Any] = {
-        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": "results/pinning.json",
-                                                              "calls": "results/pinning_calls.csv"},
-        "engine": {k: manifest.data.get("engine", {}).get(k) for k in ("kind", "url", "model", "cache_ram", "engine")},
+        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": RunPaths.result_name("pinning"),
+                                                              "calls": RunPaths.result_name("pinning_calls", ".csv")},
+        "engine": {k: getattr(manifest.run.engine, k) for k in ("kind", "url", "model", "cache_ram", "engine")},
         "telemetry": any(c.source == "telemetry" for rows in by_pass.values() for c in rows),
         "calibration": calibration.to_json() if calibration else None,
         "outputs": {label: sha for sha, label in labels.items()},
-        "passes": [{"pass": pid, "phase": info.get("phase"), "status": info.get("status"), "reason": info.get("reason"),
-                    "reload_confirmed": bool((info.get("reload") or {}).get("confirmed"))} for pid, info in passes.items()],
+        "passes": [{"pass": pid, "phase": info.phase, "status": info.status, "reason": info.reason,
+                    "reload_confirmed": bool((info.reload or {}).get("confirmed"))} for pid, info in passes.items()],
     }
     table["states"] = _states(cycle_rows, labels)
-    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.data["protocol"]["resolved"].get("gate_on", "states"))
+    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.run.protocol.resolved.get("gate_on", "states"))
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, by_pass[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, by_pass, ok, labels)
@@ -193,14 +194,14 @@ def _states(rows: list[Call], labels: dict[str, str]) -> list[dict[str, Any]]:
     return sorted(result, key=lambda s: -(s["prefill_ms"] or {"median": 0})["median"])
 
 
-def _gate(passes: dict[str, dict], cycles: list[str], rows: list[Call], gate_on: str) -> dict[str, Any]:
+def _gate(passes: dict[str, PassInfo], cycles: list[str], rows: list[Call], gate_on: str) -> dict[str, Any]:
     """Every cycle's reload confirmed, and the arms separate: by cache state (KV lineage included), or,
     with `gate_on: prefill_times`, by raw prefill time with no overlap."""
-    confirmed = [pid for pid in cycles if (passes[pid].get("reload") or {}).get("confirmed")]
+    confirmed = [pid for pid in cycles if (passes[pid].reload or {}).get("confirmed")]
     reasons = []
     if len(confirmed) < len(cycles):
         bad = [pid for pid in cycles if pid not in confirmed]
-        detail = (passes[bad[0]].get("reload") or {}).get("detail") or passes[bad[0]].get("reason")
+        detail = (passes[bad[0]].reload or {}).get("detail") or passes[bad[0]].reason
         reasons.append(f"reload not confirmed before {', '.join(bad)} ({detail})")
     arm_states = {arm: sorted({c.lineage for c in rows if c.record.role == arm}) for arm in ("pure", "contaminated")}
     overlap = sorted(set(arm_states["pure"]) & set(arm_states["contaminated"]))
@@ -238,11 +239,11 @@ def _arms(rows: list[Call], labels: dict[str, str], gate: dict[str, Any]) -> dic
     return arms
 
 
-def _regimes(passes: dict[str, dict], by_pass: dict[str, list[Call]], ok: set[str],
+def _regimes(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], ok: set[str],
              labels: dict[str, str]) -> dict[str, Any]:
     result = {}
     for phase, role in (("always_fresh", "fresh"), ("steady", "steady")):
-        pids = [pid for pid, info in passes.items() if info.get("phase") == phase]
+        pids = [pid for pid, info in passes.items() if info.phase == phase]
         rows = [c for pid in pids if pid in ok for c in by_pass[pid] if c.record.role == role]
         summary = modal([str(c.record.output_sha256) for c in rows])
         if summary["n"]:
@@ -261,7 +262,7 @@ def write(run_dir: Path) -> dict[str, Any]:
     """Compute the results and write results/pinning.json and results/pinning_calls.csv."""
     manifest, passes, records = loaded = load(run_dir)
     table = pinning_table(run_dir, loaded)
-    out = run_dir / "results"
+    out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
     write_json_atomic(out / "pinning.json", table)
     calibration = Calibration.from_json(table["calibration"]) if table["calibration"] else None

@@ -16,6 +16,7 @@ from kit.errors import ConfigError
 from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.manifest import now
 from kit.models.hashing import sha256_file
+from kit.paths import RunPaths
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -140,9 +141,9 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     system_prompt = protocol.workload.system_prompt or MATH_SYSTEM_PROMPT
     todo = [index for index in range(1, protocol.sessions + 1) if f"s{index}" not in ctx.done]
     items = prepared.payload
-    if todo and items and "estimate" not in ctx.manifest.data \
+    if todo and items and ctx.manifest.run.estimate is None \
             and len(todo) * len(items) * len(protocol.phases) >= ESTIMATE_FROM_REQUESTS:
-        speed = probe(ctx.provider, ctx.run_dir / "logs", protocol.seed,
+        speed = probe(ctx.provider, RunPaths(ctx.run_dir).logs, protocol.seed,
                       lambda engine: renderer(engine).apply_template(messages(system_prompt, items[0])))
         guess = estimate(protocol, speed, len(items), len(todo))
         ctx.manifest.update(estimate=asdict(guess))
@@ -154,7 +155,7 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
 def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:
     pass_id = f"s{index}"
     order = session_order(items, protocol.order_seed, index)
-    file = f"records/{pass_id}.jsonl"
+    file = RunPaths.records_name(pass_id)
     ctx.manifest.set_pass(pass_id, session=index, file=file, status="running", started=now(),
                           order=[item.id for item in order], fresh_server=ctx.provider.fresh_servers)
     gates = protocol.gates
@@ -162,7 +163,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     first_violation: str | None = None
     status, reason = "OK", None
     stamp = ctx.stamp(pass_id, "reset")
-    with ctx.provider.session(pass_id, ctx.run_dir / "logs") as live, \
+    with ctx.provider.session(pass_id, RunPaths(ctx.run_dir).logs) as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))

@@ -9,6 +9,7 @@ from typing import Any
 from kit.protocols.results_files import write_results
 from kit.divergence import emitted, first_difference
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 from kit.records import read_records
 from kit.workloads.answers import is_correct
 
@@ -47,11 +48,11 @@ def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
 def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
     manifest = Manifest.load(run_dir)
     rows, paths_by_session = [], {}
-    passes = sorted(manifest.data.get("passes", {}).items(), key=lambda kv: kv[1].get("session", 0))
+    passes = sorted(manifest.run.passes.items(), key=lambda kv: kv[1].session or 0)
     for pass_id, info in passes:
-        row: dict[str, Any] = {"session": pass_id, "status": info.get("status"), "reason": info.get("reason")}
-        file = run_dir / info["file"]
-        if info.get("status") != "OK" or not file.exists():
+        row: dict[str, Any] = {"session": pass_id, "status": info.status, "reason": info.reason}
+        file = run_dir / (info.file or "")
+        if info.status != "OK" or not info.file or not file.exists():
             rows.append(row)
             continue
         units = _paths(read_records(file).records)
@@ -86,7 +87,7 @@ def across_sessions(paths_by_session: dict[str, dict]) -> dict[str, Any]:
 def reset_table(run_dir: Path) -> dict[str, Any]:
     rows, paths = session_rows(run_dir)
     return {"table": "restored-state control", "run_id": Manifest.load(run_dir).run_id,
-            "files": {"reset_table": "results/reset_table.json"}, "sessions": rows,
+            "files": {"reset_table": RunPaths.result_name("reset_table")}, "sessions": rows,
             "across_sessions": across_sessions(paths),
             "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}
 
@@ -99,9 +100,9 @@ def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
 
     manifest = Manifest.load(run_dir)
     found: dict[str, tuple[int, int]] = {}
-    for pass_id, info in manifest.data.get("passes", {}).items():
-        file = run_dir / info.get("file", "")
-        if info.get("status") != "OK" or not file.is_file():
+    for pass_id, info in manifest.run.passes.items():
+        file = run_dir / (info.file or "")
+        if info.status != "OK" or not file.is_file():
             continue
         scored = {}
         for record in sorted(read_records(file).records, key=lambda r: r["seq"]):
@@ -110,7 +111,7 @@ def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
         cut = sum(c.get("finish_reason") == "length" and extract(c.get("text") or "")[0] is None
                   for c in scored.values())
         found[pass_id] = (len(scored), cut)
-    return (manifest.data.get("plan") or {}).get("max_tokens"), found
+    return manifest.run.plan.max_tokens, found
 
 
 CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "cache_caused",

@@ -24,6 +24,7 @@ from kit.protocols.sweep import results as sweep_run
 from kit.errors import ConfigError
 from kit.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
+from kit.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
@@ -138,7 +139,7 @@ def cells(protocol: SweepProtocol, files: dict[str, dict[str, Any]]) -> dict[str
 def _sessions(protocol: SweepProtocol, ctx: RunContext, providers: dict[str, Any]) -> Iterator[tuple[SweepPass, Any]]:
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
     for index, plan in enumerate(todo, start=1):
-        with for_arm(providers[plan.format], plan.arm).session(plan.pass_id, ctx.run_dir / "logs") as live:
+        with for_arm(providers[plan.format], plan.arm).session(plan.pass_id, RunPaths(ctx.run_dir).logs) as live:
             ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
             ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
             yield plan, live

@@ -15,6 +15,7 @@ from typing import Any
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 
 
 def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -29,39 +30,40 @@ def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 def sweep_table(run_dir: Path) -> dict[str, Any]:
     loaded = Manifest.load(run_dir)
-    manifest = loaded.data
-    infos = manifest.get("passes") or {}
+    manifest = loaded.run
+    infos = manifest.passes
     passes = OkPasses(run_dir, infos)
     table: dict[str, Any] = {"table": "sweep", "run_id": loaded.run_id,
-                             "files": {"sweep": "results/sweep.json", "sweep_csv": "results/sweep.csv"},
+                             "files": {"sweep": RunPaths.result_name("sweep"),
+                                       "sweep_csv": RunPaths.result_name("sweep", ".csv")},
                              "formats": {}, "cells": {}, "reference_check": {}, "replicates": {},
-                             "void_passes": [{"pass": p, "status": i.get("status"), "reason": i.get("reason")}
+                             "void_passes": [{"pass": p, "status": i.status, "reason": i.reason}
                                              for p, i in infos.items() if p not in passes.ok]}
     by_format: dict[str, list[dict[str, Any]]] = {}
-    for name, cell in (manifest.get("cells") or {}).items():
+    for name, cell in manifest.cells.items():
         on, reference = cell["passes"]
         result = {"format": cell["sweep"]["format"], "history": cell["sweep"]["history"],
                   **passes.compare(on, reference)}
         table["cells"][name] = result
         if "skipped" not in result and result["episodes"]:
             by_format.setdefault(result["format"], []).append(result)
-    for label in (manifest.get("formats") or by_format):
+    for label in (manifest.formats or by_format):
         done = sorted(by_format.get(label, []), key=lambda c: c["history"])
         table["formats"][label] = ({"per_history": {c["history"]: c["diverged"] for c in done}, **_spread(done)}
                                    if done else {"skipped": "no OK cell of this format"})
     references: dict[str, list[str]] = {}
     for pass_id, info in infos.items():
-        if info.get("role") == "reference":
-            references.setdefault(info["format"], []).append(pass_id)
+        if info.role == "reference":
+            references.setdefault(str(info.format), []).append(pass_id)
     for label, ids in references.items():
         if len(ids) == 2:
-            check = passes.compare(*sorted(ids, key=lambda p: infos[p].get("history", 0)))
+            check = passes.compare(*sorted(ids, key=lambda p: infos[p].history or 0))
             check["identical"] = check.get("diverged") == 0 if "skipped" not in check else None
             table["reference_check"][label] = check
     for pass_id, info in infos.items():
-        if info.get("role") == "replicate":
-            canonical = (table["cells"].get(f"{info['format']}/h0") or {}).get("passes", [None])[0]
-            table["replicates"][info["format"]] = passes.compare(canonical, pass_id) if canonical else {
+        if info.role == "replicate":
+            canonical = (table["cells"].get(f"{info.format}/h0") or {}).get("passes", [None])[0]
+            table["replicates"][str(info.format)] = passes.compare(canonical, pass_id) if canonical else {
                 "skipped": "no canonical cell"}
     return table
 

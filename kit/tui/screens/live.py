@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Static
 
 from kit.events import Event, RunEnded
+from kit.paths import RunPaths
 from kit.terminal_text import one_line, printable, shown
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
@@ -34,9 +35,9 @@ def _clock(seconds: float | None) -> str:
 
 def newest_log(run_dir: Path | None) -> Path | None:
     """The engine log written most recently in the run folder's logs/."""
-    if run_dir is None or not (run_dir / "logs").is_dir():
+    if run_dir is None or not RunPaths(run_dir).logs.is_dir():
         return None
-    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    logs = sorted(RunPaths(run_dir).logs.glob("*.log"), key=lambda p: p.stat().st_mtime)
     return logs[-1] if logs else None
 
 

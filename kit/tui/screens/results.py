@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from kit.console import results_note, results_view
-from kit.paths import shown_path
+from kit.paths import RunPaths, shown_path
 from kit.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
 
@@ -117,7 +117,7 @@ class ResultsScreen(Screen):
         return text
 
     def results_folder(self) -> Path:
-        folder = self.result.run_dir / "results"
+        folder = RunPaths(self.result.run_dir).results
         return folder if folder.is_dir() else self.result.run_dir
 
     def action_open_folder(self) -> None:
