@@ -13,6 +13,7 @@ from kit.analysis.collect import read_run
 from kit.analysis.findings import Settings, compute
 from kit.errors import ConfigError
 from kit.record import PinningRecord
+from kit.manifest import PassInfo
 from kit.records import (
     CutShort,
     DamagedRecords,
@@ -70,7 +71,7 @@ def test_the_cut_short_check_counts_from_a_read_instead_of_reading_again(tmp_pat
     path = tmp_path / "records" / "p1.jsonl"
     path.parent.mkdir()
     path.write_bytes(b"".join(_file(tmp_path).read_bytes().splitlines(keepends=True)[:2]) + b'{"schema": "kit.rec')
-    passes = {"p1": {"status": "OK", "file": "records/p1.jsonl", "records": 3}}
+    passes = {"p1": PassInfo(status="OK", file="records/p1.jsonl", records=3)}
     counted = cut_short(tmp_path, passes)
     read = read_records(path, logprobs=False, torn="report")
 
@@ -82,7 +83,7 @@ def test_the_cut_short_check_counts_from_a_read_instead_of_reading_again(tmp_pat
     assert cut_short(tmp_path, passes, {path: read}) == counted == {
         "p1": "records/p1.jsonl ends inside a record (line 3 is torn)"}
     short = read_records(path, logprobs=False, torn="report")
-    assert cut_short(tmp_path, {"p1": {**passes["p1"], "records": 2}}, {path: short}) == {
+    assert cut_short(tmp_path, {"p1": passes["p1"].model_copy(update={"records": 2})}, {path: short}) == {
         "p1": "records/p1.jsonl ends inside a record (line 3 is torn)"}
 
 

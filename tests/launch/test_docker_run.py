@@ -99,16 +99,20 @@ def test_gpus_without_the_docker_launcher_are_refused_before_anything_is_written
 
 
 def test_replay_lists_a_changed_image(tmp_path):
+    from kit.manifest import parsed  # noqa: PLC0415
     from kit.replay.compare import environment  # noqa: PLC0415
 
     client = FakeDockerClient()
     client.add_image(images.CPU_IMAGE).attrs["Config"] = {"Labels": CPU_LABELS}
     engine = _provider(tmp_path, client, image=images.CPU_IMAGE).describe()
     rebuilt = {**engine, "image_identity": {**engine["image_identity"], "cpu_backend": "wheel"}}
-    (line,) = environment({"engine": engine}, {"engine": rebuilt})
+    def manifest(engine):
+        return parsed({"engine": engine}, "test")
+
+    (line,) = environment(manifest(engine), manifest(rebuilt))
     assert line.startswith("engine image: ") and "cpu_backend portable" in line and "cpu_backend wheel" in line
     assert "base kit/debian:bookworm-minbase" in line
-    assert environment({"engine": engine}, {"engine": engine}) == []
+    assert environment(manifest(engine), manifest(engine)) == []
 
 
 def test_the_recorded_label_of_llamacpp_and_vllm_runs():

@@ -49,11 +49,12 @@ from kit.protocols.harness.results_v1 import _state, kit_classes
 from kit.atomic_file import write_json_atomic
 from kit.digests import sha256_text
 from kit.manifest import Manifest
+from kit.paths import RunPaths
 from kit.records import read_records
 
 TABLE = "harness"
-RESULTS = "results/harness.json"
-CALLS = "records/calls.jsonl"
+RESULTS = RunPaths.result_name("harness")
+CALLS = RunPaths.records_name("calls")
 DEFINITIONS = 2  # the version of these definitions, in `protocol.resolved.definitions` of every new import
 DISTANCE_CAP = 512  # the harness's cap on an edit distance
 ARM_BLOCK = ("n_raw", "excluded", "flags", "prefill_ms", "metrics")  # an arm's block (arm_entry)
@@ -230,6 +231,6 @@ def results(run_dir: Path) -> dict[str, Any]:
             from kit.protocols.harness.report import compare  # noqa: PLC0415
 
             table["report_comparison"] = compare(table, report)
-    (run_dir / "results").mkdir(exist_ok=True)
+    RunPaths(run_dir).results.mkdir(exist_ok=True)
     write_json_atomic(run_dir / RESULTS, table)
     return table

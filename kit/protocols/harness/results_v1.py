@@ -11,9 +11,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from kit.cache_state import separation
+from kit.paths import RunPaths
 
 TABLE = "harness"
-RESULTS = "results/harness.json"
+RESULTS = RunPaths.result_name("harness")
 
 
 def _prefill(calls: list[dict[str, Any]]) -> dict[str, float] | None:
