@@ -1,4 +1,4 @@
-"""Time what a run pays to import the kit: `import kit.runner` and `import kit.protocols.kinds`, each
+"""Time what a run pays to import the kit: `import kit.run.runner` and `import kit.protocols.kinds`, each
 in a fresh interpreter, against `python -c pass` (the interpreter's own start-up) side by side.
 
 Not a test: prints the median wall seconds of several subprocess runs, and what each import adds.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STATEMENTS = ("pass", "import kit.protocols.kinds", "import kit.runner")
+STATEMENTS = ("pass", "import kit.protocols.kinds", "import kit.run.runner")
 
 
 def wall_seconds(statement: str, runs: int) -> list[float]:
@@ -35,7 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="fresh interpreters per statement (default 9)")
     args = parser.parse_args()
-    wall_seconds("import kit.runner", 1)  # warm the file cache and __pycache__ first
+    wall_seconds("import kit.run.runner", 1)  # warm the file cache and __pycache__ first
     medians = {statement: statistics.median(wall_seconds(statement, args.runs)) for statement in STATEMENTS}
     baseline = medians["pass"]
     print(f"median wall seconds of {args.runs} fresh interpreters ({sys.executable})")

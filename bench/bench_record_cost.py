@@ -8,7 +8,7 @@ answers, echoes of the prompt, ids and log-probabilities included). Side by side
 - the kit: `CompletionRequest` -> `LlamaCppEngine.complete()` -> `RecordWriter.answered()` (record built,
   echoes replaced by digests, written, flushed and synced before the loop moves on), records on this
   machine's disk (`--dir`, default a temporary folder in the system's temp dir), with the garbage
-  collector paced as during a run (kit.gc_pacing).
+  collector paced as during a run (kit.run.gc_pacing).
 
 Own cost = the kit's time per request minus its HTTP exchange (`Completion.sent.wall_seconds`: the fake
 engine's and the transport's time). The parts of it are timed again on the canned body alone. On a
@@ -109,9 +109,9 @@ def kit_loop(url: str, requests: int, tokens: int, top: int, folder: Path) -> tu
     """(seconds per request, of which the HTTP exchange, CPU ms per request) for the kit's path."""
     from kit.engines.base import CompletionRequest  # noqa: PLC0415
     from kit.engines.llamacpp import LlamaCppEngine  # noqa: PLC0415
-    from kit.gc_pacing import fewer_collections  # noqa: PLC0415
-    from kit.record import Gate, ResetRecord  # noqa: PLC0415
-    from kit.records import RecordWriter  # noqa: PLC0415
+    from kit.run.gc_pacing import fewer_collections  # noqa: PLC0415
+    from kit.record.model import Gate, ResetRecord  # noqa: PLC0415
+    from kit.record.files import RecordWriter  # noqa: PLC0415
 
     engine = LlamaCppEngine(url)
     totals, exchanges = [], []
@@ -138,7 +138,7 @@ def parts(tokens: int, top: int, folder: Path, repeats: int = 300) -> dict[str, 
 
     from kit.engines import llamacpp  # noqa: PLC0415
     from kit.engines.base import CompletionRequest, Sent  # noqa: PLC0415
-    from kit.record import Gate, ResetRecord, answered  # noqa: PLC0415
+    from kit.record.model import Gate, ResetRecord, answered  # noqa: PLC0415
 
     raw = canned_body(tokens, top)
     body = llamacpp.request_body(CompletionRequest(PROMPT, max_tokens=tokens, seed=42, top_logprobs=top))

@@ -55,7 +55,7 @@ def kit_run(url: str, items: int, out: Path, max_tokens: int | None) -> list[str
 
 def recorded_requests(out: Path) -> list[tuple[str, dict]]:
     """(endpoint, body) of every request record of the one-session run under `out`, in the order sent (seq)."""
-    from kit.records import read_records  # noqa: PLC0415
+    from kit.record.files import read_records  # noqa: PLC0415
 
     run_dir = next(p for p in out.iterdir() if (p / "manifest.json").is_file())
     return [(record["request"]["endpoint"], record["request"]["body"])

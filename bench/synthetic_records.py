@@ -1,7 +1,7 @@
 """Paper-scale synthetic run folders for benchmarking `kit analyze` (not part of the package).
 
 Writes real run folders: manifest.json (kit.manifest/1) and records/*.jsonl (kit.record/2, made by
-kit.record.answered as for real runs, but not fsynced one by one) with a llama.cpp-shaped `raw` response
+kit.record.model.answered as for real runs, but not fsynced one by one) with a llama.cpp-shaped `raw` response
 body (content, timings, settings) whose echoes of the prompt, ids and log-probabilities are replaced by
 their digests under `raw_dropped`. Token streams are simulated, not served:
 
@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 
 from kit.engines.base import Completion, Sent
-from kit.record import RECORD_CLASSES, EpisodeSummary, Gate, answered
+from kit.record.model import RECORD_CLASSES, EpisodeSummary, Gate, answered
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")

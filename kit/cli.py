@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from kit import __version__
-from kit.errors import KitError, RunInterrupted
-from kit import limits
+from kit.core.errors import KitError, RunInterrupted
+from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
-from kit.terminal_text import one_line
+from kit.core.terminal_text import one_line
 
 
 def _within(low: int, high: int) -> click.IntRange:
@@ -132,7 +132,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
          engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None) -> None:
-    from kit import runner  # noqa: PLC0415 - keep `kit --help` fast
+    from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
@@ -146,7 +146,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
 
 def _report(execute) -> None:
     """Run with the terminal reporter, print the results table, and exit non-zero unless finished."""
-    from kit import console  # noqa: PLC0415
+    from kit.app import console  # noqa: PLC0415
 
     reporter = console.ConsoleReporter()
     started = time.monotonic()
@@ -253,11 +253,12 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     protocols/pinning.yaml and prints the states with their prefill-time signatures, determinism per
     state, the manipulation gate, whether a state change flips the output bytes, and pinning advice.
     """
-    from kit import check as checking  # noqa: PLC0415 - keep `kit --help` fast
-    from kit import console, runner  # noqa: PLC0415
+    from kit.app import check as checking  # noqa: PLC0415 - keep `kit --help` fast
+    from kit.app import console  # noqa: PLC0415
+    from kit.run import runner  # noqa: PLC0415
 
     if url is not None:
-        from kit.preflight import check_url  # noqa: PLC0415
+        from kit.run.preflight import check_url  # noqa: PLC0415
 
         check_url(url, "URL")
     resolved = checking.resolve_kind(url, kind)
@@ -296,7 +297,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...]) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
-    from kit import runner  # noqa: PLC0415
+    from kit.run import runner  # noqa: PLC0415
 
     urls = engine_urls(engine_url)
     _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
@@ -328,9 +329,9 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     folder, or no OK pass at all, are refused before anything is written.
     """
     from kit.analysis import findings  # noqa: PLC0415
-    from kit.manifest import Manifest  # noqa: PLC0415
-    from kit.paths import RunPaths  # noqa: PLC0415
-    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.record.manifest import Manifest  # noqa: PLC0415
+    from kit.core.paths import RunPaths  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
 
     target = out or RunPaths(run_dirs[0]).analysis
     check_out(target, "--out" if out else "RUN_DIRS")
@@ -429,7 +430,7 @@ def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool
     """
     import json  # noqa: PLC0415
 
-    from kit import doctor as doc  # noqa: PLC0415
+    from kit.app import doctor as doc  # noqa: PLC0415
 
     if no_start and recheck:
         raise click.UsageError("--recheck proves the engine again and --no-start forbids starting it: drop one")
@@ -502,9 +503,9 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bo
     or its kit was killed) is refused with its status; `kit resume RUN_DIR` finishes it. A reviewer then
     knows every run in a bundle ran to its end; --allow-unfinished packs such a run anyway, flagged.
     """
-    from kit import run_lock  # noqa: PLC0415
+    from kit.run import lock as run_lock  # noqa: PLC0415
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
-    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
 
     if output is not None:
         check_out(output.parent, "--output")
@@ -571,7 +572,7 @@ _attach_subcommands()
 
 
 def main() -> None:
-    from kit import run_faults  # noqa: PLC0415
+    from kit.run import faults as run_faults  # noqa: PLC0415
 
     run_faults.on_stop_signals()  # SIGINT, SIGTERM, SIGHUP stop a run like Ctrl-C, named in its manifest
     try:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import prompt_text
-from kit.record import validate
-from kit.records import read_records
+from kit.record.model import validate
+from kit.record.files import read_records
 
 
 def check_sent(run_dir: Path, seed: int) -> int:

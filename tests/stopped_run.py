@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kit.manifest import Manifest
-from kit.paths import REPO_ROOT
+from kit.record.manifest import Manifest
+from kit.core.paths import REPO_ROOT
 
 
 def stopped_run(tmp_path: Path, options: dict | None = None, engine: dict | None = None) -> Path:

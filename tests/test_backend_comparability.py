@@ -3,7 +3,7 @@ and the bundle's summary (README, report, `kit show`) names the backend of each.
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.analysis.findings import compute
 from kit.bundle.show import describe
 from kit.bundle.verify import verify_bundle

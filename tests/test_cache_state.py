@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from kit.cache_state import Calibration, calibrate, classify, from_telemetry, separation
+from kit.record.cache_state import Calibration, calibrate, classify, from_telemetry, separation
 
 
 def test_telemetry_names_the_three_states():

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from kit.check import kind_overrides, overrides, provider_for, resolve_kind
+from kit.app.check import kind_overrides, overrides, provider_for, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 

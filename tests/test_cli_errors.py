@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from kit import runner
-from kit.events import RequestDone, SessionStarted
-from kit.records import read_records
+from kit.run import runner
+from kit.core.events import RequestDone, SessionStarted
+from kit.record.files import read_records
 from tests.bundle.kit_cli import run_here
 from tests.console_text import printed
 

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from kit import runner
-from kit.records import read_records
+from kit.run import runner
+from kit.record.files import read_records
 from tests.console_text import printed
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error

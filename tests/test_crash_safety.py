@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner
-from kit.events import RequestDone, SessionStarted
-from kit.records import read_records
+from kit.run import runner
+from kit.core.events import RequestDone, SessionStarted
+from kit.record.files import read_records
 from tests.console_text import printed
 from tests.test_cli_errors import kit
 

@@ -43,19 +43,19 @@ def files(places: list[str]) -> list[str]:
 
 
 def test_sha256_of_text_is_kit_digests_only():
-    assert files(where(_encodes_text)) == ["kit/digests.py"]
+    assert files(where(_encodes_text)) == ["kit/core/digests.py"]
 
 
 def test_canonical_json_and_atomic_json_writes_are_defined_once():
     defined = {name: files(where(lambda n, name=name: isinstance(n, ast.FunctionDef) and n.name == name))
                for name in ("sha256_text", "sha256_json", "canonical_json", "write_json_atomic", "write_text_atomic",
                             "publish")}
-    assert defined == {"sha256_text": ["kit/digests.py"], "sha256_json": ["kit/digests.py"],
-                       "canonical_json": ["kit/digests.py"], "write_json_atomic": ["kit/atomic_file.py"],
-                       "write_text_atomic": ["kit/atomic_file.py"], "publish": ["kit/atomic_file.py"]}
+    assert defined == {"sha256_text": ["kit/core/digests.py"], "sha256_json": ["kit/core/digests.py"],
+                       "canonical_json": ["kit/core/digests.py"], "write_json_atomic": ["kit/core/atomic_file.py"],
+                       "write_text_atomic": ["kit/core/atomic_file.py"], "publish": ["kit/core/atomic_file.py"]}
     # besides the atomic write: a bundle's .tar.gz and the BFCL install folder, neither a JSON file
     assert sorted(files(where(lambda n: _call_name(n) == "os.replace"))) == [
-        "kit/atomic_file.py", "kit/bundle/writer.py", "kit/workloads/bfcl/provision.py"]
+        "kit/bundle/writer.py", "kit/core/atomic_file.py", "kit/workloads/bfcl/provision.py"]
 
 
 def test_engine_clients_catch_httpx_errors_in_one_place():

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from kit import doctor, embedded_proof
-from kit.doctor import MISSING, OK, WARN, CommandResult, Probes
-from kit.errors import EngineError, IllegalInstruction
+from kit.app import doctor
+from kit.launch import embedded_proof
+from kit.app.doctor import MISSING, OK, WARN, CommandResult, Probes
+from kit.core.errors import EngineError, IllegalInstruction
 from kit.launch.container_spec import VLLM_IMAGE
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.embedded import EmbeddedBinary

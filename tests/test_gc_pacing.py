@@ -2,7 +2,7 @@
 
 import gc
 
-from kit.gc_pacing import RUN_THRESHOLD, fewer_collections
+from kit.run.gc_pacing import RUN_THRESHOLD, fewer_collections
 
 
 def test_the_threshold_is_raised_for_the_block_and_restored_after_it():

@@ -17,7 +17,7 @@ from kit.protocols.harness import results as harness, results_v1 as harness_v1
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run
-from kit.records import read_records
+from kit.record.files import read_records
 from tests.test_cli_errors import kit, one_line_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "harness"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kit.paths import REPO_ROOT
+from kit.core.paths import REPO_ROOT
 
 HEAVY = ("scipy", "statsmodels", "matplotlib", "arch", "textual", "pandas")
 
@@ -23,7 +23,7 @@ def imported_roots(module: str) -> set[str]:
     return set(json.loads(done.stdout))
 
 
-@pytest.mark.parametrize("module", ["kit.runner", "kit.protocols.kinds"])
+@pytest.mark.parametrize("module", ["kit.run.runner", "kit.protocols.kinds"])
 def test_importing_it_loads_no_statistics_plotting_or_ui_library(module):
     loaded = imported_roots(module)
     assert not loaded & set(HEAVY), f"import {module} loads {sorted(loaded & set(HEAVY))}"

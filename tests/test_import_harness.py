@@ -14,9 +14,9 @@ import pytest
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run
-from kit.paths import REPO_ROOT
-from kit.record import validate
-from kit.records import read_records
+from kit.core.paths import REPO_ROOT
+from kit.record.model import validate
+from kit.record.files import read_records
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
 
@@ -163,8 +163,8 @@ def test_a_protocol_file_cannot_ask_for_the_imported_kind(tmp_path):
 def test_a_run_folder_whose_writing_fails_is_removed_and_the_harness_files_kept(tmp_path, monkeypatch):
     import errno
 
-    from kit.errors import KitError
-    from kit.records import RecordWriter
+    from kit.core.errors import KitError
+    from kit.record.files import RecordWriter
 
     calls = _copy(tmp_path, None, None)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -180,7 +180,7 @@ def test_a_run_folder_whose_writing_fails_is_removed_and_the_harness_files_kept(
 
 
 def test_a_calls_file_that_changes_while_it_is_imported_is_refused(tmp_path):
-    from kit.errors import ConfigError
+    from kit.core.errors import ConfigError
 
     calls = _copy(tmp_path, None, None)
     heard = []
@@ -197,7 +197,7 @@ def test_a_calls_file_that_changes_while_it_is_imported_is_refused(tmp_path):
 
 
 def test_more_calls_than_the_limit_are_refused_at_the_first_one_over(tmp_path, monkeypatch):
-    from kit.errors import ConfigError
+    from kit.core.errors import ConfigError
     from kit.importers import determinism_harness
 
     monkeypatch.setattr(determinism_harness, "IMPORT_CALLS_MAX", 5)

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from kit import runner
-from kit.errors import InvalidAnswer
-from kit.events import ignore
-from kit.manifest import Manifest
+from kit.run import runner
+from kit.core.errors import InvalidAnswer
+from kit.core.events import ignore
+from kit.record.manifest import Manifest
 from kit.protocols.procedure import Prepared
-from kit.records import cut_short, read_records
+from kit.record.files import cut_short, read_records
 from tests.adversarial.hostile_engine import HostileEngine
 
 

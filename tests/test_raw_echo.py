@@ -6,10 +6,10 @@ import hashlib
 
 import orjson
 
-from kit.digests import canonical_json, sha256_json, sha256_text
+from kit.core.digests import canonical_json, sha256_json, sha256_text
 from kit.engines import llamacpp, ollama
 from kit.engines.base import CompletionRequest, Sent
-from kit.record import BfclRecord, answered
+from kit.record.model import BfclRecord, answered
 
 
 def answer_fields(completion, body: dict) -> dict:

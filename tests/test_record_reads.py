@@ -1,6 +1,6 @@
 """What analysis reads of records: each file once, its log-probabilities only when asked (deferred reads
 give the full read's arrays on use, and refuse a damaged array then), the cut-short check counted from the
-read itself, and a typed view (kit.records.RecordView) instead of record dicts."""
+read itself, and a typed view (kit.record.files.RecordView) instead of record dicts."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-import kit.records as records
+import kit.record.files as records
 from kit.analysis.collect import read_run
 from kit.analysis.findings import Settings, compute
-from kit.errors import ConfigError
-from kit.record import PinningRecord
-from kit.manifest import PassInfo
-from kit.records import (
+from kit.core.errors import ConfigError
+from kit.record.model import PinningRecord
+from kit.record.manifest import PassInfo
+from kit.record.files import (
     CutShort,
     DamagedRecords,
     RecordView,

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from kit.digests import canonical_json, sha256_text
-from kit.errors import ConfigError
-from kit.manifest import PassInfo
-from kit.record import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
-from kit.records import CutShort, RecordWriter, cut_short, read_records, require_whole
+from kit.core.digests import canonical_json, sha256_text
+from kit.core.errors import ConfigError
+from kit.record.manifest import PassInfo
+from kit.record.model import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
+from kit.record.files import CutShort, RecordWriter, cut_short, read_records, require_whole
 from tests.answers import answer, prompt_body
 
 STAMP = {"run_id": "r1", "pass_id": "p1", "protocol": "grid"}
@@ -193,7 +193,7 @@ TRICKY = ['"logprobs":[', '],"finish_reason":', "[[", "]", '\\"', "\\", "é✓",
 
 
 def test_skimmed_reading_equals_full_reading_without_logprobs(tmp_path, monkeypatch):
-    import kit.records as records
+    import kit.record.files as records
 
     path = tmp_path / "p.jsonl"
     with RecordWriter(path, **STAMP) as writer:
@@ -227,14 +227,14 @@ def test_records_the_skimmer_cannot_cut_safely_are_read_in_full(tmp_path, raw):
 
 
 def test_completion_writes_logprobs_right_before_finish_reason():
-    """The skimming reader relies on this order of the normalized completion's fields (see kit.records)."""
+    """The skimming reader relies on this order of the normalized completion's fields (see kit.record.files)."""
     from kit.engines.base import NORMALIZED_FIELDS
 
     assert NORMALIZED_FIELDS[NORMALIZED_FIELDS.index("logprobs") + 1] == "finish_reason"
 
 
 def test_episode_summaries_and_reset_records_fit_their_models(tmp_path):
-    from kit.record import EpisodeSummary
+    from kit.record.model import EpisodeSummary
 
     path = tmp_path / "s1.jsonl"
     with RecordWriter(path, run_id="r", pass_id="s1", protocol="reset") as writer:

@@ -14,10 +14,10 @@ import pytest
 from kit.analysis import findings
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 from kit.protocols import kinds
-from kit.record import SCHEMA, validate
-from kit.records import read_records
+from kit.record.model import SCHEMA, validate
+from kit.record.files import read_records
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "records_v1"
 RUNS = ["demo-20261201-070851", "grid-tiny-20261201-070919", "pinning-tiny-20261201-071511"]

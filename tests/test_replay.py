@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.launch import cpu_backend, embedded
 from tests.bundle.kit_cli import run_here as kit

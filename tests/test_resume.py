@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from kit import runner
-from kit.errors import KitError
-from kit.events import RequestDone
-from kit.records import read_records
+from kit.run import runner
+from kit.core.errors import KitError
+from kit.core.events import RequestDone
+from kit.record.files import read_records
 
 pytestmark = pytest.mark.engine
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from kit import runner
-from kit.errors import KitError
+from kit.run import runner
+from kit.core.errors import KitError
 from kit.launch import embedded
 
 pytestmark = pytest.mark.engine

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import cli, runner
-from kit.manifest import Manifest
+from kit import cli
+from kit.run import runner
+from kit.record.manifest import Manifest
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
 from tests.stopped_run import stopped_run

@@ -1,4 +1,4 @@
-"""A run that does not finish says why, truly (kit.run_faults): a stop signal ends it `interrupted` naming
+"""A run that does not finish says why, truly (kit.run.faults): a stop signal ends it `interrupted` naming
 the signal, even when a helper the signal killed fails on the way out; a full disk or a failed write ends
 it `failed` saying so in one line, never a traceback, with the final manifest written and records intact;
 `kit resume` continues it. The procedure is a stand-in here; tests/test_run_faults_engine.py does the
@@ -15,11 +15,12 @@ import sys
 
 import pytest
 
-from kit import cli, run_faults, runner
-from kit.errors import KitError
+from kit import cli
+from kit.run import faults as run_faults, runner
+from kit.core.errors import KitError
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
-from kit.run_lock import LOCK
+from kit.run.lock import LOCK
 
 
 class _Provider:
@@ -148,7 +149,7 @@ def test_a_second_signal_while_the_results_are_computed_stops_that_and_the_run_s
 
 
 def test_a_signal_during_the_final_manifest_writes_is_held_until_they_are_done(tmp_path, monkeypatch, stop_signals):
-    from kit.manifest import Manifest
+    from kit.record.manifest import Manifest
 
     finish = Manifest.finish
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.records import read_records
-from kit.run_lock import LOCK
+from kit.record.files import read_records
+from kit.run.lock import LOCK
 from tests.test_cli_errors import kit
 
 pytestmark = pytest.mark.engine

@@ -1,4 +1,4 @@
-"""Every path a manifest names is a name inside its run folder, checked in one place (kit.manifest.inside,
+"""Every path a manifest names is a name inside its run folder, checked in one place (kit.record.manifest.inside,
 applied by Manifest.load): no absolute path, no `..`, no link leading out. Old run folders still read."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner
-from kit.errors import ConfigError, KitError
-from kit.manifest import Manifest, inside
+from kit.run import runner
+from kit.core.errors import ConfigError, KitError
+from kit.record.manifest import Manifest, inside
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
 

@@ -1,4 +1,4 @@
-"""One run folder, one writer (kit.run_lock): while a kit holds a run folder, a second `kit resume` or
+"""One run folder, one writer (kit.run.lock): while a kit holds a run folder, a second `kit resume` or
 `kit bundle` of it is refused in one line naming the holder, and nothing in the folder changes; the lock
 goes with its holder however it ends, and a writer keeps a disk reserve for its last manifest writes."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kit import run_lock
-from kit.errors import KitError
+from kit.run import lock as run_lock
+from kit.core.errors import KitError
 from tests.test_cli_errors import kit, one_line_error
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20261201-070851"
-HOLD = ("import sys, time; from pathlib import Path; from kit import run_lock\n"
+HOLD = ("import sys, time; from pathlib import Path; from kit.run import lock as run_lock\n"
         "with run_lock.locked(Path(sys.argv[1]), 'resume', run_lock.RESERVE_BYTES):\n"
         "    print('held', flush=True); time.sleep(120)\n")
 

@@ -1,4 +1,4 @@
-"""URLs are recorded without credentials (kit.secret_urls), everywhere one is recorded, while the engine
+"""URLs are recorded without credentials (kit.core.secret_urls), everywhere one is recorded, while the engine
 clients still connect with the full URL."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import httpx
 import pytest
 
 import kit
-from kit import runner
+from kit.run import runner
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
 from kit.engines.vllm import VllmEngine
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
-from kit.secret_urls import SECRET_QUERY_PARAMS, connection_parts, redact_url, redact_urls_in, secret_param
+from kit.core.secret_urls import SECRET_QUERY_PARAMS, connection_parts, redact_url, redact_urls_in, secret_param
 
 URL = "http://alice:pw-Zq81@127.0.0.1:8000/v1?api_key=ak-7Hc2&model=x&Token=t-99"
 SHOWN = "http://127.0.0.1:8000/v1?api_key=[REDACTED]&model=x&Token=[REDACTED]"

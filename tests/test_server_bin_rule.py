@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.bundle.show import not_honoured
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 from tests.stopped_run import stopped_run
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error

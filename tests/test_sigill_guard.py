@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner, sigill_guard
-from kit.errors import EngineError, IllegalInstruction
+from kit.run import runner
+from kit.launch import sigill_guard
+from kit.core.errors import EngineError, IllegalInstruction
 from kit.launch import embedded
 from kit.launch.embedded import EmbeddedBinary
 from kit.launch.native import ServerSpec
 from kit.launch.provider import NativeProvider
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 
 FAKE = Path(__file__).resolve().parent / "launch" / "fake_sigill_server.py"
 REAL_LOCATE = embedded.locate

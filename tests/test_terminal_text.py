@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit.terminal_text import one_line, printable, shown
+from kit.core.terminal_text import one_line, printable, shown
 
 
 def test_escape_sequences_go_whole():
@@ -48,8 +48,8 @@ def test_an_engine_build_with_markup_and_escapes_is_printed_as_written():
 
     from rich.console import Console
 
-    from kit.console import ConsoleReporter
-    from kit.events import RunStarted, SessionEnded, SessionStarted
+    from kit.app.console import ConsoleReporter
+    from kit.core.events import RunStarted, SessionEnded, SessionStarted
 
     out = io.StringIO()
     reporter = ConsoleReporter(Console(file=out, width=200, highlight=False))

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kit.errors import KitError
-from kit.manifest import Manifest, PassInfo, RunManifest, parsed
-from kit.paths import RunPaths
+from kit.core.errors import KitError
+from kit.record.manifest import Manifest, PassInfo, RunManifest, parsed
+from kit.core.paths import RunPaths
 from kit.protocols import kinds
-from kit.records import DamagedRecords, RecordFile, read_records, require_whole
+from kit.record.files import DamagedRecords, RecordFile, read_records, require_whole
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
 FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
@@ -79,7 +79,7 @@ class RunFolder:
 
     def records(self, file: str, logprobs: Logprobs = True) -> list[dict[str, Any]]:
         """The records of one of the run's files (`file` relative to the folder; `logprobs` as
-        kit.records.read_records takes it), each file read once while `reading`: a file is read again only
+        kit.record.files.read_records takes it), each file read once while `reading`: a file is read again only
         when a read keeps more log-probabilities than its first read did (False < "deferred" < True)."""
         path = self.path / file
         got = self.read.get(path)
@@ -91,7 +91,7 @@ class RunFolder:
     def reading(self, logprobs: dict[str, Logprobs]) -> Iterator[RunFolder]:
         """Read the records files of the OK passes named in `logprobs` (pass id -> the log-probabilities to keep)
         and their episodes files, each once; refuse the run if any pass is cut short
-        (kit.records.require_whole), counting those files from this read instead of reading them again;
+        (kit.record.files.require_whole), counting those files from this read instead of reading them again;
         then let analysis take their records from `records` until the block ends (they are dropped then)."""
         try:
             for pass_id, keep in logprobs.items():
@@ -109,7 +109,7 @@ class RunFolder:
         return sum((self.path / str(info.file)).stat().st_size for info in self.ok_passes.values())
 
     def require_whole(self) -> None:
-        """Refuse the run if a pass is cut short (kit.records.require_whole; files already read count as read)."""
+        """Refuse the run if a pass is cut short (kit.record.files.require_whole; files already read count as read)."""
         require_whole(self.path, self.manifest.passes, self.read)
 
     @property

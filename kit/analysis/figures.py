@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.findings_model import Findings, GridRun, SweepFindings
-from kit.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic
 
 FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),

@@ -18,12 +18,12 @@ from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTre
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
 from kit.protocols.grid import setting as grid_setting
 from kit.protocols.passes import load_pass
-from kit.errors import KitError
-from kit.manifest import now
-from kit.provenance import backends_differ
-from kit.records import read_records
+from kit.core.errors import KitError
+from kit.record.manifest import now
+from kit.record.provenance import backends_differ
+from kit.record.files import read_records
 from kit.stats import MODULES as STATS_MODULES
-from kit.terminal_text import one_line
+from kit.core.terminal_text import one_line
 
 
 @dataclass(frozen=True)

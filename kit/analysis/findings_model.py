@@ -22,7 +22,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kit.atomic_file import write_text_atomic
+from kit.core.atomic_file import write_text_atomic
 
 SCHEMA = "kit.findings/1"
 FILE = "findings.json"  # in the folder `kit analyze --out` names (default: analysis/ inside the first run)

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from kit.bundle import RUNS
-from kit.bundle.compare import parse_csv
-from kit.paths import RunPaths
-from kit.provenance import cpu_backend_summary
+from kit.bundle.value_diff import parse_csv
+from kit.core.paths import RunPaths
+from kit.record.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 COMPUTED_FOLDERS = (f"{RunPaths.RESULTS}/", f"{RunPaths.ANALYSIS}/")

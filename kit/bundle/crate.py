@@ -12,7 +12,7 @@ from typing import Any
 
 from kit.bundle import CRATE
 from kit.bundle.content import BundledRun
-from kit.paths import RunPaths
+from kit.core.paths import RunPaths
 
 CONTEXT = "https://w3id.org/ro/crate/1.1/context"
 CONFORMS = "https://w3id.org/ro/crate/1.1"

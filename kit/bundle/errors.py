@@ -3,7 +3,7 @@ makes `kit verify` and `kit show` exit 1, like a bundle that reads but fails its
 
 from __future__ import annotations
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 
 GET_AGAIN = "get the bundle again from its author (this file was not written by `kit bundle` or was changed since)"
 

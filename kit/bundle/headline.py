@@ -16,7 +16,7 @@ from typing import Any
 from kit.analysis.findings_model import FILE, Table
 from kit.analysis.tables import DASH, LAYOUTS, Layout, ci, pct
 from kit.bundle.content import BundledRun
-from kit.paths import RunPaths
+from kit.core.paths import RunPaths
 
 FINDINGS = f"analysis/{FILE}"  # written by `kit analyze RUN_DIR` (its default --out)
 FEW = 10  # below this many observations a rate is flagged as resting on few observations

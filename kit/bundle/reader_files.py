@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 from kit.bundle import INDEX, README, REPORT, RUNS, readme, report, safe_tar
 from kit.bundle.content import BundledRun, load_json, runs_from_files
 from kit.bundle.scrub import scrub
-from kit.paths import RunPaths
-from kit.provenance import kit_source
-from kit.terminal_text import one_line
+from kit.core.paths import RunPaths
+from kit.record.provenance import kit_source
+from kit.core.terminal_text import one_line
 
 REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "span", "div", "ul", "li",
                "strong", "em", "code", "table", "caption", "thead", "tbody", "tr", "th", "td", "figure", "img",

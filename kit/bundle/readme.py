@@ -8,7 +8,7 @@ from typing import Any
 from kit.bundle import CHECKSUMS, CRATE, INDEX, REPORT, RUNS
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import HELD, headline
-from kit.terminal_text import one_line
+from kit.core.terminal_text import one_line
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
 

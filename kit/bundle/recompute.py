@@ -11,10 +11,10 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.manifest import Manifest
-from kit.paths import RunPaths
+from kit.record.manifest import Manifest
+from kit.core.paths import RunPaths
 from kit.protocols import kinds
-from kit.records import require_whole
+from kit.record.files import require_whole
 
 RAW_INPUTS = (RunPaths.MANIFEST, RunPaths.RECORDS, "protocol")
 COMPUTED = (RunPaths.RESULTS, RunPaths.ANALYSIS)
@@ -44,7 +44,7 @@ def raw_copy(run_dir: Path, dest: Path, run_id: str) -> Path:
 def recompute(run_dir: Path) -> dict[str, bytes]:
     """The results of run_dir's kind (from its manifest), recomputed on run_dir (a raw copy); the computed
     files they wrote, by relative path. Raises KitError for a kind this kit does not know, CutShort for a
-    run with a pass cut short (kit.records.require_whole)."""
+    run with a pass cut short (kit.record.files.require_whole)."""
     require_whole(run_dir, Manifest.load(run_dir).run.passes)
     kinds.of_run(run_dir).results(run_dir)
     out = {}

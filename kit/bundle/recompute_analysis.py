@@ -7,7 +7,7 @@ findings.json names, with the settings it records (seed, replicate counts); the 
 and comparison are rendered again from them with this kit. `compare` then applies each file's rule
 (docs/bundles.md, "How each file is compared"):
 
-- JSON: value by value (kit.bundle.compare), leaving out what describes the analyst's machine or the
+- JSON: value by value (kit.bundle.value_diff), leaving out what describes the analyst's machine or the
   moment rather than the records (`VOLATILE`) and tolerating keys this kit adds that an older kit did not
   write (`ADDED_SINCE`);
 - rendered tables (CSV, Markdown, LaTeX): kit.bundle.rendered (cell by cell in this kit's layout, number
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import limits
+from kit.core import limits
 from kit.analysis.findings_model import FILE, SCHEMA, Findings
-from kit.bundle.compare import Mismatch, compare_json
+from kit.bundle.value_diff import Mismatch, compare_json
 from kit.bundle.content import FIGURE_TYPES, load_json
 from kit.bundle.rendered import Outcome, compare_table, leaves
 

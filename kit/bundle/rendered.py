@@ -4,7 +4,7 @@ and .md) with this kit's rendering of the same recomputed numbers.
 Three rules, tried in order (docs/bundles.md, "How each file is compared"):
 
 1. **this kit's rendering**: every line equal, table cells one by one (numbers as numbers, within the
-   tolerance of kit.bundle.compare), captions and notes as text;
+   tolerance of kit.bundle.value_diff), captions and notes as text;
 2. **another kit's wording** (a caption, `0/1` written `0 of 1`): the same number of rows, every number
    in the file (captions, header, rows), in order, equal to this kit's, and every word of each row one
    that this kit's row has (so `Table VII` written `Table III`, or another model's name, still fails);
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.bundle.compare import ABS_TOL, REL_TOL, Mismatch, cell_value, compare_json
+from kit.bundle.value_diff import ABS_TOL, REL_TOL, Mismatch, cell_value, compare_json
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 WORD = re.compile(r"[A-Za-z][\w.\-]*")

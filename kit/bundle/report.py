@@ -19,7 +19,7 @@ from urllib.parse import quote
 from kit.analysis.tables import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
-from kit.terminal_text import printable
+from kit.core.terminal_text import printable
 
 COMPARE_FILE = "analysis/compare-paper.json"  # written by `kit compare RUN_DIR --reference paper`
 COMPARE_COLUMNS = ("table", "row", "quantity", "published", "this_run", "verdict", "rule")

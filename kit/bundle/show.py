@@ -19,17 +19,17 @@ from rich.table import Table
 from rich.text import Text
 
 from kit.analysis.tables import Layout
-from kit.atomic_file import write_text_atomic
+from kit.core.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
 from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
 from kit.bundle.errors import BadBundle
 from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
-from kit.errors import ConfigError
-from kit.manifest import PLAIN_NAME
-from kit.paths import RunPaths
-from kit.terminal_text import one_line
+from kit.core.errors import ConfigError
+from kit.record.manifest import PLAIN_NAME
+from kit.core.paths import RunPaths
+from kit.core.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
 UNVERIFIED = "UNVERIFIED (kit show --no-verify): checksums and results were not checked; do not rely on this"

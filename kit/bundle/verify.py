@@ -31,15 +31,15 @@ from kit.bundle import (
     rendered,
     safe_tar,
 )
-from kit.bundle.compare import Mismatch, compare_file
+from kit.bundle.value_diff import Mismatch, compare_file
 from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
-from kit.manifest import FILE_KEYS
-from kit.paths import RunPaths
+from kit.record.manifest import FILE_KEYS
+from kit.core.paths import RunPaths
 from kit.protocols import kinds
-from kit.provenance import backends_differ
-from kit.terminal_text import one_line
+from kit.record.provenance import backends_differ
+from kit.core.terminal_text import one_line
 
 RECORD_KEYS = FILE_KEYS  # where a manifest's passes name their record files
 RESULTS_FOLDER, ANALYSIS_FOLDER = COMPUTED_FOLDERS

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
-from kit.atomic_file import STAGING_SUFFIX
+from kit.core.atomic_file import STAGING_SUFFIX
 from kit.bundle import (
     CHECKSUMS,
     CRATE,
@@ -35,12 +35,12 @@ from kit.bundle.content import BundledRun
 from kit.bundle.limits import DEFAULT as LIMITS
 from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
-from kit.errors import ConfigError, KitError
-from kit.manifest import Manifest, RunManifest, now, unfinished_problem
-from kit.paths import RunPaths, shown_path
-from kit.provenance import kit_source
-from kit.records import require_whole
-from kit.run_lock import LOCK
+from kit.core.errors import ConfigError, KitError
+from kit.record.manifest import Manifest, RunManifest, now, unfinished_problem
+from kit.core.paths import RunPaths, shown_path
+from kit.record.provenance import kit_source
+from kit.record.files import require_whole
+from kit.run.lock import LOCK
 
 SUFFIX = ".tar.gz"
 NOT_HELD = (f"{RunPaths.RECORDS}/", f"{RunPaths.LOGS}/")
@@ -106,7 +106,7 @@ def _folder_name(value: Any, what: str, fix: str) -> str:
 
 def check_runs(run_dirs: list[Path], allow_unfinished: bool = False) -> list[RunManifest]:
     """The runs' manifests; refuses a run that did not finish (started, interrupted or failed) unless
-    `allow_unfinished`, a run with a pass cut short (kit.records), a run id that cannot name a folder,
+    `allow_unfinished`, a run with a pass cut short (kit.record.files), a run id that cannot name a folder,
     and a run given twice (also as a copy under another folder name)."""
     manifests: list[RunManifest] = []
     seen: dict[str, Path] = {}

@@ -8,9 +8,9 @@ import click
 
 from kit.analysis import findings_model
 from kit.analysis.findings_model import Findings
-from kit.errors import ConfigError
-from kit.paths import RunPaths
-from kit.terminal_text import one_line
+from kit.core.errors import ConfigError
+from kit.core.paths import RunPaths
+from kit.core.terminal_text import one_line
 
 FINDINGS = findings_model.FILE
 FIX_ANALYZE = "run `kit analyze RUN_DIR` first and pass its analysis folder (or the run folder)"
@@ -63,7 +63,7 @@ def compare(target: Path, reference: str) -> None:
     from kit.compare.published import load_reference  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
     from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
-    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
 
     path = findings_path(target)
     findings = read_findings(path)

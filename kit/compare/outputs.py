@@ -12,10 +12,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from kit.atomic_file import write_json_atomic, write_text_atomic
+from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.compare.verdicts import CONSISTENT, INCONSISTENT, NOT_COMPARABLE, RULES, UNDERPOWERED, Comparison
-from kit.manifest import now
-from kit.terminal_text import one_line
+from kit.record.manifest import now
+from kit.core.terminal_text import one_line
 
 SCHEMA = "kit.compare/1"
 STEM = "compare-paper"

@@ -12,8 +12,8 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.compare.measures import CONDITION_NAMES, MEASURES, ROWS, SCALE_KEYS, TABLES, TREND, Kind, Section
-from kit.errors import ConfigError
-from kit.packaged_yaml import read_yaml, validated
+from kit.core.errors import ConfigError
+from kit.core.packaged_yaml import read_yaml, validated
 
 REFERENCES = {"paper": "paper.yaml"}
 FORMATS = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K")

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, MISSING, dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 # This module is imported by the BFCL worker too, which runs `python -S` without site-packages: it
-# imports the standard library only (kit.digests, which needs orjson, is imported where it is used).
+# imports the standard library only (kit.core.digests, which needs orjson, is imported where it is used).
 try:
-    from typing_extensions import TypedDict  # pydantic (kit.record.validate) reads typing's only from 3.12
+    from typing_extensions import TypedDict  # pydantic (kit.record.model.validate) reads typing's only from 3.12
 except ImportError:  # pragma: no cover - the BFCL worker, which never validates records
     from typing import TypedDict
 
@@ -28,7 +28,7 @@ Message = dict[str, str]  # {"role": ..., "content": ...} (a tool message also h
 
 
 def documented(doc: str, default: Any = MISSING, *, required: bool | None = None) -> Any:
-    """A dataclass field with its documentation (the line docs/records.md shows for it, kit.record_docs);
+    """A dataclass field with its documentation (the line docs/records.md shows for it, kit.record.docs);
     `required` (default: no default value) is whether every record has it, whoever wrote it."""
     required = default is MISSING if required is None else required
     return field(default=default, metadata={"doc": doc, "required": required})
@@ -57,8 +57,8 @@ class CompletionRequest:
 
 def prompt_text(body: dict[str, Any]) -> str:
     """The prompt a request body sends, as text: its `prompt`, or for a chat request the canonical JSON
-    of its `messages` (kit.digests.canonical_json). `prompt_sha256` is the sha256 of this text's UTF-8."""
-    from kit.digests import canonical_json  # noqa: PLC0415 - see the imports
+    of its `messages` (kit.core.digests.canonical_json). `prompt_sha256` is the sha256 of this text's UTF-8."""
+    from kit.core.digests import canonical_json  # noqa: PLC0415 - see the imports
 
     prompt = body.get("prompt")
     if isinstance(prompt, str):
@@ -81,7 +81,7 @@ class Sent:
     @property
     def prompt_sha256(self) -> str:
         """sha256 of the exact prompt bytes sent (see `prompt_text`)."""
-        from kit.digests import sha256_text  # noqa: PLC0415 - see the imports
+        from kit.core.digests import sha256_text  # noqa: PLC0415 - see the imports
 
         return sha256_text(prompt_text(self.body))
 
@@ -129,7 +129,7 @@ class NormalizedCompletion:
     `cached_tokens` is None when the engine did not say (never read None as 0). `outcome` is
     "ok", or "context_overflow" when the engine refused the prompt as too long (a deterministic,
     recorded outcome rather than a crash). `logprobs` comes directly before `finish_reason`: the
-    skimming record reader relies on that order (kit.records).
+    skimming record reader relies on that order (kit.record.files).
     """
 
     text: str = documented("the answer's text")

@@ -21,7 +21,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from kit.limits import ANSWER_BYTES_DEFAULT as MAX_ANSWER_BYTES
+from kit.core.limits import ANSWER_BYTES_DEFAULT as MAX_ANSWER_BYTES
 
 DEADLINE_FLOOR_S = 600.0
 SECONDS_PER_TOKEN = 1.0  # the default deadline grows with the tokens asked for: ~1 token/s is a very slow engine

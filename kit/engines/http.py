@@ -20,8 +20,8 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError
 
 from kit.engines.base import Sent
 from kit.engines.bounds import DeadlineTransport, current, deadline_in, timeouts
-from kit.errors import EngineError, InvalidAnswer
-from kit.manifest import now
+from kit.core.errors import EngineError, InvalidAnswer
+from kit.record.manifest import now
 
 
 class Answer(BaseModel):
@@ -39,7 +39,7 @@ M = TypeVar("M", bound=BaseModel)
 def client(base_url: str, transport: httpx.BaseTransport | None = None,
            params: list[tuple[str, str]] | None = None) -> httpx.Client:
     """An engine client's HTTP client; `params`: the query parameters sent with every request (a URL's
-    credentials, kit.secret_urls.connection_parts); `transport` replaces the network (tests of paths a
+    credentials, kit.core.secret_urls.connection_parts); `transport` replaces the network (tests of paths a
     real server cannot be made to take here)."""
     return httpx.Client(base_url=base_url, params=tuple(params) if params else None, timeout=timeouts(),
                         transport=transport or DeadlineTransport())
@@ -77,7 +77,7 @@ def send(http: httpx.Client, method: str, path: str, body: dict[str, Any] | None
             raise EngineError(f"{what} did not answer in full within {seconds:g} s ({type(exc).__name__})",
                               "check the engine; if it is only slow, raise --request-deadline") from exc
         raise EngineError(f"{who} did not answer {method} {path} ({type(exc).__name__}: {exc})", fix) from exc
-    # the body as read (decoded); no headers are kept (records never hold them, see kit.secret_urls)
+    # the body as read (decoded); no headers are kept (records never hold them, see kit.core.secret_urls)
     return httpx.Response(response.status_code, content=content, request=response.request)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import (
     Capabilities,
     Completion,
@@ -30,8 +30,8 @@ from kit.engines.http import (
     validated,
     validated_or_none,
 )
-from kit.errors import EngineError, InvalidAnswer
-from kit.secret_urls import connection_parts
+from kit.core.errors import EngineError, InvalidAnswer
+from kit.core.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
 STILL_RUNNING = "check that the engine is still running (see its log) and resume the run"

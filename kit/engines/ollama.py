@@ -20,7 +20,7 @@ from typing import Annotated, Any, Callable
 import httpx
 from pydantic import Field
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import (
     Capabilities,
     Completion,
@@ -30,8 +30,8 @@ from kit.engines.base import (
 )
 from kit.engines.http import M, Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, logprob_entry
-from kit.errors import EngineError
-from kit.secret_urls import connection_parts
+from kit.core.errors import EngineError
+from kit.core.secret_urls import connection_parts
 
 NS_PER_MS = 1_000_000
 SERVE = "check that `ollama serve` is running and the URL is right"

@@ -27,8 +27,8 @@ from kit.engines.base import (
 )
 from kit.engines.http import Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, ModelsAnswer, Usage, logprob_entry
-from kit.errors import EngineError
-from kit.secret_urls import connection_parts
+from kit.core.errors import EngineError
+from kit.core.secret_urls import connection_parts
 
 CHAT = "/v1/chat/completions"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 EMBEDDED, NATIVE, CONTAINER = "embedded", "native", "container"  # ways the kit starts an engine itself
 

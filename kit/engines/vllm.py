@@ -40,8 +40,8 @@ from kit.engines.base import (
 )
 from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import ModelsAnswer, Usage
-from kit.errors import EngineError, InvalidAnswer
-from kit.secret_urls import connection_parts
+from kit.core.errors import EngineError, InvalidAnswer
+from kit.core.secret_urls import connection_parts
 
 HITS_METRIC = "vllm:prefix_cache_hits_total"
 QUERIES_METRIC = "vllm:prefix_cache_queries_total"

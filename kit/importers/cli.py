@@ -75,10 +75,10 @@ def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds
 
     from kit.protocols.harness.view import harness_table  # noqa: PLC0415
     from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
-    from kit.paths import outputs_dir  # noqa: PLC0415
-    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.core.paths import outputs_dir  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
     from kit.protocols.kinds import KINDS  # noqa: PLC0415
-    from kit.terminal_text import shown  # noqa: PLC0415
+    from kit.core.terminal_text import shown  # noqa: PLC0415
 
     target = out or outputs_dir()
     check_out(target, "--out")

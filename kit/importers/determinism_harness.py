@@ -4,7 +4,7 @@ Input: one or more of the harness's `<run>.jsonl`, each with its `<run>.manifest
 `<run>.done.json` beside it (the format: ../shared/data/determinism-harness/SOURCE.md), and optionally
 its own analyzer report. The harness writes one calls file per box (machine); the files of one study
 (one mode, distinct runs) import as one run folder, file after file in the order given. Every call is
-kept, in its file's execution order (`schedule_index`), as one `HarnessRecord` (kit.record) of the pass
+kept, in its file's execution order (`schedule_index`), as one `HarnessRecord` (kit.record.model) of the pass
 `calls`, with its box (the call's `box`, else `meta_hardware`, else its manifest's `box`) and its file;
 the harness's files are copied unchanged into `records/imported/`, so the run folder holds what it
 came from. Everything is checked before the run folder exists, and a file that would lose or
@@ -14,7 +14,7 @@ another run's call, fewer calls than the harness's `done.json` says it finished;
 are the same run twice, of different modes, or share a file name.
 
 Every file is opened as a regular file, never through a symbolic link, a device or a FIFO
-(kit.regular_file), within a size limit. The calls file is streamed twice, never held whole: once to
+(kit.core.regular_file), within a size limit. The calls file is streamed twice, never held whole: once to
 check every line and note where each call is (by `schedule_index`), then, copied into the run folder
 and found unchanged, to write the records in execution order from that copy. If writing fails, the
 half-written run folder is removed; the harness's files are never touched.
@@ -36,17 +36,17 @@ from typing import Any, BinaryIO
 import orjson
 
 from kit.protocols.harness.results import DEFINITIONS
-from kit.digests import sha256_text
-from kit.errors import ConfigError, KitError
-from kit.limits import IMPORT_BOXES_MAX as BOXES_MAX
-from kit.limits import IMPORT_CALLS_MAX
-from kit.limits import IMPORT_FILES_MAX as FILES_MAX
-from kit.manifest import Manifest, new_run_dir
-from kit.paths import RunPaths
-from kit.provenance import collect
-from kit.record import HarnessRecord
-from kit.records import RecordWriter
-from kit.regular_file import open_regular, read_regular
+from kit.core.digests import sha256_text
+from kit.core.errors import ConfigError, KitError
+from kit.core.limits import IMPORT_BOXES_MAX as BOXES_MAX
+from kit.core.limits import IMPORT_CALLS_MAX
+from kit.core.limits import IMPORT_FILES_MAX as FILES_MAX
+from kit.record.manifest import Manifest, new_run_dir
+from kit.core.paths import RunPaths
+from kit.record.provenance import collect
+from kit.record.model import HarnessRecord
+from kit.record.files import RecordWriter
+from kit.core.regular_file import open_regular, read_regular
 
 SCHEMA = 3
 PASS = "calls"

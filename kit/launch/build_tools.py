@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from typing import Callable
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 
 TOOLS = ("cmake", "make", "c++")  # cmake's default generator is Unix Makefiles, so make too
 INSTALL = "apt-get install -y cmake build-essential"  # Debian/Ubuntu; build-essential brings make and g++

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 LLAMACPP_COMMIT = "7e4c0a96880dae4fc4268ad441f8a6446bd5460a"
 LLAMACPP_IMAGE = "kit/llamacpp:7e4c0a9-cuda12.6"

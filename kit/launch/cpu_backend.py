@@ -7,7 +7,7 @@ extension found in its machine code (kit.launch.cpu_isa; a test re-derives it fr
 wheel). Every extension found there is required, except those the code checks for at run time before
 using (`guarded`, with the evidence). `auto` picks the wheel when `/proc/cpuinfo` shows every required
 flag, else the portable backend; when the flags cannot be read it tries the wheel and relies on the
-runner's SIGILL guard (kit.sigill_guard) to switch to the portable backend before anything is
+runner's SIGILL guard (kit.launch.sigill_guard) to switch to the portable backend before anything is
 recorded.
 """
 
@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import ConfigError, EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.launch import portable_backend
 from kit.models.hashing import sha256_file
 

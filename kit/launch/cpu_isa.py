@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 
 # Features every x86-64 processor has (or that older ones execute as NOPs, like CET's endbr64): not
 # requirements. Names are iced-x86's CpuidFeature names.

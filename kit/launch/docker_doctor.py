@@ -35,7 +35,7 @@ def gpu_request(image: str) -> None:
     client = docker.from_env(timeout=30)
     try:
         client.containers.run(image, entrypoint=["true"], command=[], remove=True, network_mode="none",
-                              labels={"kit.doctor": "gpu-request"},
+                              labels={"kit.app.doctor": "gpu-request"},
                               device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])])
     finally:
         client.close()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.container_spec import (
     LABEL_MANAGED,
     LABEL_RUN_ID,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kit.engines.base import Engine
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.launch.container_spec import ContainerSpec, llamacpp_spec, vllm_spec
 from kit.launch.docker_launcher import DockerLauncher, ImageInfo, RunningContainer
 from kit.launch.provider import KEEP, EngineSession

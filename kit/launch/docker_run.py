@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import images
 from kit.launch.container_spec import LLAMACPP_IMAGE, gpus_text, parse_gpus
 from kit.launch.docker_launcher import DockerLauncher, RunningContainer

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import cpu_backend
 from kit.launch.cpu_backend import CpuBackend
 

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import build_tools
-from kit.paths import REPO_ROOT, cache_dir
+from kit.core.paths import REPO_ROOT, cache_dir
 
 LLAMACPP_SHORT = "7e4c0a9"
 BUILD_SCRIPT = REPO_ROOT / "images" / "build-llamacpp.sh"

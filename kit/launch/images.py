@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import ConfigError, EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.launch import cpu_backend, portable_backend
 from kit.launch.container_spec import LLAMACPP_IMAGE
 from kit.models.hashing import sha256_file
-from kit.paths import REPO_ROOT, cache_dir
+from kit.core.paths import REPO_ROOT, cache_dir
 
 Say = Callable[[str], None]
 

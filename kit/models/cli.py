@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 from kit.models.fetch import default_cache_dir, ensure_model
 from kit.models.progress import FetchProgress
 from kit.models.registry import load_registry

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.errors import ConfigError, KitError
+from kit.core.errors import ConfigError, KitError
 from kit.models.hashing import sha256_file
-from kit.atomic_file import publish, staging_path
+from kit.core.atomic_file import publish, staging_path
 from kit.models.progress import Progress, report
 
 CHUNK_ELEMENTS = 8 * 1024 * 1024

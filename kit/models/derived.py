@@ -11,7 +11,7 @@ import json
 from importlib import metadata
 from pathlib import Path
 
-from kit.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic
 from kit.models.dequant import convert, target_types
 from kit.models.fetch import ModelFile
 from kit.models.hashing import HashCache

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.errors import ConfigError, KitError
+from kit.core.errors import ConfigError, KitError
 from kit.models.hashing import HashCache
 from kit.models.progress import FetchProgress, Progress
 from kit.models.registry import ModelEntry, PypiWheelSource, Registry, load_registry

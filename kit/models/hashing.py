@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from kit.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic
 
 CHUNK_BYTES = 4 * 1024 * 1024
 SIDECAR_NAME = "hashes.json"

@@ -19,8 +19,8 @@ from pydantic import (
     model_validator,
 )
 
-from kit.errors import ConfigError
-from kit.packaged_yaml import read_yaml, validated
+from kit.core.errors import ConfigError
+from kit.core.packaged_yaml import read_yaml, validated
 
 DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"  # the CPU default: what runs when no --model is given
 SHA256_PATTERN = r"^[0-9a-f]{64}$"

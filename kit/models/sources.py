@@ -20,9 +20,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 from kit.models.hashing import CHUNK_BYTES, HashCache, sha256_file
-from kit.atomic_file import publish, staging_path
+from kit.core.atomic_file import publish, staging_path
 from kit.models.progress import Progress, report
 from kit.models.registry import FileSource, HfSource, ModelEntry, PypiWheelSource
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from kit.limits import (  # noqa: F401 - re-exported for the protocol models
+from kit.core.limits import (  # noqa: F401 - re-exported for the protocol models
     SEED_MAX,
     PORT_MIN,
     PORT_MAX,

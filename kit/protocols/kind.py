@@ -8,7 +8,7 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
   `protocol: Literal["<name>"]`);
 - `prepare(protocol, inputs) -> Prepared`: the plan shown before the run and kept in the manifest;
 - `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
-  `records/<pass>.jsonl` (`kit.records.RecordWriter`), every pass ends OK or VOID in the manifest;
+  `records/<pass>.jsonl` (`kit.record.files.RecordWriter`), every pass ends OK or VOID in the manifest;
 - `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
   results table (its `"table"` key is `table`). The runner calls it at the end of a run and
   `kit verify` calls it again on the bundle's raw records (`kit.bundle.recompute`), so both see the
@@ -16,7 +16,7 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it
   (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, table)`: a line printed under it, or None;
   `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
-- `record`: the record class (kit.record) its passes write;
+- `record`: the record class (kit.record.model) its passes write;
 - `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
   ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
   servers, rather than reaching them by --engine-url);
@@ -30,7 +30,7 @@ How to add a kind
    `KIND = Kind(...)` at its bottom), `results.py` (`results(run_dir)`), `view.py` (the renderer) and an
    `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
    `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
-   compute (`tests/test_import_cost.py` keeps `import kit.runner` free of scipy, matplotlib, textual, ...).
+   compute (`tests/test_import_cost.py` keeps `import kit.run.runner` free of scipy, matplotlib, textual, ...).
 2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one registry of kinds.
 3. Add `protocols/<file>.yaml` with `protocol: <name>` (the file's own name is the protocol's name; runs
    and records carry both: docs/protocols.md).
@@ -47,7 +47,7 @@ from typing import Any
 
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record import RequestRecord
+from kit.record.model import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
 Table = dict[str, Any]  # a results table as `results` returns it
@@ -147,7 +147,7 @@ class Kind:
     render: Callable[[Table], Any]  # a rich renderable
     launcher: Launcher
     analysis: Analysis | None
-    record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record)
+    record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record.model)
     on_vllm: Callable[[Any, bool], None] | None = None  # None: vLLM does not run it; else refuses what vLLM cannot
     note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
     plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot

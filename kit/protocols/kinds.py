@@ -3,7 +3,7 @@ whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, th
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
 run, and the results at the end of a run), what a vLLM run serves (`refuse_on_vllm`), `kit analyze`
-(kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.console.results_view,
+(kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.app.console.results_view,
 results_note) and the launcher (kit.tui.catalog, kit.tui.form, its divergence plot). A protocol file's own
 name (`sentinel`) and its kind (`grid`) differ: docs/protocols.md lists them. To add a kind, see
 kit/protocols/kind.py.
@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from kit.errors import ConfigError, KitError
-from kit.manifest import Manifest
+from kit.core.errors import ConfigError, KitError
+from kit.record.manifest import Manifest
 from kit.protocols import flag_order, grid, harness, pinning, reset, spec, sweep
 from kit.protocols.kind import Kind
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
-from kit.manifest import PassInfo
-from kit.records import logprobs_of, read_records
+from kit.record.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
+from kit.record.manifest import PassInfo
+from kit.record.files import logprobs_of, read_records
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _position(entry: dict[str, Any]) -> tuple[Any, float]:
 
 class Margins(Sequence):
     """(token key, top-two margin) of each log-probability record of a completion, parsed (when its read
-    deferred them: kit.records.logprobs_of) and worked out as they are visited (`_position`): the
+    deferred them: kit.record.files.logprobs_of) and worked out as they are visited (`_position`): the
     mechanism compares only some of a pass's requests, and walks each only to its first flip."""
 
     __slots__ = ("_completion", "_entries")

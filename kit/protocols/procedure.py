@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.events import Emit
+from kit.core.events import Emit
 from kit.launch.provider import EngineProvider
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class RunContext:
 
     def stamp(self, pass_id: str, procedure: str) -> dict[str, Any]:
         """What every record of a pass carries besides its own fields: the run, the pass, the procedure that
-        writes it (`protocol`: its record class, kit.record.RECORD_CLASSES) and the protocol's own name and
+        writes it (`protocol`: its record class, kit.record.model.RECORD_CLASSES) and the protocol's own name and
         kind, as the manifest has them."""
         protocol = self.manifest.run.protocol
         return {"run_id": self.manifest.run_id, "pass_id": pass_id, "protocol": procedure,

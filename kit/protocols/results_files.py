@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.atomic_file import write_json_atomic
-from kit.paths import RunPaths
+from kit.core.atomic_file import write_json_atomic
+from kit.core.paths import RunPaths
 
 
 def write_results(run_dir: Path, table: dict[str, Any], json_name: str, csv_name: str, fields: Sequence[str],

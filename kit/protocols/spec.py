@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from kit.errors import ConfigError
-from kit.paths import protocols_dir
+from kit.core.errors import ConfigError
+from kit.core.paths import protocols_dir
 from kit.protocols import yaml_strict
 from kit.protocols.bounds import FIRST_ITEM_MAX, ITEMS_MAX, CacheRam, CtxSize, Seed, count
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 MAX_DEPTH = 64  # nesting of mappings and lists; protocol files need 4
 MAX_NODES = 100_000  # values after expanding aliases (a "billion laughs" file would otherwise hang)

@@ -30,9 +30,9 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
     by request (byte-identical, or where the first token differs), pass by pass, and every value of the
     results tables; what differs in CPU backend, engine build, model, GPU or driver is listed beside it.
     """
-    from kit.errors import KitError  # noqa: PLC0415
-    from kit.paths import RunPaths, outputs_dir  # noqa: PLC0415
-    from kit.preflight import check_out  # noqa: PLC0415
+    from kit.core.errors import KitError  # noqa: PLC0415
+    from kit.core.paths import RunPaths, outputs_dir  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
     from kit.replay.run import ReplayOptions, replay as run_replay  # noqa: PLC0415
 
     target = out or outputs_dir()

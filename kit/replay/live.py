@@ -1,5 +1,5 @@
 """A replay compared while it runs: each new record is held against the original's as soon as it is
-durable (the launcher's live view; the full comparison is kit.replay.compare, at the end)."""
+durable (the launcher's live view; the full comparison is kit.replay.comparison, at the end)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from kit.events import RunStarted
-from kit.manifest import Manifest
-from kit.paths import RunPaths
-from kit.records import read_records
-from kit.replay.compare import differs_at
+from kit.core.events import RunStarted
+from kit.record.manifest import Manifest
+from kit.core.paths import RunPaths
+from kit.record.files import read_records
+from kit.replay.comparison import differs_at
 
 
 @dataclass

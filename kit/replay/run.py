@@ -8,7 +8,7 @@ anything not found is a one-line refusal saying what to pass. A CPU backend whos
 the recorded one is a different engine build: refused unless asked for (`--cpu-backend` naming another
 backend, or `--different-engine-ok`), and then listed beside the result. Every check runs before the
 first new run folder is written; the new run goes under `--out` as `kit run` writes it, with
-`replay/comparison.json` and `replay/comparison.md` (kit.replay.compare) and `replay_of` in its manifest.
+`replay/comparison.json` and `replay/comparison.md` (kit.replay.comparison) and `replay_of` in its manifest.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kit import runner
-from kit.atomic_file import write_json_atomic, write_text_atomic
+from kit.run import runner
+from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
-from kit.errors import ConfigError, KitError
-from kit.events import Emit, ignore
-from kit.manifest import FINAL_STATES, PLAIN_NAME, EngineInfo, Manifest, RunManifest, WorkloadInfo
-from kit.paths import RunPaths
-from kit.replay.compare import Comparison, compare_runs
-from kit.terminal_text import one_line
+from kit.core.errors import ConfigError, KitError
+from kit.core.events import Emit, ignore
+from kit.record.manifest import FINAL_STATES, PLAIN_NAME, EngineInfo, Manifest, RunManifest, WorkloadInfo
+from kit.core.paths import RunPaths
+from kit.replay.comparison import Comparison, compare_runs
+from kit.core.terminal_text import one_line
 
 FIX_MODEL = "pass --model PATH of that file (its sha256 is checked), or `kit models pull NAME` if it has a name"
 

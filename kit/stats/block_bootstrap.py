@@ -53,7 +53,7 @@ def politis_white_circular(indicators) -> float:
     for a series too short for its lag window (fewer than 8 values), where ``arch`` raises ValueError;
     the block length then falls back to the floor.
     """
-    from kit.paths import confine_library_caches  # noqa: PLC0415
+    from kit.core.paths import confine_library_caches  # noqa: PLC0415
 
     confine_library_caches()  # arch imports matplotlib
     from arch.bootstrap import optimal_block_length  # noqa: PLC0415

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 
 
 class StatsInputError(KitError):

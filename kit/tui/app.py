@@ -12,7 +12,7 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding
 
-from kit.paths import outputs_dir
+from kit.core.paths import outputs_dir
 from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
@@ -72,7 +72,7 @@ class KitApp(App):
 
     def start_run(self, options) -> None:
         if self.run_fn is None:
-            from kit.runner import run  # noqa: PLC0415 - the launcher opens before the run machinery loads
+            from kit.run.runner import run  # noqa: PLC0415 - the launcher opens before the run machinery loads
 
             self.run_fn = run
         self.live = LiveScreen(options, self.run_fn, self.clock, self.watch_logs)

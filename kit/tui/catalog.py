@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from kit import doctor
-from kit.doctor import DOCKER_CPU_WAY, DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
-from kit.errors import KitError
-from kit.paths import protocols_dir
+from kit.app import doctor
+from kit.app.doctor import DOCKER_CPU_WAY, DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
+from kit.core.errors import KitError
+from kit.core.paths import protocols_dir
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Kind

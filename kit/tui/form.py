@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
-from kit.errors import KitError
+from kit.app.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
+from kit.core.errors import KitError
 from kit.engines import registry as engines
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
 
@@ -113,7 +113,7 @@ def vllm_protocols() -> str:
     """The kit's own protocol files written for vLLM (`engine.kind: vllm`), named as a list in words."""
     import yaml  # noqa: PLC0415
 
-    from kit.paths import protocols_dir  # noqa: PLC0415
+    from kit.core.paths import protocols_dir  # noqa: PLC0415
     from kit.tui.catalog import written_for as file_written_for  # noqa: PLC0415
 
     names = [path.stem for path in sorted(protocols_dir().glob("*.yaml"), key=lambda path: path.stem)
@@ -123,9 +123,9 @@ def vllm_protocols() -> str:
 
 def reused_server_problem(engine: str, protocol: str) -> str | None:
     """A protocol that starts a fresh server per pass cannot run on servers reached by URL (the runner's rule,
-    kit.runner.refuse_reused_servers), or None."""
+    kit.run.runner.refuse_reused_servers), or None."""
     from kit.protocols.kinds import of  # noqa: PLC0415
-    from kit.runner import refuse_reused_servers  # noqa: PLC0415
+    from kit.run.runner import refuse_reused_servers  # noqa: PLC0415
 
     try:
         loaded = loaded_protocol(protocol)
@@ -354,7 +354,7 @@ def overrides(setup: Setup, every: bool = False) -> dict[str, Any]:
 
 def run_options(setup: Setup):
     """RunOptions for a form without problems."""
-    from kit.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a run starts
+    from kit.run.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a run starts
 
     choice = choice_of(setup.engine)
     endpoint = setup.engine == "endpoint"

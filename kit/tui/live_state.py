@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.events import (
+from kit.core.events import (
     EpisodeDone,
     EpisodeVerdict,
     Event,

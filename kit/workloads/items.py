@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 MATH_SYSTEM_PROMPT = (
     "You are a helpful assistant. Solve the math problem step by step and end your response with the final "

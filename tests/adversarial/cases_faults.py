@@ -120,7 +120,7 @@ def _deep_manifest(scratch: Scratch) -> list[str]:
     return ["resume", str(run_dir)]
 
 
-HOLD = ("import sys, time; from pathlib import Path; from kit import run_lock\n"
+HOLD = ("import sys, time; from pathlib import Path; from kit.run import lock as run_lock\n"
         "with run_lock.locked(Path(sys.argv[1]), 'resume', run_lock.RESERVE_BYTES):\n"
         "    print('held', flush=True); time.sleep(120)\n")
 

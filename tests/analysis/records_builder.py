@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kit.record import BfclRecord, EpisodeSummary, Gate
-from kit.records import RecordWriter
+from kit.record.model import BfclRecord, EpisodeSummary, Gate
+from kit.record.files import RecordWriter
 from tests.answers import answer, prompt_body
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kit import runner
+from kit.run import runner
 from kit.cli import cli
 
 pytestmark = pytest.mark.engine

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from kit.analysis.findings import Settings, analyze, compute
 from kit.cli import cli
-from kit.errors import KitError
+from kit.core.errors import KitError
 from tests.analysis.records_builder import position, write_grid_like
 
 FAST = Settings(block_bootstrap_replicates=300, sweep_replicates=40, cluster_replicates=40, workers=1)

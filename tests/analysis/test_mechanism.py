@@ -8,7 +8,7 @@ import pytest
 
 from kit.analysis import mechanism
 from kit.protocols.passes import load_pass
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 from tests.analysis.records_builder import position, write_grid_like
 
 

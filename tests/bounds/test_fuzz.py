@@ -10,8 +10,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import limits
-from kit.paths import protocols_dir
+from kit.core import limits
+from kit.core.paths import protocols_dir
 from tests.bounds.cli_probe import fill, places, run_kit, written
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

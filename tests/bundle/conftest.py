@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from tests.bundle import archives
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.cli import main
-from kit.run_faults import STOP_SIGNALS
+from kit.run.faults import STOP_SIGNALS
 
 
 @dataclass(frozen=True)

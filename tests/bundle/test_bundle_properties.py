@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kit.bundle import archive_format as fmt
 from kit.bundle.limits import DEFAULT
-from kit.terminal_text import one_line
+from kit.core.terminal_text import one_line
 from tests.bundle import mutations
 from tests.bundle.kit_cli import run_kit
 

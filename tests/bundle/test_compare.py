@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kit.bundle.compare import compare_file, compare_json
+from kit.bundle.value_diff import compare_file, compare_json
 
 
 def test_equal_values_give_no_mismatch():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kit.bundle.writer import write_bundle
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 from tests.bundle import mutations
 from tests.bundle.conftest import synthetic_grid_run
 from tests.bundle.kit_cli import run_kit

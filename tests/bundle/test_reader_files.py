@@ -12,7 +12,7 @@ import pytest
 from kit.bundle import README, REPORT, reader_files, writer
 from kit.bundle.reader_files import raw_html_in_markdown, unsafe_html
 from kit.bundle.verify import verify_bundle
-from kit.manifest import Manifest
+from kit.record.manifest import Manifest
 from tests.bundle import mutations
 from tests.bundle.conftest import synthetic_grid_run
 from tests.bundle.kit_cli import run_kit

@@ -21,9 +21,9 @@ from kit.bundle.show import describe
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.cli import _bundle_after_run, cli
-from kit.atomic_file import write_json_atomic
-from kit.manifest import Manifest
-from kit.paths import REPO_ROOT
+from kit.core.atomic_file import write_json_atomic
+from kit.record.manifest import Manifest
+from kit.core.paths import REPO_ROOT
 from tests.bundle.conftest import read_members, repack
 
 pytestmark = pytest.mark.engine

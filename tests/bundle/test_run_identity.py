@@ -10,8 +10,8 @@ import pytest
 
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
-from kit.errors import ConfigError
-from kit.manifest import Manifest
+from kit.core.errors import ConfigError
+from kit.record.manifest import Manifest
 from kit.protocols.grid import protocol as grid
 from tests.bundle.conftest import read_members, synthetic_grid_run
 from tests.bundle.kit_cli import run_kit

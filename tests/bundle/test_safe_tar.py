@@ -14,7 +14,7 @@ from kit.bundle import CHECKSUMS, INDEX, checksums, safe_tar
 from kit.bundle.show import describe
 from kit.bundle.verify import NewerBundle, verify_bundle
 from kit.cli import cli
-from kit.errors import KitError
+from kit.core.errors import KitError
 from tests.bundle import archives
 
 

@@ -169,7 +169,7 @@ def test_the_bundle_readme_says_what_verify_recomputes(analysed, tmp_path):
 
 def test_a_label_later_kits_reworded_matches_only_as_the_older_wording_within_the_new():
     from kit.bundle import recompute_analysis as ra  # noqa: PLC0415
-    from kit.bundle.compare import compare_json  # noqa: PLC0415
+    from kit.bundle.value_diff import compare_json  # noqa: PLC0415
 
     newer = "per request: cache_prompt false in cold; cache_prompt true in warm (server-level prompt cache disabled)"
     for older, equal in (("disabled", True), (newer, True), ("default", False), ("", False)):

@@ -11,7 +11,7 @@ import yaml
 
 from kit.compare.measures import MEASURES, TABLES
 from kit.compare.published import load_reference, parse_reference
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

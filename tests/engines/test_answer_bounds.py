@@ -17,7 +17,7 @@ from kit.engines.base import CompletionRequest
 from kit.engines.bounds import DEADLINE_FLOOR_S, AnswerBounds, bounded
 from kit.engines.http import parsed
 from kit.engines.llamacpp import LlamaCppEngine, normalize
-from kit.errors import EngineError, InvalidAnswer
+from kit.core.errors import EngineError, InvalidAnswer
 from tests.adversarial.hostile_engine import DRIP_S, HostileEngine
 
 # a /completion answer of llama-server 7e4c0a9 (n_predict 2, n_probs 1), trimmed to the fields read

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import normalize, request_body
 

@@ -11,7 +11,7 @@ import pytest
 
 from kit.engines.base import CompletionRequest
 from kit.engines.ollama import OllamaEngine, normalize, same_model
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.instance import OllamaProvider
 from tests.fake_engine.clock import Clock
 from tests.fake_engine.core import recorded

@@ -8,10 +8,11 @@ from typing import get_args
 
 import pytest
 
-from kit import check, preflight
+from kit.app import check
+from kit.run import preflight
 from kit.cli import cli
 from kit.engines import registry
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.protocols.kinds import KINDS
 from kit.protocols.spec import EngineSettings
 from kit.tui import form

@@ -16,7 +16,7 @@ import pytest
 
 from kit.engines.base import CompletionRequest, Engine
 from kit.engines.vllm import VllmEngine, normalize_completion, parse_cache_counters
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from tests.fake_engine.core import recorded
 from tests.fake_engine.vllm import VllmReplay
 

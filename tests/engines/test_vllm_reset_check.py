@@ -11,8 +11,8 @@ from pathlib import Path
 from kit.engines.base import CompletionRequest
 from kit.launch.instance import VllmResetProvider
 from kit.protocols.pinning.protocol import _pass_status
-from kit.record import PinningRecord
-from kit.records import RecordWriter
+from kit.record.model import PinningRecord
+from kit.record.files import RecordWriter
 from tests.answers import answer
 from tests.fake_engine.openai import CHAT
 from tests.fake_engine.vllm import VllmReplay

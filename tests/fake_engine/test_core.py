@@ -13,7 +13,7 @@ from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
 from kit.engines.vllm import VllmEngine
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from tests.fake_engine.clock import Clock
 from tests.fake_engine.llamacpp import Failure, LlamaCpp
 from tests.fake_engine.ollama import Ollama

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.launch.container_spec import (
     LABEL_MANAGED,
     LABEL_RUN_ID,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import ConfigError, EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.launch import cpu_backend, embedded
 
 FLAGS = Path(__file__).resolve().parents[1] / "fixtures" / "cpuinfo"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 from kit.launch import cpu_backend, cpu_isa, embedded
 
 

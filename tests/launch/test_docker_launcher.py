@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.container_spec import LABEL_RUN_ID, llamacpp_spec, vllm_spec
 from kit.launch.docker_launcher import DockerLauncher
 from tests.fake_engine.clock import Clock

@@ -13,7 +13,7 @@ import pytest
 
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.vllm import VllmEngine
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_provider import DockerProvider, container_name

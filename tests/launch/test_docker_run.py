@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit import runner
-from kit.errors import ConfigError, EngineError
+from kit.run import runner
+from kit.core.errors import ConfigError, EngineError
 from kit.launch import images
 from kit.launch.container_spec import llamacpp_spec, parse_gpus
 from kit.launch.docker_launcher import DockerLauncher
@@ -99,8 +99,8 @@ def test_gpus_without_the_docker_launcher_are_refused_before_anything_is_written
 
 
 def test_replay_lists_a_changed_image(tmp_path):
-    from kit.manifest import parsed  # noqa: PLC0415
-    from kit.replay.compare import environment  # noqa: PLC0415
+    from kit.record.manifest import parsed  # noqa: PLC0415
+    from kit.replay.comparison import environment  # noqa: PLC0415
 
     client = FakeDockerClient()
     client.add_image(images.CPU_IMAGE).attrs["Config"] = {"Labels": CPU_LABELS}

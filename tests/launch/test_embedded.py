@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import embedded
 from kit.launch.native import ServerSpec
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch import gpu_setup
 
 NVCC_12 = "Cuda compilation tools, release 12.6, V12.6.77\n"

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from kit.errors import ConfigError, EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.launch import images
 from kit.launch.docker_launcher import DockerLauncher
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kit.errors import EngineError
+from kit.core.errors import EngineError
 from kit.launch.native import NativeServer, ServerSpec
 from kit.launch.provider import NO_SERVER_LOG, EngineSession
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.launch.native import ServerSpec
 from kit.launch.provider import ExternalProvider, NativeProvider
 

@@ -2,7 +2,7 @@
 the launcher is driven through the recording fake client (tests/launch/fake_docker.py)."""
 
 
-from kit import runner
+from kit.run import runner
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_run import llamacpp_provider
 from kit.protocols import kinds

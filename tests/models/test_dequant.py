@@ -8,7 +8,7 @@ import gguf
 import numpy as np
 import pytest
 
-from kit.errors import ConfigError, KitError
+from kit.core.errors import ConfigError, KitError
 from kit.models.dequant import dequantize_to_f16, open_gguf, requantize
 from kit.models.derived import ensure_format
 from kit.models.fetch import ensure_model

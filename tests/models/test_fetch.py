@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kit.errors import ConfigError, KitError
+from kit.core.errors import ConfigError, KitError
 from kit.models.cli import models
 from kit.models.fetch import default_cache_dir, ensure_model
 from kit.models.sources import ChecksumMismatch

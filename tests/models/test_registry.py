@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.models.registry import HfSource, PypiWheelSource, load_registry, parse_registry
 
 PACKAGED = Path(__file__).resolve().parents[2] / "kit" / "models" / "registry.yaml"

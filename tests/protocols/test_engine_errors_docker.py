@@ -15,12 +15,12 @@ import json
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.launch.container_spec import LLAMACPP_IMAGE
 from kit.launch.docker_run import llamacpp_provider
 from kit.models.hashing import sha256_file
 from kit.protocols import kinds
-from kit.records import read_records
+from kit.record.files import read_records
 from tests.launch.fake_docker import FakeDockerClient
 from tests.fake_engine.llamacpp import CRASH_LINE, Failure, engine_factory
 from tests.launch.test_docker_provider import launcher_for

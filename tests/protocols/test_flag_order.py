@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from kit.cli import _overrides
-from kit.errors import ConfigError
-from kit.events import Notice
-from kit.manifest import Manifest
-from kit.paths import protocols_dir
+from kit.core.errors import ConfigError
+from kit.core.events import Notice
+from kit.record.manifest import Manifest
+from kit.core.paths import protocols_dir
 from kit.protocols import kinds
 from kit.protocols.flag_order import protocol as flag_order
 from kit.protocols.procedure import RunContext

@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 from click.testing import CliRunner
 
-from kit import runner
+from kit.run import runner
 from kit.cli import cli
-from kit.events import EpisodeVerdict
+from kit.core.events import EpisodeVerdict
 from tests.sent_requests import check_sent
 
 # ten passes on four servers, ~40k prompt tokens in all: about two minutes on two idle cores, far more on

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import pytest
 
-from kit import runner
-from kit.events import EpisodeVerdict
+from kit.run import runner
+from kit.core.events import EpisodeVerdict
 from kit.protocols.grid.bfcl_pass import GridGates, gate
 from tests.sent_requests import check_sent
 

@@ -19,18 +19,18 @@ from rich.table import Table
 from kit.analysis.collect import collect
 from kit.bundle.verify import verify_bundle
 from kit.cli import cli
-from kit.console import results_view
-from kit.errors import ConfigError
-from kit.atomic_file import write_json_atomic
-from kit.digests import sha256_text
-from kit.manifest import Manifest, now
-from kit.paths import protocols_dir
+from kit.app.console import results_view
+from kit.core.errors import ConfigError
+from kit.core.atomic_file import write_json_atomic
+from kit.core.digests import sha256_text
+from kit.record.manifest import Manifest, now
+from kit.core.paths import protocols_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record import RECORD_CLASSES, RequestRecord
-from kit.records import RecordWriter, read_records
+from kit.record.model import RECORD_CLASSES, RequestRecord
+from kit.record.files import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
 from kit.tui.widgets.divergence_plot import rows_for

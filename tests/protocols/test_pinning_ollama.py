@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from kit import runner
-from kit.digests import canonical_json, sha256_text
+from kit.run import runner
+from kit.core.digests import canonical_json, sha256_text
 from kit.engines.ollama import OllamaEngine
 from kit.launch.instance import OllamaProvider
 from tests.fake_engine.clock import Clock
@@ -133,8 +133,8 @@ def test_states_that_prefill_time_cannot_separate_are_not_claimed(tmp_path):
 
 
 def test_a_check_against_a_url_records_its_provider_and_refuses_resume(tmp_path):
-    from kit.errors import KitError
-    from kit.manifest import Manifest
+    from kit.core.errors import KitError
+    from kit.record.manifest import Manifest
 
     result = run_against(SimulatedOllama(), tmp_path)
     manifest = Manifest.load(result.run_dir)

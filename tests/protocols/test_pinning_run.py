@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kit.cache_state import Calibration, classify
+from kit.record.cache_state import Calibration, classify
 from kit.cli import cli
 from tests.console_text import printed
 from tests.sent_requests import check_sent

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-from kit import runner
-from kit.digests import sha256_json
-from kit.manifest import Manifest
-from kit.records import read_records
+from kit.run import runner
+from kit.core.digests import sha256_json
+from kit.record.manifest import Manifest
+from kit.record.files import read_records
 from kit.workloads.answers import is_correct
 from tests.sent_requests import check_sent
 

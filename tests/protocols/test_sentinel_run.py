@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine

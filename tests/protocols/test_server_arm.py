@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from kit.engines.vllm import CacheCounters
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.protocols.grid.bfcl_pass import GridGates, PassTally, ServerArm, gate
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.protocols import kinds
 
 VALID = """

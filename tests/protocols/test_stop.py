@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from kit import runner
-from kit.events import ItemVerdict
-from kit.records import read_records
+from kit.run import runner
+from kit.core.events import ItemVerdict
+from kit.record.files import read_records
 
 pytestmark = pytest.mark.engine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.protocols import kinds
 from kit.protocols.sweep import protocol as sweep
 from kit.protocols.sweep.formats import FormatSource, resolve
@@ -88,7 +88,7 @@ def test_a_dequantized_format_sorts_beside_the_kernels_it_runs():
 def test_a_sweep_whose_formats_separate_the_outcomes_says_its_slope_is_not_an_estimate(tmp_path):
     from kit.analysis.collect import RunFolder
     from kit.analysis.sweep_findings import sweep_findings
-    from kit.manifest import RunManifest
+    from kit.record.manifest import RunManifest
 
     episodes = ["e1", "e2", "e3", "e4"]
     cells = []

@@ -9,10 +9,10 @@ import statistics
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.analysis.collect import collect
 from kit.models.hashing import sha256_file
-from kit.records import read_records
+from kit.record.files import read_records
 from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine
@@ -46,7 +46,7 @@ def requests_of(run_dir, info) -> dict[str, list[dict]]:
 
 
 def diverged(a: list[dict], b: list[dict]) -> bool:
-    """Independent of kit.divergence: same request count, prompts and emitted token ids, request by request."""
+    """Independent of kit.record.divergence: same request count, prompts and emitted token ids, request by request."""
     if len(a) != len(b):
         return True
     return any(x["prompt_sha256"] != y["prompt_sha256"] or x["completion"]["token_ids"] != y["completion"]["token_ids"]

@@ -7,9 +7,9 @@ import asyncio
 
 from textual.widgets import Button, Input, OptionList, Select
 
-from kit.doctor import DOCKER_WAY
-from kit.errors import KitError
-from kit.paths import protocols_dir
+from kit.app.doctor import DOCKER_WAY
+from kit.core.errors import KitError
+from kit.core.paths import protocols_dir
 from kit.protocols.kinds import KINDS
 from kit.tui import form
 from kit.tui.app import KitApp

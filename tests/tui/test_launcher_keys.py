@@ -10,9 +10,9 @@ import stat
 import threading
 from pathlib import Path
 
-from kit import doctor
-from kit.doctor import CommandResult
-from kit.runner import RunOptions, RunResult
+from kit.app import doctor
+from kit.app.doctor import CommandResult
+from kit.run.runner import RunOptions, RunResult
 from kit.tui.app import KitApp
 from kit.tui.catalog import capabilities
 from kit.tui.screens import results

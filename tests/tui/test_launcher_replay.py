@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kit import runner
+from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen

@@ -13,9 +13,9 @@ from collections import defaultdict
 
 import pytest
 
-from kit import embedded_proof
-from kit.doctor import DOCKER_WAY
-from kit.records import read_records
+from kit.launch import embedded_proof
+from kit.app.doctor import DOCKER_WAY
+from kit.record.files import read_records
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED
 from kit.tui.screens.live import LiveScreen

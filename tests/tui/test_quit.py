@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from kit.runner import RunOptions
+from kit.run.runner import RunOptions
 from tests.tui.conftest import PROTOCOLS
 from tests.tui.test_snapshots import _app, scripted_run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.events import (
+from kit.core.events import (
     EpisodeDone,
     EpisodeVerdict,
     ItemVerdict,
@@ -16,9 +16,9 @@ from kit.events import (
 )
 import pytest
 
-from kit import doctor
-from kit.doctor import CommandResult
-from kit.errors import IllegalInstruction
+from kit.app import doctor
+from kit.app.doctor import CommandResult
+from kit.core.errors import IllegalInstruction
 from kit.launch.cpu_backend import CHOICES
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog

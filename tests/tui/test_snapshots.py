@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kit.events import (
+from kit.core.events import (
     ItemVerdict,
     RequestDone,
     RunEnded,
@@ -21,10 +21,10 @@ from kit.events import (
 )
 from textual.widgets import Input, Select
 
-from kit.doctor import DOCKER_WAY
-from kit.paths import protocols_dir
+from kit.app.doctor import DOCKER_WAY
+from kit.core.paths import protocols_dir
 from kit.protocols.kinds import KINDS
-from kit.runner import RunOptions, RunResult
+from kit.run.runner import RunOptions, RunResult
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED, Capabilities, entry
 from tests.tui.conftest import PROTOCOLS, SetClock

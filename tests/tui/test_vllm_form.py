@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit import doctor
-from kit.doctor import DOCKER_WAY, NATIVE_VLLM_WAY, CommandResult
-from kit.paths import protocols_dir
-from kit.preflight import check_engine_choice
+from kit.app import doctor
+from kit.app.doctor import DOCKER_WAY, NATIVE_VLLM_WAY, CommandResult
+from kit.core.paths import protocols_dir
+from kit.run.preflight import check_engine_choice
 from kit.tui import form
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, Capabilities, capabilities
 from tests.test_doctor import NVIDIA_SMI, make_probes

@@ -22,8 +22,8 @@ from pydantic import Field, field_validator
 
 from kit.protocols.flag_order import results as flag_order_run
 from kit.protocols.grid.setting import pass_order, prompt_cache_setting
-from kit.errors import ConfigError
-from kit.paths import RunPaths
+from kit.core.errors import ConfigError
+from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols.grid.protocol import (
@@ -40,7 +40,7 @@ from kit.protocols.grid.protocol import (
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
-from kit.record import BfclRecord
+from kit.record.model import BfclRecord
 
 CANONICAL = 0  # episode order: ascending id, the same in every pass
 

@@ -14,11 +14,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from kit.manifest import Manifest, PassInfo
-from kit.paths import RunPaths
+from kit.record.manifest import Manifest, PassInfo
+from kit.core.paths import RunPaths
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
-from kit.records import read_records
+from kit.record.files import read_records
 
 QUARTILES = (1, 2, 3, 4)
 

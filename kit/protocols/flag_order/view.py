@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from kit.protocols.grid.view import rate_cells
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def flag_order_table(table: dict[str, Any]) -> Table:

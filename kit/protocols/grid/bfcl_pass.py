@@ -15,17 +15,17 @@ from typing import Any
 
 from pydantic import Field
 
-from kit.divergence import completion_emitted
+from kit.record.divergence import completion_emitted
 from kit.engines.base import Completion, CompletionRequest, require
-from kit.errors import ConfigError
-from kit.events import EpisodeDone, RequestDone, SessionEnded
-from kit.manifest import now
-from kit.paths import RunPaths
+from kit.core.errors import ConfigError
+from kit.core.events import EpisodeDone, RequestDone, SessionEnded
+from kit.record.manifest import now
+from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.procedure import RunContext
 from kit.protocols.spec import Strict
-from kit.record import BfclRecord, EpisodeSummary, Gate
-from kit.records import RecordWriter
+from kit.record.model import BfclRecord, EpisodeSummary, Gate
+from kit.record.files import RecordWriter
 from kit.workloads.bfcl import run_episode, score_episode
 
 SENTINEL_PROMPT = "Sentinel cache reset. " * 32

@@ -20,23 +20,23 @@ import numpy as np
 from pydantic import BeforeValidator, Field
 
 from kit.protocols.grid import results as grid_results
-from kit.divergence import episode_divergence
-from kit.errors import ConfigError
-from kit.events import (
+from kit.record.divergence import episode_divergence
+from kit.core.errors import ConfigError
+from kit.core.events import (
     EpisodeVerdict,
     Notice,
     PlanEstimate,
     SessionStarted,
 )
 from kit.launch.provider import for_arm
-from kit.paths import RunPaths
+from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
-from kit.record import BfclRecord
+from kit.record.model import BfclRecord
 from kit.workloads.bfcl import (
     RENDERERS,
     BfclWorker,

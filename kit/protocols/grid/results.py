@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.protocols.results_files import write_results
-from kit.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
-from kit.manifest import Manifest, PassInfo
-from kit.paths import RunPaths
-from kit.records import read_records
+from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
+from kit.record.manifest import Manifest, PassInfo
+from kit.core.paths import RunPaths
+from kit.record.files import read_records
 
 Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
@@ -48,7 +48,7 @@ def _request(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def compared_on(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> str:
-    """The comparison level of two passes (kit.divergence.comparison_level)."""
+    """The comparison level of two passes (kit.record.divergence.comparison_level)."""
     return comparison_level(all(r["ids"] is not None for side in (a, b) for requests in side.values()
                                 for r in requests))
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from kit.protocols.kind import PlotRow
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def rate_cells(comparison: dict[str, Any]) -> tuple[str, str, str]:

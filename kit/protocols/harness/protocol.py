@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record import HarnessRecord
+from kit.record.model import HarnessRecord
 
 
 class HarnessProtocol(ProtocolBase):

@@ -26,7 +26,7 @@ harness's validity gate and cell metrics define them:
 - `prefill_ms` (median, min, max of Ollama's `prompt_eval_duration_ns` / 10^6, a missing one as 0).
 
 The kit's own additions, per box: the prefill classes it finds without thresholds (arms whose prefill
-ranges overlap are one class, kit.cache_state.separation) and, with `--thresholds LOW,HIGH`, the arm
+ranges overlap are one class, kit.record.cache_state.separation) and, with `--thresholds LOW,HIGH`, the arm
 metrics per prefill state (`below` LOW, `between`, `above` HIGH ms).
 
 Run folders imported by earlier releases (no `definitions` in `protocol.resolved`) keep the table as
@@ -46,11 +46,11 @@ from rapidfuzz.distance import Levenshtein
 from kit.protocols.harness import results_v1 as harness_v1
 from kit.protocols.harness.modes import BoxCalls, box_of, median, mode_of, prefill_ms
 from kit.protocols.harness.results_v1 import _state, kit_classes
-from kit.atomic_file import write_json_atomic
-from kit.digests import sha256_text
-from kit.manifest import Manifest
-from kit.paths import RunPaths
-from kit.records import read_records
+from kit.core.atomic_file import write_json_atomic
+from kit.core.digests import sha256_text
+from kit.record.manifest import Manifest
+from kit.core.paths import RunPaths
+from kit.record.files import read_records
 
 TABLE = "harness"
 RESULTS = RunPaths.result_name("harness")

@@ -10,8 +10,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from kit.cache_state import separation
-from kit.paths import RunPaths
+from kit.record.cache_state import separation
+from kit.core.paths import RunPaths
 
 TABLE = "harness"
 RESULTS = RunPaths.result_name("harness")
@@ -74,7 +74,7 @@ def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 for arm in merged:
                     group[arm] = merged
     classes = sorted({tuple(sorted(g)) for g in group.values()})
-    return {"rule": "arms whose prefill ranges overlap are one class (kit.cache_state.separation)",
+    return {"rule": "arms whose prefill ranges overlap are one class (kit.record.cache_state.separation)",
             "classes": [list(c) for c in classes], "pairs": pairs}
 
 

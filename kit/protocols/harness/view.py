@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def harness_table(table: dict[str, Any]) -> Group:

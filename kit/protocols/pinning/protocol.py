@@ -25,17 +25,17 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kit.protocols.pinning import results as pinning_results
-from kit.cache_state import Calibration, classify, from_telemetry
+from kit.record.cache_state import Calibration, classify, from_telemetry
 from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
-from kit.events import PassSummary, PinningCall, SessionEnded, SessionStarted
-from kit.manifest import now
-from kit.paths import RunPaths
+from kit.core.events import PassSummary, PinningCall, SessionEnded, SessionStarted
+from kit.record.manifest import now
+from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
-from kit.record import PinningRecord
-from kit.records import RecordWriter, read_records
+from kit.record.model import PinningRecord
+from kit.record.files import RecordWriter, read_records
 
 SYSTEM_PROMPT = (
     "You are a careful technical writer for an engineering team. You answer in plain prose, without "

@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kit.atomic_file import write_json_atomic
-from kit.cache_state import (
+from kit.core.atomic_file import write_json_atomic
+from kit.record.cache_state import (
     HISTORY_STATE,
     Calibration,
     calibrate,
@@ -23,10 +23,10 @@ from kit.cache_state import (
     from_telemetry,
     separation,
 )
-from kit.divergence import first_difference
-from kit.manifest import Manifest, PassInfo
-from kit.paths import RunPaths
-from kit.records import RecordView, read_views
+from kit.record.divergence import first_difference
+from kit.record.manifest import Manifest, PassInfo
+from kit.core.paths import RunPaths
+from kit.record.files import RecordView, read_views
 
 CALIBRATION_HISTORY = {"cal_fresh": "fresh", "cal_repeat": "repeat", "cal_after_other": "after_other"}
 CYCLE_MEASURED = ("burn_in", "pure", "contaminated")

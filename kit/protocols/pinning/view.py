@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def _share(summary: dict[str, Any]) -> str:

@@ -10,20 +10,20 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from kit.protocols.reset import results as reset_table
-from kit.divergence import first_difference
+from kit.record.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
-from kit.errors import ConfigError
-from kit.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
-from kit.manifest import now
+from kit.core.errors import ConfigError
+from kit.core.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
+from kit.record.manifest import now
 from kit.models.hashing import sha256_file
-from kit.paths import RunPaths
+from kit.core.paths import RunPaths
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
-from kit.record import Gate, ResetRecord
-from kit.records import RecordWriter
+from kit.record.model import Gate, ResetRecord
+from kit.record.files import RecordWriter
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
 

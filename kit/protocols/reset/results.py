@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.protocols.results_files import write_results
-from kit.divergence import emitted, first_difference
-from kit.manifest import Manifest
-from kit.paths import RunPaths
-from kit.records import read_records
+from kit.record.divergence import emitted, first_difference
+from kit.record.manifest import Manifest
+from kit.core.paths import RunPaths
+from kit.record.files import read_records
 from kit.workloads.answers import is_correct
 
 

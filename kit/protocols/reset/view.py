@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from kit.protocols.kind import PlotRow
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def reset_table(table: dict[str, Any]) -> Table:

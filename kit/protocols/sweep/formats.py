@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 from kit.models.derived import ensure_format
 from kit.models.fetch import ModelFile, default_cache_dir, ensure_model
 from kit.protocols.spec import Strict

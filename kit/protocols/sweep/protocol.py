@@ -21,16 +21,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from kit.protocols.sweep import results as sweep_run
-from kit.errors import ConfigError
-from kit.events import Notice, SessionStarted
+from kit.core.errors import ConfigError
+from kit.core.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
-from kit.paths import RunPaths
+from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
-from kit.record import BfclRecord
+from kit.record.model import BfclRecord
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
-from kit.manifest import Manifest
-from kit.paths import RunPaths
+from kit.record.manifest import Manifest
+from kit.core.paths import RunPaths
 
 
 def _spread(cells: list[dict[str, Any]]) -> dict[str, Any]:

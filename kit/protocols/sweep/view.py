@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def sweep_table(table: dict[str, Any]) -> Table:

@@ -16,9 +16,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Static
 
-from kit.events import Event, RunEnded
-from kit.paths import RunPaths
-from kit.terminal_text import one_line, printable, shown
+from kit.core.events import Event, RunEnded
+from kit.core.paths import RunPaths
+from kit.core.terminal_text import one_line, printable, shown
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
 

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kit.doctor import MISSING, OK, WARN
+from kit.app.doctor import MISSING, OK, WARN
 from kit.tui.catalog import Capabilities
 
 STATUS_STYLE = {OK: "green", MISSING: "red", WARN: "yellow"}

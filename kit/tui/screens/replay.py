@@ -1,6 +1,6 @@
 """Replay a bundle from the launcher: ask for the bundle (or run folder), re-execute it in a worker
 (kit.replay.run, as `kit replay` does), and show the comparison filling in request by request
-(kit.replay.live), then the full comparison of each run (kit.replay.compare)."""
+(kit.replay.live), then the full comparison of each run (kit.replay.comparison)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 
 
 class ReplayOpenScreen(ModalScreen[Path | None]):

@@ -19,9 +19,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.console import results_note, results_view
-from kit.paths import RunPaths, shown_path
-from kit.terminal_text import one_line
+from kit.app.console import results_note, results_view
+from kit.core.paths import RunPaths, shown_path
+from kit.core.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
 
 OPEN_WAIT_S = 5  # xdg-open hands the folder to the file manager and exits; its exit status says if it could

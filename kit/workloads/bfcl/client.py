@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import kit
-from kit.errors import KitError
+from kit.core.errors import KitError
 from kit.workloads.bfcl.call_policy import Refusal
 from kit.workloads.bfcl.provision import BfclInstall
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 
 BFCL_VERSION = "2026.3.23"
 

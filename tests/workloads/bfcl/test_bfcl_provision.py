@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import KitError
+from kit.core.errors import KitError
 from kit.workloads.bfcl import BFCL_PINS, BfclWorker, ensure_bfcl, kit_cache_dir
 from kit.workloads.bfcl.client import BfclWorkerError, worker_environment
 from kit.workloads.bfcl.provision import DATASET_SHA256, MARKER_NAME, verify_dataset

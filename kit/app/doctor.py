@@ -4,7 +4,7 @@ Each check is a small pure function of a `Probes` object, which holds every way 
 the machine (the Docker daemon, commands, disk, ports, the embedded engine, the environment).
 `default_probes()` looks at the real machine; tests pass their own probes.
 
-The embedded engine counts as proven only after one real completion (kit.embedded_proof), kept in
+The embedded engine counts as proven only after one real completion (kit.launch.embedded_proof), kept in
 the kit cache per machine and reused until something it depends on changes or `--recheck` is given.
 Without a start (`--no-start`, or before the first proof) it is installed but not proven: still a
 way to run, marked so in the text and in the JSON's `unproven`.
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from kit import embedded_proof
-from kit.errors import KitError
+from kit.launch import embedded_proof
+from kit.core.errors import KitError
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
 PROVE_FIX = "run `kit doctor` (it starts the engine for one short completion, a few seconds)"
@@ -435,7 +435,7 @@ def _prove_embedded(choice: str, cache: Path) -> dict[str, Any]:
 def default_probes(cpu_backend: str = "auto") -> Probes:
     """The real machine; the embedded engine with this --cpu-backend choice."""
     from kit.launch import docker_doctor  # noqa: PLC0415
-    from kit.paths import cache_dir  # noqa: PLC0415
+    from kit.core.paths import cache_dir  # noqa: PLC0415
 
     environ = dict(os.environ)
     hf_home = Path(environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kit import __version__
-from kit.atomic_file import write_json_atomic
-from kit.digests import sha256_json, sha256_text
-from kit.errors import EngineError
-from kit.manifest import now
+from kit.core.atomic_file import write_json_atomic
+from kit.core.digests import sha256_json, sha256_text
+from kit.core.errors import EngineError
+from kit.record.manifest import now
 
 if TYPE_CHECKING:
     from kit.launch.embedded import EmbeddedBinary
@@ -113,7 +113,7 @@ def run(found: EmbeddedBinary, model: Path, log: Path, ctx_size: int = 512) -> d
     The server is a NativeProvider session's (the runner's own start, log and SIGILL detection); `log` is
     where that session writes it (see server_log)."""
     from kit.engines.base import CompletionRequest  # noqa: PLC0415
-    from kit.errors import IllegalInstruction  # noqa: PLC0415
+    from kit.core.errors import IllegalInstruction  # noqa: PLC0415
     from kit.launch.native import ServerSpec  # noqa: PLC0415
     from kit.launch.provider import NativeProvider  # noqa: PLC0415
 

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from kit.errors import KitError
-from kit.paths import RunPaths
+from kit.core.errors import KitError
+from kit.core.paths import RunPaths
 
 LOCK = ".kit-lock"
 RESERVE_BYTES = 1 << 20  # room for the final manifest writes of a run the disk filled up

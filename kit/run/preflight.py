@@ -11,8 +11,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kit.engines import registry
-from kit.errors import ConfigError
-from kit.limits import PORT_MAX, PORT_MIN, THREADS_MAX
+from kit.core.errors import ConfigError
+from kit.core.limits import PORT_MAX, PORT_MIN, THREADS_MAX
 
 
 def check_url(url: str, option: str = "--engine-url") -> None:

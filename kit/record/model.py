@@ -5,9 +5,9 @@ A `RequestRecord` holds what every record has; each procedure's records add thei
 engine's answer: `started` is when the request was sent, `wall_seconds` how long the answer took
 (both from `Completion.sent`), `request` the exact endpoint and body sent, `prompt_sha256` the sha256
 of the exact prompt bytes sent, `completion` the normalized answer and `raw` the engine's response less
-the echoes that agree with the record (kit.raw_echo). A BFCL pass also writes one `EpisodeSummary`
-per episode. Files of records are written and read by kit.records; records of `kit.record/1` are
-upgraded on reading (kit.record_v1).
+the echoes that agree with the record (kit.record.raw_echo). A BFCL pass also writes one `EpisodeSummary`
+per episode. Files of records are written and read by kit.record.files; records of `kit.record/1` are
+upgraded on reading (kit.record.v1).
 
 `protocol` names the procedure (and so the record class, `RECORD_CLASSES`); `protocol_name` and
 `protocol_kind` say which protocol file and which kind ran it (a `sweep` pass of `dequant-cpu` writes
@@ -18,7 +18,7 @@ Which fields are required: every record, whoever made it, has `schema`, `run_id`
 from another harness (hashes and text, no request body) and hash-only records of a live proxy fit it
 too; the kit itself always writes `request`, `completion`, `output_sha256`, `raw`, `raw_dropped`,
 `started` and `wall_seconds`. docs/records.md's field tables are generated from these classes
-(kit.record_docs).
+(kit.record.docs).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import Completion, NormalizedCompletion, prompt_text
 from kit.engines.base import documented as _field
-from kit.raw_echo import record_raw
+from kit.record.raw_echo import record_raw
 
 SCHEMA = "kit.record/2"
 EPISODE_SCHEMA = "kit.episode/1"
@@ -73,7 +73,7 @@ class RequestRecord:
     seq: int = _field("request index within the pass, in execution order, from 0")
     prompt_sha256: str = _field("sha256 of the exact prompt bytes sent: the UTF-8 of `request.body.prompt`, or for "
                                 "a chat request of the canonical JSON of `request.body.messages` "
-                                "(kit.digests.canonical_json)")
+                                "(kit.core.digests.canonical_json)")
     request: RequestSent | None = _field("`endpoint` and the exact JSON `body` sent; always written by the kit, null "
                                          "in imported records that carry no body", None)
     completion: NormalizedCompletion | None = _field(

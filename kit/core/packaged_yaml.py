@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 
 def read_yaml(package: str, name: str, path: Path | None, what: str) -> tuple[Any, str]:

@@ -7,7 +7,7 @@ the entries of `completion.logprobs` plus each token's UTF-8 `bytes`); Ollama ec
 log-probabilities as `logprobs`. Keeping them doubled every record. A field is dropped only when it
 agrees with the record; one that disagrees stays in `raw` verbatim, as evidence.
 
-Digests (kit.digests.sha256_json): a string's is sha256 of its UTF-8 bytes (so `raw_dropped.prompt ==
+Digests (kit.core.digests.sha256_json): a string's is sha256 of its UTF-8 bytes (so `raw_dropped.prompt ==
 prompt_sha256` shows the echo agreed); anything else's is sha256 of its canonical JSON.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kit.digests import sha256_json
+from kit.core.digests import sha256_json
 from kit.engines.base import NormalizedCompletion, TokenLogprob
 
 

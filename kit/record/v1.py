@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.digests import sha256_text
+from kit.core.digests import sha256_text
 from kit.engines.base import prompt_text
-from kit.record import EPISODE_SCHEMA, SCHEMA
+from kit.record.model import EPISODE_SCHEMA, SCHEMA
 
 V1 = "kit.record/1"
 _ADDED = ("protocol_name", "protocol_kind", "unit", "step", "raw_dropped", "gate", "error", "output_sha256", "started", "wall_seconds")

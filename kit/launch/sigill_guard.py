@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from kit.errors import EngineError, IllegalInstruction
+from kit.core.errors import EngineError, IllegalInstruction
 from kit.launch import embedded
 from kit.launch.provider import EngineProvider, NativeProvider
-from kit.manifest import Manifest, now
-from kit.paths import RunPaths
+from kit.record.manifest import Manifest, now
+from kit.core.paths import RunPaths
 
 
 def recorded_requests(run_dir: Path) -> int:

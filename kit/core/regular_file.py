@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from kit.errors import ConfigError
+from kit.core.errors import ConfigError
 
 _FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}

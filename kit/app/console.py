@@ -16,7 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kit.events import (
+from kit.core.events import (
     EpisodeDone,
     EpisodeVerdict,
     Event,
@@ -31,7 +31,7 @@ from kit.events import (
     SessionEnded,
     SessionStarted,
 )
-from kit.terminal_text import shown
+from kit.core.terminal_text import shown
 
 
 def _plain(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.secret_urls import redact_urls_in
+from kit.core.secret_urls import redact_urls_in
 
 
 class KitError(Exception):

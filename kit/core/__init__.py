@@ -1,0 +1,1 @@
+"""Helpers every layer uses: errors, digests, atomic files, paths, limits, safe text, run events."""

@@ -1,0 +1,1 @@
+"""What a run folder holds and how it is read: records, records files, the manifest, provenance."""

@@ -1,0 +1,1 @@
+"""One protocol run, start to finish: the runner, its preflight checks, lock, faults and GC pacing."""
