@@ -174,7 +174,7 @@ def _layout_literals() -> list[str]:
     names = ("manifest.json", "records", "results", "logs", "replay", "analysis")
     found = []
     for path in sorted(kit_dir.rglob("*.py")):
-        if path.name == "paths.py" and path.parent == kit_dir:
+        if path == kit_dir / "core" / "paths.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
