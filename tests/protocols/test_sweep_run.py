@@ -100,7 +100,7 @@ def test_a_small_sweep_serves_each_format_from_a_fresh_server_and_its_numbers_re
     assert sorted(r.run_id.split("/", 1)[1] for r in views) == ["F16/h0", "Q4_1/h0"]
     for run in views:
         assert run.kind == "sweep" and len(run.ok_passes) == 2
-        assert run.format in ("Q4_1", "F16") and run.manifest["engine"]["model_path"] == files[run.format]["path"]
+        assert run.format in ("Q4_1", "F16") and run.manifest.engine.model_path == files[run.format]["path"]
 
 
 @pytest.mark.slow
