@@ -165,3 +165,27 @@ def test_protocol_files_load_and_bad_values_are_refused_before_anything_runs():
         kinds.load("ladder-cpu", {"trials": 2})
     with pytest.raises(ConfigError, match="formats"):
         kinds.load("ladder-cpu", {"formats": ["Q4_K_M"]})
+
+
+def test_the_console_shows_both_tables_and_the_launcher_plots_divergence_with_its_interval(tmp_path):
+    from rich.console import Console
+
+    from kit.app.console import results_note, results_view
+    from kit.tui.widgets.divergence_plot import rows_for
+
+    groups_ = {("base", "miss"): {"a": [out(1, 2), out(1, 2)], "b": [out(3), out(3)]},
+               ("base", "hit"): {"a": [out(1, 4)], "b": [out(3)]}}
+    rungs = [measure(groups_, L0), measure(groups_, L2), measure({}, Contrast("L7", "hardware", not_measured="elsewhere"))]
+    fixes = [measure(groups_, Contrast("L2", "hit vs miss", ("base", "miss", 0), ("base", "hit"), served=("base", "hit"),
+                                       fix=UNFIXED))]
+    table = {"table": "ladder", "headline": headline(rungs), "rungs": rungs, "fixes": fixes, "closes_L2": closes(fixes)}
+    console = Console(record=True, width=200)
+    console.print(results_view(table))
+    text = console.export_text()
+    assert "invariant through L0; then L2 diverges, L7 not measured" in text
+    assert "Fixes for L2" in text and "no fix measured here closes L2" in text and "elsewhere" in text
+    plotted = {label: (k, n) for label, k, n, _, _ in rows_for(table)}
+    assert plotted[f"L2 {L2.what}"] == (1, 2) and plotted[f"fix: {UNFIXED}"] == (1, 2)
+    assert all(lo <= k / n <= hi for _, k, n, lo, hi in rows_for(table))
+    note = results_note(tmp_path, table)
+    assert note.startswith("invariant through L0") and "no fix closed L2" in note
