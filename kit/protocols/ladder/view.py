@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     ax.barh(labels, rates, xerr=errors, color=colours, capsize=3)
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of requests diverged (95% Wilson interval)")
-    ax.set_title(table["headline"]["text"][:90], fontsize=9)
+    ax.set_title(textwrap.fill(table["headline"]["text"], 100), fontsize=9)
     path = run_dir / "figures" / "ladder.png"
     try:
         path.parent.mkdir(exist_ok=True)
