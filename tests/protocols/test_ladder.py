@@ -189,3 +189,18 @@ def test_the_console_shows_both_tables_and_the_launcher_plots_divergence_with_it
     assert all(lo <= k / n <= hi for _, k, n, lo, hi in rows_for(table))
     note = results_note(tmp_path, table)
     assert note.startswith("invariant through L0") and "no fix closed L2" in note
+
+
+def test_the_launchers_estimate_counts_the_requests_the_design_sends():
+    import yaml
+
+    from kit.core.paths import protocols_dir
+    from kit.protocols.ladder.protocol import estimate_on_cpu
+
+    data = yaml.safe_load((protocols_dir() / "ladder-cpu.yaml").read_text())
+    design = plan.Design(data["trials"], data["neighbours"], data["chunk"], tuple(data["formats"]), threads=2,
+                         other_threads=1)
+    items = data["workload"]["items"]
+    sent = sum(len(p.steps) * items + (len(groups(["x"] * items, design.neighbours)) * design.neighbours
+                                       if p.batched else 0) for p in plan.passes(design))
+    assert estimate_on_cpu(data).startswith(f"{sent} requests on {len(plan.passes(design))} servers")

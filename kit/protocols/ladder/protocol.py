@@ -233,9 +233,10 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     items = (data.get("workload") or {}).get("items", 8)
     trials = data.get("trials", 3)
     formats = len(data.get("formats") or ("F16", "Q8_0", "Q4_0"))
-    requests = items * (2 * trials + 1 + 3 + 4 + 2 + formats + 1)
-    seconds = (7 + formats) * 6 + requests * (0.3 + data.get("max_tokens", 48) / 40)
-    return f"{requests} requests on {7 + formats} servers, about {rough_duration(seconds)} on a CPU"
+    requests = items * (2 * trials + 1 + 3 + 4 + 2 + formats + 1)  # base, control, batch, chunk, threads, formats
+    servers = 5 + formats
+    seconds = servers * 6 + requests * (0.3 + data.get("max_tokens", 48) / 30)  # measured: ladder-cpu, 7.4 min
+    return f"{requests} requests on {servers} servers, about {rough_duration(seconds)} on a CPU"
 
 
 KIND = Kind(
