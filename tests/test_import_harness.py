@@ -156,7 +156,7 @@ def test_missing_companion_files_and_bad_thresholds_are_named(tmp_path):
 def test_a_protocol_file_cannot_ask_for_the_imported_kind(tmp_path):
     (tmp_path / "h.yaml").write_text("protocol: harness\n")
     refused = kit("run", str(tmp_path / "h.yaml"), "--out", str(tmp_path / "out"))
-    one_line_error(refused, "key 'protocol' is 'harness'; allowed values: flag_order, grid, pinning, reset, sweep")
+    one_line_error(refused, "key 'protocol' is 'harness'; allowed values: flag_order, grid, ladder, pinning, reset, sweep")
     assert not (tmp_path / "out").exists()
 
 

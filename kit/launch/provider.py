@@ -114,6 +114,14 @@ class NativeProvider:
                        cache_ram=self.spec.cache_ram if cache_ram is KEEP else cache_ram)
         return NativeProvider(spec, {**self.details, **(details or {})}, self.cpu)
 
+    def tuned(self, threads: int | None = None, parallel: int | None = None,
+              extra_args: tuple[str, ...] = ()) -> NativeProvider:
+        """The same servers with other launch settings: `-t`, `-np` (slots) and further llama-server flags
+        (e.g. `--ubatch-size`), for protocols that vary one server setting at a time."""
+        spec = replace(self.spec, threads=threads or self.spec.threads, parallel=parallel or self.spec.parallel,
+                       extra_args=(*self.spec.extra_args, *extra_args))
+        return NativeProvider(spec, dict(self.details), self.cpu)
+
     def with_cpu(self, binary: Path, env: dict[str, str], cpu: CpuBackend) -> NativeProvider:
         """The same servers on another CPU backend."""
         return NativeProvider(replace(self.spec, binary=binary, env=env),

@@ -33,6 +33,7 @@ from kit.record.model import (
     EpisodeSummary,
     Gate,
     HarnessRecord,
+    LadderRecord,
     PinningRecord,
     RequestRecord,
     RequestSent,
@@ -55,6 +56,7 @@ TABLES: tuple[tuple[str, type, type | None], ...] = (
     ("Restored-state control records add (`ResetRecord`, protocol `reset`)", ResetRecord, RequestRecord),
     ("BFCL pass records add (`BfclRecord`, protocol `grid`)", BfclRecord, RequestRecord),
     ("Pinning records add (`PinningRecord`, protocol `pinning`)", PinningRecord, RequestRecord),
+    ("Determinism ladder records add (`LadderRecord`, protocol `ladder`)", LadderRecord, RequestRecord),
     ("Imported determinism-harness calls add (`HarnessRecord`, protocol `harness`)", HarnessRecord, RequestRecord),
     ("An episode line of `records/<pass>.episodes.jsonl` (`EpisodeSummary`)", EpisodeSummary, None),
 )

@@ -108,6 +108,18 @@ class ResetRecord(RequestRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LadderRecord(RequestRecord):
+    """A request of the determinism ladder (`ladder`, `ladder-cpu`)."""
+
+    label: str = _field("what the request is in its pass: `miss` (reuse off), `hit` (reuse on after a miss), `prime` "
+                        "and `aligned` (the chunk-aligned cache: a prefix recomputed whole, then the prompt), `alone`, "
+                        "`batched` or `neighbour` (sent only to fill a batch); `step` is its index in the pass's "
+                        "`steps` (manifest)")
+    trial: int = _field("its position among its unit's requests of that label in the pass, from 0")
+    boundary: int | None = _field("`prime` and `aligned`: the chunk boundary the cache must end on (tokens)", None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class BfclRecord(RequestRecord):
     """A request of a BFCL pass (grid, sentinel, sweep, flag x order)."""
 
@@ -203,7 +215,8 @@ class HarnessRecord(RequestRecord):
 # the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
 # not the protocol kinds (kit.protocols.kinds.KINDS): every BFCL pass, whatever its kind, writes `grid` records
 RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
-                                                  "pinning": PinningRecord, "harness": HarnessRecord}
+                                                  "pinning": PinningRecord, "harness": HarnessRecord,
+                                                  "ladder": LadderRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 

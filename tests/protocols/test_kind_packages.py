@@ -26,6 +26,7 @@ REACHES_IN = {
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/importers/cli.py": {"harness"},  # prints what it imported
     "kit/cli.py": {"harness"},  # `kit analyze` prints each imported harness run's table
+    "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
 }
 
 

@@ -41,7 +41,7 @@ def test_malformed_yaml_names_the_file(tmp_path):
 
 
 def test_wrong_protocol_kind_lists_allowed_values(tmp_path):
-    with pytest.raises(ConfigError, match=r"key 'protocol' is 'grid2'.*allowed values: flag_order, grid, pinning, reset, sweep"):
+    with pytest.raises(ConfigError, match=r"key 'protocol' is 'grid2'.*allowed values: flag_order, grid, ladder, pinning, reset, sweep"):
         kinds.load(write(tmp_path, "protocol: grid2\n"))
 
 

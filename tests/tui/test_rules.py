@@ -27,7 +27,7 @@ from kit.tui.screens.picker import machine_line
 from tests.test_doctor import NVIDIA_SMI, FakeEngine, make_probes
 from tests.tui.conftest import PROTOCOLS, SetClock
 
-STARTED_ONLY = {"sweep", "flag_order"}  # kinds that need an engine the kit starts (no endpoint URL)
+STARTED_ONLY = {"sweep", "flag_order", "ladder"}  # kinds that need an engine the kit starts (no endpoint URL)
 SIGILL = IllegalInstruction("llama-server died of SIGILL computing its first tokens on the wheel CPU backend",
                             "run `kit doctor --cpu-backend portable`")
 
@@ -54,7 +54,7 @@ def _by_kind(caps):
     entries = {}
     for entry in catalog(caps):  # the kit's own protocols/
         entries.setdefault(entry.kind, []).append(entry)
-    assert set(entries) == {"reset", "grid", "sweep", "flag_order", "pinning"}
+    assert set(entries) == {"reset", "grid", "sweep", "flag_order", "pinning", "ladder"}
     return entries
 
 
@@ -69,7 +69,7 @@ def test_a_proven_embedded_engine_makes_every_kind_ready(tmp_path):
     assert caps.why_not[doctor.DOCKER_WAY].startswith("docker daemon: not reachable")  # what each closed way lacks
     assert caps.why_not[doctor.NATIVE_VLLM_WAY].startswith("gpu: nvidia-smi not found")
     assert all(e.ready and e.runnable and e.why_not is None for e in _llamacpp(caps))
-    assert {e.kind for e in _llamacpp(caps)} == {"reset", "grid", "sweep", "flag_order", "pinning"}
+    assert {e.kind for e in _llamacpp(caps)} == {"reset", "grid", "sweep", "flag_order", "pinning", "ladder"}
 
 
 VLLM_FILES = {"grid-vllm", "grid-vllm-fresh", "flag-order-vllm", "sweep-vllm"}

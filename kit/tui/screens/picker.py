@@ -38,10 +38,10 @@ class PickerScreen(Screen):
     BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
                 Binding("r", "app.open_replay", "Replay a bundle"), Binding("question_mark", "app.help", "Help"),
                 Binding("q", "app.quit", "Quit")]
-    # The list takes the rows it needs, up to half the screen (every protocol file at 120x40, ten rows
+    # The list takes the rows it needs, up to 60% of the screen (every protocol file at 120x40, twelve rows
     # at 80x24); the description gets the rest and scrolls when it must.
     DEFAULT_CSS = """
-    PickerScreen #protocols { height: auto; max-height: 50%; border: round $primary; }
+    PickerScreen #protocols { height: auto; max-height: 60%; border: round $primary; }
     PickerScreen #details { height: 1fr; border: round $secondary; padding: 0 1; }
     PickerScreen #machine { height: auto; color: $text-muted; padding: 0 1; }
     """
