@@ -37,6 +37,7 @@ from kit.record.model import (
     RequestRecord,
     RequestSent,
     ResetRecord,
+    WatchRecord,
 )
 
 DOC = REPO_ROOT / "docs" / "records.md"
@@ -56,6 +57,7 @@ TABLES: tuple[tuple[str, type, type | None], ...] = (
     ("BFCL pass records add (`BfclRecord`, protocol `grid`)", BfclRecord, RequestRecord),
     ("Pinning records add (`PinningRecord`, protocol `pinning`)", PinningRecord, RequestRecord),
     ("Imported determinism-harness calls add (`HarnessRecord`, protocol `harness`)", HarnessRecord, RequestRecord),
+    ("Calls seen by `kit watch` add (`WatchRecord`, protocol `watch`)", WatchRecord, RequestRecord),
     ("An episode line of `records/<pass>.episodes.jsonl` (`EpisodeSummary`)", EpisodeSummary, None),
 )
 
