@@ -11,7 +11,8 @@ seed (top level, or Ollama's `options`); alarms only concern such requests.
 The answer's shape is found from the path (SHAPES); its encoding from the content type: one JSON body,
 server-sent events (`data: {...}` lines) or JSON lines (Ollama). The output hash is the sha256 of the
 normalized text (as every kit record's `output_sha256`); the token ids, where the engine gives them, are
-hashed separately (`tokens_sha256`). Nothing here does I/O.
+hashed separately (`tokens_sha256`, evidence: a streamed llama.cpp answer carries ids an unstreamed one
+lacks unless asked). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -217,6 +218,7 @@ def answered(path: str, content_type: str, data: bytes) -> Answered:
         body = parse_json(data)
         if not isinstance(body, dict):
             return Answered(None, "the answer is not a JSON object")
+    _usage_from_timings(body)
     given = bool(body.get("tokens")) or bool(_choice(body).get("token_ids"))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     try:
@@ -226,12 +228,27 @@ def answered(path: str, content_type: str, data: bytes) -> Answered:
     return Answered(completion, None, model, given)
 
 
-def state_of(completion: NormalizedCompletion | None, calibration: Calibration | None) -> StateLabel:
+def _usage_from_timings(body: dict[str, Any]) -> None:
+    """llama-server's OpenAI-shaped answers: a streamed one carries `timings` but no `usage` unless asked
+    (`stream_options.include_usage`); its prompt's tokens are `timings.prompt_n + timings.cache_n`."""
+    timings, usage = body.get("timings"), body.get("usage")
+    if "choices" not in body or not isinstance(timings, dict):
+        return
+    usage = dict(usage) if isinstance(usage, dict) else {}
+    evaluated, cached = timings.get("prompt_n"), timings.get("cache_n")
+    if usage.get("prompt_tokens") is None and isinstance(evaluated, int) and isinstance(cached, int):
+        usage["prompt_tokens"] = evaluated + cached
+        body["usage"] = usage
+
+
+def state_of(completion: NormalizedCompletion | None, calibration: Calibration | None,
+             reuse_tolerance: int = 8) -> StateLabel:
     """The cache state that served a call: from the cached-token telemetry the answer carries, else from its
-    prefill time against a `kit check` calibration, else unknown (state None)."""
+    prefill time against a `kit check` calibration, else unknown (state None). `reuse_tolerance`: the prompt
+    tokens a full reuse may leave to evaluate (kit.record.cache_state.from_telemetry; vLLM: a block)."""
     if completion is None:
         return StateLabel(None, None, "none", "no answer to read")
-    label = from_telemetry(completion.cached_tokens, completion.prompt_tokens)
+    label = from_telemetry(completion.cached_tokens, completion.prompt_tokens, reuse_tolerance)
     if label is not None:
         return label
     if calibration is not None and completion.prefill_ms is not None:

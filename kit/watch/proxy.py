@@ -1,0 +1,223 @@
+"""The pass-through proxy: a Starlette (ASGI) app served by uvicorn, an httpx.AsyncClient to the upstream.
+
+Every request goes upstream unchanged (method, path, query, headers less the hop-by-hop ones, body bytes)
+and every answer comes back unchanged (status, headers less hop-by-hop, the exact bytes, streamed as they
+arrive). Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
+ANSWER_BYTES_DEFAULT; past that, passed on unread) and, once the last byte is in, normalized, classified,
+checked for alarms, counted in the metrics and handed to the recorder. An upstream that fails before
+answering gets the client a 502 with a one-line JSON error; one that dies mid-answer cuts the client's
+connection too (a truncated body is never made to look whole), and the call is recorded with its error.
+`/metrics` answers the proxy's own Prometheus metrics (kit.watch.metrics); everything else is the upstream's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Send
+
+from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_REQUEST_BYTES_MAX
+from kit.core.secret_urls import connection_parts
+from kit.record.cache_state import Calibration
+from kit.record.manifest import now
+from kit.record.model import RequestSent
+from kit.watch import observe
+from kit.watch.alarms import Call, Tracker
+from kit.watch.metrics import CONTENT_TYPE, Metrics
+
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+                        b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the proxy does: where it forwards to, and how it classifies and records."""
+
+    upstream: str
+    store_bodies: bool = False
+    calibration: Calibration | None = None
+    pinned: bool = False
+    reuse_tolerance: int = 8  # prompt tokens a full reuse may leave to evaluate (vLLM: a block)
+    engine_build: str | None = None
+    read_timeout: float = 600.0  # seconds the upstream may stay silent within one answer
+    answer_bytes: int = ANSWER_BYTES_DEFAULT  # answer bytes kept to observe (more pass through unread)
+
+
+class UpstreamCut(Exception):
+    """The upstream stopped mid-answer: the client's connection is cut as well."""
+
+
+class _Relay(StreamingResponse):
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        except UpstreamCut:
+            return  # no final empty chunk: the server closes the connection, the client sees the cut
+
+
+@dataclass
+class _Call:
+    asked: observe.Asked
+    started: str
+    clock: float
+    status: int | None = None
+    content_type: str = ""
+    encoded: str | None = None
+
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+class Proxy:
+    """The ASGI app (`app`) and what it keeps: the alarm tracker, the metrics, calls in flight."""
+
+    def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None):
+        self.settings = settings
+        self.base, self.params, self.shown = connection_parts(settings.upstream)
+        self.record, self.report = record, report
+        self.tracker = Tracker(pinned=settings.pinned)
+        self.metrics = Metrics()
+        self.in_flight = 0
+        self.calls = 0
+        self.client: httpx.AsyncClient | None = None
+        routes = [Route("/metrics", self.metrics_text, methods=["GET"]),
+                  Route("/{path:path}", self.forward, methods=METHODS)]
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    @asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx.Timeout(connect=10.0, read=self.settings.read_timeout, write=60.0, pool=60.0)
+        async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+                                     follow_redirects=False, trust_env=False) as client:
+            self.client = client
+            yield
+
+    async def metrics_text(self, _request: Request) -> Response:
+        return Response(self.metrics.text(), media_type=CONTENT_TYPE)
+
+    async def _body(self, request: Request) -> bytes | None:
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > WATCH_REQUEST_BYTES_MAX:
+                return None
+        return bytes(data)
+
+    async def forward(self, request: Request) -> Response:
+        data = await self._body(request)
+        if data is None:
+            return JSONResponse({"error": {"message": f"kit watch: the request body is over "
+                                           f"{WATCH_REQUEST_BYTES_MAX >> 20} MiB; nothing was forwarded"}}, 413)
+        path = request.url.path
+        call = _Call(observe.asked(path, data), now(), time.perf_counter()) if observe.watched(request.method, path) \
+            else None
+        if call is None:
+            self.metrics.passed.inc()
+        url = self.base + path + (f"?{request.url.query}" if request.url.query else "")
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() not in HOP_BY_HOP]
+        assert self.client is not None
+        outgoing = self.client.build_request(request.method, url, params=self.params or None, headers=headers,
+                                             content=data)
+        self.in_flight += 1
+        try:
+            upstream = await self.client.send(outgoing, stream=True)
+        except httpx.HTTPError as exc:
+            self.in_flight -= 1
+            error = f"the upstream did not answer ({type(exc).__name__})"
+            if call is not None:
+                self._done(call, b"", error)
+            return JSONResponse({"error": {"message": f"kit watch: {error}"}}, 502)
+        if call is not None:
+            call.status = upstream.status_code
+            call.content_type = upstream.headers.get("content-type", "")
+            encoding = upstream.headers.get("content-encoding", "identity").lower()
+            call.encoded = None if encoding == "identity" else encoding
+        response = _Relay(self._relay(upstream, call), status_code=upstream.status_code)
+        response.raw_headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in HOP_BY_HOP - {
+            b"content-length"}]
+        return response
+
+    async def _relay(self, upstream: httpx.Response, call: _Call | None) -> AsyncIterator[bytes]:
+        kept: bytearray | None = bytearray() if call is not None else None
+        error: str | None = None
+        try:
+            async for chunk in upstream.aiter_raw():
+                if kept is not None:
+                    if len(kept) + len(chunk) > self.settings.answer_bytes:
+                        kept, error = None, f"the answer is over {self.settings.answer_bytes} bytes: passed on unread"
+                    else:
+                        kept += chunk
+                yield chunk
+        except httpx.HTTPError as exc:
+            error = f"the upstream cut the answer short ({type(exc).__name__})"
+            raise UpstreamCut(error) from exc
+        except BaseException:
+            error = "the client went away before the answer was in"
+            raise
+        finally:
+            await upstream.aclose()
+            self.in_flight -= 1
+            if call is not None:
+                self._done(call, bytes(kept) if kept is not None else b"", error)
+
+    def _done(self, call: _Call, data: bytes, error: str | None) -> None:
+        """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
+        seconds = time.perf_counter() - call.clock
+        asked = call.asked
+        if error is None and call.status != 200:
+            error = f"the upstream answered HTTP {call.status}"
+        if error is None and call.encoded:
+            error = f"the answer is {call.encoded}-encoded: passed on unread"
+        answer = observe.answered(asked.path, call.content_type, data) if error is None \
+            else observe.Answered(None, error)
+        label = observe.state_of(answer.completion, self.settings.calibration, self.settings.reuse_tolerance)
+        output = answer.output_sha256
+        alarms = self.tracker.see(Call(asked.request_sha256, asked.decoding, label.state, output))
+        self.metrics.seen(label.state, seconds, alarms, failed=error is not None)
+        self.calls += 1
+        completion = answer.completion
+        fields: dict[str, Any] = {
+            "prompt_sha256": asked.prompt_sha256, "endpoint": asked.path, "request_sha256": asked.request_sha256,
+            "stream": call.content_type.split(";")[0].strip() in ("text/event-stream", "application/x-ndjson"),
+            "status": call.status, "decoding": asked.decoding, "output_sha256": answer.output_sha256,
+            "tokens_sha256": answer.tokens_sha256, "state": label.to_json(),
+            "cached_tokens": completion.cached_tokens if completion else None,
+            "prompt_tokens": completion.prompt_tokens if completion else None,
+            "prefill_ms": completion.prefill_ms if completion else None,
+            "model": answer.model or asked.model, "engine_build": self.settings.engine_build, "alarms": alarms,
+            "gen_ai": gen_ai(asked, answer), "started": call.started, "wall_seconds": round(seconds, 6),
+            "error": error or answer.problem}
+        if self.settings.store_bodies:
+            fields["request"] = RequestSent(asked.path, asked.body) if asked.body is not None else None
+            fields["completion"] = completion
+        if self.record is not None:
+            self.record(fields)
+        if self.report is not None:
+            self.report(fields)
+
+
+def gen_ai(asked: observe.Asked, answer: observe.Answered) -> dict[str, Any]:
+    """The call's OpenTelemetry GenAI semantic-convention attributes (those with a value)."""
+    completion = answer.completion
+    values = {
+        "gen_ai.operation.name": observe.SHAPES[asked.path][1],
+        "gen_ai.request.model": asked.model, "gen_ai.request.seed": asked.seed,
+        "gen_ai.request.temperature": asked.temperature, "gen_ai.request.max_tokens": asked.max_tokens,
+        "gen_ai.response.model": answer.model,
+        "gen_ai.response.finish_reasons": [completion.finish_reason] if completion and completion.finish_reason
+        else None,
+        "gen_ai.usage.input_tokens": completion.prompt_tokens if completion else None,
+        "gen_ai.usage.output_tokens": completion.decode_tokens if completion else None,
+        "gen_ai.usage.cache_read.input_tokens": completion.cached_tokens if completion else None,
+    }
+    return {key: value for key, value in values.items() if value is not None}
