@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kit.watch.alarms import KINDS
+from kit.record.alarms import KINDS
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

@@ -31,7 +31,7 @@ from kit.record.cache_state import Calibration
 from kit.record.manifest import now
 from kit.record.model import RequestSent
 from kit.watch import observe
-from kit.watch.alarms import Call, Tracker
+from kit.record.alarms import Call, Tracker
 from kit.watch.metrics import CONTENT_TYPE, Metrics
 
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
