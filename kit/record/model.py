@@ -226,7 +226,7 @@ class WatchRecord(RequestRecord):
     model: str | None = _field("the model the answer names, else the one the request asked for", None)
     engine_build: str | None = _field("the upstream's build or version, as it reported it when the proxy started",
                                       None)
-    alarms: list[str] = _field("the alarms this call raised (kit.watch.alarms): `state_mixture`, `determinism`, "
+    alarms: list[str] = _field("the alarms this call raised (kit.record.alarms): `state_mixture`, `determinism`, "
                                "`unexplained`, `state_jump`")
     gen_ai: dict[str, Any] = _field("the call's OpenTelemetry GenAI attributes, where a name exists "
                                     "(`gen_ai.request.model`, `gen_ai.usage.cache_read.input_tokens`, ...)")

@@ -17,7 +17,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.calls = Counter("kit_watch_calls", "generation calls seen, by the cache state that served them",
                              ["state"], registry=self.registry)
-        self.alarms = Counter("kit_watch_alarms", "alarms raised, by kind (kit.watch.alarms)", ["kind"],
+        self.alarms = Counter("kit_watch_alarms", "alarms raised, by kind (kit.record.alarms)", ["kind"],
                               registry=self.registry)
         self.passed = Counter("kit_watch_passed_through", "other calls passed through unrecorded",
                               registry=self.registry)
