@@ -17,7 +17,7 @@ import click
 
 from kit.core.errors import ConfigError
 from kit.core.limits import PORT_MAX, PORT_MIN, WATCH_ROTATE_MAX
-from kit.core.paths import outputs_dir, shown_path
+from kit.core.paths import outputs_dir
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
 from kit.record.cache_state import Calibration
@@ -113,4 +113,4 @@ def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path |
     check_out(out)
     sock = bind(host, port)
     serve(url, kind, sock, out, store_bodies=store_bodies, calibration=fitted, pinned=pinned, rotate=rotate,
-          quiet=quiet, shown_out=shown_path(out))
+          quiet=quiet)

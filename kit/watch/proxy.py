@@ -81,8 +81,10 @@ Sink = Callable[[dict[str, Any]], None]
 class Proxy:
     """The ASGI app (`app`) and what it keeps: the alarm tracker, the metrics, calls in flight."""
 
-    def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None):
+    def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None):
         self.settings = settings
+        self.transport = transport  # None: httpx's own (a test may wrap it to see the upstream's bytes)
         self.base, self.params, self.shown = connection_parts(settings.upstream)
         self.record, self.report = record, report
         self.tracker = Tracker(pinned=settings.pinned)
@@ -97,8 +99,9 @@ class Proxy:
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         timeout = httpx.Timeout(connect=10.0, read=self.settings.read_timeout, write=60.0, pool=60.0)
-        async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-                                     follow_redirects=False, trust_env=False) as client:
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False,
+                                     transport=self.transport) as client:
             self.client = client
             yield
 
@@ -126,7 +129,7 @@ class Proxy:
         url = self.base + path + (f"?{request.url.query}" if request.url.query else "")
         headers = [(k, v) for k, v in request.headers.raw if k.lower() not in HOP_BY_HOP]
         assert self.client is not None
-        outgoing = self.client.build_request(request.method, url, params=self.params or None, headers=headers,
+        outgoing = self.client.build_request(request.method, url, params=httpx.QueryParams(tuple(self.params)) if self.params else None, headers=headers,
                                              content=data)
         self.in_flight += 1
         try:

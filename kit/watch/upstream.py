@@ -46,7 +46,7 @@ def probe(url: str, kind: str, timeout: float = 5.0) -> tuple[str, str | None, b
     """(the engine kind, its build or version or None, whether the upstream answered at all)."""
     base, params, _ = connection_parts(url)
     order = list(PROBES) if kind == "auto" else [kind] if kind in PROBES else []
-    with httpx.Client(timeout=timeout, params=params, trust_env=False) as client:
+    with httpx.Client(timeout=timeout, params=httpx.QueryParams(tuple(params)), trust_env=False) as client:
         for name in order:
             path, key = PROBES[name]
             answer = _get(client, base, path)

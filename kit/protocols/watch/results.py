@@ -34,7 +34,8 @@ def compute(records: list[dict[str, Any]], pinned: bool) -> dict[str, Any]:
     tracker = Tracker(pinned=pinned)
     by_state: Counter[str] = Counter()
     requests: dict[str, dict[str, Any]] = {}
-    alarm_calls, disagree = [], 0
+    alarm_calls: list[dict[str, Any]] = []
+    disagree = 0
     for record in records:
         state = (record.get("state") or {}).get("state")
         by_state[state or "unknown"] += 1
