@@ -26,12 +26,13 @@ DEFAULT_LISTEN = "127.0.0.1:8089"
 
 
 def listen_address(text: str, allow_remote: bool) -> tuple[str, int]:
-    """(host, port) of `--listen HOST:PORT`; a host that is not loopback only with `--allow-remote`."""
+    """(host, port) of `--listen HOST:PORT` (port 0: any free port); a host that is not loopback only with
+    `--allow-remote`."""
     host, sep, port_text = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not PORT_MIN <= int(port_text) <= PORT_MAX:
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= PORT_MAX:
         raise ConfigError(f"--listen {text!r} is not HOST:PORT", f"give e.g. --listen {DEFAULT_LISTEN} "
-                          f"(port {PORT_MIN}-{PORT_MAX})")
+                          f"(port {PORT_MIN}-{PORT_MAX}, or 0 for any free one)")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -87,7 +88,7 @@ def bind(host: str, port: int) -> socket.socket:
 @click.option("--kind", type=click.Choice(["auto", *registry.ENGINES]), default="auto", show_default=True,
               help="The upstream engine (auto: asked at start; sets how a full reuse is told from a partial one).")
 @click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
-              help="Where the proxy listens.")
+              help="Where the proxy listens (port 0: any free port, printed at start).")
 @click.option("--allow-remote", is_flag=True, help="Allow a --listen address other machines can reach.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @click.option("--store-bodies", is_flag=True, help="Keep request bodies and normalized answers (default: hashes).")

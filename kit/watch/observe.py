@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -26,7 +27,7 @@ import orjson
 from kit.core.digests import sha256_json, sha256_text
 from kit.core.errors import KitError
 from kit.engines import llamacpp, ollama, openai_compat, vllm
-from kit.engines.base import NormalizedCompletion, prompt_text
+from kit.engines.base import Completion, NormalizedCompletion, prompt_text
 from kit.record.cache_state import Calibration, StateLabel, classify, from_telemetry
 
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
@@ -187,13 +188,28 @@ def assembled(shape: str, events: list[dict[str, Any]]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Answered:
-    """One answer as the watch reads it: the normalized completion (None when it could not be read, with
+    """One answer as the watch reads it: the adapter's completion (None when it could not be read, with
     `problem` saying why), the model the answer names, and whether it carried token ids."""
 
-    completion: NormalizedCompletion | None
+    full: Completion | None
     problem: str | None
     model: str | None = None
     token_ids_given: bool = False
+
+    @cached_property
+    def completion(self) -> NormalizedCompletion | None:
+        """The normalized answer (what a record keeps, without the raw body)."""
+        return self.full.normalized() if self.full else None
+
+    def with_counters(self, before: Any, after: Any) -> Answered:
+        """The answer with vLLM's /metrics prefix-cache counter deltas around it (read while it was the only
+        call in flight) as its cached tokens where its usage did not say (kit.engines.vllm)."""
+        if self.full is None or before is None or after is None:
+            return self
+        from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
+
+        full = _with_cached(self.full, _cache_telemetry(self.full, before, after))
+        return Answered(full, self.problem, self.model, self.token_ids_given)
 
     @property
     def output_sha256(self) -> str | None:
@@ -222,7 +238,7 @@ def answered(path: str, content_type: str, data: bytes) -> Answered:
     given = bool(body.get("tokens")) or bool(_choice(body).get("token_ids"))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     try:
-        completion = NORMALIZERS[shape](body).normalized()
+        completion = NORMALIZERS[shape](body)
     except KitError as exc:
         return Answered(None, exc.message, model)
     return Answered(completion, None, model, given)

@@ -4,7 +4,10 @@ Every request goes upstream unchanged (method, path, query, headers less the hop
 and every answer comes back unchanged (status, headers less hop-by-hop, the exact bytes, streamed as they
 arrive). Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
 ANSWER_BYTES_DEFAULT; past that, passed on unread) and, once the last byte is in, normalized, classified,
-checked for alarms, counted in the metrics and handed to the recorder. An upstream that fails before
+checked for alarms, counted in the metrics and handed to the recorder. Behind vLLM (`counters`), a call that
+starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
+whose deltas stand for its cached tokens where its usage does not say (only if no other request started
+meanwhile: kit.engines.vllm's rule). An upstream that fails before
 answering gets the client a 502 with a one-line JSON error; one that dies mid-answer cuts the client's
 connection too (a truncated body is never made to look whole), and the call is recorded with its error.
 `/metrics` answers the proxy's own Prometheus metrics (kit.watch.metrics); everything else is the upstream's.
@@ -25,7 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Send
 
-from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_REQUEST_BYTES_MAX
+from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX
 from kit.core.secret_urls import connection_parts
 from kit.record.cache_state import Calibration
 from kit.record.manifest import now
@@ -49,6 +52,7 @@ class Settings:
     pinned: bool = False
     reuse_tolerance: int = 8  # prompt tokens a full reuse may leave to evaluate (vLLM: a block)
     engine_build: str | None = None
+    counters: bool = False  # read vLLM's /metrics prefix-cache counters around a call alone in flight
     read_timeout: float = 600.0  # seconds the upstream may stay silent within one answer
     answer_bytes: int = ANSWER_BYTES_DEFAULT  # answer bytes kept to observe (more pass through unread)
 
@@ -70,6 +74,8 @@ class _Call:
     asked: observe.Asked
     started: str
     clock: float
+    number: int = 0  # how many requests the proxy had forwarded when this one started
+    counters: Any = None  # vLLM's prefix-cache counters before it, when it started alone
     status: int | None = None
     content_type: str = ""
     encoded: str | None = None
@@ -90,6 +96,7 @@ class Proxy:
         self.tracker = Tracker(pinned=settings.pinned)
         self.metrics = Metrics()
         self.in_flight = 0
+        self.forwarded = 0  # requests forwarded so far (a call is alone if none started while it ran)
         self.calls = 0
         self.client: httpx.AsyncClient | None = None
         routes = [Route("/metrics", self.metrics_text, methods=["GET"]),
@@ -129,6 +136,11 @@ class Proxy:
         url = self.base + path + (f"?{request.url.query}" if request.url.query else "")
         headers = [(k, v) for k, v in request.headers.raw if k.lower() not in HOP_BY_HOP]
         assert self.client is not None
+        self.forwarded += 1
+        if call is not None:
+            call.number = self.forwarded
+            if self.settings.counters and self.in_flight == 0:
+                call.counters = await self._counters()
         outgoing = self.client.build_request(request.method, url, params=httpx.QueryParams(tuple(self.params)) if self.params else None, headers=headers,
                                              content=data)
         self.in_flight += 1
@@ -171,9 +183,27 @@ class Proxy:
             await upstream.aclose()
             self.in_flight -= 1
             if call is not None:
-                self._done(call, bytes(kept) if kept is not None else b"", error)
+                alone = call.counters is not None and self.forwarded == call.number and error is None
+                after = await self._counters() if alone else None
+                self._done(call, bytes(kept) if kept is not None else b"", error, after)
 
-    def _done(self, call: _Call, data: bytes, error: str | None) -> None:
+    async def _counters(self) -> Any:
+        """vLLM's cumulative prefix-cache counters now (kit.engines.vllm.parse_cache_counters), or None."""
+        from kit.engines.vllm import parse_cache_counters  # noqa: PLC0415 - vLLM only
+
+        assert self.client is not None
+        try:
+            async with self.client.stream("GET", self.base + "/metrics") as response:
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > WATCH_PROBE_BYTES:
+                        return None
+        except httpx.HTTPError:
+            return None
+        return parse_cache_counters(data.decode("utf-8", "replace")) if response.status_code == 200 else None
+
+    def _done(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
         """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
         seconds = time.perf_counter() - call.clock
         asked = call.asked
@@ -183,6 +213,7 @@ class Proxy:
             error = f"the answer is {call.encoded}-encoded: passed on unread"
         answer = observe.answered(asked.path, call.content_type, data) if error is None \
             else observe.Answered(None, error)
+        answer = answer.with_counters(call.counters, counters_after)
         label = observe.state_of(answer.completion, self.settings.calibration, self.settings.reuse_tolerance)
         output = answer.output_sha256
         alarms = self.tracker.see(Call(asked.request_sha256, asked.decoding, label.state, output))

@@ -71,7 +71,8 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
         raise ConfigError(f"--upstream {redact_url(url)} does not answer", "start the engine first, or fix the URL")
     engine = registry.ENGINES[engine_kind]
     settings = Settings(url, store_bodies=store_bodies, calibration=calibration, pinned=pinned, engine_build=build,
-                        reuse_tolerance=int(engine.check_overrides.get("reuse_tolerance", 8)))
+                        reuse_tolerance=int(engine.check_overrides.get("reuse_tolerance", 8)),
+                        counters=engine is registry.VLLM)
     recorder = Recorder.open(out, rotate, protocol={"name": PROTOCOL, "kind": PROTOCOL,
                                                     "resolved": settings_json(settings, engine_kind, rotate)},
                              engine={"kind": "url", "engine_kind": engine.label, "url": redact_url(url),
