@@ -70,17 +70,13 @@ def _none(run_dir: Path) -> Calibration:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    from kit.watch.serve import listening  # noqa: PLC0415 - loads the proxy's libraries
+
     try:
-        sock.bind((host, port))
+        return listening(host, port)
     except OSError as exc:
-        sock.close()
         raise ConfigError(f"--listen {host}:{port}: cannot listen there ({exc.strerror})",
                           "pick a free port with --listen HOST:PORT") from None
-    sock.listen(2048)
-    return sock
 
 
 @click.command("watch")

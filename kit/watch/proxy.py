@@ -1,4 +1,5 @@
-"""The pass-through proxy: a Starlette (ASGI) app served by uvicorn, an httpx.AsyncClient to the upstream.
+"""The pass-through proxy: a Starlette (ASGI) app served by uvicorn, an aiohttp client session to the upstream
+(aiohttp rather than httpx.AsyncClient: a quarter of the CPU time per call here, bench/bench_watch.py).
 
 Every request goes upstream unchanged (method, path, query, headers less the hop-by-hop ones, body bytes)
 and every answer comes back unchanged (status, headers less hop-by-hop, the exact bytes, streamed as they
@@ -15,18 +16,21 @@ connection too (a truncated body is never made to look whole), and the call is r
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from urllib.parse import urlencode
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Send
+from yarl import URL
 
 from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX
 from kit.core.secret_urls import connection_parts
@@ -37,6 +41,7 @@ from kit.watch import observe
 from kit.record.alarms import Call, Tracker
 from kit.watch.metrics import CONTENT_TYPE, Metrics
 
+SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
                         b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -88,28 +93,39 @@ class Proxy:
     """The ASGI app (`app`) and what it keeps: the alarm tracker, the metrics, calls in flight."""
 
     def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None):
+                 trace_configs: list[Any] | None = None):
         self.settings = settings
-        self.transport = transport  # None: httpx's own (a test may wrap it to see the upstream's bytes)
-        self.base, self.params, self.shown = connection_parts(settings.upstream)
+        self.trace_configs = trace_configs  # aiohttp TraceConfigs of the upstream session (tests)
+        self.base, params, self.shown = connection_parts(settings.upstream)
+        self.query = urlencode(params)  # the upstream URL's own query, sent with every request
         self.record, self.report = record, report
         self.tracker = Tracker(pinned=settings.pinned)
         self.metrics = Metrics()
         self.in_flight = 0
         self.forwarded = 0  # requests forwarded so far (a call is alone if none started while it ran)
         self.calls = 0
-        self.client: httpx.AsyncClient | None = None
+        self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
         routes = [Route("/metrics", self.metrics_text, methods=["GET"]),
                   Route("/{path:path}", self.forward, methods=METHODS)]
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
 
     @asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        timeout = httpx.Timeout(connect=10.0, read=self.settings.read_timeout, write=60.0, pool=60.0)
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False,
-                                     transport=self.transport) as client:
-            self.client = client
+        async with self.upstream():
+            yield
+
+    @asynccontextmanager
+    async def upstream(self) -> AsyncIterator[None]:
+        """The session to the upstream, open while the proxy serves (its ASGI lifespan)."""
+        import aiohttp  # noqa: PLC0415 - the proxy's upstream client, loaded when it serves
+
+        # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
+        connector = aiohttp.TCPConnector(limit=256, ttl_dns_cache=300)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False,
+                                         trace_configs=self.trace_configs) as session:
+            self.session = session
             yield
 
     async def metrics_text(self, _request: Request) -> Response:
@@ -124,6 +140,8 @@ class Proxy:
         return bytes(data)
 
     async def forward(self, request: Request) -> Response:
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
         data = await self._body(request)
         if data is None:
             return JSONResponse({"error": {"message": f"kit watch: the request body is over "
@@ -133,54 +151,60 @@ class Proxy:
             else None
         if call is None:
             self.metrics.passed.inc()
-        url = self.base + path + (f"?{request.url.query}" if request.url.query else "")
-        headers = [(k, v) for k, v in request.headers.raw if k.lower() not in HOP_BY_HOP]
-        assert self.client is not None
+        query = "&".join(part for part in (request.url.query, self.query) if part)
+        url = self.base + path + (f"?{query}" if query else "")
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw
+                   if k.lower() not in HOP_BY_HOP]
+        assert self.session is not None
         self.forwarded += 1
         if call is not None:
             call.number = self.forwarded
             if self.settings.counters and self.in_flight == 0:
                 call.counters = await self._counters()
-        outgoing = self.client.build_request(request.method, url, params=httpx.QueryParams(tuple(self.params)) if self.params else None, headers=headers,
-                                             content=data)
         self.in_flight += 1
         try:
-            upstream = await self.client.send(outgoing, stream=True)
-        except httpx.HTTPError as exc:
+            upstream = await self.session.request(request.method, URL(url, encoded=True), headers=headers,
+                                                  data=data or None, allow_redirects=False)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.in_flight -= 1
             error = f"the upstream did not answer ({type(exc).__name__})"
             if call is not None:
                 self._done(call, b"", error)
             return JSONResponse({"error": {"message": f"kit watch: {error}"}}, 502)
         if call is not None:
-            call.status = upstream.status_code
+            call.status = upstream.status
             call.content_type = upstream.headers.get("content-type", "")
             encoding = upstream.headers.get("content-encoding", "identity").lower()
             call.encoded = None if encoding == "identity" else encoding
-        response = _Relay(self._relay(upstream, call), status_code=upstream.status_code)
-        response.raw_headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in HOP_BY_HOP - {
-            b"content-length"}]
+        response = _Relay(self._relay(upstream, call), status_code=upstream.status)
+        response.raw_headers = [(k.lower(), v) for k, v in upstream.raw_headers
+                                if k.lower() not in HOP_BY_HOP - {b"content-length"}]
         return response
 
-    async def _relay(self, upstream: httpx.Response, call: _Call | None) -> AsyncIterator[bytes]:
+    async def _relay(self, upstream: Any, call: _Call | None) -> AsyncIterator[bytes]:
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
         kept: bytearray | None = bytearray() if call is not None else None
         error: str | None = None
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.content.iter_any():
                 if kept is not None:
                     if len(kept) + len(chunk) > self.settings.answer_bytes:
                         kept, error = None, f"the answer is over {self.settings.answer_bytes} bytes: passed on unread"
                     else:
                         kept += chunk
                 yield chunk
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             error = f"the upstream cut the answer short ({type(exc).__name__})"
             raise UpstreamCut(error) from exc
         except BaseException:
             error = "the client went away before the answer was in"
             raise
         finally:
-            await upstream.aclose()
+            if error is None:
+                upstream.release()
+            else:
+                upstream.close()
             self.in_flight -= 1
             if call is not None:
                 alone = call.counters is not None and self.forwarded == call.number and error is None
@@ -189,19 +213,24 @@ class Proxy:
 
     async def _counters(self) -> Any:
         """vLLM's cumulative prefix-cache counters now (kit.engines.vllm.parse_cache_counters), or None."""
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
         from kit.engines.vllm import parse_cache_counters  # noqa: PLC0415 - vLLM only
 
-        assert self.client is not None
+        assert self.session is not None
+        data = bytearray()
         try:
-            async with self.client.stream("GET", self.base + "/metrics") as response:
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
+            async with self.session.get(URL(self.base + "/metrics" + (f"?{self.query}" if self.query else ""),
+                                            encoded=True)) as response:
+                if response.status != 200:
+                    return None
+                async for chunk in response.content.iter_any():
                     data += chunk
                     if len(data) > WATCH_PROBE_BYTES:
                         return None
-        except httpx.HTTPError:
+        except (aiohttp.ClientError, asyncio.TimeoutError):
             return None
-        return parse_cache_counters(data.decode("utf-8", "replace")) if response.status_code == 200 else None
+        return parse_cache_counters(data.decode("utf-8", "replace"))
 
     def _done(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
         """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
@@ -224,7 +253,7 @@ class Proxy:
             "prompt_sha256": asked.prompt_sha256, "endpoint": asked.path, "request_sha256": asked.request_sha256,
             "stream": call.content_type.split(";")[0].strip() in ("text/event-stream", "application/x-ndjson"),
             "status": call.status, "decoding": asked.decoding, "output_sha256": answer.output_sha256,
-            "tokens_sha256": answer.tokens_sha256, "state": label.to_json(),
+            "tokens_sha256": answer.tokens_sha256, "state": dict(vars(label)),  # as StateLabel.to_json, not deep-copied
             "cached_tokens": completion.cached_tokens if completion else None,
             "prompt_tokens": completion.prompt_tokens if completion else None,
             "prefill_ms": completion.prefill_ms if completion else None,

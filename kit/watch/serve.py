@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from kit.core.errors import ConfigError
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
@@ -61,7 +59,7 @@ class Watch:
 
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,
           calibration: Calibration | None = None, pinned: bool = False, rotate: int = ROTATE_DEFAULT,
-          quiet: bool = False, transport: httpx.AsyncBaseTransport | None = None, live: Live | None = None) -> Watch:
+          quiet: bool = False, trace_configs: list[Any] | None = None, live: Live | None = None) -> Watch:
     """Probe the upstream, make the run folder and the proxy's server (not yet serving)."""
     import uvicorn  # noqa: PLC0415
 
@@ -79,7 +77,7 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
                                      "engine": build},
                              options={"listen": "%s:%d" % sock.getsockname()[:2]}, provenance=collect())
     live = live or Live(quiet=quiet)
-    proxy = Proxy(settings, record=recorder.add, report=live.call, transport=transport)
+    proxy = Proxy(settings, record=recorder.add, report=live.call, trace_configs=trace_configs)
     config = uvicorn.Config(proxy.app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=10)
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
@@ -105,12 +103,25 @@ def serve(url: str, kind: str, sock: socket.socket, out: Path, **options: Any) -
     return watch.recorder.run_dir
 
 
+def listening(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on host:port (OSError if it cannot). Made with IPPROTO_TCP so that asyncio sets
+    TCP_NODELAY on every connection it accepts (it does so only for sockets of that protocol): an answer's
+    headers and body then go out at once, never held back for the client's delayed ACK."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 @contextmanager
 def in_thread(url: str, out: Path, kind: str = "auto", **options: Any) -> Iterator[Watch]:
     """A watch on 127.0.0.1 (a free port) served by a thread of this process, stopped on leaving."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)
+    sock = listening("127.0.0.1", 0)
     watch = start(url, kind, sock, out, **options)
     thread = threading.Thread(target=watch.server.run, kwargs={"sockets": [sock]}, name="kit-watch", daemon=True)
     thread.start()

@@ -127,7 +127,7 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
     # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
     assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
         "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
-        "flag_order": "BfclRecord", "harness": "HarnessRecord"}
+        "flag_order": "BfclRecord", "harness": "HarnessRecord", "watch": "WatchRecord"}
     assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
 
 

@@ -16,7 +16,7 @@ from kit.protocols import kinds
 from kit.record.files import read_records
 from kit.watch.serve import in_thread
 from kit.workloads.items import MATH_SYSTEM_PROMPT
-from tests.watch.tap import Tap
+from tests.watch.tap import Relay
 
 pytestmark = pytest.mark.engine
 
@@ -91,13 +91,11 @@ def test_an_alarm_for_a_prompt_whose_cold_and_warm_answers_differ_and_none_where
                               "temperature": 0, "stream": True}),
 ])
 def test_streamed_bytes_the_client_gets_are_the_bytes_the_upstream_sent(llama_server_url, tmp_path, path, body):
-    tap = Tap()
-    with in_thread(llama_server_url, tmp_path, quiet=True, transport=tap) as watch:
+    with Relay(llama_server_url) as relay, in_thread(relay.url, tmp_path, quiet=True) as watch:
         with httpx.Client(base_url=watch.url, timeout=120) as client, client.stream("POST", path, json=body) as answer:
             chunks = list(answer.iter_raw())
     received = b"".join(chunks)
-    sent = [bytes(seen) for tapped, seen in tap.bodies if tapped == path]
-    assert len(sent) == 1 and received == sent[0]
+    assert received == relay.answer_body(path)  # what the upstream put on the wire, de-chunked
     assert received.count(b"data: ") > 10  # it was streamed, event by event
     record, = _records(watch.recorder.run_dir)
     assert record["stream"] and record["state"]["source"] == "telemetry" and record["error"] is None

@@ -1,5 +1,5 @@
 """kit watch without an engine: request hashing and decoding, answers normalized from recorded vLLM and Ollama
-shapes (tests/fixtures, served through httpx.MockTransport: neither runs here) and classified, the alarm
+shapes (tests/fixtures, served by a fake upstream on aiohttp's test server: neither runs here) and classified, the alarm
 tracker, records rotating across files, and the command line's refusals."""
 
 from __future__ import annotations
@@ -9,11 +9,15 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
+from aiohttp import test_utils
 
 from kit.protocols import kinds
 from kit.record.alarms import Call, Tracker
@@ -33,18 +37,17 @@ def fixture(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text())
 
 
-class _Chunks(httpx.AsyncByteStream):
-    def __init__(self, *chunks: bytes):
-        self.chunks = chunks
+@dataclass
+class Answer:
+    """A recorded answer as a fake upstream gives it: status, content type, and the chunks it streams."""
 
-    async def __aiter__(self):
-        for chunk in self.chunks:
-            yield chunk
+    status: int
+    chunks: tuple[bytes, ...]
+    content_type: str = "application/json"
 
 
-def answer(status: int, *chunks: bytes, content_type: str = "application/json") -> httpx.Response:
-    """An upstream answer streamed as the proxy reads a real one (httpx.Response(json=...) comes read)."""
-    return httpx.Response(status, headers={"content-type": content_type}, stream=_Chunks(*chunks))
+def answer(status: int, *chunks: bytes, content_type: str = "application/json") -> Answer:
+    return Answer(status, chunks, content_type)
 
 
 def jsonb(value: Any) -> bytes:
@@ -68,18 +71,32 @@ def test_only_greedy_or_seeded_requests_are_deterministic(body, expected):
     assert observe.decoding(body) == expected
 
 
-def _proxy(handler, **settings: Any) -> tuple[Proxy, list[dict[str, Any]]]:
+def _proxy(handler: Callable[[str], Answer], **settings: Any) -> tuple[Callable, list[dict[str, Any]]]:
+    """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk)
+    and a function that sends it calls through its ASGI app; and the record fields it made."""
     records: list[dict[str, Any]] = []
-    proxy = Proxy(Settings(UPSTREAM, **settings), record=records.append)
-    proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return proxy, records
 
+    async def upstream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        given = handler(request.path)
+        reply = web.StreamResponse(status=given.status, headers={"Content-Type": given.content_type})
+        await reply.prepare(request)
+        for chunk in given.chunks:
+            await reply.write(chunk)
+        await reply.write_eof()
+        return reply
 
-def _send(proxy: Proxy, calls: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
-    async def run() -> list[httpx.Response]:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy") as c:
-            return [await c.post(path, json=body) for path, body in calls]
-    return asyncio.run(run())
+    def send(calls: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
+        async def run() -> list[httpx.Response]:
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", upstream)
+            async with test_utils.TestServer(app) as server:
+                proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append)
+                async with proxy.upstream(), httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app),
+                                                               base_url="http://proxy") as client:
+                    return [await client.post(path, json=body) for path, body in calls]
+        return asyncio.run(run())
+    return send, records
 
 
 def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise_a_mixture_alarm():
@@ -87,14 +104,14 @@ def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise
     metrics = iter((FIXTURES / "vllm" / name).read_text() for name in
                    ("metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt", "metrics_after_warm.txt"))
 
-    def upstream(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/metrics":
+    def upstream(path: str) -> Answer:
+        if path == "/metrics":
             return answer(200, next(metrics).encode(), content_type="text/plain")
         return answer(200, jsonb(next(answers)))
 
-    proxy, records = _proxy(upstream, counters=True, reuse_tolerance=16)
+    send, records = _proxy(upstream, counters=True, reuse_tolerance=16)
     body = {"model": "Qwen/Qwen2.5-7B-Instruct", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
-    replies = _send(proxy, [("/v1/completions", body), ("/v1/completions", body)])
+    replies = send([("/v1/completions", body), ("/v1/completions", body)])
     assert [r.json() for r in replies] == [fixture("vllm/completion_logprobs_null_cached.json"),
                                            fixture("vllm/completion_cached_tokens.json")]  # passed unchanged
     cold, warm = records
@@ -114,13 +131,13 @@ def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
     lines.append({**final, "response": ""})
     stream = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
-    def upstream(request: httpx.Request) -> httpx.Response:
+    def upstream(path: str) -> Answer:
         return answer(200, *stream.splitlines(keepends=True), content_type="application/x-ndjson")
 
     for calibration, state in ((SEED_002, "full_eval"), (None, None)):
-        proxy, records = _proxy(upstream, calibration=calibration)
-        reply, = _send(proxy, [("/api/generate", {"model": "llama3.2", "prompt": "Why is the sky blue?",
-                                                  "options": {"seed": 42}})])
+        send, records = _proxy(upstream, calibration=calibration)
+        reply, = send([("/api/generate", {"model": "llama3.2", "prompt": "Why is the sky blue?",
+                                          "options": {"seed": 42}})])
         assert reply.content == stream
         record, = records
         assert record["stream"] and record["output_sha256"] == observe.sha256_text(final["response"])
@@ -130,8 +147,8 @@ def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
 
 def test_an_upstream_error_answer_passes_unchanged_and_is_recorded_as_failed():
     error = fixture("vllm/error_context_overflow.json")
-    proxy, records = _proxy(lambda request: answer(400, jsonb(error)))
-    reply, = _send(proxy, [("/v1/completions", {"prompt": "x", "temperature": 0})])
+    send, records = _proxy(lambda path: answer(400, jsonb(error)))
+    reply, = send([("/v1/completions", {"prompt": "x", "temperature": 0})])
     assert reply.status_code == 400 and reply.json() == error
     assert records[0]["status"] == 400 and records[0]["output_sha256"] is None and "HTTP 400" in records[0]["error"]
 
