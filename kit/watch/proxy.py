@@ -104,6 +104,7 @@ class Proxy:
         self.in_flight = 0
         self.forwarded = 0  # requests forwarded so far (a call is alone if none started while it ran)
         self.calls = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # observations waiting on vLLM's counters
         self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
         routes = [Route("/metrics", self.metrics_text, methods=["GET"]),
                   Route("/{path:path}", self.forward, methods=METHODS)]
@@ -206,10 +207,16 @@ class Proxy:
             else:
                 upstream.close()
             self.in_flight -= 1
-            if call is not None:
-                alone = call.counters is not None and self.forwarded == call.number and error is None
-                after = await self._counters() if alone else None
-                self._done(call, bytes(kept) if kept is not None else b"", error, after)
+            if call is not None:  # observed once the client has the answer's end (the loop's next turn)
+                data = bytes(kept) if kept is not None else b""
+                if call.counters is not None and self.forwarded == call.number and error is None:
+                    self._tasks.add(task := asyncio.get_running_loop().create_task(self._after_counters(call, data)))
+                    task.add_done_callback(self._tasks.discard)
+                else:
+                    asyncio.get_running_loop().call_soon(self._done, call, data, error)
+
+    async def _after_counters(self, call: _Call, data: bytes) -> None:
+        self._done(call, data, None, await self._counters())
 
     async def _counters(self) -> Any:
         """vLLM's cumulative prefix-cache counters now (kit.engines.vllm.parse_cache_counters), or None."""
@@ -228,7 +235,7 @@ class Proxy:
                     data += chunk
                     if len(data) > WATCH_PROBE_BYTES:
                         return None
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError):  # RuntimeError: the session closed
             return None
         return parse_cache_counters(data.decode("utf-8", "replace"))
 
