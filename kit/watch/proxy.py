@@ -158,11 +158,12 @@ class Proxy:
                    if k.lower() not in HOP_BY_HOP]
         assert self.session is not None
         self.forwarded += 1
+        alone = self.in_flight == 0
+        self.in_flight += 1  # before any await: a request arriving meanwhile sees this one in flight
         if call is not None:
             call.number = self.forwarded
-            if self.settings.counters and self.in_flight == 0:
+            if self.settings.counters and alone:
                 call.counters = await self._counters()
-        self.in_flight += 1
         try:
             upstream = await self.session.request(request.method, URL(url, encoded=True), headers=headers,
                                                   data=data or None, allow_redirects=False)

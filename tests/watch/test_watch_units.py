@@ -71,7 +71,8 @@ def test_only_greedy_or_seeded_requests_are_deterministic(body, expected):
     assert observe.decoding(body) == expected
 
 
-def _proxy(handler: Callable[[str], Answer], **settings: Any) -> tuple[Callable, list[dict[str, Any]]]:
+def _proxy(handler: Callable[[str], Answer], delay: float = 0.0,
+           **settings: Any) -> tuple[Callable, list[dict[str, Any]]]:
     """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk)
     and a function that sends it calls through its ASGI app; and the record fields it made."""
     records: list[dict[str, Any]] = []
@@ -79,6 +80,8 @@ def _proxy(handler: Callable[[str], Answer], **settings: Any) -> tuple[Callable,
     async def upstream(request: web.Request) -> web.StreamResponse:
         await request.read()
         given = handler(request.path)
+        if request.path != "/metrics":
+            await asyncio.sleep(delay)
         reply = web.StreamResponse(status=given.status, headers={"Content-Type": given.content_type})
         await reply.prepare(request)
         for chunk in given.chunks:
@@ -86,7 +89,7 @@ def _proxy(handler: Callable[[str], Answer], **settings: Any) -> tuple[Callable,
         await reply.write_eof()
         return reply
 
-    def send(calls: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
+    def send(calls: list[tuple[str, dict[str, Any]]], together: bool = False) -> list[httpx.Response]:
         async def run() -> list[httpx.Response]:
             app = web.Application()
             app.router.add_route("*", "/{tail:.*}", upstream)
@@ -94,6 +97,8 @@ def _proxy(handler: Callable[[str], Answer], **settings: Any) -> tuple[Callable,
                 proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append)
                 async with proxy.upstream(), httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app),
                                                                base_url="http://proxy") as client:
+                    if together:
+                        return list(await asyncio.gather(*(client.post(path, json=body) for path, body in calls)))
                     return [await client.post(path, json=body) for path, body in calls]
         return asyncio.run(run())
     return send, records
@@ -121,6 +126,35 @@ def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise
     assert cold["request_sha256"] == warm["request_sha256"] and cold["output_sha256"] != warm["output_sha256"]
     assert (cold["alarms"], warm["alarms"]) == ([], ["state_mixture"])
     assert cold["tokens_sha256"] is None and warm["tokens_sha256"] is not None  # ids only where vLLM gave them
+
+
+def test_metrics_deltas_are_not_taken_for_calls_that_overlap():
+    texts = [(FIXTURES / "vllm" / name).read_text() for name in ("metrics_before.txt", "metrics_after_cold.txt")]
+    reads = []
+
+    def upstream(path: str) -> Answer:
+        if path == "/metrics":
+            reads.append(path)
+            return answer(200, texts[min(len(reads), 2) - 1].encode(), content_type="text/plain")
+        return answer(200, jsonb(fixture("vllm/completion_logprobs_null_cached.json")))
+
+    send, records = _proxy(upstream, delay=0.3, counters=True, reuse_tolerance=16)
+    body = {"prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
+    send([("/v1/completions", body), ("/v1/completions", {**body, "seed": 1})], together=True)
+    assert [r["state"]["state"] for r in records] == [None, None]  # two in flight: no delta is this call's own
+    assert [r["cached_tokens"] for r in records] == [None, None]
+    assert len(reads) == 1  # only the first found nothing in flight; it was not alone at its end
+
+
+def test_a_request_over_the_size_limit_is_refused_and_not_forwarded(monkeypatch):
+    from kit.watch import proxy as proxy_module
+
+    monkeypatch.setattr(proxy_module, "WATCH_REQUEST_BYTES_MAX", 64)
+    forwarded = []
+    send, records = _proxy(lambda path: forwarded.append(path) or answer(200, b"{}"))
+    reply, = send([("/completion", {"prompt": "x" * 100})])
+    assert reply.status_code == 413 and "nothing was forwarded" in reply.json()["error"]["message"]
+    assert forwarded == [] and records == []
 
 
 def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
