@@ -62,8 +62,17 @@ class Settings:
     answer_bytes: int = ANSWER_BYTES_DEFAULT  # answer bytes kept to observe (more pass through unread)
 
 
+def _streamed(content_type: str) -> bool:
+    return content_type in ("text/event-stream", "application/x-ndjson")
+
+
 class UpstreamCut(Exception):
     """The upstream stopped mid-answer: the client's connection is cut as well."""
+
+
+async def _cut(data: bytes, error: str) -> AsyncIterator[bytes]:
+    yield data
+    raise UpstreamCut(error)
 
 
 class _Relay(StreamingResponse):
@@ -178,9 +187,36 @@ class Proxy:
             call.content_type = upstream.headers.get("content-type", "")
             encoding = upstream.headers.get("content-encoding", "identity").lower()
             call.encoded = None if encoding == "identity" else encoding
+        back = [(k.lower(), v) for k, v in upstream.raw_headers if k.lower() not in HOP_BY_HOP - {b"content-length"}]
+        length = upstream.content_length
+        if length is not None and length <= self.settings.answer_bytes and not _streamed(upstream.content_type):
+            return await self._whole(upstream, call, length, back)
         response = _Relay(self._relay(upstream, call), status_code=upstream.status)
-        response.raw_headers = [(k.lower(), v) for k, v in upstream.raw_headers
-                                if k.lower() not in HOP_BY_HOP - {b"content-length"}]
+        response.raw_headers = back
+        return response
+
+    async def _whole(self, upstream: Any, call: _Call | None, length: int, headers: list[Any]) -> Response:
+        """An answer of known length read whole and sent in one piece (then observed like a relayed one). One
+        that comes cut short reaches the client cut as well: what came, then the connection closed."""
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
+        error = None
+        try:
+            data = await upstream.content.readexactly(length)
+        except asyncio.IncompleteReadError as exc:
+            data, error = exc.partial, "the upstream cut the answer short (IncompleteReadError)"
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            data, error = b"", f"the upstream cut the answer short ({type(exc).__name__})"
+        if error is None:
+            upstream.release()
+        else:
+            upstream.close()
+        self.in_flight -= 1
+        if call is not None:
+            asyncio.get_running_loop().call_soon(self._done, call, data, error)
+        response: Response = Response(data, status_code=upstream.status) if error is None \
+            else _Relay(_cut(data, error), status_code=upstream.status)
+        response.raw_headers = headers
         return response
 
     async def _relay(self, upstream: Any, call: _Call | None) -> AsyncIterator[bytes]:
