@@ -266,3 +266,36 @@ def test_a_port_in_use_and_a_folder_without_calibration_are_refused(tmp_path):
     result = kit_watch("--upstream", "http://127.0.0.1:9", "--calibration", str(tmp_path), "--out", str(tmp_path))
     assert "has no manifest.json" in result.stderr and result.returncode != 0
     assert list(tmp_path.iterdir()) == []
+
+
+def _short_upstream(sock: socket.socket) -> None:
+    """Answers a POST with a Content-Length of 100 and 12 bytes, then hangs up; anything else with a 404."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        with conn:
+            request = conn.recv(65536)
+            if request.startswith(b"POST"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"
+                             b'{"content": ')
+            else:
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+
+
+def test_an_answer_of_known_length_cut_short_reaches_the_client_cut_and_is_recorded(tmp_path):
+    import threading
+
+    from kit.watch.serve import in_thread
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        threading.Thread(target=_short_upstream, args=(sock,), daemon=True).start()
+        upstream = "http://127.0.0.1:%d" % sock.getsockname()[1]
+        with in_thread(upstream, tmp_path, quiet=True) as watch:
+            with pytest.raises(httpx.HTTPError):
+                httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=30)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert "cut the answer short" in record["error"] and record["output_sha256"] is None
