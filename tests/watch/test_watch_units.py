@@ -237,9 +237,14 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests
 
 
-def kit_watch(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kit.cli", "watch", *args], capture_output=True, text=True,
-                          timeout=120)
+def refusal(*args: str) -> str:
+    """The one-line error `kit watch ARGS` stops with (in this process: the command's own checks)."""
+    from kit.cli import cli
+    from kit.core.errors import KitError
+
+    with pytest.raises(KitError) as raised:
+        cli.main(["watch", *args], standalone_mode=False)
+    return raised.value.line()
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -249,10 +254,9 @@ def kit_watch(*args: str) -> subprocess.CompletedProcess:
     (["--upstream", "http://127.0.0.1:9", "--listen", "127.0.0.1:70000"], "is not HOST:PORT"),
     (["--upstream", "http://u:hunter2@127.0.0.1:9", "--listen", "127.0.0.1:0"], "does not answer"),
 ])
-def test_bad_options_are_one_line_errors_and_nothing_is_written(tmp_path, args, needle):
-    result = kit_watch(*args, "--out", str(tmp_path / "out"))
-    assert result.returncode != 0 and needle in result.stderr and "hunter2" not in result.stderr
-    assert result.stderr.startswith("kit: error: ") and len(result.stderr.strip().splitlines()) == 1
+def test_bad_options_are_refused_naming_what_is_wrong_and_nothing_is_written(tmp_path, args, needle):
+    line = refusal(*args, "--out", str(tmp_path / "out"))
+    assert needle in line and "hunter2" not in line
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -261,11 +265,19 @@ def test_a_port_in_use_and_a_folder_without_calibration_are_refused(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        result = kit_watch("--upstream", "http://127.0.0.1:9", "--listen", f"127.0.0.1:{port}", "--out", str(tmp_path))
-    assert "cannot listen there" in result.stderr and result.returncode != 0
-    result = kit_watch("--upstream", "http://127.0.0.1:9", "--calibration", str(tmp_path), "--out", str(tmp_path))
-    assert "has no manifest.json" in result.stderr and result.returncode != 0
+        line = refusal("--upstream", "http://127.0.0.1:9", "--listen", f"127.0.0.1:{port}", "--out", str(tmp_path))
+    assert "cannot listen there" in line
+    assert "has no manifest.json" in refusal("--upstream", "http://127.0.0.1:9", "--calibration", str(tmp_path),
+                                             "--out", str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_prints_one_line_and_exits_non_zero(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "watch", "--upstream", "http://127.0.0.1:9", "--listen",
+                             "10.1.2.3:8089", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and result.stdout == ""
+    assert result.stderr.startswith("kit: error: --listen 10.1.2.3:8089 would accept calls from other machines")
+    assert len(result.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
 def _short_upstream(sock: socket.socket) -> None:
