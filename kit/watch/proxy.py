@@ -101,11 +101,9 @@ Sink = Callable[[dict[str, Any]], None]
 class Proxy:
     """The ASGI app (`app`) and what it keeps: the alarm tracker, the metrics, calls in flight."""
 
-    def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None,
-                 trace_configs: list[Any] | None = None):
+    def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None):
         self.settings = settings
-        self.trace_configs = trace_configs  # aiohttp TraceConfigs of the upstream session (tests)
-        self.base, params, self.shown = connection_parts(settings.upstream)
+        self.base, params, _ = connection_parts(settings.upstream)
         self.query = urlencode(params)  # the upstream URL's own query, sent with every request
         self.record, self.report = record, report
         self.tracker = Tracker(pinned=settings.pinned)
@@ -133,8 +131,7 @@ class Proxy:
         connector = aiohttp.TCPConnector(limit=256, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False,
-                                         trace_configs=self.trace_configs) as session:
+                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False) as session:
             self.session = session
             yield
 

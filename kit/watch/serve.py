@@ -59,7 +59,7 @@ class Watch:
 
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,
           calibration: Calibration | None = None, pinned: bool = False, rotate: int = ROTATE_DEFAULT,
-          quiet: bool = False, trace_configs: list[Any] | None = None, live: Live | None = None) -> Watch:
+          quiet: bool = False, live: Live | None = None) -> Watch:
     """Probe the upstream, make the run folder and the proxy's server (not yet serving)."""
     import uvicorn  # noqa: PLC0415
 
@@ -77,7 +77,7 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
                                      "engine": build},
                              options={"listen": "%s:%d" % sock.getsockname()[:2]}, provenance=collect())
     live = live or Live(quiet=quiet)
-    proxy = Proxy(settings, record=recorder.add, report=live.call, trace_configs=trace_configs)
+    proxy = Proxy(settings, record=recorder.add, report=live.call)
     config = uvicorn.Config(proxy.app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=10)
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
