@@ -237,6 +237,26 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests
 
 
+def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
+    from kit.bundle.show import describe
+    from kit.bundle.verify import verify_bundle
+    from kit.bundle.writer import write_bundle
+
+    recorder = Recorder.open(tmp_path / "runs", rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    tracker = Tracker()
+    for n in range(4):
+        fields = _fields(n)
+        fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
+        recorder.add(fields)
+    recorder.close()
+    kinds.of_run(recorder.run_dir).results(recorder.run_dir)
+    bundle = write_bundle([recorder.run_dir], tmp_path / "watch.tar.gz", environ={}).path
+    verdict = verify_bundle(bundle)
+    assert verdict.ok, verdict
+    assert any(name.endswith("results/watch.json") for name in verdict.results_compared)
+    assert "4 watched calls; alarms: determinism 2" in "\n".join(describe(bundle))
+
+
 def refusal(*args: str) -> str:
     """The one-line error `kit watch ARGS` stops with (in this process: the command's own checks)."""
     from kit.cli import cli
