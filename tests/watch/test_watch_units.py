@@ -179,6 +179,15 @@ def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
         assert record["state"]["source"] == ("timing" if calibration else "none") and record["decoding"] == "seeded"
 
 
+def test_the_calibration_of_a_kit_check_run_is_read_from_its_manifest(tmp_path):
+    from kit.record.manifest import Manifest
+    from kit.watch.cli import calibration_of
+
+    Manifest.create(tmp_path, protocol={"name": "pinning", "kind": "pinning"}, calibration=SEED_002.to_json())
+    assert calibration_of(tmp_path) == SEED_002
+    assert observe.state_of(None, SEED_002).state is None  # no answer: nothing to classify
+
+
 def test_an_upstream_error_answer_passes_unchanged_and_is_recorded_as_failed():
     error = fixture("vllm/error_context_overflow.json")
     send, records = _proxy(lambda path: answer(400, jsonb(error)))
