@@ -560,12 +560,14 @@ def _attach_subcommands() -> None:
     from kit.launch.images_cli import images  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415
+    from kit.watch.cli import watch  # noqa: PLC0415
 
     cli.add_command(models)
     cli.add_command(import_group)
     cli.add_command(replay)
     cli.add_command(compare)
     cli.add_command(images)
+    cli.add_command(watch)
 
 
 _attach_subcommands()

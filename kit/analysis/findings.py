@@ -212,6 +212,18 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 
+def _watch(collection: Collection, timer: Timer, findings: Findings) -> None:
+    """Watch runs (`kit watch`): calls by cache state and the alarms, per run (kit.protocols.watch.results)."""
+    runs = collection.of_kind("watch")
+    if not runs:
+        return
+    from kit.protocols.watch import results as watch  # noqa: PLC0415
+
+    started = time.perf_counter()
+    findings.watch = [{"run": run.run_id, **watch.compute(*watch.read(run.path))} for run in runs]
+    timer.add("watch runs: states and alarms", started)
+
+
 def _prompt_cache(run: RunFolder) -> str:
     """The run's server-level prompt cache as Table III names it (default, disabled, N MiB), or its raw value;
     for a run whose phases set `cache_prompt` per request (the restored-state control, the demo), that first:
@@ -255,6 +267,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     _sweep(collection, settings, timer, findings)
     _reset(collection, settings, timer, findings)
     _harness(collection, settings, timer, findings)
+    _watch(collection, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
                         ("V", "grid runs"), ("VI", "sweep folders"), ("VII", "reset (GSM8K bridge) runs")):
         findings.tables.setdefault(name, Table(rows=[], skipped=[{"reason": f"no {needs} among the inputs"}]))

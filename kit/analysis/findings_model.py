@@ -156,6 +156,7 @@ class Findings(Section):
     grid_trend: GridTrend | None = None
     sweep: SweepFindings | None = None
     harness: list[JsonObject] | None = None
+    watch: list[JsonObject] | None = None  # `kit watch` runs: states and alarms (kit.protocols.watch.results)
     files: dict[str, Any] | None = None
     timings_seconds: dict[str, Number] | None = None
 

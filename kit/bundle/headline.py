@@ -205,9 +205,19 @@ def _harness(t: dict[str, Any], h: Headline) -> None:
                             for a, m in arms.items()]))
 
 
+def _watch(t: dict[str, Any], h: Headline) -> None:
+    alarms = {kind: n for kind, n in t["alarms"].items() if n}
+    h.verdict.append(f"{t['calls']} watched calls; alarms: "
+                     + (", ".join(f"{kind} {n}" for kind, n in alarms.items()) if alarms else "none"))
+    h.held = t["recorded_alarms_agree"]
+    h.controls.append("the proxy's live alarms " + ("equal" if h.held else "DIFFER from") + " those recomputed")
+    h.tables.append(Layout("watch", "Watched calls by cache state.", ["cache state", "calls"],
+                           [[str(state), str(n)] for state, n in t["by_state"].items()]))
+
+
 READERS: dict[str, Callable[[dict[str, Any], Headline], None]] = {
     "restored-state control": _reset, "grid": _grid, "sweep": _sweep, "flag_order": _flag_order,
-    "pinning": _pinning, "harness": _harness}
+    "pinning": _pinning, "harness": _harness, "watch": _watch}
 
 
 def headline(run: BundledRun) -> Headline:

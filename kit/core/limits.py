@@ -27,3 +27,6 @@ REQUEST_DEADLINE_MAX = 7 * 86400.0  # seconds one engine request may take
 IMPORT_CALLS_MAX = 100_000  # kit import: calls in one harness run (seed 002's runs hold 100-150)
 IMPORT_FILES_MAX = 64  # kit import: calls files (one per box) of one harness study
 IMPORT_BOXES_MAX = 64  # kit import: boxes (machines) of one harness study
+WATCH_REQUEST_BYTES_MAX = 64 << 20  # kit watch: one request body read (larger: refused with 413, nothing forwarded)
+WATCH_ROTATE_MAX = 1_000_000  # kit watch: calls per records file
+WATCH_PROBE_BYTES = 1 << 20  # kit watch: an upstream's build answer read at start (/props, /version)

@@ -126,7 +126,7 @@ class Launcher:
 @dataclass(frozen=True)
 class Analysis:
     """How `kit analyze` reads a run folder of a kind (kit.analysis.collect): as a folder of the findings
-    family `family` ("reset", "grid", "sweep" or "harness", kit.analysis.findings; a grid folder whose
+    family `family` ("reset", "grid", "sweep", "harness" or "watch", kit.analysis.findings; a grid folder whose
     manifest carries `sweep` is a sweep cell). A run whose manifest lists `cells` is always read as one grid
     folder per cell; `family=None` says a folder of this kind is read only that way."""
 

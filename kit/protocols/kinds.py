@@ -18,11 +18,11 @@ import yaml
 
 from kit.core.errors import ConfigError, KitError
 from kit.record.manifest import Manifest
-from kit.protocols import flag_order, grid, harness, ladder, pinning, reset, spec, sweep
+from kit.protocols import flag_order, grid, harness, ladder, pinning, reset, spec, sweep, watch
 from kit.protocols.kind import Kind
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (reset.KIND, grid.KIND, pinning.KIND, sweep.KIND,
-                                                       flag_order.KIND, harness.KIND, ladder.KIND)}
+                                                       flag_order.KIND, harness.KIND, ladder.KIND, watch.KIND)}
 
 
 def models() -> dict[str, type[spec.ProtocolBase]]:

@@ -38,6 +38,7 @@ from kit.record.model import (
     RequestRecord,
     RequestSent,
     ResetRecord,
+    WatchRecord,
 )
 
 DOC = REPO_ROOT / "docs" / "records.md"
@@ -58,6 +59,7 @@ TABLES: tuple[tuple[str, type, type | None], ...] = (
     ("Pinning records add (`PinningRecord`, protocol `pinning`)", PinningRecord, RequestRecord),
     ("Determinism ladder records add (`LadderRecord`, protocol `ladder`)", LadderRecord, RequestRecord),
     ("Imported determinism-harness calls add (`HarnessRecord`, protocol `harness`)", HarnessRecord, RequestRecord),
+    ("Calls seen by `kit watch` add (`WatchRecord`, protocol `watch`)", WatchRecord, RequestRecord),
     ("An episode line of `records/<pass>.episodes.jsonl` (`EpisodeSummary`)", EpisodeSummary, None),
 )
 

@@ -212,6 +212,15 @@ class RecordWriter:
             _sync(self._fh.fileno())
         self.count += 1
 
+    def flush(self) -> None:
+        """Hand what is written to the OS (not yet durable: a crash of the process loses nothing, one of the
+        machine may; `sync_later` makes it durable)."""
+        self._fh.flush()
+
+    def sync_later(self) -> int:
+        """A duplicate of the file's descriptor, for `sync_fd` on another thread (the file may close meanwhile)."""
+        return os.dup(self._fh.fileno())
+
     def answered(self, kind: type[R], completion: Completion, **fields: Any) -> R:
         """Make the record of one answer (`seq` = the records written so far), write it durably, return it."""
         record = answered(kind, completion, **self.context, seq=self.count, **fields)
@@ -263,6 +272,14 @@ class _Counter:
             raise DamagedRecords(f"{where} has seq {seq} where {index} was due: {seq - index} record(s) of pass "
                               f"{self.pass_id!r} are missing", DAMAGED_FIX)
         raise DamagedRecords(f"{where} has seq {seq!r}; seq is the record's index in its pass, from 0", DAMAGED_FIX)
+
+
+def sync_fd(fd: int) -> None:
+    """Make a file durable through a descriptor `RecordWriter.sync_later` gave, and close it."""
+    try:
+        _sync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,

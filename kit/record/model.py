@@ -212,11 +212,43 @@ class HarnessRecord(RequestRecord):
                                                     "`chosen_not_top1`)", None)
 
 
+@dataclass(frozen=True, kw_only=True)
+class WatchRecord(RequestRecord):
+    """A call seen by `kit watch` (protocol `watch`): hashes, the cache state and its evidence, no body unless
+    the proxy ran with `--store-bodies` (then `request` and `completion` are kept too). Its `prompt_sha256` is
+    the sha256 of the prompt sent (`request.body.prompt`, or the canonical JSON of `messages`), `output_sha256`
+    that of the normalized answer's text; `started` is when the proxy received the request and `wall_seconds`
+    how long until the upstream's last byte. Authorization headers and URL credentials are never recorded."""
+
+    endpoint: str = _field("the path the client POSTed to (`/completion`, `/v1/chat/completions`, `/api/chat`, ...)")
+    request_sha256: str = _field("sha256 of the canonical JSON of the endpoint and the request body less `stream`, "
+                                 "`stream_options`, `cache_prompt`, `id_slot` and `keep_alive` (kit.watch.observe)")
+    stream: bool = _field("whether the answer was streamed (server-sent events or JSON lines)")
+    status: int | None = _field("the upstream's HTTP status; null when it did not answer")
+    decoding: str | None = _field("`greedy` (temperature 0 or top-k 1), `seeded` (an integer seed) or null: only "
+                                  "greedy and seeded calls raise alarms")
+    tokens_sha256: str | None = _field("sha256 of the canonical JSON of the emitted token ids, where the answer "
+                                       "carried them", None)
+    state: dict[str, Any] = _field("the cache state that served the call: `state` (`full_eval`, `partial`, "
+                                   "`full_kv`, a timing class, or null: unknown), `confidence`, `source` "
+                                   "(`telemetry`, `timing` or `none`) and `detail`, the evidence in words")
+    cached_tokens: int | None = _field("prompt tokens the engine reused, as it reported them (null: not said)", None)
+    prompt_tokens: int | None = _field("the prompt's tokens, as the engine counted them", None)
+    prefill_ms: float | None = _field("the engine's prompt time in ms, where it reports one", None)
+    model: str | None = _field("the model the answer names, else the one the request asked for", None)
+    engine_build: str | None = _field("the upstream's build or version, as it reported it when the proxy started",
+                                      None)
+    alarms: list[str] = _field("the alarms this call raised (kit.record.alarms): `state_mixture`, `determinism`, "
+                               "`unexplained`, `state_jump`")
+    gen_ai: dict[str, Any] = _field("the call's OpenTelemetry GenAI attributes, where a name exists "
+                                    "(`gen_ai.request.model`, `gen_ai.usage.cache_read.input_tokens`, ...)")
+
+
 # the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
 # not the protocol kinds (kit.protocols.kinds.KINDS): every BFCL pass, whatever its kind, writes `grid` records
 RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
                                                   "pinning": PinningRecord, "harness": HarnessRecord,
-                                                  "ladder": LadderRecord}
+                                                  "ladder": LadderRecord, "watch": WatchRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 

@@ -86,6 +86,16 @@ class KitApp(App):
 
         self.push_screen(ReplayOpenScreen(), opened)
 
+    def action_open_watch(self) -> None:
+        """Ask for an engine's URL, then proxy it and show its calls' cache states (kit watch)."""
+        from kit.tui.screens.watch import WatchOpenScreen, WatchScreen  # noqa: PLC0415
+
+        def opened(url: str | None) -> None:
+            if url is not None:
+                self.push_screen(WatchScreen(url, self.outputs))
+
+        self.push_screen(WatchOpenScreen(), opened)
+
     def show_results(self, result) -> None:
         if self.quit_after_run:
             self.exit(result)

@@ -113,7 +113,7 @@ def toy(monkeypatch, tmp_path) -> Path:
 # --- the shipped kinds ---------------------------------------------------------------------------------
 
 def test_every_shipped_kind_is_registered_whole_under_its_own_name():
-    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder"]
+    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder", "watch"]
     tables = [kind.table for kind in kinds.KINDS.values()]
     assert len(set(tables)) == len(tables)
     for name, kind in kinds.KINDS.items():
@@ -121,13 +121,13 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
         assert kind.model.model_fields["protocol"].annotation == Literal[name]
         assert callable(kind.render.resolve() if isinstance(kind.render, Lazy) else kind.render)
         assert kind.launcher.measures and kind.launcher.needs and kind.launcher.size.label
-        assert kind.analysis is None or kind.analysis.family in ("reset", "grid", "sweep", "harness", None)
+        assert kind.analysis is None or kind.analysis.family in ("reset", "grid", "sweep", "harness", "watch", None)
         assert kinds.for_table({"table": kind.table}) is kind
         assert issubclass(kind.record, RequestRecord) and kind.record is not RequestRecord
     # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
     assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
         "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
-        "flag_order": "BfclRecord", "harness": "HarnessRecord", "ladder": "LadderRecord"}
+        "flag_order": "BfclRecord", "harness": "HarnessRecord", "ladder": "LadderRecord", "watch": "WatchRecord"}
     assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
 
 

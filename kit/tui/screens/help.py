@@ -25,6 +25,8 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | picker | `d` | every check of `kit doctor` and its fix (Esc closes it) |
 | picker | `r` | replay a bundle (or run folder) here and watch the comparison with the original fill in |
 | replay | `esc` | back to the picker (the replay goes on; its run folder and comparison are written) |
+| picker | `w` | watch an engine: proxy it (`kit watch`) and see each call's cache state and alarms as it ends |
+| watch | `esc` | stop the proxy (the run ends finished), then back to the picker |
 | setup | `tab` / `shift+tab` | next / previous field |
 | setup | `ctrl+r` | run (refused while a field shows a problem) |
 | setup | `esc` | back to the picker |

@@ -1,0 +1,179 @@
+"""What `kit watch` adds per request: latency through the proxy against direct calls to the same upstream,
+side by side in one run, unstreamed and streamed, p50 and p99.
+
+Two upstreams, each measured the same way:
+- `engine`: the real embedded llama-server with the default model (SmolLM2), asked for one token of a short
+  prompt the cache already holds, so the engine's own time is small and steady;
+- `stub`: a Starlette app answering a recorded llama-server answer at once (one JSON body, or 32 server-sent
+  events), which leaves only the proxy's own cost (and the client's) in the difference.
+
+The proxy runs as `kit watch --quiet` in a process of its own (recording into a temporary run folder, as in
+use); the client sends direct and proxied calls alternately (one of each, `--calls` times per mode), so both
+arms see the same load. Prints p50 and p99 of each arm and the proxy's added p50 and p99 (proxied minus
+direct), and the CPU time the proxy's process spent per call (steadier than wall time on a loaded machine);
+target: at most 2 ms added at p50.
+
+    PYTHONPATH=. python bench/bench_watch.py [--calls 200] [--upstream engine,stub]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parents[1]
+ANSWER = {"index": 0, "content": " Paris", "tokens": [], "id_slot": 0, "stop": True, "model": "stub",
+          "tokens_predicted": 1, "tokens_evaluated": 6, "stop_type": "limit", "stopping_word": "", "tokens_cached": 6,
+          "timings": {"cache_n": 5, "prompt_n": 1, "prompt_ms": 11.2, "predicted_n": 1, "predicted_ms": 0.1}}
+EVENTS = 32
+
+
+def stub_app():  # an upstream that answers at once: the proxy's own cost is what is left
+    from starlette.applications import Starlette  # noqa: PLC0415
+    from starlette.responses import JSONResponse, StreamingResponse  # noqa: PLC0415
+    from starlette.routing import Route  # noqa: PLC0415
+
+    async def completion(request):
+        body = await request.json()
+        if not body.get("stream"):
+            return JSONResponse(ANSWER)
+
+        async def events():
+            for n in range(EVENTS):
+                last = n == EVENTS - 1
+                event = {**ANSWER, "content": f" w{n}", "stop": last} if last else {"content": f" w{n}", "stop": False}
+                yield b"data: " + json.dumps(event).encode() + b"\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def props(_request):
+        return JSONResponse({"build_info": "stub"})
+
+    return Starlette(routes=[Route("/completion", completion, methods=["POST"]), Route("/props", props)])
+
+
+def wait_for(url: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not come up in {seconds:.0f} s")
+
+
+def free_port() -> int:
+    from kit.launch.native import free_port as port  # noqa: PLC0415
+
+    return port()
+
+
+def start_stub() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-stub", str(port)], cwd=HERE)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(url + "/props")
+    return proc, url
+
+
+def start_proxy(upstream: str, out: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "watch", "--upstream", upstream, "--listen",
+                             f"127.0.0.1:{port}", "--quiet", "--out", str(out)], cwd=HERE,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(HERE)})
+    url = f"http://127.0.0.1:{port}"
+    wait_for(url + "/metrics")
+    return proc, url
+
+
+def timed(client: httpx.Client, url: str, body: dict, stream: bool) -> float:
+    started = time.perf_counter()
+    if stream:
+        with client.stream("POST", url + "/completion", json={**body, "stream": True}) as answer:
+            for _ in answer.iter_raw():
+                pass
+    else:
+        client.post(url + "/completion", json=body).raise_for_status()
+    return (time.perf_counter() - started) * 1000
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds a process has used (Linux /proc): under load, steadier than wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def quantiles(ms: list[float]) -> tuple[float, float]:
+    ordered = sorted(ms)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def measure(name: str, upstream: str, proxied: str, calls: int, body: dict, proxy_pid: int) -> list[str]:
+    rows = []
+    with httpx.Client(timeout=120) as client:
+        for stream in (False, True):
+            for url in (upstream, proxied):  # warm both paths: connections, the engine's cache
+                for _ in range(5):
+                    timed(client, url, body, stream)
+            direct, through = [], []
+            cpu = cpu_seconds(proxy_pid)
+            for _ in range(calls):
+                direct.append(timed(client, upstream, body, stream))
+                through.append(timed(client, proxied, body, stream))
+            cpu = (cpu_seconds(proxy_pid) - cpu) / calls * 1000
+            (d50, d99), (p50, p99) = quantiles(direct), quantiles(through)
+            rows.append(f"{name:<7} {'stream' if stream else 'json':<7} {calls:>5}  direct p50 {d50:8.2f} p99 {d99:8.2f}"
+                        f"  proxied p50 {p50:8.2f} p99 {p99:8.2f}  added p50 {p50 - d50:+6.2f} p99 {p99 - d99:+7.2f}"
+                        f"  proxy CPU/call {cpu:5.2f} ms")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls per arm and mode")
+    parser.add_argument("--upstream", default="engine,stub", help="which upstreams: engine, stub or both")
+    parser.add_argument("--serve-stub", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_stub:
+        import uvicorn  # noqa: PLC0415
+
+        uvicorn.run(stub_app(), host="127.0.0.1", port=args.serve_stub, log_level="warning", access_log=False)
+        return
+    print(f"kit watch overhead, {args.calls} calls per arm and mode, ms (CPUs: {os.cpu_count()})")
+    with tempfile.TemporaryDirectory(prefix="kit-bench-watch-") as tmp:
+        for name in args.upstream.split(","):
+            if name == "stub":
+                server, upstream = start_stub()
+                stop = server.terminate
+            else:
+                from kit.launch import embedded  # noqa: PLC0415
+                from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
+                from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
+
+                binary = embedded.locate("auto", build_if_needed=True)
+                native = NativeServer(ServerSpec(binary=binary.binary, model=ensure_model(DEFAULT_MODEL).path,
+                                                 ctx_size=2048, threads=os.cpu_count() or 2, env=binary.env),
+                                      Path(tmp) / "server.log").start()
+                upstream, stop = native.url, native.stop
+            proxy, proxied = start_proxy(upstream, Path(tmp) / name)
+            try:
+                measure(name, upstream, proxied, args.calls,
+                        {"prompt": "The capital of France is", "n_predict": 1, "temperature": 0}, proxy.pid)
+            finally:
+                proxy.send_signal(2)
+                proxy.wait(30)
+                stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The results of a watch run, from its records only: calls by cache state, endpoint and decoding, upstream
+latency, the requests asked more than once and how many outputs each got in which state, and the alarms
+recomputed with the proxy's own tracker (kit.record.alarms) in the order the calls were answered, held
+against the alarms the proxy recorded live.
+
+results/watch.json holds the table; results/watch.csv one row per repeated request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kit.core.paths import RunPaths
+from kit.protocols.results_files import write_results
+from kit.record.files import read_records
+from kit.record.manifest import Manifest
+from kit.record.alarms import KINDS, Call, Tracker
+
+ALARMS_LISTED = 200  # alarm calls listed in the table (all are counted)
+FIELDS = ("request_sha256", "calls", "states", "distinct_outputs", "alarms")
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
+
+
+def compute(records: list[dict[str, Any]], pinned: bool) -> dict[str, Any]:
+    """The table of a watch run's records, in answer order (pass after pass, seq within)."""
+    tracker = Tracker(pinned=pinned)
+    by_state: Counter[str] = Counter()
+    requests: dict[str, dict[str, Any]] = {}
+    alarm_calls: list[dict[str, Any]] = []
+    disagree = 0
+    for record in records:
+        state = (record.get("state") or {}).get("state")
+        by_state[state or "unknown"] += 1
+        raised = tracker.see(Call(record["request_sha256"], record.get("decoding"), state, record.get("output_sha256")))
+        disagree += sorted(raised) != sorted(record.get("alarms") or [])
+        entry = requests.setdefault(record["request_sha256"], {"calls": 0, "outputs": {}, "alarms": Counter()})
+        entry["calls"] += 1
+        if record.get("output_sha256"):
+            entry["outputs"].setdefault(state or "unknown", set()).add(record["output_sha256"])
+        entry["alarms"].update(raised)
+        if raised and len(alarm_calls) < ALARMS_LISTED:
+            alarm_calls.append({"pass": record["pass_id"], "seq": record["seq"], "alarms": raised, "state": state,
+                                "request_sha256": record["request_sha256"], "output_sha256": record.get("output_sha256")})
+    repeated = [{"request_sha256": digest, "calls": e["calls"],
+                 "states": {s: len(o) for s, o in sorted(e["outputs"].items())},
+                 "distinct_outputs": len(set().union(*e["outputs"].values())) if e["outputs"] else 0,
+                 "alarms": dict(e["alarms"])} for digest, e in requests.items() if e["calls"] > 1]
+    seconds = [r["wall_seconds"] for r in records if isinstance(r.get("wall_seconds"), (int, float))]
+    return {
+        "calls": len(records), "by_state": dict(by_state.most_common()),
+        "by_endpoint": dict(Counter(str(r.get("endpoint")) for r in records).most_common()),
+        "by_decoding": dict(Counter(str(r.get("decoding") or "sampled") for r in records).most_common()),
+        "by_source": dict(Counter(str((r.get("state") or {}).get("source")) for r in records).most_common()),
+        "failed": sum(1 for r in records if r.get("output_sha256") is None),
+        "latency_ms": {"p50": _quantile(seconds, 0.5), "p99": _quantile(seconds, 0.99)},
+        "requests": len(requests), "repeated": repeated,
+        "alarms": {kind: tracker.counts[kind] for kind in KINDS}, "alarm_calls": alarm_calls,
+        "recorded_alarms_agree": disagree == 0, "pinned": pinned,
+    }
+
+
+def read(run_dir: Path) -> tuple[list[dict[str, Any]], bool]:
+    """(the records of every OK pass in pass order, whether the proxy watched a pinned instance)."""
+    manifest = Manifest.load(run_dir).run
+    records: list[dict[str, Any]] = []
+    for pass_id in sorted(manifest.passes):
+        info = manifest.passes[pass_id]
+        if info.status == "OK" and info.file:
+            records.extend(read_records(run_dir / info.file, logprobs=False).records)
+    return records, bool(manifest.protocol.resolved.get("pinned"))
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    """Compute the watch table from the run folder and write results/watch.json and .csv."""
+    manifest = Manifest.load(run_dir).run
+    resolved = manifest.protocol.resolved
+    table = {"table": "watch", "run_id": manifest.run_id, "upstream": resolved.get("upstream"),
+             "engine_kind": resolved.get("engine_kind"), **compute(*read(run_dir))}
+    write_results(run_dir, table, "watch", "watch", FIELDS, table["repeated"])
+    return table
+
+
+RESULTS = RunPaths.result_name("watch")

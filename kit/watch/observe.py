@@ -1,0 +1,273 @@
+"""What the proxy reads from one call: the request's canonical hash and decoding, and the answer normalized
+by the engine adapters' own `normalize` functions (kit.engines), streamed answers assembled first.
+
+The request hash (`request_hash`) is the sha256 of the canonical JSON of the endpoint and the body less
+TRANSPORT_FIELDS (how the answer travels: `stream`, `stream_options`) and STATE_FIELDS (directives that pick
+the serving state, `cache_prompt`, `id_slot`, `keep_alive`): the same question asked streamed or not, with
+the cache on or off, hashes alike, because the serving state is what the watch classifies, not part of the
+question. A request is *greedy* when it sets temperature 0 or top-k 1, *seeded* when it sets an integer
+seed (top level, or Ollama's `options`); alarms only concern such requests.
+
+The answer's shape is found from the path (SHAPES); its encoding from the content type: one JSON body,
+server-sent events (`data: {...}` lines) or JSON lines (Ollama). The output hash is the sha256 of the
+normalized text (as every kit record's `output_sha256`); the token ids, where the engine gives them, are
+hashed separately (`tokens_sha256`, evidence: a streamed llama.cpp answer carries ids an unstreamed one
+lacks unless asked). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import orjson
+
+from kit.core.digests import sha256_json, sha256_text
+from kit.core.errors import KitError
+from kit.engines import llamacpp, ollama, openai_compat, vllm
+from kit.engines.base import Completion, NormalizedCompletion, prompt_text
+from kit.record.cache_state import Calibration, StateLabel, classify, from_telemetry
+
+TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
+STATE_FIELDS = frozenset({"cache_prompt", "id_slot", "keep_alive"})
+
+
+def _llama(body: dict[str, Any]) -> Any:
+    body.setdefault("tokens", [])  # present only when the client asked `return_tokens`
+    return llamacpp.normalize(body)
+
+
+def _chat(body: dict[str, Any]) -> Any:
+    return openai_compat.normalize_chat(body)
+
+
+def _text_completion(body: dict[str, Any]) -> Any:
+    body.setdefault("usage", {})
+    return vllm.normalize_completion(body)
+
+
+def _ollama(body: dict[str, Any]) -> Any:
+    return ollama.normalize(body)
+
+
+# path -> (the answer's shape, its OpenTelemetry operation name)
+SHAPES: dict[str, tuple[str, str]] = {
+    "/completion": ("llama", "text_completion"), "/completions": ("llama", "text_completion"),
+    "/v1/chat/completions": ("chat", "chat"), "/chat/completions": ("chat", "chat"),
+    "/v1/completions": ("completion", "text_completion"),
+    "/api/generate": ("ollama", "generate_content"), "/api/chat": ("ollama", "chat"),
+}
+NORMALIZERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "llama": _llama, "chat": _chat, "completion": _text_completion, "ollama": _ollama}
+
+
+def watched(method: str, path: str) -> bool:
+    """Whether a call is a generation the watch records (others pass through, counted only)."""
+    return method == "POST" and path in SHAPES
+
+
+def parse_json(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A generation request as the watch records it: its hashes, decoding, model and seed."""
+
+    path: str
+    body: dict[str, Any] | None  # None: not a JSON object (recorded with its byte hash)
+    request_sha256: str
+    prompt_sha256: str
+    decoding: str | None  # "greedy", "seeded" or None
+    model: str | None
+    seed: int | None
+    temperature: float | None
+    max_tokens: int | None
+
+
+def _option(body: dict[str, Any], key: str) -> Any:
+    options = body.get("options")
+    return body.get(key, options.get(key) if isinstance(options, dict) else None)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def decoding(body: dict[str, Any]) -> str | None:
+    """"greedy" (temperature 0 or top-k 1), "seeded" (an integer seed) or None (sampled unseeded)."""
+    if _number(_option(body, "temperature")) == 0.0 or _number(_option(body, "top_k")) == 1.0:
+        return "greedy"
+    seed = _option(body, "seed")
+    return "seeded" if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def request_hash(path: str, body: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of the path and the body less transport and state fields."""
+    kept = {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS | STATE_FIELDS}
+    return sha256_json({"endpoint": path, "body": kept})
+
+
+def asked(path: str, data: bytes) -> Asked:
+    """The request of one generation call, from its path and body bytes."""
+    body = parse_json(data)
+    if not isinstance(body, dict):
+        digest = sha256_json({"endpoint": path, "bytes": data.hex()})
+        return Asked(path, None, digest, sha256_text(data.decode("utf-8", "replace")), None, None, None, None, None)
+    try:
+        prompt = sha256_text(prompt_text(body))
+    except ValueError:
+        prompt = sha256_json(body.get("prompt", body.get("input")))
+    seed = _option(body, "seed")
+    limit = next((body[k] for k in ("max_tokens", "n_predict", "max_completion_tokens") if k in body),
+                 _option(body, "num_predict"))
+    model = body.get("model")
+    return Asked(path, body, request_hash(path, body), prompt, decoding(body), model if isinstance(model, str) else None,
+                 seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+                 _number(_option(body, "temperature")), limit if isinstance(limit, int) else None)
+
+
+def _events(data: bytes, sse: bool) -> list[Any]:
+    """The JSON objects of a streamed answer: SSE `data:` lines, or JSON lines."""
+    found = []
+    for line in data.splitlines():
+        line = line.strip()
+        if sse:
+            if not line.startswith(b"data:"):
+                continue
+            line = line[5:].strip()
+        if line and line != b"[DONE]":
+            found.append(parse_json(line))
+    return [event for event in found if isinstance(event, dict)]
+
+
+def _joined(events: list[dict[str, Any]], text: Callable[[dict[str, Any]], Any]) -> str:
+    return "".join(part for part in map(text, events) if isinstance(part, str))
+
+
+def _last(events: list[dict[str, Any]], key: str) -> Any:
+    return next((event[key] for event in reversed(events) if event.get(key) is not None), None)
+
+
+def _choice(event: dict[str, Any]) -> dict[str, Any]:
+    choices = event.get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+
+
+def assembled(shape: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A streamed answer's events as the one body the same request unstreamed would have had."""
+    if shape == "llama":
+        body = dict(events[-1]) if events else {}
+        body["content"] = _joined(events, lambda e: e.get("content"))
+        body["tokens"] = [t for e in events for t in (e.get("tokens") or [])]
+        probs = [p for e in events for p in (e.get("completion_probabilities") or [])]
+        body["completion_probabilities"] = probs or None
+        return body
+    if shape == "ollama":
+        body = dict(events[-1]) if events else {}
+        if any("message" in e for e in events):
+            body["message"] = {"role": "assistant",
+                               "content": _joined(events, lambda e: (e.get("message") or {}).get("content"))}
+        else:
+            body["response"] = _joined(events, lambda e: e.get("response"))
+        return body
+    finish = next((_choice(e)["finish_reason"] for e in reversed(events) if _choice(e).get("finish_reason")), None)
+    if shape == "chat":
+        text = _joined(events, lambda e: (_choice(e).get("delta") or {}).get("content"))
+        choice: dict[str, Any] = {"message": {"role": "assistant", "content": text}, "finish_reason": finish}
+    else:
+        choice = {"text": _joined(events, lambda e: _choice(e).get("text")), "finish_reason": finish}
+    return {"choices": [choice], "usage": _last(events, "usage"), "timings": _last(events, "timings"),
+            "model": _last(events, "model")}
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One answer as the watch reads it: the adapter's completion (None when it could not be read, with
+    `problem` saying why), the model the answer names, and whether it carried token ids."""
+
+    full: Completion | None
+    problem: str | None
+    model: str | None = None
+    token_ids_given: bool = False
+
+    @cached_property
+    def completion(self) -> NormalizedCompletion | None:
+        """The normalized answer (what a record keeps, without the raw body)."""
+        return self.full.normalized() if self.full else None
+
+    def with_counters(self, before: Any, after: Any) -> Answered:
+        """The answer with vLLM's /metrics prefix-cache counter deltas around it (read while it was the only
+        call in flight) as its cached tokens where its usage did not say (kit.engines.vllm)."""
+        if self.full is None or before is None or after is None:
+            return self
+        from kit.engines.vllm import _cache_telemetry, _with_cached  # noqa: PLC0415 - vLLM only
+
+        full = _with_cached(self.full, _cache_telemetry(self.full, before, after))
+        return Answered(full, self.problem, self.model, self.token_ids_given)
+
+    @property
+    def output_sha256(self) -> str | None:
+        return sha256_text(self.completion.text) if self.completion else None
+
+    @property
+    def tokens_sha256(self) -> str | None:
+        ids = self.completion.token_ids if self.completion and self.token_ids_given else None
+        return sha256_json(list(ids)) if ids else None
+
+
+def answered(path: str, content_type: str, data: bytes) -> Answered:
+    """The answer of a generation call to `path`, from its content type and the bytes upstream sent."""
+    shape = SHAPES[path][0]
+    media = content_type.split(";")[0].strip().lower()
+    if media in ("text/event-stream", "application/x-ndjson") or (shape == "ollama" and b"\n{" in data.strip()):
+        events = _events(data, sse=media == "text/event-stream")
+        if not events:
+            return Answered(None, "a streamed answer with no JSON event")
+        body: Any = assembled(shape, events)
+    else:
+        body = parse_json(data)
+        if not isinstance(body, dict):
+            return Answered(None, "the answer is not a JSON object")
+    _usage_from_timings(body)
+    given = bool(body.get("tokens")) or bool(_choice(body).get("token_ids"))
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    try:
+        completion = NORMALIZERS[shape](body)
+    except KitError as exc:
+        return Answered(None, exc.message, model)
+    return Answered(completion, None, model, given)
+
+
+def _usage_from_timings(body: dict[str, Any]) -> None:
+    """llama-server's OpenAI-shaped answers: a streamed one carries `timings` but no `usage` unless asked
+    (`stream_options.include_usage`); its prompt's tokens are `timings.prompt_n + timings.cache_n`."""
+    timings, usage = body.get("timings"), body.get("usage")
+    if "choices" not in body or not isinstance(timings, dict):
+        return
+    usage = dict(usage) if isinstance(usage, dict) else {}
+    evaluated, cached = timings.get("prompt_n"), timings.get("cache_n")
+    if usage.get("prompt_tokens") is None and isinstance(evaluated, int) and isinstance(cached, int):
+        usage["prompt_tokens"] = evaluated + cached
+        body["usage"] = usage
+
+
+def state_of(completion: NormalizedCompletion | None, calibration: Calibration | None,
+             reuse_tolerance: int = 8) -> StateLabel:
+    """The cache state that served a call: from the cached-token telemetry the answer carries, else from its
+    prefill time against a `kit check` calibration, else unknown (state None). `reuse_tolerance`: the prompt
+    tokens a full reuse may leave to evaluate (kit.record.cache_state.from_telemetry; vLLM: a block)."""
+    if completion is None:
+        return StateLabel(None, None, "none", "no answer to read")
+    label = from_telemetry(completion.cached_tokens, completion.prompt_tokens, reuse_tolerance)
+    if label is not None:
+        return label
+    if calibration is not None and completion.prefill_ms is not None:
+        return classify(calibration, completion.prefill_ms)
+    return StateLabel(None, None, "none", "the answer reports no cached tokens"
+                      + ("" if calibration else " and no calibration was given (--calibration)"))
