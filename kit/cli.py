@@ -251,6 +251,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     """
     from kit.app import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit.app import console  # noqa: PLC0415
+    from kit.launch.instance import url_provider  # noqa: PLC0415
     from kit.run import runner  # noqa: PLC0415
 
     if url is not None:
@@ -264,7 +265,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
-        provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
+        provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)

@@ -12,6 +12,7 @@ from kit.app import check
 from kit.run import preflight
 from kit.cli import cli
 from kit.engines import registry
+from kit.launch import instance
 from kit.core.errors import ConfigError
 from kit.protocols.kinds import KINDS, served_on
 from kit.protocols.spec import EngineSettings
@@ -77,4 +78,4 @@ def test_engine_rules_follow_the_registrys_capabilities():
         with pytest.raises(ConfigError, match="needs the engine's URL"):
             check.resolve_kind(None, kind)
     assert check.resolve_kind(None, "llamacpp") == "embedded"
-    assert set(check.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider
+    assert set(instance.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider
