@@ -6,36 +6,11 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.analysis.findings_model import Findings
-
-DASH = "–"
-
-
-@dataclass
-class Layout:
-    """A formatted table: caption, header and string cells, plus notes (e.g. why rows were skipped)."""
-
-    name: str
-    caption: str
-    header: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-def pct(x: Any) -> str:
-    return DASH if x is None else f"{100 * float(x):.1f}"
-
-
-def ci(lo: Any, hi: Any, signed: bool = False) -> str:
-    if lo is None or hi is None:
-        return DASH
-    fmt = "{:+.1f}" if signed else "{:.1f}"
-    return f"[{fmt.format(100 * lo)}, {fmt.format(100 * hi)}]"
-
+from kit.core.layout import DASH, Layout, ci, pct
 
 def _skips(table: dict[str, Any]) -> list[str]:
     return [" ".join(f"{k}={v}" for k, v in s.items() if k != "reason") + f": {s['reason']}" if len(s) > 1
