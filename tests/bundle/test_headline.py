@@ -11,7 +11,8 @@ import pytest
 from kit.protocols.flag_order import results as flag_order_run
 from kit.bundle import report
 from kit.bundle.content import BundledRun, runs_from_files
-from kit.bundle.headline import FEW, few, headline, paper_tables
+from kit.bundle.headline import headline, paper_tables
+from kit.protocols.headline import FEW, few
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
 from tests.protocols.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
