@@ -25,9 +25,8 @@ ODD = (AttributeError, KeyError, TypeError, ValueError, IndexError, ZeroDivision
 
 def headline(run: BundledRun) -> Headline:
     """The run's headline from its results files (results/*.json with a `table` this kit knows)."""
-    m = run.manifest
-    kind = m.get("protocol", {}).get("kind") if isinstance(m.get("protocol"), dict) else None
-    h = Headline(run.run_id, str(kind), str(m.get("status")))
+    m = run.typed()
+    h = Headline(run.run_id, str(m.protocol.kind), str(m.status))
     for name, data in run.tables().items():
         if not (name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json") and isinstance(data, dict)):
             continue
