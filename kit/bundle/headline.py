@@ -55,7 +55,7 @@ def paper_tables(run: BundledRun) -> tuple[list[Layout], list[str]]:
     shown, absent = [], []
     for name, make in LAYOUTS.items():
         try:
-            layout = make(Table.model_validate(tables.get(name)).to_json())
+            layout = make(Table.model_validate(tables.get(name)))
         except ODD:
             absent.append(f"Table {name}: not laid out as this kit reads it")
             continue
