@@ -47,7 +47,8 @@ def test_what_each_engine_runs_is_declared_once():
     # vLLM runs the kinds that declare how (their on_vllm), said once, by the kinds; llama.cpp every file's kind
     assert served_on(registry.VLLM) == [name for name, kind in KINDS.items() if kind.on_vllm is not None]
     assert served_on(registry.VLLM) == ["grid", "sweep", "flag_order"]
-    assert served_on(registry.LLAMACPP) == ["reset", "grid", "pinning", "sweep", "flag_order"]  # not harness
+    assert served_on(registry.LLAMACPP) == [name for name, kind in KINDS.items() if kind.from_files]  # all files ask
+    assert "reset" in served_on(registry.LLAMACPP) and "harness" not in served_on(registry.LLAMACPP)  # imported only
     assert served_on(registry.OLLAMA) == served_on(registry.OPENAI) == []
     assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
     assert registry.VLLM.runs_written_for(registry.LLAMACPP)  # tried, then refused by vLLM's own rules
