@@ -15,6 +15,7 @@ from kit.core.errors import KitError, RunInterrupted
 from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
+from kit.launch.engines_cli import CPU_BACKEND
 from kit.core.terminal_text import one_line
 
 
@@ -35,11 +36,6 @@ class Seconds(click.FloatRange):
             self.fail(f"{value!r} is not a number of seconds in the range 0<x<={self.max:g}", param, ctx)
         return seconds
 
-
-CPU_BACKEND = click.option(
-    "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
-    help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
-         "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
 
 ANSWER_BOUNDS = [
     click.option("--max-answer-bytes", type=_within(limits.ANSWER_BYTES_MIN, limits.ANSWER_BYTES_MAX),
@@ -255,6 +251,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     """
     from kit.app import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit.app import console  # noqa: PLC0415
+    from kit.launch.instance import url_provider  # noqa: PLC0415
     from kit.run import runner  # noqa: PLC0415
 
     if url is not None:
@@ -268,7 +265,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
-        provider=None if resolved == "embedded" else checking.provider_for(url, resolved, model, unload_timeout))
+        provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
     reporter = console.PinningReporter()
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)
@@ -368,123 +365,6 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     click.echo(f"written: {target}/findings.json, tables/, figures/")
 
 
-@cli.group()
-def engines() -> None:
-    """Engine builds and checks."""
-
-
-@engines.command("build-cpu-backend")
-def build_cpu_backend() -> None:
-    """Build the portable (AVX2) CPU backend of the embedded engine once (about a minute; cmake, make, g++).
-
-    `--cpu-backend auto` uses it on every CPU that lacks an extension the wheel's own backend uses
-    (e.g. AVX-VNNI on AMD Zen 4, AVX-512 on Zen 3 or Haswell); building it ahead saves that minute later.
-    """
-    from kit.launch import cpu_backend, embedded  # noqa: PLC0415
-
-    name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
-    click.echo(f"auto picks the {name} backend on this CPU: {reason}")
-    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=click.echo)
-    click.echo(f"portable backend: {found.backend.line()}")
-
-
-@engines.command("cpu-isa")
-@click.argument("libraries", nargs=-1, type=click.Path(path_type=Path, exists=True, dir_okay=False))
-def cpu_isa(libraries: tuple[Path, ...]) -> None:
-    """Count the x86 extensions LIBRARIES' machine code uses (default: both CPU backends), and say which this
-    CPU lacks. The wheel's requirement list (kit/launch/wheel_cpu_isa.json) was made this way."""
-    from kit.launch import cpu_backend, cpu_isa as isa, embedded, portable_backend  # noqa: PLC0415
-
-    flags = cpu_backend.cpu_flags()
-    if not libraries:
-        wheel = embedded.locate("wheel", say=lambda _line: None).backend
-        built = portable_backend.built_library()
-        libraries = (Path(wheel.library),) + ((built / portable_backend.LIBRARY,) if built else ())
-    guarded = cpu_backend.wheel_isa()["guarded"]
-    for library in libraries:
-        counts = isa.scan(library)
-        click.echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
-        if not flags:
-            click.echo("  CPU flags unreadable (/proc/cpuinfo)")
-            continue
-        lacking = [flag for flag in counts if flag not in flags and flag not in guarded]
-        skipped = [flag for flag in counts if flag not in flags and flag in guarded]
-        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing it needs'}"
-                   + (f" (also {', '.join(skipped)}, which the code checks for at run time)" if skipped else ""))
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-@click.option("--model", "models", multiple=True,
-              help="Registry model you plan to use (repeatable; default: the embedded engine's model).")
-@click.option("--no-start", is_flag=True,
-              help="Do not start the embedded engine: a kept proof still counts, else it shows as not proven.")
-@click.option("--recheck", is_flag=True, help="Prove the embedded engine again even when a kept proof holds.")
-@CPU_BACKEND
-def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool, cpu_backend: str) -> None:
-    """Say what this machine can run: Docker, GPUs, CUDA, build tools, disk, the embedded engine.
-
-    The embedded engine is proven by one short real completion, kept in the kit cache per machine
-    (CPU flags, kit version, backend libraries, --cpu-backend) and reused until --recheck. Exits 0
-    when anything at all can run (missing optional parts are listed with their fix), 1 when nothing can.
-    """
-    import json  # noqa: PLC0415
-
-    from kit.app import doctor as doc  # noqa: PLC0415
-
-    if no_start and recheck:
-        raise click.UsageError("--recheck proves the engine again and --no-start forbids starting it: drop one")
-    checks = doc.run_checks(doc.default_probes(cpu_backend), models, start_engine=not no_start, recheck=recheck)
-    result = doc.report(checks)
-    if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
-        for check in checks:
-            click.echo(check.line())
-        click.echo(doc.can_run_line(checks))
-    if not result["can_run"]:
-        sys.exit(1)
-
-
-@engines.command("build")
-@click.argument("engine", type=click.Choice(["llamacpp"]))
-@click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
-@click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
-def build_engine(engine: str, archs: str, prefix: Path | None) -> None:
-    """Build llama-server at the paper's commit with CUDA 12 (needs nvcc 12.x and cmake)."""
-    from kit.launch import gpu_setup  # noqa: PLC0415
-
-    click.echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=click.echo)}")
-
-
-@engines.command("install")
-@click.argument("engine", type=click.Choice(["vllm"]))
-@click.option("--venv", type=click.Path(path_type=Path), help="Virtual environment to create (default: in the kit cache).")
-@click.option("--force", is_flag=True, help="Install even when no NVIDIA GPU is visible.")
-def install_engine(engine: str, venv: Path | None, force: bool) -> None:
-    """Install vLLM 0.11.0 into its own virtual environment (needs an NVIDIA GPU to run)."""
-    from kit.launch import gpu_setup  # noqa: PLC0415
-
-    click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
-
-
-@cli.group()
-def workloads() -> None:
-    """Workloads the kit provisions outside its own install (BFCL)."""
-
-
-@workloads.command("install")
-@click.argument("workload", type=click.Choice(["bfcl"]))
-def install_workload(workload: str) -> None:
-    """Install BFCL (bfcl-eval 2026.3.23, without its ~150 dependencies) into the kit cache and verify its data."""
-    from kit.workloads.bfcl import ensure_bfcl  # noqa: PLC0415
-
-    install = ensure_bfcl()
-    click.echo(f"BFCL {install.version} in {install.site_dir}")
-    for name, digest in sorted(install.dataset_sha256.items()):
-        click.echo(f"  {digest}  {name}")
-
-
 @cli.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
@@ -555,12 +435,15 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
 
 
 def _attach_subcommands() -> None:
+    from kit.app.doctor_cli import doctor  # noqa: PLC0415
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.launch.images_cli import images  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
+    from kit.launch.engines_cli import engines  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415
     from kit.watch.cli import watch  # noqa: PLC0415
+    from kit.workloads.cli import workloads  # noqa: PLC0415
 
     cli.add_command(models)
     cli.add_command(import_group)
@@ -568,6 +451,9 @@ def _attach_subcommands() -> None:
     cli.add_command(compare)
     cli.add_command(images)
     cli.add_command(watch)
+    cli.add_command(engines)
+    cli.add_command(doctor)
+    cli.add_command(workloads)
 
 
 _attach_subcommands()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from kit.app.check import kind_overrides, overrides, provider_for, resolve_kind
+from kit.app.check import kind_overrides, overrides, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
 from kit.core.errors import ConfigError
-from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
+from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider, url_provider
 from kit.launch.provider import ExternalProvider
 
 
@@ -24,12 +24,12 @@ def test_kinds_resolve_from_url_and_option():
 
 
 def test_each_kind_gets_its_provider():
-    assert isinstance(provider_for("http://h:11434", "ollama", "llama3.2", 5), OllamaProvider)
-    assert isinstance(provider_for("http://h:8000", "vllm", None, 5), VllmResetProvider)
-    assert isinstance(provider_for("http://h:8080", "llamacpp", None, 5), ExternalProvider)
-    assert isinstance(provider_for("http://h:8000", "openai", "m", 5), ChatUrlProvider)
+    assert isinstance(url_provider("http://h:11434", "ollama", "llama3.2", 5), OllamaProvider)
+    assert isinstance(url_provider("http://h:8000", "vllm", None, 5), VllmResetProvider)
+    assert isinstance(url_provider("http://h:8080", "llamacpp", None, 5), ExternalProvider)
+    assert isinstance(url_provider("http://h:8000", "openai", "m", 5), ChatUrlProvider)
     with pytest.raises(ConfigError, match="--model"):
-        provider_for("http://h:11434", "ollama", None, 5)
+        url_provider("http://h:11434", "ollama", None, 5)
 
 
 def test_overrides_map_options_onto_the_protocol():

@@ -228,7 +228,7 @@ def test_records_the_skimmer_cannot_cut_safely_are_read_in_full(tmp_path, raw):
 
 def test_completion_writes_logprobs_right_before_finish_reason():
     """The skimming reader relies on this order of the normalized completion's fields (see kit.record.files)."""
-    from kit.engines.base import NORMALIZED_FIELDS
+    from kit.record.completion import NORMALIZED_FIELDS
 
     assert NORMALIZED_FIELDS[NORMALIZED_FIELDS.index("logprobs") + 1] == "finish_reason"
 

@@ -9,16 +9,17 @@ declare (``extra="allow"``): a findings.json of an earlier or later kit reads an
 and a key a release adds (see kit.bundle.recompute_analysis.ADDED_SINCE) may be absent.
 
 Numbers are ``int | float`` (pydantic's smart union keeps each one's JSON type: 0 stays 0, 0.0 stays 0.0).
-The statistics blocks (kit.stats ``to_json()``: bootstrap, permutation test, intervals) and the rows of
-Tables III–VII stay plain JSON objects: their keys are the stats dataclasses' and the table layouts'
-(kit.analysis.tables.LAYOUTS), declared there.
+The statistics blocks (kit.stats ``to_json()``: bootstrap, permutation test, intervals) stay plain JSON
+objects: their keys are the stats dataclasses'. The rows of Tables III–VII are kept as written and read
+through typed views (`TableIIIRow` ... `TableVIIRow`, `Row.of(table)`): the tables, `kit compare` and the
+bundle read a row's declared fields, so a row of another shape is refused where it is read.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Self, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -68,10 +69,127 @@ class RunEntry(Section):
 
 
 class Table(Section):
-    """One of Tables III–VII: its rows (keys: kit.analysis.tables.LAYOUTS) and why rows are missing."""
+    """One of Tables III–VII: its rows, kept as written (their typed views below: `TableIIIRow.of(table)`),
+    and why rows are missing."""
 
     rows: list[JsonObject] = []
     skipped: list[JsonObject] = []
+
+
+class Row(BaseModel):
+    """A typed view of one row of Tables III–VII, as the tables, `kit compare` and the bundle read it: the keys
+    `kit analyze` writes that readers rely on are declared (those every row has without a default); any other
+    key is kept. The file keeps the row as written: a view is read, never written back."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @classmethod
+    def of(cls, table: Table) -> list[Self]:
+        """The table's rows read as this view; ValidationError (a ValueError) naming a row that is not one."""
+        return [cls.model_validate(row) for row in table.rows]
+
+
+class TableIIIRow(Row):
+    """Run-to-run cache-on divergence of one grid run (kit.analysis.grid_findings.table_iii)."""
+
+    model: str
+    format: str
+    prompt_cache: str
+    order: str
+    run: str
+    k: int
+    n: Number
+    rate: Number
+    lo: Number
+    hi: Number
+
+
+class TableIVRow(Row):
+    """One reset run: per-session counts (lists, one per OK session) and the items identical in all of them
+    (kit.analysis.bridge_findings.table_iv_row)."""
+
+    run: str
+    model: str
+    format: str
+    sessions: list[Any]
+    items: list[Number]
+    recompute_reproduces: list[Number]
+    hit_reproduces: list[Number]
+    paths_differ: list[Number]
+    across_sessions: JsonObject
+
+
+class TableVRow(Row):
+    """Episode-level divergence of one grid run: path (cache on vs off) and, where run, each arm's run-to-run
+    (`off_*`, `on_*`), each k, n, rate, lo, hi (kit.analysis.grid_findings.table_v)."""
+
+    engine: str
+    model: str
+    format: str
+    n: Number
+    prompt_cache: str
+    run: str
+    compared_on: str | None = None  # absent in findings of earlier kits
+    path_k: Number
+    path_n: Number
+    path_rate: Number
+    path_lo: Number
+    path_hi: Number
+    off_k: Number | None = None
+    off_n: Number | None = None
+    off_rate: Number | None = None
+    off_lo: Number | None = None
+    off_hi: Number | None = None
+    on_k: Number | None = None
+    on_n: Number | None = None
+    on_rate: Number | None = None
+    on_lo: Number | None = None
+    on_hi: Number | None = None
+
+
+class TableVIRow(Row):
+    """One weight format of a replicated sweep (kit.analysis.sweep_findings.table_vi)."""
+
+    format: str
+    canonical_k: int | None = None
+    canonical_n: int | None = None
+    canonical_rate: Number | None = None
+    mean: Number
+    sd: Number
+    min: Number
+    max: Number
+    lo: Number
+    hi: Number
+    is_reference: bool
+    diff: Number  # against the reference format (the reference's own: 0)
+    diff_lo: Number
+    diff_hi: Number
+    above_reference: Number
+    histories: Number
+    episodes: Number
+    diverged_per_history: list[Any] = []
+
+
+class TableVIIRow(Row):
+    """One bridge session (kit.analysis.bridge_findings.table_vii_row): path determinism, cache-attributable
+    path divergence, and correctness with the exact McNemar test (or why correctness was not computed)."""
+
+    run: str
+    session: str | None = None
+    model: str
+    format: str
+    source: str | None = None
+    n: Number
+    recompute_reproduces: Number
+    hit_reproduces: Number
+    attributable_items: Number | None = None
+    paths_differ: Number | None = None
+    path_divergence: JsonObject | None = None
+    correctness_skipped: str | None = None
+    correct_recompute: Number | None = None
+    correct_hit: Number | None = None
+    flips: Number | None = None
+    mcnemar: JsonObject | None = None
 
 
 class MechanismBlock(Section):
@@ -180,6 +298,10 @@ class Findings(Section):
     def write(self, path: Path) -> None:
         """Replace `path` with these findings, atomically."""
         write_text_atomic(path, self.text())
+
+
+ROW_VIEWS: dict[str, type[Row]] = {"III": TableIIIRow, "IV": TableIVRow, "V": TableVRow, "VI": TableVIRow,
+                                   "VII": TableVIIRow}  # each table's typed row view, by table name
 
 
 class NotFindings(ValueError):

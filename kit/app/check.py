@@ -1,19 +1,18 @@
 """`kit check`: the pinning protocol against one engine, with defaults an engine owner can run as is.
 
-Which provider serves the check: no URL → the embedded llama-server, restarted for every pass; an
-Ollama URL → confirmed unloads; a vLLM URL → prefix-cache resets (dev mode); a llama-server or any
-OpenAI-compatible URL → no reload (the passes are VOID and the verdict says what could not be verified).
+Which provider serves the check: no URL → the embedded llama-server, restarted for every pass; a URL → the
+provider of its engine (kit.launch.instance.url_provider): Ollama → confirmed unloads; vLLM → prefix-cache
+resets (dev mode); a llama-server or any OpenAI-compatible URL → no reload (the passes are VOID and the verdict
+says what could not be verified).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from kit.engines import registry
 from kit.core.errors import ConfigError
-from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
-from kit.launch.provider import ExternalProvider
 
 ENGINE_CHOICES = ("auto", *registry.check_choices())  # what `kit check --kind` accepts
 OLLAMA_PORT = 11434
@@ -29,29 +28,6 @@ def resolve_kind(url: str | None, kind: str) -> str:
     if kind != "auto":
         return registry.named(kind, "--kind").name
     return registry.OLLAMA.name if urlparse(url).port == OLLAMA_PORT else registry.OPENAI.name
-
-
-def _ollama(url: str, model: str | None, unload_timeout: float) -> Any:
-    if not model:
-        raise ConfigError("checking an Ollama server needs the model name", "pass --model NAME (see `ollama ls`)")
-    return OllamaProvider(url, model, unload_timeout=unload_timeout)
-
-
-# how `kit check` brings a server at a URL back to a cold cache, by engine (kit.engines.registry names):
-# Ollama confirms an unload, vLLM resets its prefix cache (dev mode), the others are not reloaded
-URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
-    registry.OLLAMA.name: _ollama,
-    registry.VLLM.name: lambda url, model, _: VllmResetProvider(url, model),
-    registry.LLAMACPP.name: lambda url, _model, _: ExternalProvider(url),
-    registry.OPENAI.name: lambda url, model, _: ChatUrlProvider(url, model),
-}
-
-
-def provider_for(url: str, kind: str, model: str | None, unload_timeout: float) -> Any:
-    """The provider for an engine at `url` of `kind` (not "embedded": the runner launches that one)."""
-    if kind not in URL_PROVIDERS:
-        raise ConfigError(f"unknown engine kind {kind!r}", f"choose one of {', '.join(ENGINE_CHOICES)}")
-    return URL_PROVIDERS[kind](url, model, unload_timeout)
 
 
 def kind_overrides(kind: str) -> dict[str, Any]:

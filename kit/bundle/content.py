@@ -9,7 +9,9 @@ from typing import Any, Iterable
 
 from kit.bundle import RUNS
 from kit.bundle.value_diff import parse_csv
+from kit.core.errors import ConfigError
 from kit.core.paths import RunPaths
+from kit.record.manifest import EngineInfo, RunManifest, parsed
 from kit.record.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
@@ -22,9 +24,22 @@ class BundledRun:
     run -> bytes) and the names of the large ones that are not (records, logs)."""
 
     run_id: str
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # as the bundle holds it: untrusted until `kit verify` has checked the bundle
     files: dict[str, bytes] = field(default_factory=dict)
     not_held: list[str] = field(default_factory=list)
+    _typed: tuple[dict[str, Any], RunManifest] | None = field(default=None, repr=False, compare=False)
+
+    def typed(self) -> RunManifest:
+        """The manifest read into the typed model (kit.record.manifest.RunManifest), as the report, the README
+        and `kit show` read it. A bundle that verifies, or one `kit bundle` is writing, always has one (its
+        recomputation reads it the same way); ValueError naming the first wrong field otherwise (`kit show
+        --no-verify` of such a bundle says it is not laid out as `kit bundle` writes it)."""
+        if self._typed is None or self._typed[0] is not self.manifest:
+            try:
+                self._typed = (self.manifest, parsed(self.manifest, f"{RUNS}/{self.run_id}/{RunPaths.MANIFEST}"))
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return self._typed[1]
 
     def names(self) -> list[str]:
         return sorted(set(self.files) | set(self.not_held))
@@ -96,52 +111,50 @@ def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
     return list(runs.values())
 
 
-def container_image_summary(engine: dict[str, Any]) -> dict[str, str]:
+def container_image_summary(engine: EngineInfo) -> dict[str, str]:
     """`engine image`: the identity of the image a `--launcher docker` run's containers came from, and their GPUs."""
-    found = engine.get("image_identity")
-    if not isinstance(found, dict):
+    found = engine.image_identity
+    if found is None:
         return {}
     parts = [f"{found.get('reference')} ({found.get('id')})"] + [
         f"{label} {found[key]}" for key, label in (("target", "target"), ("base", "base"),
                                                    ("wheel_sha256", "wheel sha256"), ("cpu_backend", "CPU backend"),
                                                    ("cpu_backend_sha256", "CPU backend sha256")) if found.get(key)]
-    return {"engine image": "; ".join(parts) + f"; --gpus {engine.get('gpus')}"}
+    return {"engine image": "; ".join(parts) + f"; --gpus {getattr(engine, 'gpus', None)}"}
 
 
 def summary(run: BundledRun) -> dict[str, Any]:
-    """The provenance a reviewer looks at first, flattened from a manifest."""
-    m = run.manifest
-    prov = m.get("provenance", {})
-    engine = m.get("engine", {})
-    passes = m.get("passes", {})
-    builds = sorted({str(p.get("launch", {}).get("build_info")) for p in passes.values()
-                     if p.get("launch", {}).get("build_info")})
-    argvs = [p.get("launch", {}).get("argv") for p in passes.values() if p.get("launch", {}).get("argv")]
-    images = sorted({str(p.get("launch", {}).get("image_digest")) for p in passes.values()
-                     if p.get("launch", {}).get("image_digest")})
+    """The provenance a reviewer looks at first, from the typed manifest."""
+    m = run.typed()
+    prov, engine, protocol = m.provenance, m.engine, m.protocol
+    launches = [p.launch or {} for p in m.passes.values()]
+    builds = sorted({str(launch.get("build_info")) for launch in launches if launch.get("build_info")})
+    argvs: list[Any] = [launch.get("argv") for launch in launches if launch.get("argv")]
+    images = sorted({str(launch.get("image_digest")) for launch in launches if launch.get("image_digest")})
+    kit, host = prov.kit, prov.host
     return {
         "run": run.run_id,
-        "status": m.get("status"),
-        "reason": m.get("reason"),
-        "protocol": f"{m.get('protocol', {}).get('name')} (kind {m.get('protocol', {}).get('kind')})",
-        "protocol sha256": m.get("protocol", {}).get("sha256"),
-        "overrides": json.dumps(m.get("protocol", {}).get("overrides", {}), sort_keys=True),
-        "started": m.get("started"),
-        "ended": m.get("ended"),
-        "engine": engine.get("engine") or engine.get("kind"),
+        "status": m.status,
+        "reason": m.reason,
+        "protocol": f"{protocol.name} (kind {protocol.kind})",
+        "protocol sha256": protocol.sha256,
+        "overrides": json.dumps(protocol.overrides if "overrides" in protocol.model_fields_set else {},
+                                sort_keys=True),
+        "started": m.started,
+        "ended": m.ended,
+        "engine": engine.engine or engine.kind,
         "engine builds": ", ".join(builds) or None,
-        "image digests": ", ".join(images) or engine.get("image_digest"),
+        "image digests": ", ".join(images) or getattr(engine, "image_digest", None),
         "server flags": " ".join(str(a) for a in argvs[0][1:]) if argvs else None,
-        "model": engine.get("model_name") or engine.get("model"),
-        "model sha256": engine.get("model_sha256"),
-        "seeds": json.dumps(m.get("seeds", {}), sort_keys=True),
-        "passes": ", ".join(f"{k}: {v.get('status')}" for k, v in passes.items()),
-        "kit": f"{prov.get('kit', {}).get('version')} (commit {prov.get('kit', {}).get('git_commit')}"
-               f"{', with local changes' if prov.get('kit', {}).get('git_dirty') else ''})",
-        "host": f"{prov.get('host', {}).get('cpu')}, {prov.get('host', {}).get('cores')} cores, "
-                f"{prov.get('host', {}).get('platform')}",
-        "GPUs": "; ".join(prov.get("host", {}).get("gpus") or []) or "none",
-        "CPU backend": cpu_backend_summary(m),
+        "model": engine.model_name or engine.model,
+        "model sha256": engine.model_sha256,
+        "seeds": json.dumps(m.seeds, sort_keys=True),
+        "passes": ", ".join(f"{k}: {v.status}" for k, v in m.passes.items()),
+        "kit": f"{kit.get('version')} (commit {kit.get('git_commit')}"
+               f"{', with local changes' if kit.get('git_dirty') else ''})",
+        "host": f"{host.get('cpu')}, {host.get('cores')} cores, {host.get('platform')}",
+        "GPUs": "; ".join(host.get("gpus") or []) or "none",
+        "CPU backend": cpu_backend_summary(run.manifest),
         **container_image_summary(engine),  # only runs in a container have the row: older reports render the same
-        "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.get("packages", {}).items())),
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.packages.items())),
     }

@@ -31,38 +31,38 @@ def _ref(ids: list[str]) -> list[dict[str, str]]:
 
 
 def _run_entities(run: BundledRun) -> list[dict[str, Any]]:
-    m = run.manifest
-    engine, prov = m.get("engine", {}), m.get("provenance", {})
+    m = run.typed()
+    engine, prov = m.engine, m.provenance
     kit_id, engine_id = f"#kit-{run.run_id}", f"#engine-{run.run_id}"
-    kit = prov.get("kit", {})
+    kit = prov.kit
     entities: list[dict[str, Any]] = [{"@id": kit_id, "@type": "SoftwareApplication", "name": "cache-divergence-kit",
                                        "version": kit.get("version"), "identifier": kit.get("git_commit"),
                                        "description": "the kit that ran " + run.run_id
                                        + (" (with local changes)" if kit.get("git_dirty") else "")}]
     objects = [run.prefix + n for n in run.names() if n.startswith(("protocol/", f"{RunPaths.RECORDS}/"))]
     instruments = [kit_id, engine_id]
-    builds = sorted({p.get("launch", {}).get("build_info") for p in m.get("passes", {}).values()} - {None})
+    builds: list[Any] = sorted({(p.launch or {}).get("build_info") for p in m.passes.values()} - {None})
     entities.append({"@id": engine_id, "@type": "SoftwareApplication",
-                     "name": engine.get("engine") or engine.get("kind") or "engine",
-                     "version": ", ".join(builds) or None, "description": json.dumps(engine, sort_keys=True)})
-    if engine.get("model_sha256"):
-        model_id = f"#model-{engine['model_sha256']}"
-        entities.append({"@id": model_id, "@type": "Dataset", "name": engine.get("model_name") or "model",
-                         "identifier": f"sha256:{engine['model_sha256']}", "sha256": engine["model_sha256"],
+                     "name": engine.engine or engine.kind or "engine",
+                     "version": ", ".join(builds) or None, "description": json.dumps(engine.to_json(), sort_keys=True)})
+    if engine.model_sha256:
+        model_id = f"#model-{engine.model_sha256}"
+        entities.append({"@id": model_id, "@type": "Dataset", "name": engine.model_name or "model",
+                         "identifier": f"sha256:{engine.model_sha256}", "sha256": engine.model_sha256,
                          "description": "model weights served during the run (not included in the bundle)"})
         instruments.append(model_id)
     host_id = f"#host-{run.run_id}"
-    host = prov.get("host", {})
     entities.append({"@id": host_id, "@type": "Place", "name": f"host of {run.run_id}",
-                     "description": json.dumps({**host, "packages": prov.get("packages", {})}, sort_keys=True)})
+                     "description": json.dumps({**prov.host, "packages": prov.packages}, sort_keys=True)})
+    seeds = m.seeds if "seeds" in m.model_fields_set else None  # as written: absent is null here
     entities.append({
         "@id": f"#run-{run.run_id}", "@type": "CreateAction", "name": f"kit run {run.run_id}",
-        "startTime": m.get("started"), "endTime": m.get("ended"),
-        "actionStatus": "http://schema.org/CompletedActionStatus" if m.get("status") == "finished"
+        "startTime": m.started, "endTime": m.ended,
+        "actionStatus": "http://schema.org/CompletedActionStatus" if m.status == "finished"
         else "http://schema.org/FailedActionStatus",
-        "error": m.get("reason"), "instrument": _ref(instruments), "object": _ref(sorted(objects)),
+        "error": m.reason, "instrument": _ref(instruments), "object": _ref(sorted(objects)),
         "result": _ref([run.prefix + n for n in run.computed()]), "location": {"@id": host_id},
-        "description": json.dumps({"seeds": m.get("seeds"), "overrides": m.get("protocol", {}).get("overrides")},
+        "description": json.dumps({"seeds": seeds, "overrides": m.protocol.overrides},
                                   sort_keys=True)})
     return entities
 

@@ -123,9 +123,10 @@ def findings_files(fresh: Findings) -> dict[str, Expected]:
 
     out = {FINDINGS: Expected(FINDINGS_KIND, fresh.text().encode())}
     for name in tables.LAYOUTS:
-        table = fresh.table(name).to_json()
+        table = fresh.table(name)
         for ext, text in tables.render(name, table).items():
-            out[f"{TABLES}table_{name}.{ext}"] = Expected(TABLES_KIND, text.encode(), table, tables.RELAID.get(name))
+            out[f"{TABLES}table_{name}.{ext}"] = Expected(TABLES_KIND, text.encode(), table.to_json(),
+                                                          tables.RELAID.get(name))
     for stem, data in figures.figure_data(fresh)["data"].items():
         out[f"{FIGURES}{stem}.json"] = Expected(FIGURE_DATA, _json_bytes(data))
     return out

@@ -16,7 +16,7 @@ import html
 from typing import Any
 from urllib.parse import quote
 
-from kit.analysis.tables import Layout
+from kit.core.layout import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
 from kit.core.terminal_text import printable

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kit.analysis.tables import Layout
+from kit.core.layout import Layout
 from kit.core.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
 from kit.bundle.content import BundledRun, load_json, runs_from_files, summary

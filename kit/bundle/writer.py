@@ -36,7 +36,7 @@ from kit.bundle.limits import DEFAULT as LIMITS
 from kit.bundle.safe_tar import name_problem
 from kit.bundle.scrub import Redaction, is_env_dump, scrub, secret_values
 from kit.core.errors import ConfigError, KitError
-from kit.record.manifest import Manifest, RunManifest, now, unfinished_problem
+from kit.record.manifest import Manifest, RunManifest, now
 from kit.core.paths import RunPaths, shown_path
 from kit.record.provenance import kit_source
 from kit.record.files import require_whole
@@ -213,10 +213,10 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping
             runs = [_add_run(archive, d, m, secrets, redactions, skipped) for d, m in zip(run_dirs, manifests)]
             index: dict[str, Any] = {
                 "schema": SCHEMA, "created": now(), "kit": kit_source(),
-                "runs": [{"run_id": r.run_id, "kind": r.manifest.get("protocol", {}).get("kind"),
-                          "status": r.manifest.get("status"), "results": sorted(r.computed())} for r in runs],
-                "unfinished": [{"run_id": r.run_id, "status": r.manifest.get("status"),
-                                "reason": r.manifest.get("reason")} for r in runs if unfinished_problem(r.manifest)],
+                "runs": [{"run_id": r.run_id, "kind": r.typed().protocol.kind, "status": r.typed().status,
+                          "results": sorted(r.computed())} for r in runs],
+                "unfinished": [{"run_id": r.run_id, "status": r.typed().status, "reason": r.typed().reason}
+                               for r in runs if r.typed().unfinished_problem()],
                 "redactions": [{"file": r.file, "what": r.what, "count": r.count} for r in redactions],
                 "left_out": skipped,
             }
@@ -237,5 +237,5 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    unfinished = [f"{r.run_id} ({unfinished_problem(r.manifest)})" for r in runs if unfinished_problem(r.manifest)]
+    unfinished = [f"{r.run_id} ({problem})" for r in runs if (problem := r.typed().unfinished_problem())]
     return BundleResult(out, sorted(archive.entries), redactions, skipped, unfinished)

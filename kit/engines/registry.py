@@ -4,7 +4,8 @@ protocol kinds).
 An `EngineKind` says what the kit can do with an engine: how it gets one (the embedded llama-server,
 a native binary, a container, or only a server someone else started and gives by URL), whether each
 cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers report
-(reused prompt tokens, log-probabilities), which protocol kinds `kit run` serves on it, what `kit check`
+(reused prompt tokens, log-probabilities), whether `kit run` runs protocols on it (and whether only the kinds
+that declare how: kit.protocols.kinds.served_on), what `kit check`
 changes in the pinning protocol for it, and its client (`client()`, the kit.engines adapter that speaks
 its HTTP API). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
 `kit check`, `kit replay` and the runner look engines up here instead of comparing names.
@@ -38,22 +39,14 @@ class EngineKind:
     server_per_arm: bool = False  # prefix caching is fixed per server process: a server per cache arm
     cache_counters: bool = False  # do its answers report how many prompt tokens came from the cache?
     logprobs: bool = False  # do its answers carry log-probabilities of the emitted tokens?
-    run_kinds: tuple[str, ...] | None = ()  # protocol kinds `kit run --engine NAME` serves; None: every kind
+    runs: bool = False  # `kit run --engine NAME` runs protocols on it
+    kinds_opt_in: bool = False  # it runs only the kinds that declare how (Kind.on_vllm; kinds.served_on says which)
     check_overrides: dict[str, Any] = field(default_factory=dict)  # pinning settings `kit check` applies for it
     endpoint_label: str | None = None  # the launcher's label for "my own endpoint" of this kind; None: not offered
     replayable: bool = False  # `kit replay` can start the same engine again (its model pinned by one file's sha256)
     checkpoint: bool = False  # serves a checkpoint (a folder or a Hugging Face id), not one GGUF file
     needs_gpu: bool = False  # runs on a GPU only (a CPU estimate of its run says far more than it takes)
     docs: str | None = None  # the page of docs/ on running it, where it has one
-
-    @property
-    def runs(self) -> bool:
-        """Whether `kit run --engine NAME` runs protocols on it."""
-        return self.run_kinds is None or bool(self.run_kinds)
-
-    def serves(self, kind: str) -> bool:
-        """Whether `kit run` serves protocols of `kind` on this engine."""
-        return self.run_kinds is None or kind in self.run_kinds
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -71,10 +64,10 @@ VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a bloc
 
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
-    cache_counters=True, logprobs=True, run_kinds=None, endpoint_label="llama.cpp server", replayable=True)
+    cache_counters=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True)
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), server_per_arm=True,
-    cache_counters=True, logprobs=True, run_kinds=("grid", "flag_order", "sweep"),
+    cache_counters=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)

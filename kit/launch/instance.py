@@ -7,7 +7,8 @@
   request shows 0 cached tokens (the protocol checks that from telemetry).
 - `ChatUrlProvider`: any OpenAI-compatible URL; the kit cannot reload it, and says so.
 
-Each session's `launch["reload"]` says what was done and whether it was confirmed.
+Each session's `launch["reload"]` says what was done and whether it was confirmed. `url_provider` picks the
+provider for a server at a URL by its engine's registry name (`kit check URL`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kit.core.errors import ConfigError
+from kit.engines import registry
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
-from kit.launch.provider import EngineSession
+from kit.launch.provider import EngineSession, ExternalProvider
 from kit.core.secret_urls import redact_url
 
 
@@ -97,3 +100,26 @@ class ChatUrlProvider:
             yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
         finally:
             engine.close()
+
+
+def _ollama(url: str, model: str | None, unload_timeout: float) -> Any:
+    if not model:
+        raise ConfigError("checking an Ollama server needs the model name", "pass --model NAME (see `ollama ls`)")
+    return OllamaProvider(url, model, unload_timeout=unload_timeout)
+
+
+# how a server at a URL (`kit check URL`) is brought back to a cold cache, by engine (kit.engines.registry
+# names): Ollama confirms an unload, vLLM resets its prefix cache (dev mode), the others are not reloaded
+URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
+    registry.OLLAMA.name: _ollama,
+    registry.VLLM.name: lambda url, model, _: VllmResetProvider(url, model),
+    registry.LLAMACPP.name: lambda url, _model, _: ExternalProvider(url),
+    registry.OPENAI.name: lambda url, model, _: ChatUrlProvider(url, model),
+}
+
+
+def url_provider(url: str, engine: str, model: str | None, unload_timeout: float) -> Any:
+    """The provider for a server of `engine` at `url` (not the embedded engine: the runner launches that one)."""
+    if engine not in URL_PROVIDERS:
+        raise ConfigError(f"unknown engine kind {engine!r}", f"choose one of {', '.join(URL_PROVIDERS)}")
+    return URL_PROVIDERS[engine](url, model, unload_timeout)

@@ -16,6 +16,8 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it
   (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, table)`: a line printed under it, or None;
   `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
+- `headline(table, h)`: reads its results table into `h`, a `kit.protocols.headline.Headline` (the verdict,
+  the controls and its table a reviewer reads first in `kit show` and the bundle's report);
 - `record`: the record class (kit.record.model) its passes write;
 - `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
   ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
@@ -152,6 +154,7 @@ class Kind:
     note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
     plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
+    headline: Callable[[Table, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
 
 
 def rough_duration(seconds: float) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kit.core.errors import ConfigError, KitError
+from kit.engines.registry import VLLM, EngineKind
 from kit.record.manifest import Manifest
 from kit.protocols import flag_order, grid, harness, ladder, pinning, reset, spec, sweep, watch
 from kit.protocols.kind import Kind
@@ -60,12 +61,20 @@ def of_run(run_dir: Path) -> Kind:
     return named(Manifest.load(run_dir).run.protocol.kind, str(run_dir))
 
 
+def served_on(engine: EngineKind) -> list[str]:
+    """The kinds `kit run --engine NAME` runs on `engine`: every kind a protocol file can ask for, or where the
+    engine runs only the kinds that declare how (vLLM), those whose `on_vllm` does; none where it runs none."""
+    if not engine.runs:
+        return []
+    return [name for name, kind in KINDS.items() if kind.from_files and (not engine.kinds_opt_in or kind.on_vllm)]
+
+
 def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None:
     """What a vLLM run cannot serve, refused before the run folder exists: a kind vLLM does not run (`kit check
     URL --kind vllm` covers pinning on a running server), and what the kind's own `on_vllm` refuses."""
     kind = of(protocol)
     if kind.on_vllm is None:
-        served = [name for name, other in KINDS.items() if other.on_vllm is not None]
+        served = served_on(VLLM)
         raise ConfigError(f"{kind.name} protocols do not run on vLLM (it serves {', '.join(served[:-1])} and "
                           f"{served[-1]}; `kit check URL --kind vllm` checks a running server's cache states)",
                           "drop --engine vllm to run it on llama.cpp")

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
-from kit.engines.base import NormalizedCompletion
+from kit.record.completion import NormalizedCompletion
 from kit.record.manifest import (
     EngineInfo,
     ImportedInfo,
@@ -52,7 +52,7 @@ END = "<!-- end generated -->"
 TABLES: tuple[tuple[str, type, type | None], ...] = (
     ("A record: the fields every record has (`RequestRecord`)", RequestRecord, None),
     ("`request` (`RequestSent`)", RequestSent, None),
-    ("`completion` (`NormalizedCompletion`, kit.engines.base)", NormalizedCompletion, None),
+    ("`completion` (`NormalizedCompletion`, kit.record.completion)", NormalizedCompletion, None),
     ("`gate` (`Gate`)", Gate, None),
     ("Restored-state control records add (`ResetRecord`, protocol `reset`)", ResetRecord, RequestRecord),
     ("BFCL pass records add (`BfclRecord`, protocol `grid`)", BfclRecord, RequestRecord),

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, TypeVar
 
 import orjson
 
-from kit.engines.base import Completion
+from kit.record.completion import Completion
 from kit.core.errors import ConfigError
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem

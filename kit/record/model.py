@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from kit.core.digests import sha256_text
-from kit.engines.base import Completion, NormalizedCompletion, prompt_text
-from kit.engines.base import documented as _field
+from kit.record.completion import Completion, NormalizedCompletion, prompt_text
+from kit.record.completion import documented as _field
 from kit.record.raw_echo import record_raw
 
 SCHEMA = "kit.record/2"
@@ -274,7 +274,7 @@ def answered(kind: type[R], completion: Completion, **fields: Any) -> R:
 def digest_problem(record: dict[str, Any]) -> str | None:
     """Which digest of a record (as read, schema 2) does not match the text it is the digest of, or None:
     `output_sha256` against `completion.text` (an imported record's `text`), `prompt_sha256` against the
-    prompt of `request.body` (kit.engines.base.prompt_text). A digest whose text the record does not carry
+    prompt of `request.body` (kit.record.completion.prompt_text). A digest whose text the record does not carry
     (a hash-only or imported record has no body) cannot be checked and is taken as it is."""
     digest = record.get("output_sha256")
     completion = record.get("completion")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kit.core.digests import sha256_json
-from kit.engines.base import NormalizedCompletion, TokenLogprob
+from kit.record.completion import NormalizedCompletion, TokenLogprob
 
 
 def _same_entry(raw: Any, entry: TokenLogprob) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from kit.core.digests import sha256_text
-from kit.engines.base import prompt_text
+from kit.record.completion import prompt_text
 from kit.record.model import EPISODE_SCHEMA, SCHEMA
 
 V1 = "kit.record/1"

@@ -19,17 +19,24 @@ class McNemarResult(JsonResult):
     p: float
 
 
-def binom_cdf_half(k: int, n: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2), exactly as scipy.stats.binom.cdf computes it (its Boost kernel,
-    scipy.special's `_binom_cdf`, for 0 <= k < n) without importing scipy.stats (about 2 s: a run's final
-    table needs only this). Where this scipy has no such kernel, binom.cdf itself."""
-    try:
-        from scipy.special._ufuncs import _binom_cdf  # noqa: PLC0415 - private, checked in tests
-    except ImportError:  # pragma: no cover - another scipy
-        from scipy.stats import binom  # noqa: PLC0415
+def _lower_tail(k: int, n: int) -> int:
+    """sum of C(n, i) for i = 0..k, exactly (integers: each term from the last, C(n, i+1) = C(n, i)(n-i)/(i+1))."""
+    term = total = 1
+    for i in range(k):
+        term = term * (n - i) // (i + 1)
+        total += term
+    return total
 
-        return float(binom.cdf(k, n, 0.5))
-    return float(_binom_cdf(float(k), n, 0.5)) if 0 <= k < n else (1.0 if k >= n else 0.0)
+
+def binom_cdf_half(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2): the exact sum of C(n, i) over 2**n, rounded once to the nearest float
+    (Python's int / int is correctly rounded). Pure Python: no scipy (scipy.stats alone costs about 2 s, and a
+    run's final table needs only this). scipy.stats.binom.cdf agrees to a few units in the last place."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return _lower_tail(k, n) / (1 << n)
 
 
 def exact_mcnemar(b: int, c: int) -> McNemarResult:
@@ -38,7 +45,7 @@ def exact_mcnemar(b: int, c: int) -> McNemarResult:
         raise StatsInputError(f"discordant counts must be non-negative, got b={b}, c={c}",
                               "count the pairs that changed in each direction")
     n = b + c
-    p = 1.0 if n == 0 else min(1.0, 2.0 * binom_cdf_half(min(b, c), n))
+    p = 1.0 if n == 0 else min(1.0, _lower_tail(min(b, c), n) / (1 << (n - 1)))  # 2 * the lower tail, exactly
     return McNemarResult(int(b), int(c), p)
 
 

@@ -70,3 +70,28 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
     (tmp_path / "findings.json").write_text("{not json")
     with pytest.raises(NotFindings, match=r"^not valid JSON \(JSONDecodeError\)$"):
         findings_model.read(tmp_path / "findings.json")
+
+
+@pytest.mark.parametrize("name,data", WRITTEN, ids=[n for n, _ in WRITTEN])
+def test_every_written_table_row_reads_into_its_typed_view(name, data):
+    """The rows of Tables III–VII of every findings.json the kit has written (earlier releases too) read into
+    their typed views, each declared field the value as written, its JSON type kept (0 stays 0, 0.0 stays 0.0);
+    the file is not touched by reading them."""
+    findings = from_json(json.loads(data))
+    for table, view in findings_model.ROW_VIEWS.items():
+        raw = findings.table(table).rows
+        for row, typed in zip(raw, view.of(findings.table(table)), strict=True):
+            for field in view.model_fields:
+                if field in row:
+                    value = getattr(typed, field)
+                    assert value == row[field] and type(value) is type(row[field]), (table, field)
+    assert findings.text().encode() == data
+
+
+def test_a_row_without_a_field_its_readers_need_is_refused_where_it_is_read():
+    good = {"model": "m", "format": "Q4_0", "prompt_cache": "default", "order": "adjacent", "run": "g", "k": 1,
+            "n": 8, "rate": 0.125, "lo": 0.02, "hi": 0.47, "added_later": {"x": 1}}
+    (row,) = findings_model.TableIIIRow.of(findings_model.Table(rows=[good]))
+    assert (row.k, row.rate, row.model_extra) == (1, 0.125, {"added_later": {"x": 1}})
+    with pytest.raises(ValueError, match="order"):
+        findings_model.TableIIIRow.of(findings_model.Table(rows=[{k: v for k, v in good.items() if k != "order"}]))

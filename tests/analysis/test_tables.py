@@ -7,6 +7,7 @@ import csv
 import io
 
 from kit.analysis import tables
+from kit.analysis.findings_model import Table
 
 
 def iv_row(differ: list[int], items: list[int], sessions: list[str] | None = None) -> dict:
@@ -23,7 +24,7 @@ def md_cells(text: str) -> list[list[str]]:
 
 
 def test_table_iv_says_k_of_n_per_session_and_keeps_the_sessions():
-    out = tables.render("IV", {"rows": [iv_row([4, 4], [6, 6])], "skipped": []})
+    out = tables.render("IV", Table(rows=[iv_row([4, 4], [6, 6])]))
     header, row = md_cells(out["md"])
     cells = dict(zip(header, row))
     assert cells["sessions"] == "2 (s1, s2)"
@@ -34,14 +35,14 @@ def test_table_iv_says_k_of_n_per_session_and_keeps_the_sessions():
 
 
 def test_table_iv_names_each_session_when_they_differ():
-    out = tables.render("IV", {"rows": [iv_row([4, 3], [6, 5])], "skipped": []})
+    out = tables.render("IV", Table(rows=[iv_row([4, 3], [6, 5])]))
     cells = dict(zip(*md_cells(out["md"])))
     assert cells["paths differ"] == "s1: 4 of 6, s2: 3 of 5"
     assert cells["recompute reproduces"] == "s1: 6 of 6, s2: 5 of 5"
 
 
 def test_table_iv_csv_holds_every_number_the_markdown_shows():
-    table = {"rows": [iv_row([4, 3], [6, 5])], "skipped": []}
+    table = Table(rows=[iv_row([4, 3], [6, 5])])
     out = tables.render("IV", table)
     lines = list(csv.DictReader(io.StringIO(out["csv"])))
     assert [(line["session"], line["paths_differ"], line["items"]) for line in lines] == [("s1", "4", "6"),
@@ -56,6 +57,6 @@ def test_table_iv_csv_holds_every_number_the_markdown_shows():
 
 def test_every_caption_says_what_k_of_n_counts():
     for name, make in tables.LAYOUTS.items():
-        layout = make({"rows": [], "skipped": []})
+        layout = make(Table())
         uses_k_of_n = name in ("III", "IV", "VI", "VII")
         assert ("k of n" in layout.caption or "k of the n" in layout.caption) == uses_k_of_n, name

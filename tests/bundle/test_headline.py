@@ -11,7 +11,8 @@ import pytest
 from kit.protocols.flag_order import results as flag_order_run
 from kit.bundle import report
 from kit.bundle.content import BundledRun, runs_from_files
-from kit.bundle.headline import FEW, few, headline, paper_tables
+from kit.bundle.headline import headline, paper_tables
+from kit.protocols.headline import FEW, few
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
 from tests.protocols.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
@@ -156,3 +157,24 @@ def test_the_readme_opens_with_the_same_headline(tmp_path):
     for line in h.verdict:
         assert f"  - {readme.text(line)}" in head
     assert "  - controls not judged; no cache-off repeat: the control was not run" in head
+
+
+def test_the_report_reads_the_typed_manifest_and_names_a_field_that_is_not_one():
+    """A bundled run's manifest is read through RunManifest (kit.record.manifest) once the bundle verifies;
+    a manifest that is not one (only in a bundle that does not verify) is named with its first wrong field,
+    which `kit show --no-verify` turns into its one-line refusal."""
+    from kit.bundle.content import summary  # noqa: PLC0415
+
+    run = BundledRun("grid-x", {"status": "finished", "protocol": {"name": "grid-x", "kind": "grid"},
+                                "engine": {"model_name": "toy", "gpus": "none", "image_identity": None}})
+    found = summary(run)
+    assert (found["status"], found["protocol"], found["model"], found["overrides"]) == (
+        "finished", "grid-x (kind grid)", "toy", "{}")
+    assert run.typed() is run.typed() and run.typed().engine.model_name == "toy"
+    odd = BundledRun("grid-x", {"status": 5})
+    with pytest.raises(ValueError, match=r"^runs/grid-x/manifest.json: status: Input should be a valid string"):
+        summary(odd)
+    with pytest.raises(ValueError, match="status"):
+        headline(odd)
+    with pytest.raises(ValueError, match="status"):
+        describe_runs([odd], {})

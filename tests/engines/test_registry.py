@@ -12,8 +12,9 @@ from kit.app import check
 from kit.run import preflight
 from kit.cli import cli
 from kit.engines import registry
+from kit.launch import instance
 from kit.core.errors import ConfigError
-from kit.protocols.kinds import KINDS
+from kit.protocols.kinds import KINDS, served_on
 from kit.protocols.spec import EngineSettings
 from kit.tui import form
 
@@ -30,7 +31,7 @@ def test_each_engine_declares_what_its_adapter_does(name):
     assert client.capabilities.cached_token_telemetry is engine.cache_counters
     assert client.capabilities.arm_per_server is engine.server_per_arm
     assert engine.name == name and engine.label
-    assert engine.run_kinds is None or set(engine.run_kinds) <= set(KINDS)  # kinds the kit knows
+    assert set(served_on(engine)) <= set(KINDS) and bool(served_on(engine)) is engine.runs  # kinds the kit knows
 
 
 def test_the_cli_offers_the_registrys_engines():
@@ -43,9 +44,12 @@ def test_what_each_engine_runs_is_declared_once():
     written_for = EngineSettings.model_fields["kind"]
     assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
     assert written_for.default == registry.DEFAULT
-    # the kinds that declare how vLLM runs them are the ones the registry says vLLM serves
-    assert set(registry.VLLM.run_kinds or ()) == {name for name, kind in KINDS.items() if kind.on_vllm is not None}
-    assert registry.LLAMACPP.serves("reset") and not registry.VLLM.serves("reset")
+    # vLLM runs the kinds that declare how (their on_vllm), said once, by the kinds; llama.cpp every file's kind
+    assert served_on(registry.VLLM) == [name for name, kind in KINDS.items() if kind.on_vllm is not None]
+    assert served_on(registry.VLLM) == ["grid", "sweep", "flag_order"]
+    assert served_on(registry.LLAMACPP) == [name for name, kind in KINDS.items() if kind.from_files]  # all files ask
+    assert "reset" in served_on(registry.LLAMACPP) and "harness" not in served_on(registry.LLAMACPP)  # imported only
+    assert served_on(registry.OLLAMA) == served_on(registry.OPENAI) == []
     assert not registry.OLLAMA.runs and registry.OLLAMA.name not in registry.run_choices()
     assert registry.VLLM.runs_written_for(registry.LLAMACPP)  # tried, then refused by vLLM's own rules
     assert not registry.LLAMACPP.runs_written_for(registry.VLLM)  # a server per arm: that engine only
@@ -75,4 +79,4 @@ def test_engine_rules_follow_the_registrys_capabilities():
         with pytest.raises(ConfigError, match="needs the engine's URL"):
             check.resolve_kind(None, kind)
     assert check.resolve_kind(None, "llamacpp") == "embedded"
-    assert set(check.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider
+    assert set(instance.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider

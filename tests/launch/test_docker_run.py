@@ -140,11 +140,12 @@ def test_vllm_containers_get_the_asked_image_and_gpus(tmp_path):
 
 def test_bundles_show_the_image_only_for_container_runs(tmp_path):
     from kit.bundle.content import container_image_summary  # noqa: PLC0415
+    from kit.record.manifest import EngineInfo  # noqa: PLC0415
 
     client = FakeDockerClient()
     client.add_image(images.CPU_IMAGE).attrs["Config"] = {"Labels": CPU_LABELS}
     engine = _provider(tmp_path, client, image=images.CPU_IMAGE).describe()
-    (line,) = container_image_summary(engine).values()
+    (line,) = container_image_summary(EngineInfo.model_validate(engine)).values()  # as the manifest reads it
     assert line.startswith(f"{images.CPU_IMAGE} (sha256:") and "target cpu" in line and line.endswith("--gpus none")
     assert f"wheel sha256 {images.WHEEL_SHA256}" in line and "CPU backend portable" in line
-    assert container_image_summary({"kind": "native"}) == {}  # a native run's report gains no row
+    assert container_image_summary(EngineInfo(kind="native")) == {}  # a native run's report gains no row

@@ -8,6 +8,8 @@ from rich.table import Table
 
 from kit.protocols.grid.view import rate_cells
 from kit.core.terminal_text import shown
+from kit.core.layout import Layout
+from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
 
 
 def flag_order_table(table: dict[str, Any]) -> Table:
@@ -40,3 +42,21 @@ def flag_order_table(table: dict[str, Any]) -> Table:
         notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
     view.caption, view.caption_justify = "\n".join(notes), "left"
     return view
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    rows = []
+    for name, cell in t["cells"].items():
+        label = f"prompt cache {cell['prompt_cache']}, {cell['order']}"
+        rows.append(comparison_row(label, cell["run_to_run"]))
+        h.verdict.append(f"{label}: cache-on run-to-run divergence {comparison_line(cell['run_to_run'])}")
+    h.tables.append(Layout("flag_order", "Cache-on passes repeated (run-to-run divergence) per server-level prompt "
+                           "cache setting and pass order.", COMPARISON_HEADER, rows))
+    fresh = t.get("fresh_server_per_arm")
+    h.held = fresh
+    h.controls.append({True: "every arm ran on its own fresh server", False: "arms did NOT each run on a fresh "
+                       "server of their own", None: "no servers recorded"}[fresh])
+    for name, check in (t.get("orders") or {}).items():
+        h.controls.append(f"{name}: cache-on passes " + {True: "identical in both orders", False: "differ between "
+                          "the orders", None: "not compared"}[check.get("identical")])

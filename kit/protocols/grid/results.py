@@ -119,7 +119,7 @@ def outcomes(episodes: dict[str, dict]) -> dict[str, Any]:
 
 
 def flips(on: dict[str, dict], off: dict[str, dict]) -> dict[str, Any]:
-    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads scipy: only when computing
+    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
     units = sorted(set(on) & set(off))
     to_invalid = sum(bool(off[u]["score"]["valid"]) and not on[u]["score"]["valid"] for u in units)

@@ -8,6 +8,8 @@ from rich.table import Table
 
 from kit.protocols.kind import PlotRow
 from kit.core.terminal_text import shown
+from kit.core.layout import Layout
+from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
 
 
 def rate_cells(comparison: dict[str, Any]) -> tuple[str, str, str]:
@@ -51,3 +53,23 @@ def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
     return [(name, comparison["diverged"], comparison["episodes"], comparison["interval"]["lo"],
              comparison["interval"]["hi"]) for name, comparison in table["comparisons"].items()
             if comparison.get("interval")]
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    comps = t["comparisons"]
+    h.tables.append(Layout("grid", "Episodes whose trajectory changed, per comparison of two passes.",
+                           COMPARISON_HEADER, [comparison_row(n, c) for n, c in comps.items()]))
+    if "path" in comps:
+        h.verdict.append("path divergence (cache on vs cache off): " + comparison_line(comps["path"]))
+    for name, c in comps.items():
+        if name != "path" and "run-to-run" not in name:
+            h.verdict.append(f"{name}: {comparison_line(c)}")
+    off = comps.get("run-to-run cache-off")
+    if off is None or "skipped" in off:
+        h.controls.append("no cache-off repeat: the control was not run")
+        return
+    h.held = int(off["diverged"]) == 0
+    h.controls.append("cache-off run-to-run (should not diverge): " + comparison_line(off))
+    if "run-to-run cache-on" in comps:
+        h.controls.append("cache-on run-to-run: " + comparison_line(comps["run-to-run cache-on"]))

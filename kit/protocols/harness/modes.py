@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.record.cache_state import separation
+
 Z95 = 1.959963984540054  # the harness's 97.5th percentile of the standard normal
 REGISTERED_MS = (25.0, 30.0)  # the harness's prefill thresholds for cache-timing and cache-instance
 COLD_FACTOR = 3.0
@@ -73,6 +75,32 @@ def kept(call: dict[str, Any]) -> bool:
 
 def box_of(call: dict[str, Any]) -> str:
     return call.get("box") or "unknown"
+
+
+def prefill_state(prefill_ms: float | None, low: float, high: float) -> str:
+    """A call's prefill time against the thresholds LOW, HIGH (ms): below, between, above, or unknown."""
+    if prefill_ms is None:
+        return "unknown"
+    return "below" if prefill_ms < low else "above" if prefill_ms > high else "between"
+
+
+def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Arms whose prefill ranges overlap merge into one class; each pair's separation, as measured."""
+    times = {arm: [c["prefill_ms"] for c in calls if c.get("prefill_ms") is not None] for arm, calls in arms.items()}
+    names = [arm for arm in sorted(times) if times[arm]]
+    group = {arm: {arm} for arm in names}
+    pairs = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            found = separation(times[a], times[b])
+            pairs[f"{a}|{b}"] = found.to_json()
+            if not found.separate:
+                merged = group[a] | group[b]
+                for arm in merged:
+                    group[arm] = merged
+    classes = sorted({tuple(sorted(g)) for g in group.values()})
+    return {"rule": "arms whose prefill ranges overlap are one class (kit.record.cache_state.separation)",
+            "classes": [list(c) for c in classes], "pairs": pairs}
 
 
 @dataclass

@@ -52,4 +52,5 @@ KIND = Kind(
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",
                       estimate=None, size=Number("Calls", None, 0)),
-    analysis=Analysis("harness"), record=HarnessRecord, from_files=False)
+    analysis=Analysis("harness"), record=HarnessRecord, from_files=False,
+    headline=Lazy("kit.protocols.harness.view:headline"))

@@ -44,8 +44,7 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 
 from kit.protocols.harness import results_v1 as harness_v1
-from kit.protocols.harness.modes import BoxCalls, box_of, median, mode_of, prefill_ms
-from kit.protocols.harness.results_v1 import _state, kit_classes
+from kit.protocols.harness.modes import BoxCalls, box_of, kit_classes, median, mode_of, prefill_ms, prefill_state
 from kit.core.atomic_file import write_json_atomic
 from kit.core.digests import sha256_text
 from kit.record.manifest import Manifest
@@ -165,9 +164,11 @@ def _kit_extras(raw: dict[str, list[dict[str, Any]]], thresholds: list[float] | 
     """The kit's own per-box additions: its prefill classes, and the metrics per prefill state."""
     extras: dict[str, Any] = {"prefill_classes": kit_classes(raw)}
     if thresholds:
-        extras["by_state"] = {arm: {state: arm_entry([c for c in calls if _state(c.get("prefill_ms"), *thresholds)
-                                                      == state])[1]
-                                    for state in sorted({_state(c.get("prefill_ms"), *thresholds) for c in calls})}
+        def state(call: dict[str, Any]) -> str:
+            return prefill_state(call.get("prefill_ms"), *thresholds)
+
+        extras["by_state"] = {arm: {s: arm_entry([c for c in calls if state(c) == s])[1]
+                                    for s in sorted({state(c) for c in calls})}
                               for arm, calls in sorted(raw.items())}
     return extras
 

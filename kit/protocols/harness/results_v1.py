@@ -10,8 +10,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from kit.record.cache_state import separation
 from kit.core.paths import RunPaths
+from kit.protocols.harness.modes import kit_classes, prefill_state
 
 TABLE = "harness"
 RESULTS = RunPaths.result_name("harness")
@@ -51,31 +51,6 @@ def metrics(calls: list[dict[str, Any]]) -> dict[str, Any]:
             "model_drift": len({c.get("response_model") for c in kept}) > 1
             or any(c.get("response_model") != c.get("model_sent") for c in kept),
             "wire_mismatch": any(c.get("wire_sha256") not in (None, c["prompt_sha256"]) for c in kept)}
-
-
-def _state(prefill_ms: float | None, low: float, high: float) -> str:
-    if prefill_ms is None:
-        return "unknown"
-    return "below" if prefill_ms < low else "above" if prefill_ms > high else "between"
-
-
-def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Arms whose prefill ranges overlap merge into one class; each pair's separation, as measured."""
-    times = {arm: [c["prefill_ms"] for c in calls if c.get("prefill_ms") is not None] for arm, calls in arms.items()}
-    names = [arm for arm in sorted(times) if times[arm]]
-    group = {arm: {arm} for arm in names}
-    pairs = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            found = separation(times[a], times[b])
-            pairs[f"{a}|{b}"] = found.to_json()
-            if not found.separate:
-                merged = group[a] | group[b]
-                for arm in merged:
-                    group[arm] = merged
-    classes = sorted({tuple(sorted(g)) for g in group.values()})
-    return {"rule": "arms whose prefill ranges overlap are one class (kit.record.cache_state.separation)",
-            "classes": [list(c) for c in classes], "pairs": pairs}
 
 
 def cycles(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,8 +110,8 @@ def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str
     thresholds = resolved.get("thresholds")
     by_state = None
     if thresholds:
-        by_state = {arm: {state: metrics([c for c in calls if _state(c.get("prefill_ms"), *thresholds) == state])
-                          for state in sorted({_state(c.get("prefill_ms"), *thresholds) for c in calls})}
+        by_state = {arm: {state: metrics([c for c in calls if prefill_state(c.get("prefill_ms"), *thresholds) == state])
+                          for state in sorted({prefill_state(c.get("prefill_ms"), *thresholds) for c in calls})}
                     for arm, calls in sorted(raw.items())}
     gate = manipulation(resolved.get("mode", ""), arms, raw, thresholds)
     modal = {arm: m["modal_sha256"] for arm, m in arms.items()}

@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 
 from kit.core.terminal_text import shown
+from kit.core.layout import DASH, Layout
+from kit.protocols.headline import Headline, few
 
 
 def harness_table(table: dict[str, Any]) -> Group:
@@ -102,3 +104,20 @@ def _arms_differ(differ: bool | None, passed: bool | None) -> str:
 
 def _verdict(passed: bool | None) -> str:
     return "not evaluated" if passed is None else "[green]PASS[/]" if passed else "[red]FAIL[/]"
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    gate = t["gates"]["manipulation"]
+    h.held = gate.get("pass")
+    h.controls.append("manipulation gate " + {None: "not evaluated", True: "PASS", False: "FAIL"}[gate.get("pass")]
+                      + f" ({gate.get('rule')})")
+    differ = t.get("arms_differ")
+    h.verdict.append("arms " + {None: "not judged", True: "DIFFER", False: "identical"}[differ])
+    arms = {a: m.get("metrics", {"n": 0, "distinct_count": 0}) if "n_raw" in m and "n" not in m else m
+            for a, m in t["arms"].items()}  # a study's arms hold their metrics (kit.protocols.harness.results); older: flat
+    over = " over every box" if len(t.get("boxes") or {}) > 1 else ""
+    h.tables.append(Layout("harness", f"Measured calls per arm{over}.", ["arm", "n", "distinct outputs", "modal share"],
+                           [[str(a), str(m["n"]), str(m["distinct_count"]),
+                             DASH if m.get("modal_share") is None else f"{m['modal_share']:.3f}{few(m['n'])}"]
+                            for a, m in arms.items()]))

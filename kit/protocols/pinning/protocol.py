@@ -249,4 +249,5 @@ KIND = Kind(
         measures="state pinning: the three-state check (cold / hit / checkpoint)",
         needs="an engine that reports cache state", estimate=None,
         size=Number("Items", None, 80)),  # shown by the setup form as before; pinning has no one size yet
-    analysis=None, record=PinningRecord)
+    analysis=None, record=PinningRecord,
+    headline=Lazy("kit.protocols.pinning.view:headline"))

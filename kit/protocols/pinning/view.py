@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 
 from kit.core.terminal_text import shown
+from kit.core.layout import DASH, Layout, pct
+from kit.protocols.headline import Headline, few
 
 
 def _share(summary: dict[str, Any]) -> str:
@@ -51,3 +53,29 @@ def pinning_verdict(table: dict[str, Any]) -> Group:
                  f"steady-state {_share(regimes['steady'])}")
     lines += [f"• {shown(line)}" for line in table["verdict"]["advice"]]
     return Group(states, *lines)
+
+
+def _headline_share(s: dict[str, Any]) -> str:
+    if not s.get("n"):
+        return DASH
+    lo, hi = s["wilson95"]
+    return f"{s['modal_count']}/{s['n']} ({pct(lo)}{DASH}{pct(hi)}%){few(s['n'])}"
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    gate = t["gate"]
+    h.held = gate["status"] == "PASS"
+    h.controls.append(f"gate {gate['status']}: reloads confirmed {gate['reloads_confirmed'][0]}/"
+                      f"{gate['reloads_confirmed'][1]}" + "".join(f"; {r}" for r in gate.get("reasons") or []))
+    arms = t["arms"]
+    if arms.get("differ") is None:
+        h.verdict.append(f"pure vs contaminated arm: {arms.get('withheld', 'not measured')}")
+    else:
+        h.verdict.append(f"pure vs contaminated arm: {'outputs DIFFER' if arms['differ'] else 'identical outputs'}"
+                         f" (modal share: pure {_headline_share(arms['pure'])}, contaminated {_headline_share(arms['contaminated'])})")
+    h.verdict.extend(str(a) for a in (t.get("verdict") or {}).get("advice") or [])
+    h.tables.append(Layout("pinning", "Cache states found (cycle calls of the measured prompt).",
+                           ["state", "calls", "distinct outputs", "modal share (95% CI)"],
+                           [[str(s["state"]), ", ".join(map(str, s.get("roles") or [])), str(s.get("distinct")),
+                             _headline_share(s)] for s in t["states"]]))

@@ -31,7 +31,7 @@ def _paths(records: list[dict]) -> dict[str, dict[str, Any]]:
 
 def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """Correctness per path (answers compared numerically), flips in both directions, exact McNemar."""
-    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads scipy: only when computing
+    from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
     scored = {u: p for u, p in units.items() if p.get("reference") is not None}
     if not scored:

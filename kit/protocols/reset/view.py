@@ -9,6 +9,8 @@ from rich.table import Table
 
 from kit.protocols.kind import PlotRow
 from kit.core.terminal_text import shown
+from kit.core.layout import DASH, Layout
+from kit.protocols.headline import Headline, rate
 
 
 def reset_table(table: dict[str, Any]) -> Table:
@@ -70,3 +72,33 @@ def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
             interval = rate_interval(row["paths_differ"], row["items"])
             rows.append((f"{row['session']} paths differ", row["paths_differ"], row["items"], interval.lo, interval.hi))
     return rows
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    ok = [s for s in t["sessions"] if s["status"] == "OK"]
+    layout = Layout("restored-state control", "Per session: items whose tokens each path reproduces, and items "
+                    "whose cache-hit path differs from the recompute path.",
+                    ["session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
+                     "cache-caused"])
+    for s in t["sessions"]:
+        layout.rows.append([str(s["session"]), str(s["status"])] + ([str(s[k]) for k in (
+            "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "cache_caused")] if s in ok
+            else [DASH] * 5))
+    h.tables.append(layout)
+    if not ok:
+        h.verdict.append("no OK session: nothing to judge")
+        return
+    for s in ok:
+        h.verdict.append(f"session {s['session']}: the cache-hit path differs from the recompute path in "
+                         + rate(int(s["paths_differ"]), int(s["items"]), unit="items")
+                         + f"; {s['cache_caused']} attributable to the cache")
+    bad = [s for s in ok if s["recompute_reproduces"] != s["items"] or s["hit_reproduces"] != s["items"]]
+    h.held = not bad
+    h.controls.append("each path reproduces itself: " + "; ".join(
+        f"{s['session']} recompute {s['recompute_reproduces']}/{s['items']}, cache hit {s['hit_reproduces']}/"
+        f"{s['items']}" for s in ok))
+    across = t.get("across_sessions") or {}
+    if "items" in across:
+        h.controls.append(f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}/"
+                          f"{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")

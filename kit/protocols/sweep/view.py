@@ -7,6 +7,8 @@ from typing import Any
 from rich.table import Table
 
 from kit.core.terminal_text import shown
+from kit.core.layout import DASH, Layout, pct
+from kit.protocols.headline import Headline, comparison_line, few
 
 
 def sweep_table(table: dict[str, Any]) -> Table:
@@ -37,3 +39,28 @@ def sweep_table(table: dict[str, Any]) -> Table:
         notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
     view.caption, view.caption_justify = "\n".join(notes), "left"
     return view
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    layout = Layout("sweep", "Path divergence per weight format over histories (cache-on pass vs the format's "
+                    "cache-off reference).", ["format", "histories", "mean (%)", "SD", "range (%)", "status varies"])
+    for label, row in t["formats"].items():
+        if "skipped" in row:
+            layout.rows.append([str(label), DASH, DASH, DASH, DASH, str(row["skipped"])])
+            h.verdict.append(f"{label}: {row['skipped']}")
+            continue
+        layout.rows.append([str(label), str(row["histories"]), pct(row["mean"]), pct(row["sd"]),
+                            f"{pct(row['min'])}{DASH}{pct(row['max'])}",
+                            f"{row['episodes_status_varies']}/{row['episodes']}"])
+        h.verdict.append(f"{label}: path divergence {pct(row['mean'])}% on average over {row['histories']} "
+                         f"histories of {row['episodes']} episodes (range {pct(row['min'])}{DASH}{pct(row['max'])}%)"
+                         f"{few(row['histories'])}; the two-way interval is Table VI of `kit analyze`")
+    h.tables.append(layout)
+    checks = t.get("reference_check") or {}
+    judged = [c for c in checks.values() if "skipped" not in c]
+    h.held = all(c.get("identical") for c in judged) if judged else None
+    for label, c in checks.items():
+        h.controls.append(f"{label} reference under two orders (should not diverge): {comparison_line(c)}")
+    if not checks:
+        h.controls.append("no repeated reference pass: the control was not run")

@@ -48,7 +48,7 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 KIND = Kind(
     name="watch", model=WatchProtocol, prepare=prepare, run=run, results=results, table="watch",
-    render=Lazy("kit.protocols.watch.view:watch_table"),
+    render=Lazy("kit.protocols.watch.view:watch_table"), headline=Lazy("kit.protocols.watch.view:headline"),
     launcher=Launcher(measures="live traffic through `kit watch`: cache state per call, same request answered "
                                "differently (alarms)",
                       needs="nothing: `kit watch --upstream URL` makes the run folder while clients use it",

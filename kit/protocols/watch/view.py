@@ -7,7 +7,9 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from kit.core.layout import Layout
 from kit.core.terminal_text import shown
+from kit.protocols.headline import Headline
 
 REPEATED_SHOWN = 20
 
@@ -33,3 +35,14 @@ def watch_table(table: dict[str, Any]) -> Group:
                                     " (the records' live alarms DIFFER from these, recomputed)"),
              f"upstream latency p50 {latency['p50']} ms, p99 {latency['p99']} ms; failed calls {table['failed']}"]
     return Group(states, repeated, *lines)
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
+    alarms = {kind: n for kind, n in t["alarms"].items() if n}
+    h.verdict.append(f"{t['calls']} watched calls; alarms: "
+                     + (", ".join(f"{kind} {n}" for kind, n in alarms.items()) if alarms else "none"))
+    h.held = t["recorded_alarms_agree"]
+    h.controls.append("the proxy's live alarms " + ("equal" if h.held else "DIFFER from") + " those recomputed")
+    h.tables.append(Layout("watch", "Watched calls by cache state.", ["cache state", "calls"],
+                           [[str(state), str(n)] for state, n in t["by_state"].items()]))

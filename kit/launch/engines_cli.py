@@ -1,0 +1,80 @@
+"""`kit engines`: build and install the engines the kit launches here (the CPU backend, llama.cpp with CUDA,
+vLLM) and check which CPU extensions their machine code uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+CPU_BACKEND = click.option(
+    "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
+    help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
+         "machine code uses, else the portable AVX2 build, made here once), wheel, or portable.")
+
+
+@click.group()
+def engines() -> None:
+    """Engine builds and checks."""
+
+
+@engines.command("build-cpu-backend")
+def build_cpu_backend() -> None:
+    """Build the portable (AVX2) CPU backend of the embedded engine once (about a minute; cmake, make, g++).
+
+    `--cpu-backend auto` uses it on every CPU that lacks an extension the wheel's own backend uses
+    (e.g. AVX-VNNI on AMD Zen 4, AVX-512 on Zen 3 or Haswell); building it ahead saves that minute later.
+    """
+    from kit.launch import cpu_backend, embedded  # noqa: PLC0415
+
+    name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
+    click.echo(f"auto picks the {name} backend on this CPU: {reason}")
+    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=click.echo)
+    click.echo(f"portable backend: {found.backend.line()}")
+
+
+@engines.command("cpu-isa")
+@click.argument("libraries", nargs=-1, type=click.Path(path_type=Path, exists=True, dir_okay=False))
+def cpu_isa(libraries: tuple[Path, ...]) -> None:
+    """Count the x86 extensions LIBRARIES' machine code uses (default: both CPU backends), and say which this
+    CPU lacks. The wheel's requirement list (kit/launch/wheel_cpu_isa.json) was made this way."""
+    from kit.launch import cpu_backend, cpu_isa as isa, embedded, portable_backend  # noqa: PLC0415
+
+    flags = cpu_backend.cpu_flags()
+    if not libraries:
+        wheel = embedded.locate("wheel", say=lambda _line: None).backend
+        built = portable_backend.built_library()
+        libraries = (Path(wheel.library),) + ((built / portable_backend.LIBRARY,) if built else ())
+    guarded = cpu_backend.wheel_isa()["guarded"]
+    for library in libraries:
+        counts = isa.scan(library)
+        click.echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
+        if not flags:
+            click.echo("  CPU flags unreadable (/proc/cpuinfo)")
+            continue
+        lacking = [flag for flag in counts if flag not in flags and flag not in guarded]
+        skipped = [flag for flag in counts if flag not in flags and flag in guarded]
+        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing it needs'}"
+                   + (f" (also {', '.join(skipped)}, which the code checks for at run time)" if skipped else ""))
+
+
+@engines.command("build")
+@click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
+@click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
+def build_engine(engine: str, archs: str, prefix: Path | None) -> None:
+    """Build llama-server at the paper's commit with CUDA 12 (needs nvcc 12.x and cmake)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=click.echo)}")
+
+
+@engines.command("install")
+@click.argument("engine", type=click.Choice(["vllm"]))
+@click.option("--venv", type=click.Path(path_type=Path), help="Virtual environment to create (default: in the kit cache).")
+@click.option("--force", is_flag=True, help="Install even when no NVIDIA GPU is visible.")
+def install_engine(engine: str, venv: Path | None, force: bool) -> None:
+    """Install vLLM 0.11.0 into its own virtual environment (needs an NVIDIA GPU to run)."""
+    from kit.launch import gpu_setup  # noqa: PLC0415
+
+    click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
