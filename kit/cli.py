@@ -360,6 +360,14 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         from kit.protocols.harness.view import harness_table  # noqa: PLC0415
 
         Console().print(harness_table(found))
+    for name, found_runs in (result.kinds or {}).items():  # kinds whose findings are their own results table
+        from rich.console import Console  # noqa: PLC0415
+
+        from kit.protocols.kinds import KINDS  # noqa: PLC0415
+
+        for found in found_runs:
+            click.echo(f"{name} run {found['run']}:")
+            Console().print(KINDS[name].render(found))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")

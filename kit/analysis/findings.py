@@ -16,6 +16,7 @@ from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findin
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
+from kit.protocols import kinds
 from kit.protocols.grid import setting as grid_setting
 from kit.protocols.passes import load_pass
 from kit.core.errors import KitError
@@ -212,16 +213,17 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 
-def _watch(collection: Collection, timer: Timer, findings: Findings) -> None:
-    """Watch runs (`kit watch`): calls by cache state and the alarms, per run (kit.protocols.watch.results)."""
-    runs = collection.of_kind("watch")
-    if not runs:
-        return
-    from kit.protocols.watch import results as watch  # noqa: PLC0415
-
-    started = time.perf_counter()
-    findings.watch = [{"run": run.run_id, **watch.compute(*watch.read(run.path))} for run in runs]
-    timer.add("watch runs: states and alarms", started)
+def _own_tables(collection: Collection, timer: Timer, findings: Findings) -> None:
+    """The runs of kinds whose findings are their own results table (kit.protocols.kind.Analysis.table: the
+    ladder, `kit watch`'s runs): each run's table, by kind."""
+    for kind in kinds.KINDS.values():
+        runs = collection.of_kind(kind.name)
+        if kind.analysis is None or kind.analysis.table is None or not runs:
+            continue
+        started = time.perf_counter()
+        findings.kinds = {**(findings.kinds or {}),
+                          kind.name: [{"run": run.run_id, **kind.analysis.table(run.path)} for run in runs]}
+        timer.add(f"{kind.name} runs: their results tables", started)
 
 
 def _prompt_cache(run: RunFolder) -> str:
@@ -267,7 +269,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     _sweep(collection, settings, timer, findings)
     _reset(collection, settings, timer, findings)
     _harness(collection, settings, timer, findings)
-    _watch(collection, timer, findings)
+    _own_tables(collection, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
                         ("V", "grid runs"), ("VI", "sweep folders"), ("VII", "reset (GSM8K bridge) runs")):
         findings.tables.setdefault(name, Table(rows=[], skipped=[{"reason": f"no {needs} among the inputs"}]))

@@ -274,7 +274,7 @@ class Findings(Section):
     grid_trend: GridTrend | None = None
     sweep: SweepFindings | None = None
     harness: list[JsonObject] | None = None
-    watch: list[JsonObject] | None = None  # `kit watch` runs: states and alarms (kit.protocols.watch.results)
+    kinds: dict[str, list[JsonObject]] | None = None  # per kind whose findings are its own table (Analysis.table)
     files: dict[str, Any] | None = None
     timings_seconds: dict[str, Number] | None = None
 

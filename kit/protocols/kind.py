@@ -128,11 +128,16 @@ class Launcher:
 @dataclass(frozen=True)
 class Analysis:
     """How `kit analyze` reads a run folder of a kind (kit.analysis.collect): as a folder of the findings
-    family `family` ("reset", "grid", "sweep", "harness" or "watch", kit.analysis.findings; a grid folder whose
+    family `family` ("reset", "grid", "sweep" or "harness", kit.analysis.findings; a grid folder whose
     manifest carries `sweep` is a sweep cell). A run whose manifest lists `cells` is always read as one grid
-    folder per cell; `family=None` says a folder of this kind is read only that way."""
+    folder per cell; `family=None` says a folder of this kind is read only that way.
+
+    A kind whose findings are its own results table names it `table` (family: the kind's name): a function
+    of the run folder that reads it only and returns the table `results` would write. `kit analyze` keeps
+    each run's table in findings.json under `kinds.<kind>` and prints it with the kind's `render`."""
 
     family: str | None
+    table: Callable[[Path], Table] | None = None
 
 
 @dataclass(frozen=True)

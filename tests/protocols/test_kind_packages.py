@@ -20,8 +20,7 @@ REACHES_IN = {
     "kit/protocols/flag_order/protocol.py": {"grid"},  # so does flag x order
     "kit/protocols/flag_order/view.py": {"grid"},  # and shows its rates the grid's way
     "kit/analysis/bridge_findings.py": {"reset"},  # the bridge's Table IV counts reuse the kind's own counts
-    "kit/analysis/findings.py": {"grid", "harness", "watch"},  # Table III labels; the harness's report values
-    # per run; a watch run's states and alarms
+    "kit/analysis/findings.py": {"grid", "harness"},  # Table III labels; the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results
     "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders

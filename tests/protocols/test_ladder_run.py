@@ -78,3 +78,19 @@ def test_a_tiny_ladder_on_the_real_engine(tmp_path):
     before = (run_dir / "results" / "ladder.json").read_bytes()
     kinds.of_run(run_dir).results(run_dir)  # what `kit verify` recomputes from the records
     assert (run_dir / "results" / "ladder.json").read_bytes() == before
+
+    # `kit analyze` keeps the table in its findings, and `kit show` / the bundle's report lead with its headline
+    from click.testing import CliRunner
+
+    from kit.bundle.show import describe
+    from kit.bundle.writer import write_bundle
+    from kit.cli import cli
+
+    analyzed = CliRunner().invoke(cli, ["analyze", str(run_dir), "--out", str(tmp_path / "analysis"), "--no-figures"])
+    assert analyzed.exit_code == 0, analyzed.output
+    assert f"ladder run {manifest['run_id']}:" in analyzed.output and table["headline"]["text"] in analyzed.output
+    found = json.loads((tmp_path / "analysis" / "findings.json").read_text())["kinds"]["ladder"]
+    assert [(run["run"], run["headline"]) for run in found] == [(manifest["run_id"], table["headline"])]
+    bundle = write_bundle([run_dir], tmp_path / "ladder.tar.gz", environ={}).path
+    shown = "\n".join(describe(bundle))
+    assert table["headline"]["text"] in shown and "Fixes for L2 with their cost" in shown

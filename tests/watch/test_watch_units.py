@@ -340,3 +340,24 @@ def test_an_answer_of_known_length_cut_short_reaches_the_client_cut_and_is_recor
                 httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=30)
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert "cut the answer short" in record["error"] and record["output_sha256"] is None
+
+
+def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_path):
+    from click.testing import CliRunner
+
+    from kit.cli import cli
+
+    recorder = Recorder.open(tmp_path / "runs", rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    tracker = Tracker()
+    for n in range(4):
+        fields = _fields(n)
+        fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
+        recorder.add(fields)
+    recorder.close()
+    out = tmp_path / "analysis"
+    result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
+    assert result.exit_code == 0, result.output
+    assert f"watch run {recorder.run_id}:" in result.output and "Watched calls (4)" in result.output
+    found = json.loads((out / "findings.json").read_text())["kinds"]["watch"]
+    assert [(run["run"], run["calls"], run["alarms"]["determinism"]) for run in found] == [(recorder.run_id, 4, 2)]
+    assert not (recorder.run_dir / "results").exists()  # analysis reads the run folder, writes nothing into it

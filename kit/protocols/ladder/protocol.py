@@ -24,7 +24,7 @@ from kit.engines.base import CompletionRequest, require
 from kit.launch import cpu_backend
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
-from kit.protocols.kind import Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.ladder import plan as ladder_plan
 from kit.protocols.ladder import results as ladder_results
 from kit.protocols.ladder.aligned import aligned_prefix
@@ -250,5 +250,6 @@ KIND = Kind(
         repeats=Number("Trials", "trials", 3, high=100, placeholder="L0 repeats, L2 hits per prompt"),
         max_tokens=Number("Max tokens", "max_tokens", 48, high=4096, placeholder="per answer"),
         started_engine_only=True),
-    analysis=None, record=LadderRecord, note=Lazy("kit.protocols.ladder.view:ladder_note"),
+    analysis=Analysis("ladder", table=Lazy("kit.protocols.ladder.results:ladder_table")), record=LadderRecord,
+    note=Lazy("kit.protocols.ladder.view:ladder_note"), headline=Lazy("kit.protocols.ladder.view:headline"),
     plot_rows=Lazy("kit.protocols.ladder.view:plot_rows"))

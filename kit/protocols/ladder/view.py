@@ -9,7 +9,9 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from kit.core.layout import DASH, Layout
 from kit.core.terminal_text import shown
+from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 
 STATUS_STYLE = {"holds": "green", "diverges": "red", "VOID": "yellow", "not measured": "dim"}
@@ -145,3 +147,33 @@ def ladder_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     if drawn is not None:
         parts.append(f"figure: {drawn}")
     return "; ".join(shown(part) for part in parts)
+
+
+def _plain_share(row: dict[str, Any]) -> str:
+    if not row.get("pairs"):
+        return DASH
+    lo, hi = row["interval"]
+    return f"{row['identical']}/{row['pairs']} [{lo:.2f}, {hi:.2f}]"
+
+
+def headline(t: dict[str, Any], h: Headline) -> None:
+    """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report):
+    how far up the ladder the engine stays invariant, what closes L2, each rung's control, the two tables."""
+    h.verdict.append(str(t["headline"]["text"]))
+    closing = t.get("closes_L2") or []
+    h.verdict.append(f"closes L2: {', '.join(closing)}" if closing else "no fix measured here closes L2")
+    controls = [row for row in t["rungs"] if row.get("control") is not None]
+    for row in controls:
+        h.controls.append(f"{row['rung']} {row['what']}: its control " +
+                          ("reproduced" if row["control"] else "did NOT reproduce"))
+    h.held = all(row["control"] for row in controls) if controls else None
+    h.tables.append(Layout("ladder", "Each rung against the same baseline (holds: every request byte-identical "
+                           "in tokens).", ["rung", "contrast", "status", "identical (95% CI)", "reason"],
+                           [[row["rung"], str(row["what"]), row["status"], _plain_share(row),
+                             str(row.get("reason") or "")] for row in t["rungs"]]))
+    h.tables.append(Layout("ladder fixes", "Fixes for L2 with their cost against the unfixed arm.",
+                           ["fix", "status", "identical (95% CI)", "latency ×", "throughput Δ"],
+                           [[str(row["fix"]), row["status"], _plain_share(row),
+                             f"{row['latency_ratio']:.2f}" if "latency_ratio" in row else DASH,
+                             f"{row['throughput_change_pct']:+.1f}%" if "throughput_change_pct" in row else DASH]
+                            for row in t["fixes"]]))

@@ -53,4 +53,4 @@ KIND = Kind(
                                "differently (alarms)",
                       needs="nothing: `kit watch --upstream URL` makes the run folder while clients use it",
                       estimate=None, size=Number("Calls", None, 0)),
-    analysis=Analysis("watch"), record=WatchRecord, from_files=False)
+    analysis=Analysis("watch", table=Lazy("kit.protocols.watch.results:watch_table")), record=WatchRecord, from_files=False)

@@ -78,12 +78,17 @@ def read(run_dir: Path) -> tuple[list[dict[str, Any]], bool]:
     return records, bool(manifest.protocol.resolved.get("pinned"))
 
 
-def results(run_dir: Path) -> dict[str, Any]:
-    """Compute the watch table from the run folder and write results/watch.json and .csv."""
+def watch_table(run_dir: Path) -> dict[str, Any]:
+    """The watch table, from the run folder only (what `results` writes; `kit analyze` reads it too)."""
     manifest = Manifest.load(run_dir).run
     resolved = manifest.protocol.resolved
-    table = {"table": "watch", "run_id": manifest.run_id, "upstream": resolved.get("upstream"),
-             "engine_kind": resolved.get("engine_kind"), **compute(*read(run_dir))}
+    return {"table": "watch", "run_id": manifest.run_id, "upstream": resolved.get("upstream"),
+            "engine_kind": resolved.get("engine_kind"), **compute(*read(run_dir))}
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    """Compute the watch table from the run folder and write results/watch.json and .csv."""
+    table = watch_table(run_dir)
     write_results(run_dir, table, "watch", "watch", FIELDS, table["repeated"])
     return table
 
