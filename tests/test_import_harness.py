@@ -15,6 +15,7 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.core.paths import REPO_ROOT
+from kit.protocols import kinds
 from kit.record.model import validate
 from kit.record.files import read_records
 from tests.bundle.kit_cli import run_here as kit
@@ -156,7 +157,9 @@ def test_missing_companion_files_and_bad_thresholds_are_named(tmp_path):
 def test_a_protocol_file_cannot_ask_for_the_imported_kind(tmp_path):
     (tmp_path / "h.yaml").write_text("protocol: harness\n")
     refused = kit("run", str(tmp_path / "h.yaml"), "--out", str(tmp_path / "out"))
-    one_line_error(refused, "key 'protocol' is 'harness'; allowed values: flag_order, grid, ladder, pinning, reset, sweep")
+    allowed = ", ".join(sorted(name for name, kind in kinds.KINDS.items() if kind.from_files))  # not harness
+    assert "harness" not in allowed and "reset" in allowed
+    one_line_error(refused, f"key 'protocol' is 'harness'; allowed values: {allowed}")
     assert not (tmp_path / "out").exists()
 
 

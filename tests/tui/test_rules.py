@@ -20,6 +20,7 @@ from kit.app import doctor
 from kit.app.doctor import CommandResult
 from kit.core.errors import IllegalInstruction
 from kit.launch.cpu_backend import CHOICES
+from kit.protocols.kinds import KINDS
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog
 from kit.tui.live_state import LiveState
@@ -27,7 +28,10 @@ from kit.tui.screens.picker import machine_line
 from tests.test_doctor import NVIDIA_SMI, FakeEngine, make_probes
 from tests.tui.conftest import PROTOCOLS, SetClock
 
-STARTED_ONLY = {"sweep", "flag_order", "ladder"}  # kinds that need an engine the kit starts (no endpoint URL)
+# the kinds a protocol file can ask for, and those of them that need an engine the kit starts (no endpoint URL),
+# as each kind declares on its registration
+FILE_KINDS = {name for name, kind in KINDS.items() if kind.from_files}
+STARTED_ONLY = {name for name in FILE_KINDS if KINDS[name].launcher.started_engine_only}
 SIGILL = IllegalInstruction("llama-server died of SIGILL computing its first tokens on the wheel CPU backend",
                             "run `kit doctor --cpu-backend portable`")
 
@@ -54,7 +58,8 @@ def _by_kind(caps):
     entries = {}
     for entry in catalog(caps):  # the kit's own protocols/
         entries.setdefault(entry.kind, []).append(entry)
-    assert set(entries) == {"reset", "grid", "sweep", "flag_order", "pinning", "ladder"}
+    assert set(entries) == FILE_KINDS and {"reset", "grid", "sweep"} <= FILE_KINDS
+    assert {"sweep", "flag_order"} <= STARTED_ONLY and not {"reset", "grid"} & STARTED_ONLY
     return entries
 
 
@@ -69,7 +74,7 @@ def test_a_proven_embedded_engine_makes_every_kind_ready(tmp_path):
     assert caps.why_not[doctor.DOCKER_WAY].startswith("docker daemon: not reachable")  # what each closed way lacks
     assert caps.why_not[doctor.NATIVE_VLLM_WAY].startswith("gpu: nvidia-smi not found")
     assert all(e.ready and e.runnable and e.why_not is None for e in _llamacpp(caps))
-    assert {e.kind for e in _llamacpp(caps)} == {"reset", "grid", "sweep", "flag_order", "pinning", "ladder"}
+    assert {e.kind for e in _llamacpp(caps)} == FILE_KINDS
 
 
 VLLM_FILES = {"grid-vllm", "grid-vllm-fresh", "flag-order-vllm", "sweep-vllm"}
