@@ -97,8 +97,14 @@ def test_engine_url_option_is_stored_without_credentials_and_such_a_run_cannot_r
     assert plain["engine_url"] == "http://127.0.0.1:8080" and runner.CREDENTIALS_DROPPED not in plain
 
 
+# `kit watch`'s proxy forwards its clients' headers (Authorization included) and reads the upstream's content
+# type; it records neither (tests/watch: a bearer token sent through it appears in no file of the run folder)
+READS_HEADERS = {"kit/watch/proxy.py"}
+
+
 def test_no_module_reads_request_or_response_headers():
     """Records keep request bodies and response bodies, never headers (so never an Authorization header):
-    no kit module reads `.headers` of a request or response."""
-    sources = {path: path.read_text() for path in Path(kit.__file__).parent.rglob("*.py")}
-    assert [path.name for path, text in sources.items() if re.search(r"\.headers\b", text)] == []
+    no kit module reads `.headers` of a request or response, but the proxy that must forward them."""
+    root = Path(kit.__file__).parent
+    sources = {path.relative_to(root.parent).as_posix(): path.read_text() for path in root.rglob("*.py")}
+    assert {path for path, text in sources.items() if re.search(r"\.headers\b", text)} == READS_HEADERS
