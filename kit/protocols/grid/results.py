@@ -13,7 +13,7 @@ from kit.protocols.results_files import write_results
 from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
-from kit.record.files import read_records
+from kit.record.files import logprobs_pair, read_records
 
 Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
@@ -41,7 +41,8 @@ def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def _request(record: dict[str, Any]) -> dict[str, Any]:
-    """What the grid's results need of a request record (the prompt text and raw body are dropped)."""
+    """What the grid's results need of a request record (the prompt text and raw body are dropped); its
+    `logprobs` as read (parsed, or DeferredLogprobs: `identity` parses them)."""
     completion = record["completion"]
     return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "ids": completion.get("token_ids"),
             "tokens": list(completion.get("tokens") or ()), "logprobs": completion["logprobs"]}
@@ -84,7 +85,7 @@ def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str
     for unit in units:
         same_episode = len(a[unit]) == len(b[unit])
         for ra, rb in zip(a[unit], b[unit]):
-            la, lb = ra["logprobs"], rb["logprobs"]
+            la, lb = logprobs_pair(ra["logprobs"], rb["logprobs"])
             counts["logprob_records"] += len(la)
             for x, y in zip(la, lb):
                 counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
