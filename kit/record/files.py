@@ -106,11 +106,11 @@ def _loads_skimmed(data: bytes, start: int, stop: int, where: str | None = None)
     it is safe; with `where` (file:line), the array is kept as DeferredLogprobs instead of None. The searches
     take the line's bounds, so the line itself is never copied whole."""
     begin = data.find(_LOGPROBS_KEY, start, stop)
-    # `logprobs` occurs once, and `finish_reason` once from there on (a key before the completion's array cannot
-    # move the cut): searches that stop at the occurrence, not counts over the whole line
+    # `logprobs` occurs once, and `finish_reason` once from there on, right after the array's `],` (a key before
+    # the completion's array cannot move the cut): searches that stop at the occurrence, not counts over the line
     if begin >= 0 and data.rfind(_LOGPROBS_KEY, start, stop) == begin:
-        end = data.find(b"]," + _FINISH_KEY, begin, stop)
-        if end >= 0 and data.find(_FINISH_KEY, begin, stop) == end + 2 == data.rfind(_FINISH_KEY, start, stop):
+        end = data.find(_FINISH_KEY, begin, stop) - 2  # where the array's closing `]` must be
+        if end > begin and data[end:end + 2] == b"]," and data.rfind(_FINISH_KEY, start, stop) == end + 2:
             view = memoryview(data)
             try:
                 record = orjson.loads(b"".join((view[start:begin], b'"logprobs":null', view[end + 1:stop])))

@@ -154,12 +154,16 @@ def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
     }
     planned = [{"pass_id": pid, "arm": info.arm, "repeat": info.repeat or _repeat(pid),
                 "order": info.order_index or 0} for pid, info in infos.items()]
+    emitted: dict[tuple[str, str], dict[str, list[dict]]] = {}  # (pass, level) -> its requests with `emitted`
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
             table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
             continue
         level = compared_on(loaded[a][0], loaded[b][0])
-        first, second = ({u: _emitted(rs, level) for u, rs in loaded[p][0].items()} for p in (a, b))
+        for p in (a, b):  # a pass in two comparisons at one level is prepared once
+            if (p, level) not in emitted:
+                emitted[p, level] = {u: _emitted(rs, level) for u, rs in loaded[p][0].items()}
+        first, second = emitted[a, level], emitted[b, level]
         result = {"passes": [a, b], **level_note(level),
                   **_compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2])}
         units = [u for u in loaded[a][2] if u in loaded[b][1]]
