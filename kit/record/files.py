@@ -80,10 +80,13 @@ class DeferredLogprobs:
                                      f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
         return self._value
 
-    def same_as(self, other: DeferredLogprobs) -> bool:
-        """Whether both arrays have the same bytes, and so parse to equal values (a NaN too: json parses every
-        NaN to one float object, which list and dict comparisons take as equal to itself)."""
-        return self._raw == other._raw
+    def load_like(self, other: DeferredLogprobs) -> list[Any] | None:
+        """`load()`, taking `other`'s parse when both arrays have the same bytes: they parse to equal values (a
+        NaN too: json parses every NaN to one float object, which list and dict comparisons take as equal to
+        itself), so the one value compares as the two parses would."""
+        if self._value is None and self._raw == other._raw:
+            self._value = other.load()
+        return self.load()
 
 
 def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
@@ -94,10 +97,10 @@ def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
 
 def logprobs_pair(a: Any, b: Any) -> tuple[Any, Any]:
     """Two completions' `logprobs` values as read (arrays, DeferredLogprobs or None), parsed. Two deferred
-    arrays with the same bytes (`DeferredLogprobs.same_as`) are parsed once: both sides get that one value, which
+    arrays with the same bytes (`DeferredLogprobs.load_like`) are parsed once: both sides get that one value, which
     compares equal to itself as the two parses would have (comparing identical passes parses half)."""
-    if isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs) and a._value is None and a.same_as(b):
-        a._value = b._value if b._value is not None else b.load()
+    if isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs):
+        return a.load_like(b), b.load()
     return (a.load() if isinstance(a, DeferredLogprobs) else a, b.load() if isinstance(b, DeferredLogprobs) else b)
 
 
