@@ -217,3 +217,29 @@ def test_grid_identity_from_deferred_reads_counts_what_full_reads_count(tmp_path
     assert found.grid[0].comparisons["path"]["identity"]["logprobs_identical"] == 3
     arrays = parsed.count(b"[")
     assert 0 < arrays < 4 * 4  # 4 requests a pass: off2's arrays, off1's twins, are never parsed
+
+
+def test_every_kinds_runs_are_read_in_one_pool_and_each_result_goes_back_to_its_kind(tmp_path, monkeypatch):
+    import kit.analysis.findings as findings_module
+
+    grid = _grid(tmp_path / "grid")
+    steps = {u: [(f"{u}-p0", [position(1, 1.5, 2, 2)], 0)] for u in EPISODES}
+    cells = [write_grid_like(tmp_path / f"sweep-{fmt}", {p: {"arm": arm, "order": EPISODES, "episodes": steps}
+                                                         for p, arm in (("on1", "on"), ("off1", "off"))},
+                             sweep={"format": fmt, "history": 0}, model_name=f"toy-{fmt}", cache_ram=0)
+             for fmt in ("F16", "Q8_0")]
+    settings = Settings(block_bootstrap_replicates=20, cluster_replicates=20, sweep_replicates=20, workers=2)
+    alone = {"grid": compute([grid], settings).grid, "sweep": compute(cells, settings).sweep}
+    calls: list = []
+    real = findings_module.parallel_map
+
+    def recording(fn, items, workers, cost=None):
+        calls.append((fn, [item[0].__name__ for item in items] if fn is findings_module.call else len(items)))
+        return real(fn, items, workers, cost)
+
+    monkeypatch.setattr(findings_module, "parallel_map", recording)
+    together = compute([grid, *cells], settings)
+    reads = [names for fn, names in calls if fn is findings_module.call]
+    assert reads == [["_grid_run", "_sweep_cell", "_sweep_cell"]]  # one pool for both kinds' reads
+    assert alone["grid"] and alone["sweep"] is not None
+    assert together.grid == alone["grid"] and together.sweep == alone["sweep"]
