@@ -198,10 +198,11 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: F
     timer.add("reset/bridge: mechanism", started)
 
 
-# Seconds per byte of records, relative: a grid run parses every log-probability array (identity), a canonical
-# sweep history some of them (mechanism); other reads skim past them, several times faster. Only the order in
-# which `_read_runs` starts its jobs depends on these.
-_READ_WEIGHT = {_grid_run: 4.0, _sweep_cell: 1.0, _reset_run: 1.5}
+# CPU seconds per byte of records, relative (measured on the paper-scale bench: grid about 10 ms/MB, a sweep
+# folder 5, its canonical history twice that, a reset run 7): a grid run parses the log-probability arrays its
+# identity counts compare, a canonical sweep history those its mechanism walks; other reads skim past them.
+# Only the order in which `_read_runs` starts its jobs depends on these.
+_READ_WEIGHT = {_grid_run: 2.0, _sweep_cell: 1.0, _reset_run: 1.4}
 
 
 def _read_cost(fn: Any, args: tuple[Any, ...]) -> float:
