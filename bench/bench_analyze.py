@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_run_overhead import compile_bytecode  # this folder's: each tree's bytecode, as installed kits have it
+
 HERE = Path(__file__).resolve().parents[1]
 VOLATILE = ("created", "timings_seconds")  # findings.json keys that differ between any two runs
 
@@ -99,6 +101,8 @@ def side_by_side(args: argparse.Namespace) -> int:
     work = args.out or args.data.parent / "kit-bench-analyze"
     work.mkdir(parents=True, exist_ok=True)
     trees = {"baseline": baseline_tree(args.baseline_ref, work), "this tree": HERE}
+    for tree in trees.values():
+        compile_bytecode(tree / "kit")
     walls: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[float]] = {name: [] for name in trees}
     for repeat in range(args.repeats):

@@ -7,7 +7,9 @@ records the requests the kit sends (endpoint and exact JSON body, in order, from
 pairs are timed, interleaved (kit, bare, then bare, kit, ...: both see the same load): each side is a
 whole process from start to exit, the kit's CLI run with its imports, checks, gates, durable records
 and final table, and the bare loop (`--bare`), which imports httpx and POSTs the same bodies in the same
-order, reading each answer. Prints each pair and the median of the per-pair ratios (kit / bare).
+order, reading each answer. Prints each pair (wall and CPU seconds of each side, and the load average) and
+the median of the per-pair ratios (kit / bare). The kit's
+bytecode is written first (`compile_bytecode`), as an installed kit has it.
 
     PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3] [--max-tokens N]
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,11 +45,22 @@ def bare(url: str, requests_file: Path) -> None:
             answer.json()
 
 
-def timed(argv: list[str]) -> float:
+def compile_bytecode(package: Path) -> None:
+    """Write the package's bytecode (__pycache__) once, as `pip install` does: with PYTHONDONTWRITEBYTECODE set
+    (as in some shells and CI images) every timed kit process would otherwise compile its ~100 modules from
+    source, a cost no installed kit pays and the bare side (httpx, installed) does not pay either."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, capture_output=True)
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one side's process. Its CPU seconds are the client's own work, which the
+    server's load does not stretch: on a loaded machine their difference still shows the kit's cost."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                    env={**os.environ, "PYTHONPATH": str(HERE)})
-    return time.monotonic() - started
+    wall, after = time.monotonic() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
 
 
 def kit_run(url: str, items: int, out: Path, max_tokens: int | None) -> list[str]:
@@ -74,10 +89,13 @@ def main() -> None:
     if args.bare:
         bare(args.bare[0], Path(args.bare[1]))
         return
+    # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so that the server below is stopped, not orphaned
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from kit.launch import embedded  # noqa: PLC0415
     from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
     from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 
+    compile_bytecode(HERE / "kit")
     found = embedded.locate(os.environ.get("KIT_CPU_BACKEND", "auto"), build_if_needed=True)
     spec = ServerSpec(binary=found.binary, model=ensure_model(DEFAULT_MODEL).path, ctx_size=4096, cache_ram=0,
                       threads=os.cpu_count() or 2, env=found.env)
@@ -88,18 +106,23 @@ def main() -> None:
         sent = recorded_requests(work / "first")
         (work / "requests.json").write_text(json.dumps(sent))
         bare_argv = [sys.executable, str(Path(__file__).resolve()), "--bare", server.url, str(work / "requests.json")]
-        pairs = []
+        pairs, cpu_pairs = [], []
         for pair in range(args.pairs):
             sides = {"kit": kit_run(server.url, args.items, work / f"kit-{pair}", args.max_tokens), "bare": bare_argv}
-            times = {name: timed(sides[name]) for name in (("kit", "bare") if pair % 2 == 0 else ("bare", "kit"))}
+            measured = {name: timed(sides[name]) for name in (("kit", "bare") if pair % 2 == 0 else ("bare", "kit"))}
+            times, cpus = ({name: m[i] for name, m in measured.items()} for i in (0, 1))
             pairs.append(times)
+            cpu_pairs.append(cpus)
             print(json.dumps({"pair": pair + 1, "kit_s": round(times["kit"], 2), "bare_s": round(times["bare"], 2),
-                              "ratio": round(times["kit"] / times["bare"], 3)}), flush=True)
+                              "ratio": round(times["kit"] / times["bare"], 3), "kit_cpu_s": round(cpus["kit"], 2),
+                              "bare_cpu_s": round(cpus["bare"], 2), "load_average": os.getloadavg()[0]}), flush=True)
     ratios = [p["kit"] / p["bare"] for p in pairs]
     print(json.dumps({"items": args.items, "max_tokens": args.max_tokens, "requests": len(sent), "pairs": len(pairs), "cpus": os.cpu_count(),
                       "kit_median_s": round(statistics.median(p["kit"] for p in pairs), 2),
                       "bare_median_s": round(statistics.median(p["bare"] for p in pairs), 2),
-                      "median_ratio": round(statistics.median(ratios), 3)}, indent=1))
+                      "median_ratio": round(statistics.median(ratios), 3),
+                      "kit_cpu_median_s": round(statistics.median(c["kit"] for c in cpu_pairs), 2),
+                      "bare_cpu_median_s": round(statistics.median(c["bare"] for c in cpu_pairs), 2)}, indent=1))
 
 
 if __name__ == "__main__":

@@ -177,3 +177,69 @@ def test_parallel_map_starts_the_costliest_first_and_keeps_the_input_order(monke
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", InOrder)
     assert parallel.parallel_map(_square, items, workers=2, cost=lambda x: x) == [1, 81, 9, 49, 25]
     assert handed == [9, 7, 5, 3, 1]
+
+
+def test_equal_log_probability_arrays_are_parsed_once_and_only_equal_bytes_are_shared():
+    same, twin = records.DeferredLogprobs(b'[{"id":1}]', "a:1"), records.DeferredLogprobs(b'[{"id":1}]', "b:1")
+    other = records.DeferredLogprobs(b'[{"id":1.0}]', "c:1")  # equal once parsed, other bytes: parsed apart
+    a, b = records.logprobs_pair(same, twin)
+    assert a is b and a == [{"id": 1}]
+    a, c = records.logprobs_pair(records.DeferredLogprobs(b'[{"id":1}]', "a:2"), other)
+    assert a == c and a is not c
+    nan = b'[{"id":1,"logprob":NaN}]'  # two parses of a NaN compare equal too (json's one NaN object): shared
+    assert json.loads(nan) == json.loads(nan)
+    a, b = records.logprobs_pair(records.DeferredLogprobs(nan, "a:3"), records.DeferredLogprobs(nan, "b:3"))
+    assert a is b and a == json.loads(nan)
+    assert records.logprobs_pair([{"id": 2}], None) == ([{"id": 2}], None)
+
+
+def test_grid_identity_from_deferred_reads_counts_what_full_reads_count(tmp_path, monkeypatch):
+    from kit.protocols.grid import results as grid_results
+
+    def steps(margin, flip):
+        return {u: [(f"{u}-p0", [position(1, 1.5, 2, 2), position(3, margin, 4, 2)], 0),
+                    (f"{u}-p1", [position(5 if u == "e1" and flip else 3, 0.5, 4, 2)], 5)] for u in EPISODES}
+
+    run = write_grid_like(tmp_path / "grid", {
+        "on1": {"arm": "on", "order": EPISODES, "episodes": steps(0.25, True)},
+        "on2": {"arm": "on", "order": EPISODES, "episodes": steps(0.25, False)},
+        "off1": {"arm": "off", "order": EPISODES, "episodes": steps(0.5, False)},
+        "off2": {"arm": "off", "order": EPISODES, "episodes": steps(0.5, False)}})
+    full = grid_results.grid_table(run)["comparisons"]  # `kit run`'s results: every array parsed
+    parsed = []
+    real = records._loads
+    monkeypatch.setattr(records, "_loads", lambda raw: parsed.append(bytes(raw[:1])) or real(raw))
+    found = compute([run], Settings(block_bootstrap_replicates=20, cluster_replicates=20, workers=1))
+    keys = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}
+    assert {keys[name]: c["identity"] for name, c in full.items()} == {
+        key: c["identity"] for key, c in found.grid[0].comparisons.items()}
+    assert found.grid[0].comparisons["off_r2r"]["identity"]["logprobs_identical"] == 6
+    assert found.grid[0].comparisons["path"]["identity"]["logprobs_identical"] == 3
+    arrays = parsed.count(b"[")
+    assert 0 < arrays < 4 * 4  # 4 requests a pass: off2's arrays, off1's twins, are never parsed
+
+
+def test_every_kinds_runs_are_read_in_one_pool_and_each_result_goes_back_to_its_kind(tmp_path, monkeypatch):
+    import kit.analysis.findings as findings_module
+
+    grid = _grid(tmp_path / "grid")
+    steps = {u: [(f"{u}-p0", [position(1, 1.5, 2, 2)], 0)] for u in EPISODES}
+    cells = [write_grid_like(tmp_path / f"sweep-{fmt}", {p: {"arm": arm, "order": EPISODES, "episodes": steps}
+                                                         for p, arm in (("on1", "on"), ("off1", "off"))},
+                             sweep={"format": fmt, "history": 0}, model_name=f"toy-{fmt}", cache_ram=0)
+             for fmt in ("F16", "Q8_0")]
+    settings = Settings(block_bootstrap_replicates=20, cluster_replicates=20, sweep_replicates=20, workers=2)
+    alone = {"grid": compute([grid], settings).grid, "sweep": compute(cells, settings).sweep}
+    calls: list = []
+    real = findings_module.parallel_map
+
+    def recording(fn, items, workers, cost=None):
+        calls.append((fn, [item[0].__name__ for item in items] if fn is findings_module.call else len(items)))
+        return real(fn, items, workers, cost)
+
+    monkeypatch.setattr(findings_module, "parallel_map", recording)
+    together = compute([grid, *cells], settings)
+    reads = [names for fn, names in calls if fn is findings_module.call]
+    assert reads == [["_grid_run", "_sweep_cell", "_sweep_cell"]]  # one pool for both kinds' reads
+    assert alone["grid"] and alone["sweep"] is not None
+    assert together.grid == alone["grid"] and together.sweep == alone["sweep"]

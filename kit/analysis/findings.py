@@ -15,7 +15,7 @@ from typing import Any
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
-from kit.analysis.parallel import default_workers, import_before_forking, parallel_map
+from kit.analysis.parallel import call, default_workers, import_before_forking, parallel_map
 from kit.protocols import kinds
 from kit.protocols.grid import setting as grid_setting
 from kit.protocols.passes import load_pass
@@ -67,22 +67,19 @@ def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
 def _grid_run(run: RunFolder, replicates: int, seed: int) -> tuple[dict[str, Any], mechanism.Positions | str]:
     """One grid run's findings and mechanism positions (or why none), each records file read once. Runs in
     a worker process."""
-    with run.reading({pass_id: True for pass_id in run.ok_passes}):
+    with run.reading({pass_id: "deferred" for pass_id in run.ok_passes}):
         return grid_findings.grid_run_findings(run, replicates, seed), _mechanism_for_grid(run)
 
 
-def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
+def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
     if not collection.of_kind("grid"):
         return
     started = time.perf_counter()
-    read = parallel_map(_grid_run, [(run, settings.block_bootstrap_replicates, settings.seed)
-                                    for run in collection.of_kind("grid")], _workers(settings),
-                        cost=RunFolder.bytes_to_read)
     grid = [found for found, _ in read]
     findings.grid = [GridRun.model_validate(g) for g in grid]
     findings.tables["III"] = Table.model_validate(grid_findings.table_iii(grid))
     findings.tables["V"] = Table.model_validate(grid_findings.table_v(grid))
-    timer.add("grid: divergence and dependence-aware intervals", started)
+    timer.add("grid: tables III and V", started)
     started = time.perf_counter()
     findings.grid_trend = GridTrend.model_validate(grid_findings.grid_trend(grid, settings.sweep_replicates,
                                                                           settings.seed))
@@ -133,16 +130,21 @@ def _sweep_cell(run: RunFolder, canonical: bool) -> tuple[dict[str, Any], Any]:
         return cell, str(exc)
 
 
-def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
+def _sweep_jobs(runs: list[RunFolder]) -> list[tuple[RunFolder, bool]]:
+    """(folder, canonical?) of each sweep folder: the canonical history of its format (its lowest) gives the
+    format's mechanism positions."""
+    canonical: dict[str, RunFolder] = {}
+    for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
+        canonical.setdefault(run.format, run)
+    return [(run, canonical.get(run.format) is run) for run in runs]
+
+
+def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
     runs = collection.of_kind("sweep")
     if not runs:
         return
     started = time.perf_counter()
-    canonical: dict[str, RunFolder] = {}
-    for run in sorted(runs, key=lambda r: int(r.sweep.get("history", 0))):
-        canonical.setdefault(run.format, run)
-    jobs = [(run, canonical.get(run.format) is run) for run in runs]
-    read = parallel_map(_sweep_cell, jobs, _workers(settings), cost=RunFolder.bytes_to_read)
+    jobs = _sweep_jobs(runs)
     cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
     positions: dict[str, mechanism.Positions] = {}
     skipped: list = []
@@ -151,7 +153,7 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: F
             skipped.append({"run": run.run_id, "reason": found})
         elif found is not None:
             positions.setdefault(run.format, mechanism.Positions()).extend(found)
-    timer.add("sweep: read records and walk divergence", started)
+    timer.add("sweep: cells and their mechanism positions", started)
     started = time.perf_counter()
     workers = _workers(settings)
     findings.sweep = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed,
@@ -176,14 +178,13 @@ def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
     return bridge_findings.table_iv_row(run, sessions), bridge_findings.table_vii_row(run, sessions[order[0]]), found
 
 
-def _reset(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
+def _reset(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
     runs = collection.of_kind("reset")
     if not runs:
         return
     started = time.perf_counter()
     usable = [run for run in runs if run.ok_passes]
     skipped = [{"run": run.run_id, "reason": "no OK session"} for run in runs if not run.ok_passes]
-    read = parallel_map(_reset_run, [(run,) for run in usable], _workers(settings), cost=RunFolder.bytes_to_read)
     findings.tables["IV"] = Table(rows=[r[0] for r in read], skipped=list(skipped))
     findings.tables["VII"] = Table(rows=[r[1] for r in read], skipped=list(skipped))
     positions: dict[str, mechanism.Positions] = {}
@@ -192,10 +193,37 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: F
             skipped.append({"run": run.run_id, "reason": found})
         else:
             positions.setdefault(run.format, mechanism.Positions()).extend(found)
-    timer.add("reset/bridge: read sessions, tables IV and VII", started)
+    timer.add("reset/bridge: tables IV and VII", started)
     started = time.perf_counter()
     _mechanism_block(findings, "reset", positions, skipped, settings)
     timer.add("reset/bridge: mechanism", started)
+
+
+# CPU seconds per byte of records, relative (measured on the paper-scale bench: grid about 10 ms/MB, a sweep
+# folder 5, its canonical history twice that, a reset run 7): a grid run parses the log-probability arrays its
+# identity counts compare, a canonical sweep history those its mechanism walks; other reads skim past them.
+# Only the order in which `_read_runs` starts its jobs depends on these.
+_READ_WEIGHT = {_grid_run: 2.0, _sweep_cell: 1.0, _reset_run: 1.4}
+
+
+def _read_cost(fn: Any, args: tuple[Any, ...]) -> float:
+    run = args[0]
+    return _READ_WEIGHT[fn] * (2.0 if fn is _sweep_cell and args[1] else 1.0) * run.bytes_to_read()
+
+
+def _read_runs(collection: Collection, settings: Settings, timer: Timer) -> dict[str, list[Any]]:
+    """Each grid run, sweep folder and reset run read and reduced (`_grid_run`, `_sweep_cell`, `_reset_run`) in
+    one pool of workers, the costliest first: the cores stay busy until the last records file is read, instead of
+    idling at the end of each kind's turn. Per kind, the results in the order of `collection.of_kind`."""
+    jobs = {"grid": [(_grid_run, (run, settings.block_bootstrap_replicates, settings.seed))
+                     for run in collection.of_kind("grid")],
+            "sweep": [(_sweep_cell, job) for job in _sweep_jobs(collection.of_kind("sweep"))],
+            "reset": [(_reset_run, (run,)) for run in collection.of_kind("reset") if run.ok_passes]}
+    started = time.perf_counter()
+    everything = [job for kind in jobs.values() for job in kind]
+    results = iter(parallel_map(call, everything, _workers(settings), cost=_read_cost))
+    timer.add("read records: grid, sweep and reset runs (one pool)", started)
+    return {kind: [next(results) for _ in kind_jobs] for kind, kind_jobs in jobs.items()}
 
 
 def _harness(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
@@ -265,9 +293,10 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
         "tables": {}, "mechanism": {},
         "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
     })
-    _grid(collection, settings, timer, findings)
-    _sweep(collection, settings, timer, findings)
-    _reset(collection, settings, timer, findings)
+    read = _read_runs(collection, settings, timer)
+    _grid(collection, settings, timer, findings, read["grid"])
+    _sweep(collection, settings, timer, findings, read["sweep"])
+    _reset(collection, settings, timer, findings, read["reset"])
     _harness(collection, settings, timer, findings)
     _own_tables(collection, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),

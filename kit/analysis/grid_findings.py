@@ -28,10 +28,11 @@ def _indicators(comparison: dict[str, Any], order: list[str]) -> tuple[list[str]
 
 def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, Any]:
     """One grid run: each comparison with counts, Wilson and dependence-aware intervals (its records
-    read through RunFolder.records: once each, within `RunFolder.reading`)."""
+    read through RunFolder.records: once each, within `RunFolder.reading`, their log-probabilities parsed only
+    where an identity count compares them: kit.record.files.logprobs_pair)."""
     from kit.stats import dependence_aware_interval  # noqa: PLC0415
 
-    table = grid_results.grid_table(run.path, run.manifest.passes, run.records)
+    table = grid_results.grid_table(run.path, run.manifest.passes, lambda file: run.records(file, "deferred"))
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
                            "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.protocols.passes import PassData, Request
+from kit.protocols.passes import Margins, PassData, Request
 
 NEAR_TIE = 0.1
 
@@ -77,6 +77,8 @@ def compare_request(episode: str, hit: Request, recompute: Request, out: Positio
     out.requests_compared += 1
     is_hit = bool(hit.cached_tokens)
     out.cache_hit_requests += is_hit
+    if isinstance(hit.logprobs, Margins) and isinstance(recompute.logprobs, Margins):
+        hit.logprobs.pair(recompute.logprobs)  # one parse where both paths recorded the same bytes
     for (key_h, margin_h), (key_r, margin) in zip(hit.logprobs or (), recompute.logprobs or ()):
         if not math.isfinite(margin):
             continue

@@ -30,6 +30,12 @@ def import_before_forking(*modules: str) -> None:
         importlib.import_module(name)
 
 
+def call(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """fn(*args): lets one `parallel_map` run items of different functions (each a module-level function) that
+    take different numbers of arguments."""
+    return fn(*args)
+
+
 def parallel_map(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], workers: int,
                  cost: Callable[..., float] | None = None) -> list[T]:
     """[fn(*item) for item in items], computed in up to `workers` processes. With `cost` (of an item's

@@ -11,7 +11,7 @@ from typing import Any
 
 from kit.record.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
 from kit.record.manifest import PassInfo
-from kit.record.files import logprobs_of, read_records
+from kit.record.files import logprobs_of, logprobs_pair, read_records
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,13 @@ class Margins(Sequence):
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def pair(self, other: Margins) -> None:
+        """Parse both sides' arrays now, once if their bytes are the same (kit.record.files.logprobs_pair)."""
+        if self._completion is not None and other._completion is not None:
+            self._entries, other._entries = (value or [] for value in logprobs_pair(
+                self._completion.get("logprobs"), other._completion.get("logprobs")))
+            self._completion = other._completion = None
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):

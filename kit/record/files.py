@@ -41,13 +41,13 @@ if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
 
 
-def _loads(line: bytes) -> Any:
+def _loads(line: bytes | memoryview) -> Any:
     """Parse one line (orjson: records of a paper-scale run are gigabytes); lines orjson refuses (e.g.
     NaN/Infinity, which schema-1 records written with json.dumps may hold) go to json."""
     try:
         return orjson.loads(line)
     except ValueError:
-        return json.loads(line)
+        return json.loads(bytes(line))
 
 
 # Skimming: completion.logprobs is most of a record's parse time, and most analysis steps need only the
@@ -67,19 +67,26 @@ class DeferredLogprobs:
     __slots__ = ("_raw", "_value", "_where")
 
     def __init__(self, raw: bytes, where: str):
-        self._raw: bytes | None = raw
+        self._raw = raw
         self._value: list[Any] | None = None
         self._where = where
 
     def load(self) -> list[Any] | None:
-        if self._raw is not None:
+        if self._value is None:
             try:
                 self._value = _loads(self._raw)
             except ValueError as exc:
                 raise DamagedRecords(f"{self._where}: completion.logprobs is not a valid JSON array "
                                      f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
-            self._raw = None
         return self._value
+
+    def load_like(self, other: DeferredLogprobs) -> list[Any] | None:
+        """`load()`, taking `other`'s parse when both arrays have the same bytes: they parse to equal values (a
+        NaN too: json parses every NaN to one float object, which list and dict comparisons take as equal to
+        itself), so the one value compares as the two parses would."""
+        if self._value is None and self._raw == other._raw:
+            self._value = other.load()
+        return self.load()
 
 
 def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
@@ -88,25 +95,36 @@ def logprobs_of(completion: dict[str, Any]) -> list[Any] | None:
     return value.load() if isinstance(value, DeferredLogprobs) else value
 
 
-def _loads_skimmed(line: bytes, where: str | None = None) -> Any:
-    """Parse a record with completion.logprobs left out (None), cutting the array out when it is safe; with
-    `where` (file:line), the array is kept as DeferredLogprobs instead of None."""
-    begin = line.find(_LOGPROBS_KEY)
-    # `logprobs` occurs once, and `finish_reason` once from there on (a key before the completion's array cannot
-    # move the cut): searches that stop at the occurrence, not counts over the whole line
-    if begin >= 0 and line.rfind(_LOGPROBS_KEY) == begin:
-        end = line.find(b"]," + _FINISH_KEY, begin)
-        if end >= 0 and line.find(_FINISH_KEY, begin) == end + 2 == line.rfind(_FINISH_KEY):
+def logprobs_pair(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two completions' `logprobs` values as read (arrays, DeferredLogprobs or None), parsed. Two deferred
+    arrays with the same bytes (`DeferredLogprobs.load_like`) are parsed once: both sides get that one value, which
+    compares equal to itself as the two parses would have (comparing identical passes parses half)."""
+    if isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs):
+        return a.load_like(b), b.load()
+    return (a.load() if isinstance(a, DeferredLogprobs) else a, b.load() if isinstance(b, DeferredLogprobs) else b)
+
+
+def _loads_skimmed(data: bytes, start: int, stop: int, where: str | None = None) -> Any:
+    """Parse the record in data[start:stop] with completion.logprobs left out (None), cutting the array out when
+    it is safe; with `where` (file:line), the array is kept as DeferredLogprobs instead of None. The searches
+    take the line's bounds, so the line itself is never copied whole."""
+    begin = data.find(_LOGPROBS_KEY, start, stop)
+    # `logprobs` occurs once, and `finish_reason` once from there on, right after the array's `],` (a key before
+    # the completion's array cannot move the cut): searches that stop at the occurrence, not counts over the line
+    if begin >= 0 and data.rfind(_LOGPROBS_KEY, start, stop) == begin:
+        end = data.find(_FINISH_KEY, begin, stop) - 2  # where the array's closing `]` must be
+        if end > begin and data[end:end + 2] == b"]," and data.rfind(_FINISH_KEY, start, stop) == end + 2:
+            view = memoryview(data)
             try:
-                record = orjson.loads(line[:begin] + b'"logprobs":null' + line[end + 1:])
+                record = orjson.loads(b"".join((view[start:begin], b'"logprobs":null', view[end + 1:stop])))
             except ValueError:
                 record = None
             completion = record.get("completion") if isinstance(record, dict) else None
             if isinstance(completion, dict) and "finish_reason" in completion and completion.get("logprobs", 0) is None:
                 if where is not None:
-                    completion["logprobs"] = DeferredLogprobs(line[begin + len(_LOGPROBS_KEY) - 1:end + 1], where)
+                    completion["logprobs"] = DeferredLogprobs(data[begin + len(_LOGPROBS_KEY) - 1:end + 1], where)
                 return record
-    record = _loads(line)
+    record = _loads(data[start:stop])
     if where is None and isinstance(record, dict) and isinstance(record.get("completion"), dict):
         record["completion"]["logprobs"] = None
     return record
@@ -144,18 +162,22 @@ class RecordFile:
         return iter(self.records)
 
 
-def _lines(data: bytes) -> tuple[list[bytes], bool]:
-    """The file's complete lines, and whether a torn last line (no newline, does not parse) was left out."""
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-        return lines, False
+def _spans(data: bytes) -> tuple[list[tuple[int, int]], bool]:
+    """(start, stop) of each complete line of the file's bytes, and whether a torn last line (no newline, does not
+    parse) was left out. Spans, not split lines: a paper-scale file is gigabytes, and each line is parsed from
+    the file's bytes where it lies instead of from a copy."""
+    spans, start = [], 0
+    while (stop := data.find(b"\n", start)) >= 0:
+        spans.append((start, stop))
+        start = stop + 1
+    if start == len(data):
+        return spans, False
     try:
-        _loads(lines[-1])
+        _loads(data[start:])
     except ValueError:
-        lines.pop()
-        return lines, True
-    return lines, False
+        return spans, True
+    spans.append((start, len(data)))
+    return spans, False
 
 
 def _count(path: Path, chunk: int = 1 << 20) -> tuple[int, bool]:
@@ -289,16 +311,18 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
     line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
     With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read); with
     ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it."""
-    lines, torn_tail = _lines(path.read_bytes())
+    data = path.read_bytes()
+    spans, torn_tail = _spans(data)
     if torn_tail and torn == "refuse":
-        raise CutShort(f"{path}:{len(lines) + 1} is a torn record (the file ends inside it: the run was killed "
+        raise CutShort(f"{path}:{len(spans) + 1} is a torn record (the file ends inside it: the run was killed "
                        "mid-write or the file was cut), so its pass is cut short", _resume_fix(path))
     records: list[dict[str, Any]] = []
     counter = _Counter(path)
-    for number, raw in enumerate(lines, start=1):
+    view = memoryview(data)
+    for number, (start, stop) in enumerate(spans, start=1):
         try:
-            record = (_loads(raw) if logprobs is True
-                      else _loads_skimmed(raw, f"{path}:{number}" if logprobs == "deferred" else None))
+            record = (_loads(view[start:stop]) if logprobs is True
+                      else _loads_skimmed(data, start, stop, f"{path}:{number}" if logprobs == "deferred" else None))
         except ValueError as exc:
             raise DamagedRecords(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
                                  DAMAGED_FIX) from exc

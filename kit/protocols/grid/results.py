@@ -13,7 +13,7 @@ from kit.protocols.results_files import write_results
 from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
-from kit.record.files import read_records
+from kit.record.files import logprobs_pair, read_records
 
 Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
@@ -41,7 +41,8 @@ def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def _request(record: dict[str, Any]) -> dict[str, Any]:
-    """What the grid's results need of a request record (the prompt text and raw body are dropped)."""
+    """What the grid's results need of a request record (the prompt text and raw body are dropped); its
+    `logprobs` as read (parsed, or DeferredLogprobs: `identity` parses them)."""
     completion = record["completion"]
     return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "ids": completion.get("token_ids"),
             "tokens": list(completion.get("tokens") or ()), "logprobs": completion["logprobs"]}
@@ -84,7 +85,7 @@ def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str
     for unit in units:
         same_episode = len(a[unit]) == len(b[unit])
         for ra, rb in zip(a[unit], b[unit]):
-            la, lb = ra["logprobs"], rb["logprobs"]
+            la, lb = logprobs_pair(ra["logprobs"], rb["logprobs"])
             counts["logprob_records"] += len(la)
             for x, y in zip(la, lb):
                 counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
@@ -153,12 +154,16 @@ def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
     }
     planned = [{"pass_id": pid, "arm": info.arm, "repeat": info.repeat or _repeat(pid),
                 "order": info.order_index or 0} for pid, info in infos.items()]
+    emitted: dict[tuple[str, str], dict[str, list[dict]]] = {}  # (pass, level) -> its requests with `emitted`
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
             table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
             continue
         level = compared_on(loaded[a][0], loaded[b][0])
-        first, second = ({u: _emitted(rs, level) for u, rs in loaded[p][0].items()} for p in (a, b))
+        for p in (a, b):  # a pass in two comparisons at one level is prepared once
+            if (p, level) not in emitted:
+                emitted[p, level] = {u: _emitted(rs, level) for u, rs in loaded[p][0].items()}
+        first, second = emitted[a, level], emitted[b, level]
         result = {"passes": [a, b], **level_note(level),
                   **_compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2])}
         units = [u for u in loaded[a][2] if u in loaded[b][1]]
