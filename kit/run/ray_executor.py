@@ -31,12 +31,13 @@ from typing import Any
 
 import ray
 from ray import exceptions as ray_errors
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kit.core.atomic_file import publish, staging_path
 from kit.core.errors import ConfigError, EngineError
 from kit.core.events import Notice
 from kit.core.paths import RunPaths
-from kit.launch import embedded
+from kit.launch import embedded, leftover_servers
 from kit.launch.provider import NativeProvider
 from kit.protocols.procedure import LOCAL, RunContext, Unit, UnitFunction
 from kit.record.files import RecordWriter
@@ -144,7 +145,8 @@ def node_info(provider: NativeProvider) -> dict[str, Any]:
     """What the manifest records of the node that served a pass."""
     context = ray.get_runtime_context()
     return {"name": "ray", "node": socket.gethostname(), "node_id": context.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(), "cpu": _cpu_model(), "cpus": os.cpu_count(),
+            "node_ip": ray.util.get_node_ip_address(), "worker_pid": os.getpid(), "cpu": _cpu_model(),
+            "cpus": os.cpu_count(),
             "gpus": [str(gpu) for gpu in ray.get_gpu_ids()],
             "engine_binary": provider.spec.binary.name,
             "cpu_backend_sha256": provider.cpu.library_sha256 if provider.cpu else None}
@@ -168,7 +170,7 @@ def run_unit_here(run: dict[str, Any], done: set[str], provider: NativeProvider,
     thread = None
     try:
         here = node_provider(unit.provider or provider)
-        yield ("node", node_info(here))
+        yield ("node", node_info(here), str(scratch))
         manifest = _RelayedManifest(scratch, RunManifest.model_validate(run), relay)
         ctx = _TaskContext(scratch, manifest, here, lambda event: relay.put("event", event), done=set(done),
                            stop=stop, executor=LOCAL, relay=relay)
@@ -205,7 +207,17 @@ def _logs(scratch: Path) -> Iterator[Message]:
             yield ("log", path.name, path.read_bytes())
 
 
+def stop_left_engines(scratch: str) -> int:
+    """On the node of a lost worker: stop the engines its unit had started (the kit's notes beside their logs,
+    kit.launch.leftover_servers) and remove its scratch folder; how many were stopped."""
+    logs = RunPaths(Path(scratch)).logs
+    stopped = leftover_servers.stop_leftovers(logs, lambda _text: None) if logs.is_dir() else []
+    shutil.rmtree(scratch, ignore_errors=True)
+    return len(stopped)
+
+
 _unit_task = ray.remote(num_returns="streaming", max_retries=0)(run_unit_here)
+_cleanup_task = ray.remote(num_cpus=0, max_retries=0)(stop_left_engines)
 
 
 # ---- on the driver: the one writer ----
@@ -216,6 +228,7 @@ class _Attempt:
     number: int
     stream: Any
     node: dict[str, Any] = field(default_factory=dict)
+    scratch: str | None = None  # its folder on the node (server logs and their notes)
     passes: list[str] = field(default_factory=list)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
 
@@ -286,6 +299,7 @@ class RayExecutor:
                                   f"({type(exc).__name__})", "check the cluster's nodes, then `kit resume`") from exc
             for pass_id in attempt.passes:  # the lost attempt's records: kept aside, never counted
                 ctx.manifest.supersede(pass_id)
+            self._stop_left_engines(ctx, attempt)
             ctx.emit(Notice(f"unit {attempt.unit.name}: its worker was lost ({type(exc).__name__}); running it "
                             f"again (attempt {attempt.number + 1})"))
             return self._submit(ctx, run_unit, attempt.unit, attempt.number + 1)
@@ -317,7 +331,7 @@ class RayExecutor:
         elif what == "event":
             ctx.emit(message[1])
         elif what == "node":
-            attempt.node = message[1]
+            attempt.node, attempt.scratch = message[1], message[2]
             ctx.emit(Notice(f"unit {attempt.unit.name} runs on node {attempt.node['node']} "
                             f"({attempt.node['node_ip']})"))
         elif what == "log":
@@ -326,6 +340,17 @@ class RayExecutor:
             staging = staging_path(logs, name)
             staging.write_bytes(data)
             publish(staging, logs / name)
+
+    def _stop_left_engines(self, ctx: RunContext, attempt: _Attempt) -> None:
+        """The engine a lost worker started outlives it: stopped by a task on its node, where that node is up."""
+        if attempt.scratch is None or not attempt.node.get("node_id"):
+            return
+        where = NodeAffinitySchedulingStrategy(attempt.node["node_id"], soft=False)
+        try:
+            ray.get(_cleanup_task.options(scheduling_strategy=where).remote(attempt.scratch), timeout=STOP_GRACE_S)
+        except (ray_errors.RayError, ray_errors.GetTimeoutError) as exc:
+            ctx.emit(Notice(f"unit {attempt.unit.name}: the engine its lost worker started on node "
+                            f"{attempt.node.get('node')} could not be stopped ({type(exc).__name__})"))
 
     def _cancel(self, ctx: RunContext, running: dict[Any, _Attempt]) -> None:
         """Cancel every task; each stops its unit (and engine) between requests. Their last records are still
