@@ -28,22 +28,28 @@ def ray_installed() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def make(options: Any, kind: Kind, provider: Any) -> Executor:
-    """The executor a run asked for (`options`: kit.run.runner.RunOptions); what Ray cannot run is refused
-    before the run folder exists."""
-    if options.executor == "local":
-        return LOCAL
-    if options.executor != "ray":
+def check(options: Any, kind: Kind) -> None:
+    """Refuse, in one line, an executor the run cannot have (`options`: kit.run.runner.RunOptions)."""
+    if options.executor not in CHOICES:
         raise ConfigError(f"--executor {options.executor!r} is not one the kit has", f"use one of {', '.join(CHOICES)}")
+    if options.executor == "local":
+        return
     if kind.name not in RAY_KINDS:
         raise ConfigError(f"--executor ray runs {', '.join(RAY_KINDS)} protocols; this one is of kind {kind.name}, "
                           "whose passes run in this process only", "run it without --executor ray")
+    if not ray_installed():
+        raise ConfigError("--executor ray needs Ray, which is not installed", INSTALL)
+
+
+def make(options: Any, kind: Kind, provider: Any) -> Executor:
+    """The executor a run asked for; what Ray cannot run is refused before the run folder exists."""
+    check(options, kind)
+    if options.executor == "local":
+        return LOCAL
     if not isinstance(provider, NativeProvider):
         raise ConfigError(f"--executor ray starts each unit's engine on the node that runs it (the embedded engine "
                           f"or --server-bin); this run's engine is {provider.describe().get('kind')}",
                           "drop --engine-url / --launcher docker / --engine vllm, or run without --executor ray")
-    if not ray_installed():
-        raise ConfigError("--executor ray needs Ray, which is not installed", INSTALL)
     from kit.run.ray_executor import RayExecutor  # noqa: PLC0415 - Ray loads only when asked for
 
     return RayExecutor(address=options.ray_address, cpus_per_task=options.cpus_per_task,
