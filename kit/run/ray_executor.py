@@ -141,15 +141,15 @@ def node_provider(provider: NativeProvider) -> NativeProvider:
     return NativeProvider(replace(spec, binary=found.binary, env=found.env), provider.details, found.backend)
 
 
-def node_info(provider: NativeProvider) -> dict[str, Any]:
+def node_info(provider: Any) -> dict[str, Any]:
     """What the manifest records of the node that served a pass."""
     context = ray.get_runtime_context()
     return {"name": "ray", "node": socket.gethostname(), "node_id": context.get_node_id(),
             "node_ip": ray.util.get_node_ip_address(), "worker_pid": os.getpid(), "cpu": _cpu_model(),
             "cpus": os.cpu_count(),
             "gpus": [str(gpu) for gpu in ray.get_gpu_ids()],
-            "engine_binary": provider.spec.binary.name,
-            "cpu_backend_sha256": provider.cpu.library_sha256 if provider.cpu else None}
+            "engine_binary": provider.spec.binary.name if isinstance(provider, NativeProvider) else None,
+            "cpu_backend_sha256": provider.cpu.library_sha256 if getattr(provider, "cpu", None) else None}
 
 
 def _cpu_model() -> str:
@@ -162,14 +162,15 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_unit_here(run: dict[str, Any], done: set[str], provider: NativeProvider, run_unit: UnitFunction,
+def run_unit_here(run: dict[str, Any], done: set[str], provider: Any, run_unit: UnitFunction,
                   unit: Unit) -> Iterator[Message]:
     """Run one unit on this node, yielding its messages as they happen (the body of the Ray task)."""
     scratch = Path(tempfile.mkdtemp(prefix="kit-ray-unit-"))
     relay, stop = _Relay(), threading.Event()
     thread = None
     try:
-        here = node_provider(unit.provider or provider)
+        given = unit.provider or provider
+        here = node_provider(given) if isinstance(given, NativeProvider) else given  # else: nothing node-bound
         yield ("node", node_info(here), str(scratch))
         manifest = _RelayedManifest(scratch, RunManifest.model_validate(run), relay)
         ctx = _TaskContext(scratch, manifest, here, lambda event: relay.put("event", event), done=set(done),
