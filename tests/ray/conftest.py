@@ -2,11 +2,10 @@
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
-
 
 @pytest.fixture(scope="session")
 def ray_cluster():
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
     yield ray
     ray.shutdown()
