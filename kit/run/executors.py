@@ -17,7 +17,7 @@ from kit.protocols.procedure import LOCAL, Executor
 
 CHOICES = ("local", "ray")
 # the kinds whose procedure hands its units to the executor (ctx.executor.map); the others run locally only
-RAY_KINDS = ("reset",)
+RAY_KINDS = ("reset", "sweep")
 # what a manifest records of the executor (kit.run.runner.SAVED_OPTIONS), by type
 SAVED_OPTIONS: dict[str, type] = {"executor": str, "ray_address": str, "cpus_per_task": float,
                                   "gpus_per_task": float}

@@ -8,7 +8,8 @@ from kit.record.manifest import Manifest
 from kit.run import runner
 from tests.ray.same_run import assert_same
 
-pytestmark = pytest.mark.ray
+# 12 BFCL passes of ~4,400-token prompts (6 local, 6 on Ray): minutes on two cores, so only with KIT_SLOW=1
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TINY = """
 protocol: sweep
