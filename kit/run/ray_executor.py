@@ -272,18 +272,25 @@ class RayExecutor:
         for unit in units:
             attempt = self._submit(ctx, run_unit, unit, 1)
             running[attempt.stream] = attempt
+        failed: Exception | None = None
         try:
             while running:
                 ctx.checkpoint()
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
                 for stream in ready:
                     attempt = running.pop(stream)
-                    again = self._advance(ctx, attempt, run_unit)
+                    try:
+                        again = self._advance(ctx, attempt, run_unit)
+                    except Exception as exc:  # noqa: BLE001 - the unit's own failure: the others finish first
+                        failed = failed or exc
+                        continue
                     if again is not None:
                         running[again.stream] = again
         except BaseException:
             self._cancel(ctx, running)
             raise
+        if failed is not None:  # raised once no other unit runs: only the failed unit's passes are left running
+            raise failed
 
     def _advance(self, ctx: RunContext, attempt: _Attempt, run_unit: UnitFunction) -> _Attempt | None:
         """Handle the attempt's next message: the attempt to wait on next (itself, or a new one after a
