@@ -14,8 +14,10 @@ PASS_VARIES = {"started", "ended", "launch", "executor"}
 
 def _record(record: dict[str, Any]) -> dict[str, Any]:
     kept = {key: value for key, value in record.items() if key not in TIMING}
-    kept["completion"] = {key: value for key, value in record["completion"].items() if key not in COMPLETION_TIMING}
-    kept["raw"] = {key: value for key, value in (record.get("raw") or {}).items() if key != "timings"}
+    if "completion" in record:  # a request record (an episode line has none)
+        kept["completion"] = {key: value for key, value in record["completion"].items()
+                              if key not in COMPLETION_TIMING}
+        kept["raw"] = {key: value for key, value in (record.get("raw") or {}).items() if key != "timings"}
     return kept
 
 
