@@ -189,6 +189,10 @@ def run_unit_here(run: dict[str, Any], done: set[str], provider: Any, run_unit: 
             message = relay.out.get()
             if message[0] in ("done", "error"):
                 yield from _logs(scratch)
+                stray = sorted(str(path.relative_to(scratch)) for path in scratch.rglob("*.jsonl"))
+                if message[0] == "done" and stray:  # a procedure that bypassed ctx.records: its records would be lost
+                    message = ("error", EngineError(f"unit {unit.name} wrote {', '.join(stray)} on its node instead "
+                                                    "of through ctx.records", "report this as a bug of the kit"))
                 yield message
                 return
             yield message
