@@ -52,3 +52,19 @@ def test_a_failed_unit_lets_the_others_finish_then_ends_the_map(ray_cluster, tmp
     passes = Manifest.load(tmp_path).run.passes
     assert (passes["u0"].status, passes["u1"].status, passes["u2"].status) == ("OK", "running", "OK")
     assert (tmp_path / "records" / "u1.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'  # kept, as a local run
+
+
+def write_beside(ctx: RunContext, unit: Unit) -> None:
+    from kit.record.files import RecordWriter
+
+    with RecordWriter(ctx.run_dir / "records" / f"{unit.name}.jsonl") as writer:  # not ctx.records: stays on the node
+        writer.write_line(b'{"seq":0}\n')
+
+
+def test_records_a_unit_writes_past_ctx_records_end_it_with_an_error_not_lost_silently(ray_cluster, tmp_path):
+    from kit.run.ray_executor import RayExecutor
+
+    manifest = Manifest.create(tmp_path, protocol={"name": "t", "kind": "t"})
+    ctx = RunContext(tmp_path, manifest, provider=None, emit=lambda _event: None)
+    with pytest.raises(EngineError, match=r"unit u0 wrote records/u0.jsonl on its node instead of through ctx.records"):
+        RayExecutor(cpus_per_task=0.5).map(ctx, write_beside, [Unit("u0", None)])
