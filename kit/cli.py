@@ -17,6 +17,7 @@ from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_c
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.launch.engines_cli import CPU_BACKEND
 from kit.core.terminal_text import one_line
+from kit.run.executor_cli import OPTIONS as EXECUTOR_OPTIONS, chosen as executor, executor_options
 
 
 def _within(low: int, high: int) -> click.IntRange:
@@ -89,6 +90,7 @@ RUN_OPTIONS = [
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
     CPU_BACKEND,
     *ANSWER_BOUNDS,
+    *EXECUTOR_OPTIONS,
 ]
 
 
@@ -127,7 +129,8 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None) -> None:
+         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
+         **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
 
     url, by_arm = engine_urls(engine_url)
@@ -136,7 +139,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
-                                request_deadline=request_deadline, image=image, gpus=gpus)
+                                request_deadline=request_deadline, image=image, gpus=gpus, **executor(**where))
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
@@ -291,14 +294,15 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 @click.option("--engine-url", "engine_url", multiple=True, metavar="[ARM=]URL",
               help="The server(s) of a run made against --engine-url, passed again as then: a resume never "
                    "contacts a URL the run folder names.")
-def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...]) -> None:
+@executor_options
+def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...], **where) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit.run import runner  # noqa: PLC0415
 
     urls = engine_urls(engine_url)
     _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
-                                           server_bin=server_bin, engine_url=urls))
+                                           server_bin=server_bin, engine_url=urls, executor=executor(**where)))
 
 
 @cli.command()

@@ -7,12 +7,14 @@ registered with its model and its results in one `Kind` (kit.protocols.kind).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kit.core.events import Emit
 from kit.launch.provider import EngineProvider
+from kit.record.files import RecordWriter
 from kit.record.manifest import Manifest
 
 
@@ -38,6 +40,43 @@ class RunStopped(Exception):
     """The person asked the run to stop (from a launcher's Stop key); handled like Ctrl-C."""
 
 
+@dataclass(frozen=True)
+class Unit:
+    """Passes that share one server (the protocol's server lifetime says which): run together, in order, by
+    one call of the procedure's unit function, in this process or elsewhere (an executor). `payload` is
+    what that function needs besides the context (picklable: an executor may ship it to another machine);
+    `provider`, the provider its server comes from where that is not the run's (a sweep's weight format)."""
+
+    name: str
+    payload: Any
+    provider: Any = None
+
+
+UnitFunction = Callable[["RunContext", Unit], None]  # a module-level function: an executor may call it elsewhere
+
+
+class Executor(Protocol):
+    """Where a run's independent units execute (docs/ray.md): `map` runs `run_unit(ctx, unit)` for each unit,
+    each with `ctx.provider` the unit's provider; it returns once every unit ended, and raises what ended one."""
+
+    name: str
+
+    def map(self, ctx: "RunContext", run_unit: UnitFunction, units: Sequence[Unit]) -> None: ...
+
+
+class LocalExecutor:
+    """Every unit in order, in this process: the kit's way before executors, unchanged."""
+
+    name = "local"
+
+    def map(self, ctx: "RunContext", run_unit: UnitFunction, units: Sequence[Unit]) -> None:
+        for unit in units:
+            run_unit(ctx if unit.provider is None else replace(ctx, provider=unit.provider), unit)
+
+
+LOCAL = LocalExecutor()
+
+
 @dataclass
 class RunContext:
     """Where to write, which engines, whom to tell, which passes a resumed run already has, and
@@ -49,6 +88,13 @@ class RunContext:
     emit: Emit
     done: set[str] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
+    executor: Executor = LOCAL
+
+    def records(self, name: str, **context: Any) -> RecordWriter:
+        """The writer of the run folder's records file `name` (`records/<pass>.jsonl`), stamping `context` on
+        every record it makes: procedures open their records files here, so a unit run elsewhere streams
+        them to the one writer (kit.run.ray_executor)."""
+        return RecordWriter(self.run_dir / name, **context)
 
     def stamp(self, pass_id: str, procedure: str) -> dict[str, Any]:
         """What every record of a pass carries besides its own fields: the run, the pass, the procedure that

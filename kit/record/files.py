@@ -228,7 +228,11 @@ class RecordWriter:
 
     def write(self, record: RequestRecord | EpisodeSummary) -> None:
         """Append one record and make it durable (written, flushed, its data and the file's size synced)."""
-        self._fh.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        self.write_line(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+
+    def write_line(self, line: bytes) -> None:
+        """Append one record already serialized as `write` does (a line made elsewhere: kit.run.ray_executor)."""
+        self._fh.write(line)
         if self.sync_each:
             self._fh.flush()
             _sync(self._fh.fileno())

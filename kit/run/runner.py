@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.run import preflight, faults as run_faults, lock as run_lock
+from kit.run import executors, preflight, faults as run_faults, lock as run_lock
 from kit.record import files as records
 from kit.launch import sigill_guard
 from kit.core.digests import sha256_text
@@ -29,7 +29,7 @@ from kit.models import DEFAULT_MODEL, ensure_model, progress
 from kit.core.paths import RunPaths, outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
-from kit.protocols.procedure import RunContext, RunInputs, RunStopped
+from kit.protocols.procedure import LOCAL, Executor, RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.record.provenance import collect
 from kit.core.secret_urls import redact_url
@@ -59,6 +59,10 @@ class RunOptions:
     stop: threading.Event | None = None  # set it from another thread to stop cleanly between requests
     max_answer_bytes: int = MAX_ANSWER_BYTES  # the most bytes read of one engine answer (kit.engines.bounds)
     request_deadline: float | None = None  # seconds one engine request may take; None: scaled from its max tokens
+    executor: str = "local"  # where the passes run: local (in this process) or ray (kit.run.executors)
+    ray_address: str | None = None  # --executor ray: the cluster (None: a local one; auto; ray://HOST:PORT)
+    cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
+    gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
 
     def bounds(self) -> AnswerBounds:
         return AnswerBounds(self.max_answer_bytes, self.request_deadline)
@@ -137,6 +141,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:
         raise ConfigError(f"{path.name} is written for {written.label} (engine.kind: {written.name}), not for "
@@ -151,6 +156,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
     provider = provider_for(options, protocol, say)
     refuse_reused_servers(protocol, kind, provider)
+    executor = executors.make(options, kind, provider)
     run_dir = new_run_dir(options.out or outputs_dir(), path.stem)
     with run_lock.locked(run_dir, "run", run_lock.RESERVE_BYTES) as lock:
         manifest = Manifest.create(
@@ -161,7 +167,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
             engine={**provider.describe(), **server_bin_record(options.server_bin)},
             seeds=prepared.seeds, provenance={**collect(), "cpu_backend": _cpu_record(provider)})
         return _execute(protocol, kind, prepared, provider, manifest, emit, say, stop=options.stop,
-                        bounds=options.bounds(), lock=lock)
+                        bounds=options.bounds(), lock=lock, executor=executor)
 
 
 def _cpu_record(provider: EngineProvider) -> dict[str, Any] | None:
@@ -215,7 +221,7 @@ def _check_layout(run_dir: Path, run: RunManifest) -> None:
 # the options a manifest records, by the type each must have; others (of another kit version) are not used
 SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
                  "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str, "image": str,
-                 "gpus": str,
+                 "gpus": str, **executors.SAVED_OPTIONS,
                  CREDENTIALS_DROPPED: bool}
 
 
@@ -276,7 +282,8 @@ def _resumed_engine_urls(run_dir: Path, saved_options: dict[str, Any], given: tu
 
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
            stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None,
-           engine_url: tuple[str | None, dict[str, str]] = (None, {})) -> RunResult:
+           engine_url: tuple[str | None, dict[str, str]] = (None, {}),
+           executor: dict[str, Any] | None = None) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.record.files.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
@@ -287,12 +294,12 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     user passes the same `engine_url` again."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock)
+        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock, executor or {})
 
 
 def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
             server_bin: Path | None, engine_url: tuple[str | None, dict[str, str]],
-            lock: run_lock.Held | None) -> RunResult:
+            lock: run_lock.Held | None, executor_options: dict[str, Any]) -> RunResult:
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.run)
     odd = not_plain(run_dir)
@@ -329,6 +336,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                                      and isinstance(recorded.get("library_sha256"), str)):
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
+    saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
                             "container_label": _container_label(engine.to_json())})
@@ -347,6 +355,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                        f"{recorded['library_sha256'][:12]}…, but this machine's differs "
                        f"({(now_cpu or {}).get('library_sha256', 'none')[:12]}…): one run never mixes backends",
                        "resume it where it ran, or start a new run")
+    executor = executors.make(options, kind, provider)
     stopped = leftover_servers.stop_leftovers(RunPaths(run_dir).logs, say)
     if options.container_label:  # containers a killed kit left: their logs kept, then removed (by the run's label)
         from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
@@ -366,7 +375,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     manifest.update(status="started", reason=None, resumed=history)
     return _execute(protocol, kind, prepared, provider, manifest, emit, say,
                     done=set(manifest.run.passes), stop=stop, bounds=options.bounds(),
-                    lock=lock)
+                    lock=lock, executor=executor)
 
 
 def _container_label(engine: dict[str, Any]) -> str | None:
@@ -436,7 +445,8 @@ def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emi
 
 def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit: Emit, say: Callable[[str], None],
              done: set[str] | None = None, stop: threading.Event | None = None,
-             bounds: AnswerBounds = AnswerBounds(), lock: run_lock.Held | None = None) -> RunResult:
+             bounds: AnswerBounds = AnswerBounds(), lock: run_lock.Held | None = None,
+             executor: Executor = LOCAL) -> RunResult:
     """Run the kind's procedure, then its results from the run folder's files (as `kit verify` recomputes
     them), whatever way the run ended. Engine answers are held to `bounds`; an unusable answer (InvalidAnswer)
     voids the pass it served, and the procedure goes on with the passes after it; the same pass voided again
@@ -454,7 +464,7 @@ def _execute(protocol, kind: Kind, prepared, provider, manifest: Manifest, emit:
             try:
                 with fewer_collections(), bounded(bounds):
                     kind.run(protocol, prepared, RunContext(run_dir, manifest, provider, emit, done=done or set(),
-                                                            stop=stop))
+                                                            stop=stop, executor=executor))
                 break
             except IllegalInstruction as exc:
                 provider = sigill_guard.switch(provider, manifest, exc, say)

@@ -168,8 +168,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
         return written.prompt_sha256, ok
 
     tokenizer = require(live.engine, "tokenization", "the BFCL workload (prompt tokens set each request's limit)")
-    with RecordWriter(ctx.run_dir / file, **stamp) as writer, \
-            RecordWriter(ctx.run_dir / episodes_file) as episode_writer:
+    with ctx.records(file, **stamp) as writer, ctx.records(episodes_file) as episode_writer:
         for done, episode in enumerate(episodes, start=1):
             ctx.checkpoint()
             if protocol.sentinel:

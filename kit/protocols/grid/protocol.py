@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -252,19 +252,36 @@ def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPla
                   lambda plan, label: for_arm(ctx.provider, plan.arm).session(label, logs), ctx)
 
 
-def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
-          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool,
-          estimate_provider: Any = None) -> None:
-    """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
-    verdicts of the comparisons `pairs` as soon as both passes have an episode. First, the estimated
-    duration of the passes still to run (`arms`), measured on a server of its own started by
-    `estimate_provider` (default: the run's), so the probe leaves nothing in any pass's cache."""
+@dataclass(frozen=True)
+class EpisodeFinished:
+    """An episode a pass finished, on its way to the run's LiveComparer (from a unit run elsewhere, too)."""
+
+    pass_id: str
+    unit: str
+    requests: list
+
+
+def compared(comparer: LiveComparer, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`emit` with each EpisodeFinished handed to `comparer` instead (it emits the verdicts)."""
+    def route(event: Any) -> None:
+        if isinstance(event, EpisodeFinished):
+            comparer.episode_finished(event.pass_id, event.unit, event.requests)
+        else:
+            emit(event)
+    return route
+
+
+@contextmanager
+def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, arms: list[str],
+                fresh_server_per_pass: bool, estimate_provider: Any = None) -> Iterator[tuple[Any, list, Any]]:
+    """What every run of BFCL passes starts with: the prompt format, the BFCL worker (described in the
+    workload), the canonical episodes, and the estimated duration of the passes still to run (`arms`),
+    measured on a server of its own started by `estimate_provider` (default: the run's), so the probe
+    leaves nothing in any pass's cache. Yields (worker, canonical episodes, renderer)."""
     format_name, render = renderer_for(protocol, ctx.provider.describe())
     ctx.manifest.update(prompt_format=format_name)
-    comparer = LiveComparer(pairs, ctx)
     workload = protocol.workload
-    with BfclWorker(prepared.payload, log_path=RunPaths(ctx.run_dir).logs / "bfcl-worker.log") as worker, \
-            closing(sessions) as live_sessions:
+    with BfclWorker(prepared.payload, log_path=RunPaths(ctx.run_dir).logs / "bfcl-worker.log") as worker:
         # what the BFCL worker is (versions, environment, confinement in force) goes into the workload
         ctx.manifest.update(workload={**ctx.manifest.run.workload.to_json(), "worker": worker.hello()})
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
@@ -277,6 +294,17 @@ def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, ses
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))
             ctx.emit(guess)
+        yield worker, canonical, render
+
+
+def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
+          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool,
+          estimate_provider: Any = None) -> None:
+    """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
+    verdicts of the comparisons `pairs` as soon as both passes have an episode (`bfcl_passes` first)."""
+    comparer = LiveComparer(pairs, ctx)
+    with bfcl_passes(protocol, prepared, ctx, arms, fresh_server_per_pass, estimate_provider) as \
+            (worker, canonical, render), closing(sessions) as live_sessions:
         for plan, live in live_sessions:
             episodes = episode_order(canonical, plan.order, protocol.order_seed)
             run_pass(protocol, ctx, live, worker, episodes, render, plan, comparer.episode_finished)

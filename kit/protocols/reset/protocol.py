@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,11 +19,10 @@ from kit.models.hashing import sha256_file
 from kit.core.paths import RunPaths
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
-from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.record.model import Gate, ResetRecord
-from kit.record.files import RecordWriter
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
 
@@ -148,8 +147,23 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
         guess = estimate(protocol, speed, len(items), len(todo))
         ctx.manifest.update(estimate=asdict(guess))
         ctx.emit(guess)
-    for index in todo:
-        _session(protocol, ctx, items, system_prompt, index)
+    ctx.executor.map(ctx, run_session, [Unit(f"s{index}", SessionUnit(protocol, items, system_prompt, index))
+                                        for index in todo])
+
+
+@dataclass(frozen=True)
+class SessionUnit:
+    """One session: its own fresh server (an executor's unit, kit.protocols.procedure.Unit)."""
+
+    protocol: ResetProtocol
+    items: list[Item]
+    system_prompt: str
+    index: int
+
+
+def run_session(ctx: RunContext, unit: Unit) -> None:
+    session: SessionUnit = unit.payload
+    _session(session.protocol, ctx, session.items, session.system_prompt, session.index)
 
 
 def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:
@@ -164,7 +178,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     status, reason = "OK", None
     stamp = ctx.stamp(pass_id, "reset")
     with ctx.provider.session(pass_id, RunPaths(ctx.run_dir).logs) as live, \
-            RecordWriter(ctx.run_dir / file, **stamp) as writer:
+            ctx.records(file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
         ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
         template = renderer(live.engine)

@@ -13,8 +13,8 @@ The dequantized-weights control is the same procedure with a format derived from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,12 +24,15 @@ from kit.protocols.sweep import results as sweep_run
 from kit.core.errors import ConfigError
 from kit.core.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
+from kit.workloads.bfcl import BfclWorker
 from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
-from kit.protocols.grid.protocol import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, drive, prepare_bfcl
+from kit.protocols.grid.bfcl_pass import run_pass
+from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, EpisodeFinished, LiveComparer, PassPlan,
+                                         bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
-from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.record.model import BfclRecord
 
 
@@ -136,13 +139,38 @@ def cells(protocol: SweepProtocol, files: dict[str, dict[str, Any]]) -> dict[str
             for p in pass_plan(protocol) if p.role == "cell"}
 
 
-def _sessions(protocol: SweepProtocol, ctx: RunContext, providers: dict[str, Any]) -> Iterator[tuple[SweepPass, Any]]:
-    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
-    for index, plan in enumerate(todo, start=1):
-        with for_arm(providers[plan.format], plan.arm).session(plan.pass_id, RunPaths(ctx.run_dir).logs) as live:
-            ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
-            ctx.emit(SessionStarted(plan.pass_id, index, len(todo), live.launch))
-            yield plan, live
+@dataclass
+class SweepUnit:
+    """One pass on its own fresh server (an executor's unit, kit.protocols.procedure.Unit). `worker` is the
+    run's BFCL worker where the unit runs in the run's process; shipped elsewhere it is left behind, and the
+    unit starts a worker of its own (`install`)."""
+
+    protocol: SweepProtocol
+    plan: SweepPass
+    index: int
+    total: int
+    canonical: list
+    render: Any
+    install: Any
+    worker: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "worker": None}  # a process handle stays where it was started
+
+
+def run_sweep_pass(ctx: RunContext, unit: Unit) -> None:
+    """One pass: its format's fresh server (`ctx.provider`), its episodes in its history's order."""
+    job: SweepUnit = unit.payload
+    plan, logs = job.plan, RunPaths(ctx.run_dir).logs
+    with ExitStack() as stack:
+        worker = job.worker or stack.enter_context(BfclWorker(job.install,
+                                                              log_path=logs / f"bfcl-worker-{plan.pass_id}.log"))
+        live = stack.enter_context(ctx.provider.session(plan.pass_id, logs))
+        ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
+        ctx.emit(SessionStarted(plan.pass_id, job.index, job.total, live.launch))
+        episodes = episode_order(job.canonical, plan.order, job.protocol.order_seed)
+        run_pass(job.protocol, ctx, live, worker, episodes, job.render, plan,
+                 lambda pass_id, episode, requests: ctx.emit(EpisodeFinished(pass_id, episode, requests)))
 
 
 def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
@@ -162,9 +190,13 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
                      for label, (model, _) in files.items()}
     ctx.manifest.update(cells=cells(protocol, details))
     todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
-    drive(protocol, prepared, ctx, _sessions(protocol, ctx, providers), comparisons(protocol),
-          [p.arm for p in todo], fresh_server_per_pass=True,
-          estimate_provider=providers[todo[0].format] if todo else None)
+    comparer = LiveComparer(comparisons(protocol), ctx)
+    with bfcl_passes(protocol, prepared, ctx, [p.arm for p in todo], True,
+                     providers[todo[0].format] if todo else None) as (worker, canonical, render):
+        units = [Unit(plan.pass_id, SweepUnit(protocol, plan, index, len(todo), canonical, render, prepared.payload,
+                                              worker), provider=for_arm(providers[plan.format], plan.arm))
+                 for index, plan in enumerate(todo, start=1)]
+        ctx.executor.map(replace(ctx, emit=compared(comparer, ctx.emit)), run_sweep_pass, units)
 
 
 def estimate_on_cpu(data: dict[str, Any]) -> str:

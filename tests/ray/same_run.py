@@ -1,0 +1,44 @@
+"""What must be equal between two runs of the same plan, wherever their passes ran: every record but its
+timing fields and run id, every pass's manifest entry but its times, launch and executor, the results."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.record.files import read_records
+
+TIMING = {"run_id", "started", "wall_seconds"}
+COMPLETION_TIMING = {"prefill_ms", "decode_ms"}
+PASS_VARIES = {"started", "ended", "launch", "executor"}
+
+
+def _record(record: dict[str, Any]) -> dict[str, Any]:
+    kept = {key: value for key, value in record.items() if key not in TIMING}
+    if "completion" in record:  # a request record (an episode line has none)
+        kept["completion"] = {key: value for key, value in record["completion"].items()
+                              if key not in COMPLETION_TIMING}
+        kept["raw"] = {key: value for key, value in (record.get("raw") or {}).items() if key != "timings"}
+    return kept
+
+
+def records(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each records file of the run (superseded ones aside), its records without timing fields."""
+    return {path.name: [_record(r) for r in read_records(path)]
+            for path in sorted((run_dir / "records").glob("*.jsonl"))}
+
+
+def passes(run_dir: Path) -> dict[str, dict[str, Any]]:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return {pass_id: {key: value for key, value in info.items() if key not in PASS_VARIES}
+            for pass_id, info in manifest["passes"].items()}
+
+
+def table(run_dir: Path, name: str) -> dict[str, Any]:
+    found = json.loads((run_dir / "results" / name).read_text())
+    return {key: value for key, value in found.items() if key not in ("run_id", "run_dir", "files")}
+
+
+def assert_same(got: Path, expected: Path, results: str) -> None:
+    assert records(got) == records(expected)
+    assert passes(got) == passes(expected)
+    assert table(got, results) == table(expected, results)

@@ -1,0 +1,45 @@
+"""A tiny sweep plan (2 formats x 2 histories, one short BFCL episode) through Ray equals the same plan run
+locally, record for record, episode for episode: every pass a Ray task with its own fresh server serving its
+format's file (found on the node by sha256) and its own BFCL worker."""
+
+import pytest
+
+from kit.record.manifest import Manifest
+from kit.run import runner
+from tests.ray.same_run import assert_same
+
+# 12 BFCL passes of ~4,400-token prompts (6 local, 6 on Ray): minutes on two cores, so only with KIT_SLOW=1
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+TINY = """
+protocol: sweep
+engine: {ctx_size: 16384, cache_ram: 0}
+workload: {ids: [multi_turn_base_29], max_tokens_cap: 8, max_requests_per_episode: 2}
+formats:
+  Q4_1: {model: source}
+  F16: {derive: F16}
+histories: 2
+reference_orders: [0]
+top_logprobs: 5
+seed: 7
+"""
+
+
+def _sweep(tmp_path, **options):
+    protocol = tmp_path / "tiny-sweep.yaml"
+    protocol.write_text(TINY)
+    return runner.run(runner.RunOptions(protocol=str(protocol), out=tmp_path / "runs", threads=1, **options),
+                      say=lambda _: None)
+
+
+def test_a_tiny_sweep_on_ray_equals_the_local_run(ray_cluster, tmp_path_factory):
+    local = _sweep(tmp_path_factory.mktemp("local"))
+    on_ray = _sweep(tmp_path_factory.mktemp("ray"), executor="ray", cpus_per_task=1.0)
+    assert (local.status, on_ray.status) == ("finished", "finished"), (local.reason, on_ray.reason)
+    assert_same(on_ray.run_dir, local.run_dir, "sweep.json")
+    passes = Manifest.load(on_ray.run_dir).run.passes
+    assert sorted(passes) == sorted(["Q4_1-ref-o0", "Q4_1-h0-on", "Q4_1-h1-on", "F16-ref-o0", "F16-h0-on",
+                                     "F16-h1-on"])
+    served = {info.format: info.launch["argv"][info.launch["argv"].index("-m") + 1] for info in passes.values()}
+    assert served["Q4_1"] != served["F16"]  # each pass's server serves its own format's file
+    assert all(info.model_extra["executor"]["attempt"] == 1 for info in passes.values())
