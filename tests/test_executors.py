@@ -58,7 +58,11 @@ def test_local_is_the_default_and_needs_nothing(tmp_path):
     assert executors.make(RunOptions("demo"), _kind("grid"), ExternalProvider("http://127.0.0.1:9")) is LOCAL
 
 
-@pytest.mark.parametrize("kind", sorted(set(kinds.KINDS) - set(executors.RAY_KINDS)))
+def test_the_kinds_that_hand_their_units_to_the_executor_are_the_ones_ray_runs():
+    assert executors.ray_kinds() == ["reset", "sweep"]  # as each declares (Kind.units)
+
+
+@pytest.mark.parametrize("kind", sorted(set(kinds.KINDS) - {"reset", "sweep"}))
 def test_ray_refuses_the_kinds_whose_passes_run_here_only(kind):
     with pytest.raises(ConfigError) as refused:
         executors.check(RunOptions("x", executor="ray"), _kind(kind))

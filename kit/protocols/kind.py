@@ -160,6 +160,7 @@ class Kind:
     plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
     headline: Callable[[Table, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
+    units: bool = False  # True: its procedure hands its units to ctx.executor.map, so it runs on Ray (docs/ray.md)
 
 
 def rough_duration(seconds: float) -> str:

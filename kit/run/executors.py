@@ -13,15 +13,19 @@ from typing import Any
 from kit.core.errors import ConfigError
 from kit.launch.provider import NativeProvider
 from kit.protocols.kind import Kind
+from kit.protocols.kinds import KINDS
 from kit.protocols.procedure import LOCAL, Executor
 
 CHOICES = ("local", "ray")
-# the kinds whose procedure hands its units to the executor (ctx.executor.map); the others run locally only
-RAY_KINDS = ("reset", "sweep")
 # what a manifest records of the executor (kit.run.runner.SAVED_OPTIONS), by type
 SAVED_OPTIONS: dict[str, type] = {"executor": str, "ray_address": str, "cpus_per_task": float,
                                   "gpus_per_task": float}
 INSTALL = "pip install -e '.[ray]' (ray==2.60.0), or run without --executor ray"
+
+
+def ray_kinds() -> list[str]:
+    """The kinds whose procedure hands its units to the executor (`Kind.units`); the others run locally only."""
+    return [name for name, kind in KINDS.items() if kind.units]
 
 
 def ray_installed() -> bool:
@@ -34,8 +38,8 @@ def check(options: Any, kind: Kind) -> None:
         raise ConfigError(f"--executor {options.executor!r} is not one the kit has", f"use one of {', '.join(CHOICES)}")
     if options.executor == "local":
         return
-    if kind.name not in RAY_KINDS:
-        raise ConfigError(f"--executor ray runs {', '.join(RAY_KINDS)} protocols; this one is of kind {kind.name}, "
+    if not kind.units:  # its procedure runs its passes itself, in this process (Kind.units)
+        raise ConfigError(f"--executor ray runs {', '.join(ray_kinds())} protocols; this one is of kind {kind.name}, "
                           "whose passes run in this process only", "run it without --executor ray")
     if not ray_installed():
         raise ConfigError("--executor ray needs Ray, which is not installed", INSTALL)

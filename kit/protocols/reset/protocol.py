@@ -238,6 +238,6 @@ KIND = Kind(
                        placeholder="each on a fresh server, in its own seeded order"),
         max_tokens=Number("Max tokens", "max_tokens", 1024, high=32768,
                           placeholder="per answer")),
-    analysis=Analysis("reset"), record=ResetRecord, note=Lazy("kit.protocols.reset.view:cut_answers_note"),
+    analysis=Analysis("reset"), units=True, record=ResetRecord, note=Lazy("kit.protocols.reset.view:cut_answers_note"),
     plot_rows=Lazy("kit.protocols.reset.view:plot_rows"),
     headline=Lazy("kit.protocols.reset.view:headline"))

@@ -223,5 +223,5 @@ KIND = Kind(
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
-    analysis=Analysis("sweep"), record=BfclRecord, on_vllm=on_vllm,
+    analysis=Analysis("sweep"), units=True, record=BfclRecord, on_vllm=on_vllm,
     headline=Lazy("kit.protocols.sweep.view:headline"))
