@@ -246,18 +246,24 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests
 
 
-def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
-    from kit.bundle.show import describe
-    from kit.bundle.verify import verify_bundle
-    from kit.bundle.writer import write_bundle
-
-    recorder = Recorder.open(tmp_path / "runs", rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+def _four_calls(parent: Path) -> Recorder:
+    """A closed watch run of four greedy calls (two determinism alarms among them)."""
+    recorder = Recorder.open(parent, rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
     tracker = Tracker()
     for n in range(4):
         fields = _fields(n)
         fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
         recorder.add(fields)
     recorder.close()
+    return recorder
+
+
+def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
+    from kit.bundle.show import describe
+    from kit.bundle.verify import verify_bundle
+    from kit.bundle.writer import write_bundle
+
+    recorder = _four_calls(tmp_path / "runs")
     kinds.of_run(recorder.run_dir).results(recorder.run_dir)
     bundle = write_bundle([recorder.run_dir], tmp_path / "watch.tar.gz", environ={}).path
     verdict = verify_bundle(bundle)
@@ -347,13 +353,7 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
 
     from kit.cli import cli
 
-    recorder = Recorder.open(tmp_path / "runs", rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
-    tracker = Tracker()
-    for n in range(4):
-        fields = _fields(n)
-        fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
-        recorder.add(fields)
-    recorder.close()
+    recorder = _four_calls(tmp_path / "runs")
     out = tmp_path / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
     assert result.exit_code == 0, result.output

@@ -23,7 +23,7 @@ def _status(row: dict[str, Any]) -> str:
 
 def _share(row: dict[str, Any]) -> str:
     if not row.get("pairs"):
-        return "—"
+        return DASH
     lo, hi = row["interval"]
     return f"{row['identical']}/{row['pairs']} [{lo:.2f}, {hi:.2f}]"
 
@@ -149,13 +149,6 @@ def ladder_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     return "; ".join(shown(part) for part in parts)
 
 
-def _plain_share(row: dict[str, Any]) -> str:
-    if not row.get("pairs"):
-        return DASH
-    lo, hi = row["interval"]
-    return f"{row['identical']}/{row['pairs']} [{lo:.2f}, {hi:.2f}]"
-
-
 def headline(t: dict[str, Any], h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report):
     how far up the ladder the engine stays invariant, what closes L2, each rung's control, the two tables."""
@@ -169,11 +162,11 @@ def headline(t: dict[str, Any], h: Headline) -> None:
     h.held = all(row["control"] for row in controls) if controls else None
     h.tables.append(Layout("ladder", "Each rung against the same baseline (holds: every request byte-identical "
                            "in tokens).", ["rung", "contrast", "status", "identical (95% CI)", "reason"],
-                           [[row["rung"], str(row["what"]), row["status"], _plain_share(row),
+                           [[row["rung"], str(row["what"]), row["status"], _share(row),
                              str(row.get("reason") or "")] for row in t["rungs"]]))
     h.tables.append(Layout("ladder fixes", "Fixes for L2 with their cost against the unfixed arm.",
                            ["fix", "status", "identical (95% CI)", "latency ×", "throughput Δ"],
-                           [[str(row["fix"]), row["status"], _plain_share(row),
+                           [[str(row["fix"]), row["status"], _share(row),
                              f"{row['latency_ratio']:.2f}" if "latency_ratio" in row else DASH,
                              f"{row['throughput_change_pct']:+.1f}%" if "throughput_change_pct" in row else DASH]
                             for row in t["fixes"]]))
