@@ -24,6 +24,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kit.core.atomic_file import publish, staging_path
 from kit.core.errors import ConfigError, EngineError
-from kit.core.events import Notice
+from kit.core.events import Notice, UnitProgress
 from kit.core.paths import RunPaths
 from kit.launch import embedded, leftover_servers
 from kit.launch.provider import NativeProvider
@@ -252,6 +253,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
                  retries: int = RETRIES):
         self.address, self.cpus, self.gpus, self.retries = address, cpus_per_task, gpus_per_task, retries
+        self.done, self.total, self.started = 0, 0, 0.0  # the units of the map in progress (UnitProgress)
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -272,6 +274,7 @@ class RayExecutor:
         if not units:
             return
         self._connect()
+        self.done, self.total, self.started = 0, len(units), time.monotonic()
         running = {}
         for unit in units:
             attempt = self._submit(ctx, run_unit, unit, 1)
@@ -303,6 +306,8 @@ class RayExecutor:
             message = ray.get(next(attempt.stream))
         except StopIteration:
             attempt.close()
+            self.done += 1
+            ctx.emit(self._progress(attempt, "done"))
             return None
         except LOST as exc:
             attempt.close()
@@ -344,14 +349,18 @@ class RayExecutor:
             ctx.emit(message[1])
         elif what == "node":
             attempt.node, attempt.scratch = message[1], message[2]
-            ctx.emit(Notice(f"unit {attempt.unit.name} runs on node {attempt.node['node']} "
-                            f"({attempt.node['node_ip']})"))
+            ctx.emit(self._progress(attempt, "running"))
         elif what == "log":
             _, name, data = message
             logs = RunPaths(ctx.run_dir).logs
             staging = staging_path(logs, name)
             staging.write_bytes(data)
             publish(staging, logs / name)
+
+    def _progress(self, attempt: _Attempt, state: str) -> UnitProgress:
+        """Which node runs (or ran) the attempt's unit, and how far the map's units are."""
+        return UnitProgress(attempt.unit.name, str(attempt.node.get("node", "?")), str(attempt.node.get("node_ip", "")),
+                            state, attempt.number, self.done, self.total, time.monotonic() - self.started)
 
     def _stop_left_engines(self, ctx: RunContext, attempt: _Attempt) -> None:
         """The engine a lost worker started outlives it: stopped by a task on its node, where that node is up."""
