@@ -75,6 +75,15 @@ def test_the_live_state_keeps_the_units_per_node_and_the_overall_eta():
     assert state.units_eta_seconds() == 270.0  # the same pace, measured on the screen's clock
 
 
+async def stopped(app, pilot) -> None:
+    """Stop the scripted run and wait until the screen has taken its result (not racing the app's exit)."""
+    live = app.live
+    live.stop.set()
+    while live.result is None and live.error is None:
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
 def ray_run(ready: threading.Event):
     def run(options: RunOptions, emit, say) -> RunResult:
         emit(RunStarted(RUN_DIR, "sweep", PLAN))
@@ -106,7 +115,7 @@ def test_the_live_screen_shows_the_nodes_and_the_eta_only_for_a_ray_run(cpu_caps
             assert units.display
             text = static_text(app.live, "#units")
             assert "units 1/4 done · node-1: q4-h0-on, q4-h1-on · node-2: q8-h1-on · eta 3:00" in text
-            app.live.stop.set()
+            await stopped(app, pilot)
 
     asyncio.run(drive())
 
@@ -126,6 +135,6 @@ def test_the_live_screen_hides_the_units_line_of_a_local_run(cpu_caps):
             while app.live.state.run_dir is None:
                 await pilot.pause(0.05)
             assert not app.live.query_one("#units").display
-            app.live.stop.set()
+            await stopped(app, pilot)
 
     asyncio.run(drive())
