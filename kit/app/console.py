@@ -30,6 +30,7 @@ from kit.core.events import (
     RunStarted,
     SessionEnded,
     SessionStarted,
+    UnitProgress,
 )
 from kit.core.terminal_text import shown
 
@@ -40,6 +41,17 @@ def _plain(value: Any) -> str:
 
 def _mark(ok: bool) -> str:
     return "[green]reproduces[/]" if ok else "[red]NOT reproduced[/]"
+
+
+def units_line(event: UnitProgress) -> str:
+    """A Ray run's unit placed on a node, or ended there with the overall ETA (units done / total × elapsed)."""
+    where = f"node {shown(event.node)}" + (f" ({shown(event.node_ip)})" if event.node_ip else "")
+    again = f", attempt {event.attempt}" if event.attempt > 1 else ""
+    if event.state == "running":
+        return f"[dim]unit {shown(event.unit)} runs on {where}{again}[/]"
+    eta = event.eta_s()
+    left = f"eta {eta / 60:.1f} min" if eta is not None and event.done < event.total else "all units done"
+    return f"unit {shown(event.unit)} done on {where}: {event.done}/{event.total} units, {left}"
 
 
 class ConsoleReporter:
@@ -106,6 +118,8 @@ class ConsoleReporter:
             print_(f"{shown(event.session)}: [{style}]{shown(event.status)}[/]{why}")
         elif isinstance(event, Notice):
             print_(f"[dim]{shown(event.text, fold=False)}[/]")
+        elif isinstance(event, UnitProgress):
+            print_(units_line(event))
         elif isinstance(event, RunEnded):
             self.close()
 

@@ -123,6 +123,32 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class UnitProgress:
+    """Where a run's units stand (--executor ray): `unit` now runs on `node` (state "running") or has ended
+    there ("done"); `done` of the run's `total` units have ended `elapsed_s` seconds after they were handed
+    out, which gives an overall ETA."""
+
+    unit: str
+    node: str
+    node_ip: str
+    state: str  # running or done
+    attempt: int
+    done: int
+    total: int
+    elapsed_s: float
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the pace so far (elapsed / units done × units left); None before a unit has ended."""
+        return units_eta(self.done, self.total, self.elapsed_s)
+
+
+def units_eta(done: int, total: int, elapsed_s: float) -> float | None:
+    """Seconds left when `done` of `total` units took `elapsed_s` (units run side by side: the pace is the
+    run's, not one unit's); None before a unit has ended."""
+    return elapsed_s / done * max(total - done, 0) if done else None
+
+
+@dataclass(frozen=True)
 class RunEnded:
     run_dir: Path
     status: str
@@ -130,7 +156,7 @@ class RunEnded:
 
 
 Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | EpisodeDone | EpisodeVerdict | PlanEstimate
-         | SessionEnded | RunEnded | PinningCall | PassSummary | Notice)
+         | SessionEnded | RunEnded | PinningCall | PassSummary | Notice | UnitProgress)
 Emit = Callable[[Event], None]
 
 

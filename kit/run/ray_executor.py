@@ -7,8 +7,9 @@ driver (this process) alone appends the records through `RecordWriter.write_line
 emits the events, so a Ray run's folder is a local run's (timing fields and node names aside). Each pass
 records in the manifest (`executor`) the node, CPU, GPUs and engine build that served it.
 
-Models reach a task by sha256: the node's own cache (kit.models), the file verified there; the embedded
-engine is the node's own, refused unless its CPU library has the run's sha256.
+Models reach a task by sha256: the node's own copy (recorded path, model cache, registry), else the driver's
+shipped through the object store (kit.run.model_shipping), verified there; the embedded engine is the node's
+own, refused unless its CPU library has the run's sha256.
 
 Faults: a task whose worker or node is lost is submitted again (at most `retries` times); the passes the
 lost attempt had begun are superseded (their records moved to records/superseded/, never counted). Ctrl-C
@@ -24,6 +25,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,13 +37,14 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kit.core.atomic_file import publish, staging_path
 from kit.core.errors import ConfigError, EngineError
-from kit.core.events import Notice
+from kit.core.events import Notice, UnitProgress
 from kit.core.paths import RunPaths
 from kit.launch import embedded, leftover_servers
 from kit.launch.provider import NativeProvider
 from kit.protocols.procedure import LOCAL, RunContext, Unit, UnitFunction
 from kit.record.files import RecordWriter
 from kit.record.manifest import Manifest, RunManifest
+from kit.run.model_shipping import NeedsModel, Shipment, node_model, ship
 
 RETRIES = 2  # a unit whose worker is lost runs again at most this many times
 STOP_GRACE_S = 30.0  # after a stop, how long the tasks get to stop their engines before they are killed
@@ -106,28 +109,11 @@ class _TaskContext(RunContext):
         return _RelayedWriter(self.run_dir / name, name, self.relay, **context)
 
 
-def node_model(path: Path, sha256: str | None) -> Path:
-    """The run's model file on this node: the same path if it holds the sha256, else the node's model cache
-    (fetched there if the registry knows the file), verified by sha256; refused if it cannot be had."""
-    from kit.models.fetch import ensure_model  # noqa: PLC0415
-    from kit.models.hashing import HashCache  # noqa: PLC0415
-    from kit.models.registry import load_registry  # noqa: PLC0415
-
-    if sha256 is None:
-        raise ConfigError(f"the run's model {path} has no recorded sha256, so a node cannot verify its copy",
-                          "run it with a model the kit hashed (a registry name or a GGUF path)")
-    if path.is_file() and HashCache.in_folder(path.parent).sha256(path) == sha256:
-        return path
-    entry = load_registry().find_by_sha256(sha256)
-    if entry is None:
-        raise ConfigError(f"node {socket.gethostname()} has no model file with sha256 {sha256[:12]}… at {path}, and "
-                          "the model registry does not know it", "copy the file to the same path on every node")
-    return ensure_model(entry.name).path
-
-
-def node_provider(provider: NativeProvider) -> NativeProvider:
-    """The run's provider rebuilt on this node: its model found here by sha256, its engine this node's own."""
-    spec = replace(provider.spec, model=node_model(provider.spec.model, provider.details.get("model_sha256")))
+def node_provider(provider: NativeProvider, shipment: Shipment | None = None) -> NativeProvider:
+    """The run's provider rebuilt on this node: its model found here by sha256 (or shipped by the driver), its
+    engine this node's own."""
+    spec = replace(provider.spec, model=node_model(provider.spec.model, provider.details.get("model_sha256"),
+                                                   shipment))
     if provider.cpu is None:  # the user's binary, at the same path on every node
         if not spec.binary.is_file():
             raise ConfigError(f"node {socket.gethostname()} has no server binary at {spec.binary}",
@@ -163,14 +149,20 @@ def _cpu_model() -> str:
 
 
 def run_unit_here(run: dict[str, Any], done: set[str], provider: Any, run_unit: UnitFunction,
-                  unit: Unit) -> Iterator[Message]:
-    """Run one unit on this node, yielding its messages as they happen (the body of the Ray task)."""
+                  unit: Unit, shipment: Shipment | None = None) -> Iterator[Message]:
+    """Run one unit on this node, yielding its messages as they happen (the body of the Ray task). A node
+    without the unit's model file asks the driver for it ("need_model") and ends; the driver runs the unit
+    again with the file shipped (kit.run.model_shipping)."""
     scratch = Path(tempfile.mkdtemp(prefix="kit-ray-unit-"))
     relay, stop = _Relay(), threading.Event()
     thread = None
     try:
         given = unit.provider or provider
-        here = node_provider(given) if isinstance(given, NativeProvider) else given  # else: nothing node-bound
+        try:
+            here = node_provider(given, shipment) if isinstance(given, NativeProvider) else given  # else: not bound
+        except NeedsModel as need:
+            yield ("need_model", need.sha256, str(need.path), socket.gethostname())
+            return
         yield ("node", node_info(here), str(scratch))
         manifest = _RelayedManifest(scratch, RunManifest.model_validate(run), relay)
         ctx = _TaskContext(scratch, manifest, here, lambda event: relay.put("event", event), done=set(done),
@@ -234,6 +226,7 @@ class _Attempt:
     stream: Any
     node: dict[str, Any] = field(default_factory=dict)
     scratch: str | None = None  # its folder on the node (server logs and their notes)
+    shipment: Shipment | None = None  # the model the driver shipped to its node, if it had to
     passes: list[str] = field(default_factory=list)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
 
@@ -250,8 +243,11 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
-                 retries: int = RETRIES):
+                 retries: int = RETRIES, runtime_env: dict[str, Any] | None = None):
         self.address, self.cpus, self.gpus, self.retries = address, cpus_per_task, gpus_per_task, retries
+        self.runtime_env = runtime_env  # Ray's runtime_env for every task (e.g. env_vars), None: the cluster's
+        self.shipped: dict[str, Shipment] = {}  # the models shipped to nodes during the map, by sha256
+        self.done, self.total, self.started = 0, 0, 0.0  # the units of the map in progress (UnitProgress)
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -263,15 +259,31 @@ class RayExecutor:
             raise EngineError(f"cannot reach the Ray cluster at {self.address or 'a new local one'}: {exc}",
                               "start it (`ray start --head`) or pass --ray-address auto|ray://HOST:PORT") from exc
 
-    def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int) -> _Attempt:
-        task = _unit_task.options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"kit-unit-{unit.name}")
-        stream = task.remote(ctx.manifest.run.to_json(), set(ctx.done), ctx.provider, run_unit, unit)
-        return _Attempt(unit, number, stream)
+    def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int,
+                shipment: Shipment | None = None) -> _Attempt:
+        task = _unit_task.options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"kit-unit-{unit.name}",
+                                  **({"runtime_env": self.runtime_env} if self.runtime_env else {}))
+        stream = task.remote(ctx.manifest.run.to_json(), set(ctx.done), ctx.provider, run_unit, unit, shipment)
+        return _Attempt(unit, number, stream, shipment=shipment)
+
+    def _ship(self, ctx: RunContext, run_unit: UnitFunction, attempt: _Attempt, message: Message) -> _Attempt:
+        """A node has no copy of the unit's model: the unit again, with the driver's copy shipped (put into the
+        object store once per run, whichever nodes ask)."""
+        _, sha256, path, node = message
+        if attempt.shipment is not None:  # shipped, and still not taken: never loop
+            raise EngineError(f"unit {attempt.unit.name}: its node did not take the shipped model {sha256[:12]}…",
+                              "report this as a bug of the kit")
+        if sha256 not in self.shipped:
+            ctx.emit(Notice(f"unit {attempt.unit.name}: node {node} has no model file with sha256 {sha256[:12]}…; "
+                            "shipping this machine's copy through Ray's object store"))
+            self.shipped[sha256] = ship(Path(path), sha256)
+        return self._submit(ctx, run_unit, attempt.unit, attempt.number, self.shipped[sha256])
 
     def map(self, ctx: RunContext, run_unit: UnitFunction, units: Sequence[Unit]) -> None:
         if not units:
             return
         self._connect()
+        self.done, self.total, self.started = 0, len(units), time.monotonic()
         running = {}
         for unit in units:
             attempt = self._submit(ctx, run_unit, unit, 1)
@@ -293,6 +305,8 @@ class RayExecutor:
         except BaseException:
             self._cancel(ctx, running)
             raise
+        finally:
+            self.shipped.clear()  # the shipped chunks leave the object store with their last reference
         if failed is not None:  # raised once no other unit runs: only the failed unit's passes are left running
             raise failed
 
@@ -303,6 +317,8 @@ class RayExecutor:
             message = ray.get(next(attempt.stream))
         except StopIteration:
             attempt.close()
+            self.done += 1
+            ctx.emit(self._progress(attempt, "done"))
             return None
         except LOST as exc:
             attempt.close()
@@ -319,6 +335,9 @@ class RayExecutor:
             attempt.close()
             cause = exc.cause if isinstance(exc.cause, BaseException) else None
             raise (cause or EngineError(f"unit {attempt.unit.name} failed on Ray: {exc}")) from None
+        if message[0] == "need_model":
+            attempt.close()
+            return self._ship(ctx, run_unit, attempt, message)
         self._handle(ctx, attempt, message)
         if message[0] == "error":
             attempt.close()
@@ -344,14 +363,18 @@ class RayExecutor:
             ctx.emit(message[1])
         elif what == "node":
             attempt.node, attempt.scratch = message[1], message[2]
-            ctx.emit(Notice(f"unit {attempt.unit.name} runs on node {attempt.node['node']} "
-                            f"({attempt.node['node_ip']})"))
+            ctx.emit(self._progress(attempt, "running"))
         elif what == "log":
             _, name, data = message
             logs = RunPaths(ctx.run_dir).logs
             staging = staging_path(logs, name)
             staging.write_bytes(data)
             publish(staging, logs / name)
+
+    def _progress(self, attempt: _Attempt, state: str) -> UnitProgress:
+        """Which node runs (or ran) the attempt's unit, and how far the map's units are."""
+        return UnitProgress(attempt.unit.name, str(attempt.node.get("node", "?")), str(attempt.node.get("node_ip", "")),
+                            state, attempt.number, self.done, self.total, time.monotonic() - self.started)
 
     def _stop_left_engines(self, ctx: RunContext, attempt: _Attempt) -> None:
         """The engine a lost worker started outlives it: stopped by a task on its node, where that node is up."""

@@ -57,6 +57,11 @@ CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_
     "portable": "portable (AVX2, built here once)",
 }
 ENDPOINT_KINDS = engines.endpoint_kinds()
+EXECUTORS = {  # where the passes run (RunOptions.executor, `kit run --executor`; docs/ray.md)
+    "local": "this process (one pass after another)",
+    "ray": "Ray (a local cluster, or the address below)",
+}
+RAY_ADDRESS = re.compile(r"(ray://)?[\w.-]+:\d{1,5}")  # ray://HOST:PORT (Ray Client) or HOST:PORT (a head's GCS)
 
 
 def choice_of(key: str) -> EngineChoice:
@@ -299,6 +304,8 @@ class Setup:
     repeats: str = ""  # e.g. items, sessions and max tokens of a reset; episodes and histories of a sweep
     max_tokens: str = ""
     out: str = ""
+    executor: str = "local"  # EXECUTORS; offered for kinds whose units may run on Ray (Kind.units)
+    ray_address: str = ""  # executor ray: empty (a local Ray instance), auto, or ray://HOST:PORT
     passes: int = 4  # the file's passes, not edited (a grid's estimate counts them)
     extra: dict[str, Any] = field(default_factory=dict)
     file_numbers: dict[str, str] = field(default_factory=dict)  # the file's own numbers: left as they are, no override
@@ -328,7 +335,45 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     for name, number in kind_launcher(setup.kind).numbers().items():
         found[name] = check_count(getattr(setup, name), 1, number.high)
     found["out"] = check_out(setup.out)
+    found["executor"] = executor_problem(setup)
+    if setup.executor == "ray":
+        found["ray_address"] = check_ray_address(setup.ray_address)
     return {name: text for name, text in found.items() if text}
+
+
+def offers_executors(kind: str) -> bool:
+    """Whether the form offers where the passes run: for kinds whose procedure hands its units to the
+    executor (Kind.units); the others run their passes in this process only."""
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415 - the registry loads once a form opens
+
+    return KINDS[kind].units
+
+
+def executor_problem(setup: Setup) -> str | None:
+    """Why the passes cannot run where the form says (the runner's rules, kit.run.executors), or None."""
+    if setup.executor == "local":
+        return None
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415
+    from kit.run import executors  # noqa: PLC0415 - never imports Ray itself
+
+    try:
+        executors.check(SimpleNamespace(executor=setup.executor), KINDS[setup.kind])
+    except KitError as exc:
+        return exc.line()
+    choice = choice_of(setup.engine)
+    # executors.make: a Ray task starts its unit's llama.cpp engine on its node (the embedded engine or a binary)
+    if setup.engine == "endpoint" or choice.launcher != "native" or engines.named(choice.engine).checkpoint:
+        return (f"Ray runs each unit's engine on the node that runs it: the embedded engine or a native GPU build, "
+                f"not {choice.label}; pick one of those, or run in this process")
+    return None
+
+
+def check_ray_address(text: str) -> str | None:
+    text = text.strip()
+    if not text or text == "auto" or RAY_ADDRESS.fullmatch(text):
+        return None
+    return (f"{text!r} is not a Ray address: leave it empty (a local Ray on this machine), write auto (the cluster "
+            "`ray start` runs here) or ray://HOST:PORT")
 
 
 def kind_launcher(kind: str) -> Launcher:
@@ -354,6 +399,7 @@ def overrides(setup: Setup, every: bool = False) -> dict[str, Any]:
 
 def run_options(setup: Setup):
     """RunOptions for a form without problems."""
+    from kit.run.executor_cli import chosen  # noqa: PLC0415
     from kit.run.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a run starts
 
     choice = choice_of(setup.engine)
@@ -370,7 +416,9 @@ def run_options(setup: Setup):
                       engine_urls={"on": base_url(setup.url_on), "off": base_url(setup.url_off)} if by_arm else {},
                       launcher=choice.launcher, image=choice.image, gpus=choice.gpus,
                       cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
-                      out=Path(setup.out).expanduser())
+                      out=Path(setup.out).expanduser(),
+                      # as `--executor ray --ray-address ...` gives them (the CLI's defaults per task)
+                      **chosen(setup.executor, setup.ray_address.strip() or None, 1.0, 0.0))
 
 
 def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup:

@@ -21,6 +21,8 @@ from kit.core.events import (
     RunStarted,
     SessionEnded,
     SessionStarted,
+    UnitProgress,
+    units_eta,
 )
 
 
@@ -81,6 +83,9 @@ class LiveState:
     gates: dict[str, PassGate] = field(default_factory=dict)
     ended: RunEnded | None = None
     messages: list[str] = field(default_factory=list)
+    nodes: dict[str, str] = field(default_factory=dict)  # a Ray run's running units -> the node running each
+    units: tuple[int, int] | None = None  # a Ray run's units: (done, total)
+    units_since: float | None = None  # when its units were handed out (this clock)
 
     def apply(self, event: Event) -> None:
         handler = getattr(self, f"_on_{type(event).__name__}", None)
@@ -139,6 +144,17 @@ class LiveState:
     def _on_Notice(self, event: Notice) -> None:
         self.messages.append(event.text)
 
+    def _on_UnitProgress(self, event: UnitProgress) -> None:
+        if self.units is None:
+            self.units_since = self.clock() - event.elapsed_s
+        self.units = (event.done, event.total)
+        if event.state == "running":
+            self.nodes[event.unit] = event.node
+        else:
+            self.nodes.pop(event.unit, None)
+        self.messages.append(f"unit {event.unit} {'runs' if event.state == 'running' else 'done'} on node "
+                             f"{event.node}")
+
     def _on_PlanEstimate(self, event: PlanEstimate) -> None:
         self.estimate = event
         self.messages.append(f"estimate {event.seconds / 60:.1f} min (prefill {event.prefill_tokens_per_s:.0f} "
@@ -167,6 +183,24 @@ class LiveState:
         if self.done:
             return self.elapsed() / self.done * max(self.total - self.done, 0)
         return self.estimate.seconds if self.estimate else None
+
+    def units_eta_seconds(self) -> float | None:
+        """A Ray run's overall ETA: units done / units total × elapsed (before one has ended: eta_seconds)."""
+        if self.units is None or self.units_since is None:
+            return None
+        done, total = self.units
+        return units_eta(done, total, self.clock() - self.units_since) if done else self.eta_seconds()
+
+    def units_line(self) -> str:
+        """Which node runs which unit, and the overall ETA; empty unless the run's units run on Ray."""
+        if self.units is None:
+            return ""
+        by_node: dict[str, list[str]] = {}
+        for unit, node in self.nodes.items():
+            by_node.setdefault(node, []).append(unit)
+        running = " · ".join(f"{node}: {', '.join(units)}" for node, units in sorted(by_node.items()))
+        done, total = self.units
+        return f"units {done}/{total} done · {running or 'none running'}"
 
     def cache_counts(self) -> dict[str, int]:
         counts = {"cold": 0, "hit": 0, "checkpoint": 0, "unknown": 0}

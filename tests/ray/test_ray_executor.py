@@ -4,6 +4,7 @@ error ends the map."""
 
 import pytest
 
+from kit.core.events import UnitProgress
 from kit.core.errors import EngineError
 from kit.protocols.procedure import RunContext, Unit
 from kit.record.manifest import Manifest
@@ -43,7 +44,11 @@ def test_every_units_records_reach_the_run_folder_in_order(ray_cluster, tmp_path
         assert lines == [b'{"seq":%d}' % seq for seq in range(20 + i)]
         assert passes[f"u{i}"].status == "OK" and passes[f"u{i}"].records == 20 + i
         assert passes[f"u{i}"].model_extra["executor"]["name"] == "ray"
-    assert sum("runs on node" in getattr(event, "text", "") for event in events) == 4
+    progress = [event for event in events if isinstance(event, UnitProgress)]
+    assert sorted(event.unit for event in progress if event.state == "running") == [f"u{i}" for i in range(4)]
+    ended = [event for event in progress if event.state == "done"]
+    assert sorted(event.done for event in ended) == [1, 2, 3, 4] and {event.total for event in ended} == {4}
+    assert all(event.node and event.node_ip for event in progress)
 
 
 def test_a_failed_unit_lets_the_others_finish_then_ends_the_map(ray_cluster, tmp_path):

@@ -59,6 +59,7 @@ class LiveScreen(Screen):
     LiveScreen #progress-row ProgressBar { width: auto; }
     LiveScreen #numbers { width: 1fr; padding-left: 1; }
     LiveScreen #stage { height: 1; padding: 0 1; color: $text-muted; }
+    LiveScreen #units { height: auto; max-height: 3; padding: 0 1; display: none; }
     LiveScreen #divergence { height: 2fr; min-height: 5; border: round $primary; overflow-x: hidden; }
     LiveScreen CacheStrip { border: round $secondary; height: 5; padding: 0 1; }
     LiveScreen #gates { height: auto; max-height: 4; padding: 0 1; }
@@ -86,6 +87,7 @@ class LiveScreen(Screen):
             yield ProgressBar(show_eta=False, show_percentage=True, id="bar")
             yield Static(id="numbers")
         yield Static(id="stage")
+        yield Static(id="units")  # a Ray run only: which node runs which unit, the overall ETA
         yield DataTable(id="divergence", cursor_type="row", zebra_stripes=True)
         yield CacheStrip(id="strip")
         yield Static(id="gates")
@@ -199,6 +201,10 @@ class LiveScreen(Screen):
             f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}")
         self.query_one("#stage", Static).update(
             f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {shown(status)}")
+        if units := state.units_line():
+            units_view = self.query_one("#units", Static)
+            units_view.display = True
+            units_view.update(f"{shown(units)} · eta {_clock(state.units_eta_seconds())}")
 
     def show_log(self) -> None:
         path = newest_log(self.state.run_dir)

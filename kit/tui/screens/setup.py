@@ -27,6 +27,7 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
     "size": None,
     "repeats": None,
     "max_tokens": None,
+    "ray_address": ("Ray address", "empty: a local Ray on this machine; auto; ray://HOST:PORT"),
     "out": ("Output folder", "the run folder goes inside"),
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
@@ -71,20 +72,17 @@ class SetupScreen(Screen):
         yield Header()
         with VerticalScroll():
             yield Static(id="summary")
-            for name, label, choices in (
-                    ("engine", "Engine", [(c.label, c.key) for c in form.ENGINES]),
-                    ("cpu_backend", "CPU backend", [(label, key) for key, label in form.CPU_BACKENDS.items()]),
-                    ("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])):
-                with Vertical(classes="field", id=f"w-{name}"):
-                    with Horizontal(classes="row"):
-                        yield Label(label)
-                        yield Select(choices, value=getattr(self.setup, name), allow_blank=False, id=f"f-{name}",
-                                     compact=True)
-                    yield Static(classes="problem -ok", id=f"p-{name}")
+            yield from self.select("engine", "Engine", [(c.label, c.key) for c in form.ENGINES])
+            yield from self.select("cpu_backend", "CPU backend",
+                                   [(label, key) for key, label in form.CPU_BACKENDS.items()])
+            yield from self.select("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])
             numbers = form.kind_launcher(self.entry.kind).numbers()
             for name, fixed in FIELDS.items():
                 if fixed is None and name not in numbers:
                     continue
+                if name == "ray_address":  # where passes run, after the workload (kinds with units only)
+                    yield from self.select("executor", "Passes run in",
+                                           [(label, key) for key, label in form.EXECUTORS.items()])
                 label, placeholder = fixed or (numbers[name].label, numbers[name].placeholder)
                 with Vertical(classes="field", id=f"w-{name}"):
                     with Horizontal(classes="row"):
@@ -98,6 +96,15 @@ class SetupScreen(Screen):
                 yield Button("Run (ctrl+r)", variant="success", id="start")
                 yield Button("Back (esc)", id="back")
         yield Footer()
+
+    def select(self, name: str, label: str, choices: list[tuple[str, str]]) -> ComposeResult:
+        """A field chosen from a list (`name`: the Setup field)."""
+        with Vertical(classes="field", id=f"w-{name}"):
+            with Horizontal(classes="row"):
+                yield Label(label)
+                yield Select(choices, value=getattr(self.setup, name), allow_blank=False, id=f"f-{name}",
+                             compact=True)
+            yield Static(classes="problem -ok", id=f"p-{name}")
 
     def on_mount(self) -> None:
         self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
@@ -118,7 +125,10 @@ class SetupScreen(Screen):
         visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
                    "url": engine == "endpoint" and not by_arm, "url_on": engine == "endpoint" and by_arm,
                    "url_off": engine == "endpoint" and by_arm, "model": engine != "endpoint",
-                   "server_bin": engine == "native"}
+                   "server_bin": engine == "native",
+                   # where passes run: only for kinds whose units may run on Ray (Kind.units)
+                   "executor": form.offers_executors(self.entry.kind),
+                   "ray_address": form.offers_executors(self.entry.kind) and self.setup.executor == "ray"}
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
         self.show_model_for(form.choice_of(engine).engine)

@@ -1,0 +1,95 @@
+"""Models reach Ray tasks by sha256 without a shared disk (kit.run.model_shipping): a node that has no file
+with the run's sha256 (not at the recorded path, not in its own model cache) gets the driver's copy through
+Ray's object store, in chunks, shipped once per run, and keeps it in its model cache only with the recorded
+sha256; a corrupted shipment is refused. "Another node" here: the tasks see a model cache of their own
+(KIT_CACHE_DIR through Ray's runtime_env), and the recorded path exists nowhere."""
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.core.events import Notice
+from kit.launch.native import ServerSpec
+from kit.launch.provider import NativeProvider
+from kit.models.hashing import sha256_file
+from kit.protocols.procedure import RunContext, Unit
+from kit.record.manifest import Manifest
+from kit.run import model_shipping
+
+pytestmark = pytest.mark.ray
+
+
+def _model(path: Path, size: int = 3 * 2**20 + 5) -> tuple[bytes, str]:
+    """A GGUF-shaped file no registry knows (as a derived sweep format is): its bytes and sha256."""
+    data = b"GGUF" + os.urandom(size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def report_model(ctx: RunContext, unit: Unit) -> None:
+    """The unit records which model file its node gave it, and that file's sha256 as read on the node."""
+    model = ctx.provider.spec.model
+    with ctx.records(f"records/{unit.name}.jsonl") as writer:
+        writer.write_line(f'{{"model":"{model}","sha256":"{sha256_file(model)}"}}\n'.encode())
+
+
+def test_a_node_without_the_model_gets_the_drivers_copy_verified(ray_cluster, tmp_path, monkeypatch):
+    from kit.run.ray_executor import RayExecutor
+
+    driver_cache, node_cache = tmp_path / "driver-cache", tmp_path / "node-cache"
+    monkeypatch.setenv("KIT_CACHE_DIR", str(driver_cache))
+    monkeypatch.setattr(model_shipping, "CHUNK_BYTES", 2**20)  # several chunks
+    data, sha = _model(tmp_path / "seed.gguf")
+    recorded = tmp_path / "not-on-this-node" / "model.gguf"  # the run's recorded path: on no node
+    _model_at = model_shipping.shipped_path(sha)  # the driver has it in its own model cache, by sha256
+    _model_at.parent.mkdir(parents=True)
+    _model_at.write_bytes(data)
+    provider = NativeProvider(ServerSpec(binary=Path(sys.executable), model=recorded), {"model_sha256": sha}, None)
+    manifest = Manifest.create(tmp_path / "run", protocol={"name": "t", "kind": "t"})
+    events = []
+    ctx = RunContext(tmp_path / "run", manifest, provider=provider, emit=events.append)
+    executor = RayExecutor(cpus_per_task=0.5, runtime_env={"env_vars": {"KIT_CACHE_DIR": str(node_cache)}})
+    executor.map(ctx, report_model, [Unit(f"u{i}", None) for i in range(3)])
+
+    on_node = node_cache / "models" / "by-sha256" / f"{sha}.gguf"
+    assert on_node.read_bytes() == data
+    for i in range(3):
+        line = (tmp_path / "run" / "records" / f"u{i}.jsonl").read_text()
+        assert line == f'{{"model":"{on_node}","sha256":"{sha}"}}\n'
+    shipping = [event.text for event in events if isinstance(event, Notice) and "shipping" in event.text]
+    assert len(shipping) == 1 and sha[:12] in shipping[0]  # put into the object store once for the run
+    assert executor.shipped == {}  # released once the map ends
+
+    events.clear()  # the node keeps it: a second run on this node ships nothing
+    executor.map(ctx, report_model, [Unit("u3", None)])
+    assert not [event for event in events if isinstance(event, Notice) and "shipping" in event.text]
+
+
+def test_a_corrupted_shipment_is_refused_and_not_kept(ray_cluster, tmp_path):
+    import ray
+
+    data, sha = _model(tmp_path / "seed.gguf", size=2**20)
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 0xFF  # one flipped byte in transit
+    chunks = (ray.put(bytes(bad[:2**19])), ray.put(bytes(bad[2**19:])))
+    shipment = model_shipping.Shipment(sha, len(data), ".gguf", chunks)
+    node_cache = tmp_path / "node-cache"
+
+    @ray.remote(num_cpus=0.5, runtime_env={"env_vars": {"KIT_CACHE_DIR": str(node_cache)}})
+    def on_node(path, shipment):
+        try:
+            return str(model_shipping.node_model(Path(path), sha, shipment))
+        except model_shipping.ConfigError as exc:
+            return type(exc).__name__ + ": " + exc.line()
+
+    refused = ray.get(on_node.remote(str(tmp_path / "nowhere.gguf"), shipment))
+    assert refused.startswith("ConfigError: ") and f"not the run's {sha[:12]}" in refused and "refused" in refused
+    cached = node_cache / "models" / "by-sha256"
+    assert not cached.is_dir() or not any(cached.iterdir())  # nothing kept, not even a staging file
+    assert ray.get(on_node.remote(str(tmp_path / "nowhere.gguf"), None)).startswith("NeedsModel: ")
+    good = model_shipping.Shipment(sha, len(data), ".gguf", (ray.put(data),))
+    assert ray.get(on_node.remote(str(tmp_path / "nowhere.gguf"), good)) == str(cached / f"{sha}.gguf")
