@@ -7,6 +7,7 @@ Derived sweep formats travel the same way (each format's provider records its fi
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from kit.core.atomic_file import publish, staging_path
 from kit.core.errors import ConfigError, KitError
 from kit.models.fetch import default_cache_dir, ensure_model
 from kit.models.hashing import HashCache
-from kit.models.registry import load_registry
+from kit.models.registry import SHA256_PATTERN, load_registry
 
 CHUNK_BYTES = 64 * 2**20  # one object of the store per chunk: the driver never holds a whole model in memory
 
@@ -43,7 +44,14 @@ class NeedsModel(ConfigError):
 
 
 def shipped_path(sha256: str, suffix: str = ".gguf") -> Path:
-    """Where a shipped model is kept in this machine's model cache (KIT_CACHE_DIR/models/by-sha256)."""
+    """Where a shipped model is kept in this machine's model cache (KIT_CACHE_DIR/models/by-sha256). The sha256
+    and the suffix come from a run folder's manifest, which may be a stranger's: a name that is not 64 hex digits
+    is refused, an odd suffix becomes .gguf, so the path stays inside the cache."""
+    if not re.fullmatch(SHA256_PATTERN, sha256):
+        raise ConfigError(f"the run's model sha256 {sha256[:70]!r} is not 64 lowercase hex digits",
+                          "the run folder's manifest was altered; run the protocol again")
+    if not re.fullmatch(r"\.[A-Za-z0-9_-]{1,16}", suffix):
+        suffix = ".gguf"
     return default_cache_dir() / "by-sha256" / f"{sha256}{suffix}"
 
 

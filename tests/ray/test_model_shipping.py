@@ -93,3 +93,14 @@ def test_a_corrupted_shipment_is_refused_and_not_kept(ray_cluster, tmp_path):
     assert ray.get(on_node.remote(str(tmp_path / "nowhere.gguf"), None)).startswith("NeedsModel: ")
     good = model_shipping.Shipment(sha, len(data), ".gguf", (ray.put(data),))
     assert ray.get(on_node.remote(str(tmp_path / "nowhere.gguf"), good)) == str(cached / f"{sha}.gguf")
+
+
+@pytest.mark.parametrize("sha256", ["../../../etc/x", "A" * 64, "0" * 63, "0" * 64 + "/.."])
+def test_a_sha256_that_is_not_64_hex_digits_never_names_a_path(sha256, tmp_path, monkeypatch):
+    # a run folder's manifest (perhaps a stranger's) names the model's sha256: it never leads out of the cache
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(model_shipping.ConfigError, match="is not 64 lowercase hex digits"):
+        model_shipping.shipped_path(sha256)
+    good = "0" * 64
+    assert model_shipping.shipped_path(good, "/../../x").name == f"{good}.gguf"  # an odd suffix: .gguf
+    assert model_shipping.shipped_path(good, ".gguf").parent.is_relative_to(tmp_path / "cache")
