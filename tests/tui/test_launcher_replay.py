@@ -10,7 +10,8 @@ import pytest
 from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.tui.app import KitApp
-from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
+from kit.tui.screens.replay import ReplayScreen
+from kit.tui.widgets.ask import AskScreen
 from tests.tui.conftest import PROTOCOLS, static_text
 
 pytestmark = pytest.mark.engine
@@ -34,8 +35,8 @@ def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embe
         app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("r")
-            await _until(pilot, lambda: isinstance(app.screen, ReplayOpenScreen))
-            await pilot.click("#path")
+            await _until(pilot, lambda: isinstance(app.screen, AskScreen))
+            await pilot.click("#answer")
             for key in str(bundle):
                 await pilot.press(key if key != "/" else "slash")
             await pilot.press("enter")

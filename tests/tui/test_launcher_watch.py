@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from kit.tui.app import KitApp
-from kit.tui.screens.watch import WatchOpenScreen, WatchScreen
+from kit.tui.screens.watch import WatchScreen
+from kit.tui.widgets.ask import AskScreen
 from tests.tui.conftest import PROTOCOLS, static_text
 
 pytestmark = pytest.mark.engine
@@ -31,13 +32,13 @@ def test_w_watches_an_engine_and_shows_each_call_with_its_state(cpu_caps, tmp_pa
         app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "watch")
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("w")
-            await _until(pilot, lambda: isinstance(app.screen, WatchOpenScreen))
-            await pilot.click("#url")
+            await _until(pilot, lambda: isinstance(app.screen, AskScreen))
+            await pilot.click("#answer")
             for key in "ftp://x":
                 await pilot.press(key if key != "/" else "slash")
             await pilot.press("enter")
             refused = static_text(app.screen, "#why")
-            app.screen.query_one("#url").value = llama_server_url
+            app.screen.query_one("#answer").value = llama_server_url
             await pilot.press("enter")
             await _until(pilot, lambda: isinstance(app.screen, WatchScreen) and app.screen.proxy_url is not None)
             screen = app.screen
