@@ -228,14 +228,22 @@ def _fields(n: int) -> dict[str, Any]:
             "started": "2026-01-01T00:00:00.000+00:00"}
 
 
-def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_path):
-    recorder = Recorder.open(tmp_path, rotate=2, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+def _watch_run(parent: Path, calls: int = 4, rotate: int = 3) -> tuple[Recorder, Tracker]:
+    """A closed watch run of `calls` greedy calls (two requests alternating, three outputs in turn: from the
+    third call on, each is a determinism alarm), its records rotating every `rotate`; and the tracker that
+    saw them."""
+    recorder = Recorder.open(parent, rotate=rotate, protocol={"name": "watch", "kind": "watch", "resolved": {}})
     tracker = Tracker()
-    for n in range(5):
+    for n in range(calls):
         fields = _fields(n)
         fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
         recorder.add(fields)
     recorder.close()
+    return recorder, tracker
+
+
+def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_path):
+    recorder, tracker = _watch_run(tmp_path, calls=5, rotate=2)
     manifest = json.loads((recorder.run_dir / "manifest.json").read_text())
     assert {p: (i["status"], i["records"]) for p, i in manifest["passes"].items()} == {
         "calls-0001": ("OK", 2), "calls-0002": ("OK", 2), "calls-0003": ("OK", 1)}
@@ -246,24 +254,12 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests
 
 
-def _four_calls(parent: Path) -> Recorder:
-    """A closed watch run of four greedy calls (two determinism alarms among them)."""
-    recorder = Recorder.open(parent, rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
-    tracker = Tracker()
-    for n in range(4):
-        fields = _fields(n)
-        fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
-        recorder.add(fields)
-    recorder.close()
-    return recorder
-
-
 def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
     from kit.bundle.show import describe
     from kit.bundle.verify import verify_bundle
     from kit.bundle.writer import write_bundle
 
-    recorder = _four_calls(tmp_path / "runs")
+    recorder, _ = _watch_run(tmp_path / "runs")
     kinds.of_run(recorder.run_dir).results(recorder.run_dir)
     bundle = write_bundle([recorder.run_dir], tmp_path / "watch.tar.gz", environ={}).path
     verdict = verify_bundle(bundle)
@@ -353,7 +349,7 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
 
     from kit.cli import cli
 
-    recorder = _four_calls(tmp_path / "runs")
+    recorder, _ = _watch_run(tmp_path / "runs")
     out = tmp_path / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
     assert result.exit_code == 0, result.output
