@@ -71,14 +71,18 @@ def test_only_greedy_or_seeded_requests_are_deterministic(body, expected):
     assert observe.decoding(body) == expected
 
 
-def _proxy(handler: Callable[[str], Answer], delay: float = 0.0,
+def _proxy(handler: Callable[[str], Answer], delay: float = 0.0, received: list[Any] | None = None,
+           also: Callable[[dict[str, Any]], None] | None = None,
            **settings: Any) -> tuple[Callable, list[dict[str, Any]]]:
-    """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk)
-    and a function that sends it calls through its ASGI app; and the record fields it made."""
+    """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk,
+    keeping the headers of each request it got in `received`) and a function that sends it calls through its
+    ASGI app; and the record fields it made (each also given to `also`, the proxy's report)."""
     records: list[dict[str, Any]] = []
 
     async def upstream(request: web.Request) -> web.StreamResponse:
         await request.read()
+        if received is not None and request.path != "/metrics":
+            received.append(request.headers.copy())  # case-insensitive, as HTTP names are
         given = handler(request.path)
         if request.path != "/metrics":
             await asyncio.sleep(delay)
@@ -89,14 +93,16 @@ def _proxy(handler: Callable[[str], Answer], delay: float = 0.0,
         await reply.write_eof()
         return reply
 
-    def send(calls: list[tuple[str, dict[str, Any]]], together: bool = False) -> list[httpx.Response]:
+    def send(calls: list[tuple[str, dict[str, Any]]], together: bool = False,
+             headers: dict[str, str] | None = None) -> list[httpx.Response]:
         async def run() -> list[httpx.Response]:
             app = web.Application()
             app.router.add_route("*", "/{tail:.*}", upstream)
             async with test_utils.TestServer(app) as server:
-                proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append)
+                proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append,
+                              report=also)
                 async with proxy.upstream(), httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app),
-                                                               base_url="http://proxy") as client:
+                                                               base_url="http://proxy", headers=headers) as client:
                     if together:
                         return list(await asyncio.gather(*(client.post(path, json=body) for path, body in calls)))
                     return [await client.post(path, json=body) for path, body in calls]
@@ -144,6 +150,34 @@ def test_metrics_deltas_are_not_taken_for_calls_that_overlap():
     assert [r["state"]["state"] for r in records] == [None, None]  # two in flight: no delta is this call's own
     assert [r["cached_tokens"] for r in records] == [None, None]
     assert len(reads) == 1  # only the first found nothing in flight; it was not alone at its end
+
+
+def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_console_line(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from kit.watch.console import Live
+
+    secrets = {"authorization": "Bearer sk-proj-Wq3tZ81xKc", "x-api-key": "sk-ant-Hx7Pq2", "cookie": "sid=c00k1e-9f"}
+    answers = iter([answer(200, jsonb(fixture("vllm/completion_cached_tokens.json"))),
+                    answer(401, jsonb({"error": {"message": "invalid api key", "type": "auth"}}))])
+    received: list[Any] = []
+    console = io.StringIO()
+    live = Live(Console(file=console, width=200))
+    send, records = _proxy(lambda path: next(answers), received=received, also=live.call, store_bodies=True)
+    body = {"model": "m", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
+    replies = send([("/v1/completions", body), ("/v1/completions", body)], headers=secrets)
+    assert [r.status_code for r in replies] == [200, 401] and len(records) == 2
+    assert [{name: got.get(name) for name in secrets} for got in received] == [secrets] * 2  # forwarded
+    recorder = Recorder.open(tmp_path, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    for fields in records:
+        recorder.add(fields)
+    recorder.close()
+    written = "".join(p.read_text() for p in recorder.run_dir.rglob("*") if p.is_file())
+    assert '"request"' in written and "HTTP 401" in written  # bodies and the error were recorded
+    for secret in ("Wq3tZ81xKc", "Hx7Pq2", "c00k1e-9f"):
+        assert secret not in written and secret not in console.getvalue() and secret not in repr(records)
 
 
 def test_a_request_over_the_size_limit_is_refused_and_not_forwarded(monkeypatch):
