@@ -5,10 +5,12 @@ dismisses with None."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 from textual.app import App
 from textual.widgets import Input
 
+from kit.tui.catalog import Capabilities
 from kit.tui.screens.replay import ask_for_bundle
 from kit.tui.screens.watch import ask_for_engine
 from kit.tui.widgets.ask import AskScreen
@@ -60,3 +62,35 @@ def test_esc_dismisses_with_none_and_a_refused_answer_never_dismisses():
     whys, dismissed, top = _ask(ask_for_engine(), ["not a url"])
     assert len(whys) == 1 and "is not an http(s) URL" in whys[0]
     assert dismissed == [None] and not issubclass(top, AskScreen)
+
+
+def _failure_shown(screen, outputs) -> tuple[str | None, str]:
+    """Runs `screen` (its worker fails at once) on a launcher app; its error and its status line."""
+    from kit.tui.app import KitApp
+    from tests.tui.conftest import PROTOCOLS, until
+
+    async def drive():
+        app = KitApp(caps=Capabilities(()), protocols_folder=PROTOCOLS, outputs=outputs, watch_logs=False)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await app.push_screen(screen)
+            await until(pilot, lambda: screen.error is not None, timeout=60)
+            return screen.error, " ".join(static_text(screen, "#status").split())
+
+    return asyncio.run(drive())
+
+
+def test_a_watch_or_replay_that_cannot_start_shows_the_kits_one_line_error(tmp_path):
+    from kit.tui.screens.replay import ReplayScreen
+    from kit.tui.screens.watch import WatchScreen
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = "http://127.0.0.1:%d" % closed.getsockname()[1]
+    error, status = _failure_shown(WatchScreen(url, tmp_path / "watch"), tmp_path)
+    assert error == f"--upstream {url} does not answer; start the engine first, or fix the URL"
+    assert status == f"cannot watch: {error}" and not (tmp_path / "watch").exists()
+    not_a_bundle = tmp_path / "notes.txt"
+    not_a_bundle.write_text("not a bundle")
+    error, status = _failure_shown(ReplayScreen(not_a_bundle, tmp_path / "replays"), tmp_path)
+    assert error.startswith(f"{not_a_bundle} is not a gzip file") and "get the bundle again" in error  # its line
+    assert status.startswith(f"cannot replay: {not_a_bundle} is not a gzip file")

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
-from kit.core.errors import KitError
+from kit.core.errors import KitError, shown_line
 from kit.tui.widgets.ask import AskScreen
 
 
@@ -75,11 +75,8 @@ class ReplayScreen(Screen):
         try:
             options = ReplayOptions(self.source, self.outputs, self.cpu_backend)
             done = replay(options, say=lambda line: self.app.call_from_thread(self.on_lines, [line]), watch=watch)
-        except KitError as exc:
-            self.app.call_from_thread(self.on_failed, exc.line())
-            return
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+            self.app.call_from_thread(self.on_failed, shown_line(exc))
             return
         self.app.call_from_thread(self.on_finished, done)
 

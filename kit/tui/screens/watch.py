@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from kit.core.errors import KitError
+from kit.core.errors import shown_line
 from kit.tui.widgets.ask import AskScreen
 
 ROWS_KEPT = 500  # calls the table keeps (the records keep them all)
@@ -85,11 +85,8 @@ class WatchScreen(Screen):
             with in_thread(self.upstream, self.outputs, live=live) as watch:
                 self.app.call_from_thread(self.on_started, watch.url, watch.recorder.run_dir)
                 self.stopping.wait()
-        except KitError as exc:
-            self.app.call_from_thread(self.on_failed, exc.line())
-            return
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+            self.app.call_from_thread(self.on_failed, shown_line(exc))
             return
         self.app.call_from_thread(self.on_ended, live.summary())
 
