@@ -8,13 +8,12 @@ import asyncio
 import socket
 
 from textual.app import App
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from kit.tui.catalog import Capabilities
 from kit.tui.screens.replay import ask_for_bundle
 from kit.tui.screens.watch import ask_for_engine
 from kit.tui.widgets.ask import AskScreen
-from tests.tui.conftest import static_text
 
 
 def _ask(screen: AskScreen, answers: list[str]) -> tuple[list[str], list, type]:
@@ -33,7 +32,7 @@ def _ask(screen: AskScreen, answers: list[str]) -> tuple[list[str], list, type]:
                 await pilot.press("enter")
                 await pilot.pause()
                 if app.screen is screen:
-                    whys.append(" ".join(static_text(screen, "#why").split()))  # unwrapped
+                    whys.append(str(screen.query_one("#why", Static).content))  # as set, unwrapped
             if app.screen is screen:
                 await pilot.press("escape")
                 await pilot.pause()
@@ -74,7 +73,7 @@ def _failure_shown(screen, outputs) -> tuple[str | None, str]:
         async with app.run_test(size=(160, 30)) as pilot:
             await app.push_screen(screen)
             await until(pilot, lambda: screen.error is not None, timeout=60)
-            return screen.error, " ".join(static_text(screen, "#status").split())
+            return screen.error, str(screen.query_one("#status", Static).content)
 
     return asyncio.run(drive())
 
