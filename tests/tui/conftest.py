@@ -44,3 +44,9 @@ async def until(pilot, condition, timeout: float = 240.0, settle: float = 0.0) -
         await pilot.pause(0.1)
     if settle:
         await pilot.pause(settle)
+
+
+async def type_text(pilot, text: str) -> None:
+    """Types `text` into the focused widget, a key press per character (a slash by its key name)."""
+    for key in text:
+        await pilot.press(key if key != "/" else "slash")

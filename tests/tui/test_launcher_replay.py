@@ -12,7 +12,7 @@ from kit.bundle.writer import write_bundle
 from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayScreen
 from kit.tui.widgets.ask import AskScreen
-from tests.tui.conftest import PROTOCOLS, static_text, until
+from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
 
 pytestmark = pytest.mark.engine
 
@@ -29,8 +29,7 @@ def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embe
             await pilot.press("r")
             await until(pilot, lambda: isinstance(app.screen, AskScreen))
             await pilot.click("#answer")
-            for key in str(bundle):
-                await pilot.press(key if key != "/" else "slash")
+            await type_text(pilot, str(bundle))
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ReplayScreen))
             screen = app.screen

@@ -12,7 +12,7 @@ import pytest
 from kit.tui.app import KitApp
 from kit.tui.screens.watch import WatchScreen
 from kit.tui.widgets.ask import AskScreen
-from tests.tui.conftest import PROTOCOLS, static_text, until
+from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
 
 pytestmark = pytest.mark.engine
 
@@ -26,8 +26,7 @@ def test_w_watches_an_engine_and_shows_each_call_with_its_state(cpu_caps, tmp_pa
             await pilot.press("w")
             await until(pilot, lambda: isinstance(app.screen, AskScreen))
             await pilot.click("#answer")
-            for key in "ftp://x":
-                await pilot.press(key if key != "/" else "slash")
+            await type_text(pilot, "ftp://x")
             await pilot.press("enter")
             refused = static_text(app.screen, "#why")
             app.screen.query_one("#answer").value = llama_server_url
