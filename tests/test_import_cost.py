@@ -23,6 +23,49 @@ def imported_roots(module: str) -> set[str]:
     return set(json.loads(done.stdout))
 
 
+KIND_PACKAGES = ("reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder", "watch")
+
+
+def kinds_loaded(code: str) -> list[str]:
+    """The kind packages (kit/protocols/<kind>/) a fresh interpreter has imported after running `code`."""
+    code += ("\nimport json, sys; print(json.dumps(sorted({m.split('.')[2] for m in sys.modules "
+             f"if m.startswith('kit.protocols.') and m.split('.')[2] in {KIND_PACKAGES!r}}})))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_command_line_and_the_kind_registry_import_no_kind():
+    assert kinds_loaded("import kit.cli, kit.run.runner, kit.protocols.kinds") == []
+
+
+def test_a_reset_runs_setup_and_end_load_the_reset_kind_only():
+    """What `kit run reset` (and `kit demo`) does before the engine starts and after its last request, less
+    the engine: validate the protocol, check the executor, plan it, then write and print a run's results
+    table (a recorded demo run folder, copied) and its note. The other kinds' packages stay unloaded."""
+    run = REPO_ROOT / "tests" / "fixtures" / "records_v1" / "demo-20261201-070851"
+    code = f"""
+import shutil, tempfile
+from pathlib import Path
+from kit.app import console
+from kit.protocols import kinds
+from kit.protocols.procedure import RunInputs
+from kit.run import executors, runner
+for name in ("reset", "demo"):
+    protocol, _, _ = kinds.load(name)
+    kind = kinds.of(protocol)
+    executors.check(runner.RunOptions(protocol=name), kind)
+kind.prepare(protocol, RunInputs())
+run_dir = Path(tempfile.mkdtemp()) / "run"
+shutil.copytree({str(run)!r}, run_dir)
+table = kinds.of_run(run_dir).results(run_dir)
+assert console.results_view(table) is not None and kinds.for_table(table) is kind
+console.results_note(run_dir, table)
+shutil.rmtree(run_dir.parent)"""
+    assert kinds_loaded(code) == ["reset"]
+    assert kinds_loaded("from kit.protocols import kinds; kinds.load('sentinel')") == ["grid"]
+
+
 @pytest.mark.parametrize("module", ["kit.run.runner", "kit.protocols.kinds"])
 def test_importing_it_loads_no_statistics_plotting_or_ui_library(module):
     loaded = imported_roots(module)

@@ -19,6 +19,11 @@ class KitError(Exception):
         return f"{self.message}; {self.fix}" if self.fix else self.message
 
 
+def shown_line(exc: BaseException) -> str:
+    """What a person is shown of an error that ended a task: a KitError's own line, else its type and message."""
+    return exc.line() if isinstance(exc, KitError) else f"{type(exc).__name__}: {exc}"
+
+
 class ConfigError(KitError):
     """A protocol file, option or input file is wrong."""
 

@@ -33,7 +33,8 @@ How to add a kind
    `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
    `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
    compute (`tests/test_import_cost.py` keeps `import kit.run.runner` free of scipy, matplotlib, textual, ...).
-2. Add `<name>.KIND` to `KINDS` in `kit/protocols/kinds.py`, the one registry of kinds.
+2. Add `"<name>": "kit.protocols.<name>"` to `KINDS` in `kit/protocols/kinds.py`, the one registry of kinds
+   (lazy: the package is imported when its kind is first looked up).
 3. Add `protocols/<file>.yaml` with `protocol: <name>` (the file's own name is the protocol's name; runs
    and records carry both: docs/protocols.md).
 `tests/protocols/test_kinds.py` shows a complete toy kind going through all of it (docs/protocols.md).

@@ -1,5 +1,8 @@
 """The protocol kinds the kit knows (runs, and imports: `harness`): one package each, kit/protocols/<kind>/,
 whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, the one registry of kinds.
+The registry is lazy: it names each kind's package, and imports a package when its kind is first looked up,
+so `kit run reset` loads the reset kind only (tests/test_import_cost.py). Its names cost nothing; going
+through its kinds (`values()`, `items()`) loads them all.
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
 run, and the results at the end of a run), what a vLLM run serves (`refuse_on_vllm`), `kit analyze`
@@ -11,6 +14,8 @@ kit/protocols/kind.py.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +24,79 @@ import yaml
 from kit.core.errors import ConfigError, KitError
 from kit.engines.registry import VLLM, EngineKind
 from kit.record.manifest import Manifest
-from kit.protocols import flag_order, grid, harness, ladder, pinning, reset, spec, sweep, watch
+from kit.protocols import spec
 from kit.protocols.kind import Kind
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (reset.KIND, grid.KIND, pinning.KIND, sweep.KIND,
-                                                       flag_order.KIND, harness.KIND, ladder.KIND, watch.KIND)}
+
+class Registry(MutableMapping[str, Kind]):
+    """Kind name -> its registration, the `KIND` of its package, imported on the first look-up. A kind set
+    by hand (`KINDS["toy"] = ...`, a test's toy kind) is held as it is."""
+
+    def __init__(self, packages: dict[str, str]):
+        self._packages = dict(packages)
+        self._kinds: dict[str, Kind] = {}
+
+    def __getitem__(self, name: str) -> Kind:
+        if name not in self._kinds:
+            self._kinds[name] = importlib.import_module(self._packages[name]).KIND
+        return self._kinds[name]
+
+    def __setitem__(self, name: str, kind: Kind) -> None:
+        self._packages.setdefault(name, "")
+        self._kinds[name] = kind
+
+    def __delitem__(self, name: str) -> None:
+        del self._packages[name]
+        self._kinds.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._packages)
+
+    def __len__(self) -> int:
+        return len(self._packages)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._packages
+
+    def loaded(self) -> list[Kind]:
+        """The kinds looked up so far (their packages imported), in registry order."""
+        return [self._kinds[name] for name in self._packages if name in self._kinds]
 
 
-def models() -> dict[str, type[spec.ProtocolBase]]:
+KINDS = Registry({
+    "reset": "kit.protocols.reset",
+    "grid": "kit.protocols.grid",
+    "pinning": "kit.protocols.pinning",
+    "sweep": "kit.protocols.sweep",
+    "flag_order": "kit.protocols.flag_order",
+    "harness": "kit.protocols.harness",
+    "ladder": "kit.protocols.ladder",
+    "watch": "kit.protocols.watch",
+})
+
+
+class _FileModels(Mapping[str, type[spec.ProtocolBase]]):
+    """Kind name -> the model its protocol files validate against, for the kinds a protocol file can ask for
+    (not `harness`, whose run folders are imported): a file's own kind is looked up alone; listing them (the
+    error for an unknown kind) loads them all."""
+
+    def __getitem__(self, name: str) -> type[spec.ProtocolBase]:
+        kind = KINDS[name]
+        if not kind.from_files:
+            raise KeyError(name)
+        return kind.model
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, kind in KINDS.items() if kind.from_files)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def models() -> Mapping[str, type[spec.ProtocolBase]]:
     """The models protocol files validate against: every kind a protocol file can ask for (not `harness`,
     whose run folders are imported)."""
-    return {name: kind.model for name, kind in KINDS.items() if kind.from_files}
+    return _FileModels()
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
@@ -82,6 +149,8 @@ def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None
 
 
 def for_table(table: dict[str, Any] | None) -> Kind | None:
-    """The kind whose `results` made this table (by its `"table"` name), or None."""
+    """The kind whose `results` made this table (by its `"table"` name, one per kind), or None. The kinds
+    already loaded are asked first: a run's own table at its end loads no other kind."""
     name = (table or {}).get("table")
-    return next((kind for kind in KINDS.values() if kind.table == name), None)
+    return next((kind for kind in KINDS.loaded() if kind.table == name), None) or next(
+        (kind for kind in KINDS.values() if kind.table == name), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,7 +95,7 @@ def overridden_keys(overrides: dict[str, Any] | None, prefix: str = "") -> list[
     return keys
 
 
-def parse(data: Any, source: str, models: dict[str, type[Strict]],
+def parse(data: Any, source: str, models: Mapping[str, type[Strict]],
           options: dict[str, str] | None = None) -> Strict:
     """Validate protocol data against the model of its kind; raise ConfigError naming `source`, the key
     and the allowed values, or the option (from `options`: dotted key -> option) that set the value."""
@@ -119,7 +120,7 @@ def parse(data: Any, source: str, models: dict[str, type[Strict]],
                           "fix the protocol file; the limits are in docs/protocols.md") from None
 
 
-def load(name_or_path: str, models: dict[str, type[Strict]],
+def load(name_or_path: str, models: Mapping[str, type[Strict]],
          overrides: dict[str, Any] | None = None) -> tuple[Strict, Path, str]:
     """Load, override and validate a protocol. Returns (protocol, file, sha256 of the file's bytes)."""
     path = resolve(name_or_path)

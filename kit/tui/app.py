@@ -17,7 +17,7 @@ from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
-from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
+from kit.tui.screens.replay import ReplayScreen, ask_for_bundle
 from kit.tui.screens.results import ResultsScreen
 from kit.tui.screens.setup import SetupScreen
 
@@ -84,17 +84,17 @@ class KitApp(App):
             if path is not None:
                 self.push_screen(ReplayScreen(path, self.outputs))
 
-        self.push_screen(ReplayOpenScreen(), opened)
+        self.push_screen(ask_for_bundle(), opened)
 
     def action_open_watch(self) -> None:
         """Ask for an engine's URL, then proxy it and show its calls' cache states (kit watch)."""
-        from kit.tui.screens.watch import WatchOpenScreen, WatchScreen  # noqa: PLC0415
+        from kit.tui.screens.watch import WatchScreen, ask_for_engine  # noqa: PLC0415
 
         def opened(url: str | None) -> None:
             if url is not None:
                 self.push_screen(WatchScreen(url, self.outputs))
 
-        self.push_screen(WatchOpenScreen(), opened)
+        self.push_screen(ask_for_engine(), opened)
 
     def show_results(self, result) -> None:
         if self.quit_after_run:

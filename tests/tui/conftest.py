@@ -1,7 +1,8 @@
-"""Launcher test helpers: a fixed protocols folder, a settable clock, and screen text."""
+"""Launcher test helpers: a fixed protocols folder, a settable clock, screen text, and waiting on the app."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,20 @@ def static_text(screen, selector: str) -> str:
     widget = screen.query_one(selector)
     lines = widget.render_lines(Region(0, 0, widget.outer_size.width, widget.outer_size.height))
     return "\n".join(strip.text.rstrip() for strip in lines)
+
+
+async def until(pilot, condition, timeout: float = 240.0, settle: float = 0.0) -> None:
+    """Let the app run until `condition()` holds (failing the test after `timeout` seconds), then `settle`
+    seconds more (a newly pushed screen finishing its mount before the test reads or leaves it)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the launcher"
+        await pilot.pause(0.1)
+    if settle:
+        await pilot.pause(settle)
+
+
+async def type_text(pilot, text: str) -> None:
+    """Types `text` into the focused widget, a key press per character (a slash by its key name)."""
+    for key in text:
+        await pilot.press(key if key != "/" else "slash")

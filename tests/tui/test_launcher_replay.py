@@ -10,18 +10,11 @@ import pytest
 from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.tui.app import KitApp
-from kit.tui.screens.replay import ReplayOpenScreen, ReplayScreen
-from tests.tui.conftest import PROTOCOLS, static_text
+from kit.tui.screens.replay import ReplayScreen
+from kit.tui.widgets.ask import AskScreen
+from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
 
 pytestmark = pytest.mark.engine
-
-
-async def _until(pilot, condition, timeout: float = 240.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "timed out waiting for the launcher"
-        await pilot.pause(0.1)
 
 
 def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embedded_binary):
@@ -34,14 +27,13 @@ def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embe
         app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("r")
-            await _until(pilot, lambda: isinstance(app.screen, ReplayOpenScreen))
-            await pilot.click("#path")
-            for key in str(bundle):
-                await pilot.press(key if key != "/" else "slash")
+            await until(pilot, lambda: isinstance(app.screen, AskScreen))
+            await pilot.click("#answer")
+            await type_text(pilot, str(bundle))
             await pilot.press("enter")
-            await _until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+            await until(pilot, lambda: isinstance(app.screen, ReplayScreen))
             screen = app.screen
-            await _until(pilot, lambda: screen.done is not None or screen.error is not None)
+            await until(pilot, lambda: screen.done is not None or screen.error is not None)
             await pilot.pause()
             return screen, static_text(screen, "#status"), static_text(screen, "#passes")
 

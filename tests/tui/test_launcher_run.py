@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections import defaultdict
 
 import pytest
@@ -20,17 +19,9 @@ from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.results import ResultsScreen
-from tests.tui.conftest import PROTOCOLS, static_text
+from tests.tui.conftest import PROTOCOLS, static_text, until
 
 pytestmark = pytest.mark.engine
-
-
-async def _until(pilot, condition, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the launcher"
-        await pilot.pause(0.2)
-    await pilot.pause(0.3)  # let a newly pushed screen finish mounting before the test reads or leaves it
 
 
 def _counts_from_records(run_dir) -> dict[str, list[int]]:
@@ -55,7 +46,7 @@ def test_the_launcher_proves_the_embedded_engine_before_it_says_ready(fresh_kit_
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             checking = static_text(app.screen, "#protocols")
-            await _until(pilot, lambda: app.caps.checked, timeout=180)
+            await until(pilot, lambda: app.caps.checked, timeout=180, settle=0.3)
             return checking, app.caps, [(e.name, e.ready) for e in app.screen.entries]
 
     checking, caps, entries = asyncio.run(drive())
@@ -79,9 +70,9 @@ def test_pick_reset_accept_defaults_run_and_the_results_screen_matches_the_recor
             await _open_reset(pilot)
             await pilot.pause()
             await pilot.press("ctrl+r")  # the defaults as they are
-            await _until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            await until(pilot, lambda: isinstance(app.screen, LiveScreen), settle=0.3)
             live = app.screen
-            await _until(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen), settle=0.3)
             return (app.screen.result, live, static_text(app.screen, "#table"), static_text(app.screen, "#status"),
                     app.screen.paths_text().plain)
 
@@ -111,11 +102,11 @@ def test_stop_mid_run_leaves_a_readable_interrupted_run(cpu_caps, tmp_path, embe
             await _open_reset(pilot)
             await pilot.pause()
             await pilot.press("ctrl+r")
-            await _until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            await until(pilot, lambda: isinstance(app.screen, LiveScreen), settle=0.3)
             live = app.screen
-            await _until(pilot, lambda: live.state.done >= 2)
+            await until(pilot, lambda: live.state.done >= 2, settle=0.3)
             await pilot.press("s")
-            await _until(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen), settle=0.3)
             return app.screen.result, live, static_text(app.screen, "#status")
 
     result, live, status_text = asyncio.run(drive())

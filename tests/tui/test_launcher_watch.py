@@ -10,18 +10,11 @@ import httpx
 import pytest
 
 from kit.tui.app import KitApp
-from kit.tui.screens.watch import WatchOpenScreen, WatchScreen
-from tests.tui.conftest import PROTOCOLS, static_text
+from kit.tui.screens.watch import WatchScreen
+from kit.tui.widgets.ask import AskScreen
+from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
 
 pytestmark = pytest.mark.engine
-
-
-async def _until(pilot, condition, timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "timed out waiting for the launcher"
-        await pilot.pause(0.1)
 
 
 def test_w_watches_an_engine_and_shows_each_call_with_its_state(cpu_caps, tmp_path, llama_server_url):
@@ -31,21 +24,20 @@ def test_w_watches_an_engine_and_shows_each_call_with_its_state(cpu_caps, tmp_pa
         app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "watch")
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("w")
-            await _until(pilot, lambda: isinstance(app.screen, WatchOpenScreen))
-            await pilot.click("#url")
-            for key in "ftp://x":
-                await pilot.press(key if key != "/" else "slash")
+            await until(pilot, lambda: isinstance(app.screen, AskScreen))
+            await pilot.click("#answer")
+            await type_text(pilot, "ftp://x")
             await pilot.press("enter")
             refused = static_text(app.screen, "#why")
-            app.screen.query_one("#url").value = llama_server_url
+            app.screen.query_one("#answer").value = llama_server_url
             await pilot.press("enter")
-            await _until(pilot, lambda: isinstance(app.screen, WatchScreen) and app.screen.proxy_url is not None)
+            await until(pilot, lambda: isinstance(app.screen, WatchScreen) and app.screen.proxy_url is not None)
             screen = app.screen
             answer = await asyncio.to_thread(httpx.post, screen.proxy_url + "/completion", json=body, timeout=120)
-            await _until(pilot, lambda: screen.calls == 1)
+            await until(pilot, lambda: screen.calls == 1)
             calls = static_text(screen, "#calls")
             await pilot.press("escape")
-            await _until(pilot, lambda: screen.ended or screen.error is not None)
+            await until(pilot, lambda: screen.ended or screen.error is not None)
             return refused, answer, calls, screen
 
     refused, answer, calls, screen = asyncio.run(drive())

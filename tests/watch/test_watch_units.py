@@ -71,14 +71,18 @@ def test_only_greedy_or_seeded_requests_are_deterministic(body, expected):
     assert observe.decoding(body) == expected
 
 
-def _proxy(handler: Callable[[str], Answer], delay: float = 0.0,
+def _proxy(handler: Callable[[str], Answer], delay: float = 0.0, received: list[Any] | None = None,
+           also: Callable[[dict[str, Any]], None] | None = None,
            **settings: Any) -> tuple[Callable, list[dict[str, Any]]]:
-    """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk)
-    and a function that sends it calls through its ASGI app; and the record fields it made."""
+    """A proxy in front of a fake upstream (aiohttp's test server, answering `handler(path)` chunk by chunk,
+    keeping the headers of each request it got in `received`) and a function that sends it calls through its
+    ASGI app; and the record fields it made (each also given to `also`, the proxy's report)."""
     records: list[dict[str, Any]] = []
 
     async def upstream(request: web.Request) -> web.StreamResponse:
         await request.read()
+        if received is not None and request.path != "/metrics":
+            received.append(request.headers.copy())  # case-insensitive, as HTTP names are
         given = handler(request.path)
         if request.path != "/metrics":
             await asyncio.sleep(delay)
@@ -89,14 +93,16 @@ def _proxy(handler: Callable[[str], Answer], delay: float = 0.0,
         await reply.write_eof()
         return reply
 
-    def send(calls: list[tuple[str, dict[str, Any]]], together: bool = False) -> list[httpx.Response]:
+    def send(calls: list[tuple[str, dict[str, Any]]], together: bool = False,
+             headers: dict[str, str] | None = None) -> list[httpx.Response]:
         async def run() -> list[httpx.Response]:
             app = web.Application()
             app.router.add_route("*", "/{tail:.*}", upstream)
             async with test_utils.TestServer(app) as server:
-                proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append)
+                proxy = Proxy(Settings(str(server.make_url("/")).rstrip("/"), **settings), record=records.append,
+                              report=also)
                 async with proxy.upstream(), httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app),
-                                                               base_url="http://proxy") as client:
+                                                               base_url="http://proxy", headers=headers) as client:
                     if together:
                         return list(await asyncio.gather(*(client.post(path, json=body) for path, body in calls)))
                     return [await client.post(path, json=body) for path, body in calls]
@@ -144,6 +150,34 @@ def test_metrics_deltas_are_not_taken_for_calls_that_overlap():
     assert [r["state"]["state"] for r in records] == [None, None]  # two in flight: no delta is this call's own
     assert [r["cached_tokens"] for r in records] == [None, None]
     assert len(reads) == 1  # only the first found nothing in flight; it was not alone at its end
+
+
+def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_console_line(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from kit.watch.console import Live
+
+    secrets = {"authorization": "Bearer sk-proj-Wq3tZ81xKc", "x-api-key": "sk-ant-Hx7Pq2", "cookie": "sid=c00k1e-9f"}
+    answers = iter([answer(200, jsonb(fixture("vllm/completion_cached_tokens.json"))),
+                    answer(401, jsonb({"error": {"message": "invalid api key", "type": "auth"}}))])
+    received: list[Any] = []
+    console = io.StringIO()
+    live = Live(Console(file=console, width=200))
+    send, records = _proxy(lambda path: next(answers), received=received, also=live.call, store_bodies=True)
+    body = {"model": "m", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
+    replies = send([("/v1/completions", body), ("/v1/completions", body)], headers=secrets)
+    assert [r.status_code for r in replies] == [200, 401] and len(records) == 2
+    assert [{name: got.get(name) for name in secrets} for got in received] == [secrets] * 2  # forwarded
+    recorder = Recorder.open(tmp_path, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    for fields in records:
+        recorder.add(fields)
+    recorder.close()
+    written = "".join(p.read_text() for p in recorder.run_dir.rglob("*") if p.is_file())
+    assert '"request"' in written and "HTTP 401" in written  # bodies and the error were recorded
+    for secret in ("Wq3tZ81xKc", "Hx7Pq2", "c00k1e-9f"):
+        assert secret not in written and secret not in console.getvalue() and secret not in repr(records)
 
 
 def test_a_request_over_the_size_limit_is_refused_and_not_forwarded(monkeypatch):
@@ -228,14 +262,22 @@ def _fields(n: int) -> dict[str, Any]:
             "started": "2026-01-01T00:00:00.000+00:00"}
 
 
-def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_path):
-    recorder = Recorder.open(tmp_path, rotate=2, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+def _watch_run(parent: Path, calls: int = 4, rotate: int = 3) -> tuple[Recorder, Tracker]:
+    """A closed watch run of `calls` greedy calls (two requests alternating, three outputs in turn: from the
+    third call on, each is a determinism alarm), its records rotating every `rotate`; and the tracker that
+    saw them."""
+    recorder = Recorder.open(parent, rotate=rotate, protocol={"name": "watch", "kind": "watch", "resolved": {}})
     tracker = Tracker()
-    for n in range(5):
+    for n in range(calls):
         fields = _fields(n)
         fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
         recorder.add(fields)
     recorder.close()
+    return recorder, tracker
+
+
+def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_path):
+    recorder, tracker = _watch_run(tmp_path, calls=5, rotate=2)
     manifest = json.loads((recorder.run_dir / "manifest.json").read_text())
     assert {p: (i["status"], i["records"]) for p, i in manifest["passes"].items()} == {
         "calls-0001": ("OK", 2), "calls-0002": ("OK", 2), "calls-0003": ("OK", 1)}
@@ -246,24 +288,12 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests
 
 
-def _four_calls(parent: Path) -> Recorder:
-    """A closed watch run of four greedy calls (two determinism alarms among them)."""
-    recorder = Recorder.open(parent, rotate=3, protocol={"name": "watch", "kind": "watch", "resolved": {}})
-    tracker = Tracker()
-    for n in range(4):
-        fields = _fields(n)
-        fields["alarms"] = tracker.see(Call(fields["request_sha256"], "greedy", "full_kv", fields["output_sha256"]))
-        recorder.add(fields)
-    recorder.close()
-    return recorder
-
-
 def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
     from kit.bundle.show import describe
     from kit.bundle.verify import verify_bundle
     from kit.bundle.writer import write_bundle
 
-    recorder = _four_calls(tmp_path / "runs")
+    recorder, _ = _watch_run(tmp_path / "runs")
     kinds.of_run(recorder.run_dir).results(recorder.run_dir)
     bundle = write_bundle([recorder.run_dir], tmp_path / "watch.tar.gz", environ={}).path
     verdict = verify_bundle(bundle)
@@ -353,7 +383,7 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
 
     from kit.cli import cli
 
-    recorder = _four_calls(tmp_path / "runs")
+    recorder, _ = _watch_run(tmp_path / "runs")
     out = tmp_path / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
     assert result.exit_code == 0, result.output

@@ -10,38 +10,24 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, RichLog, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
-from kit.core.errors import KitError
+from kit.core.errors import KitError, shown_line
+from kit.tui.widgets.ask import AskScreen
 
 
-class ReplayOpenScreen(ModalScreen[Path | None]):
+def ask_for_bundle() -> AskScreen[Path]:
     """Which bundle (or run folder) to replay."""
+    return AskScreen("Replay a bundle or run folder on this machine (Enter to start, Esc to cancel):",
+                     "path to a .tar.gz bundle or a run folder", _existing_path)
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "cancel", "Cancel")]
-    DEFAULT_CSS = """
-    ReplayOpenScreen { align: center middle; }
-    ReplayOpenScreen #box { width: 80%; height: auto; border: round $primary; padding: 1 2; background: $surface; }
-    ReplayOpenScreen #why { color: $warning; height: auto; }
-    """
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="box"):
-            yield Static("Replay a bundle or run folder on this machine (Enter to start, Esc to cancel):")
-            yield Input(placeholder="path to a .tar.gz bundle or a run folder", id="path")
-            yield Static(id="why")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        path = Path(event.value.strip()).expanduser()
-        if not event.value.strip() or not path.exists():
-            self.query_one("#why", Static).update(Text(f"{path} does not exist"))
-            return
-        self.dismiss(path)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+def _existing_path(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not text or not path.exists():
+        raise KitError(f"{path} does not exist")
+    return path
 
 
 class ReplayScreen(Screen):
@@ -89,11 +75,8 @@ class ReplayScreen(Screen):
         try:
             options = ReplayOptions(self.source, self.outputs, self.cpu_backend)
             done = replay(options, say=lambda line: self.app.call_from_thread(self.on_lines, [line]), watch=watch)
-        except KitError as exc:
-            self.app.call_from_thread(self.on_failed, exc.line())
-            return
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+            self.app.call_from_thread(self.on_failed, shown_line(exc))
             return
         self.app.call_from_thread(self.on_finished, done)
 

@@ -13,41 +13,25 @@ from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
 
-from kit.core.errors import KitError
+from kit.core.errors import shown_line
+from kit.tui.widgets.ask import AskScreen
 
 ROWS_KEPT = 500  # calls the table keeps (the records keep them all)
 
 
-class WatchOpenScreen(ModalScreen[str | None]):
-    """Which engine to watch."""
+def ask_for_engine() -> AskScreen[str]:
+    """Which engine to watch: its base URL, checked as `kit watch --upstream` checks it."""
+    return AskScreen("Watch an engine: its base URL (Enter to start the proxy on 127.0.0.1, Esc to cancel):",
+                     "http://127.0.0.1:8080", _upstream_url)
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "cancel", "Cancel")]
-    DEFAULT_CSS = """
-    WatchOpenScreen { align: center middle; }
-    WatchOpenScreen #box { width: 80%; height: auto; border: round $primary; padding: 1 2; background: $surface; }
-    WatchOpenScreen #why { color: $warning; height: auto; }
-    """
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="box"):
-            yield Static("Watch an engine: its base URL (Enter to start the proxy on 127.0.0.1, Esc to cancel):")
-            yield Input(placeholder="http://127.0.0.1:8080", id="url")
-            yield Static(id="why")
+def _upstream_url(text: str) -> str:
+    from kit.watch.cli import upstream_url  # noqa: PLC0415
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        from kit.watch.cli import upstream_url  # noqa: PLC0415
-
-        try:
-            self.dismiss(upstream_url(event.value.strip()))
-        except KitError as exc:
-            self.query_one("#why", Static).update(Text(exc.line()))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    return upstream_url(text)
 
 
 class WatchScreen(Screen):
@@ -101,11 +85,8 @@ class WatchScreen(Screen):
             with in_thread(self.upstream, self.outputs, live=live) as watch:
                 self.app.call_from_thread(self.on_started, watch.url, watch.recorder.run_dir)
                 self.stopping.wait()
-        except KitError as exc:
-            self.app.call_from_thread(self.on_failed, exc.line())
-            return
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            self.app.call_from_thread(self.on_failed, f"{type(exc).__name__}: {exc}")
+            self.app.call_from_thread(self.on_failed, shown_line(exc))
             return
         self.app.call_from_thread(self.on_ended, live.summary())
 

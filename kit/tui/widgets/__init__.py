@@ -1,1 +1,1 @@
-"""Small launcher widgets: the cache-state strip and the divergence plot."""
+"""Small launcher widgets: the cache-state strip, the divergence plot and the one-question modal."""
