@@ -370,7 +370,7 @@ def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figur
         from kit.analysis import figures as figs  # noqa: PLC0415
 
         started = time.perf_counter()
-        findings.files["figures"] = figs.write_all(findings, out / "figures")
+        findings.files["figures"] = figs.write_all(findings, out / "figures", _workers(settings))
         timer.add("draw figures", started)
     findings.timings_seconds = timer.steps
     findings.write(out / FILE)
