@@ -50,6 +50,9 @@ class Timer:
         self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
 
+_READ_STEP = "read records: grid, sweep and reset runs (one pool)"  # the time spent waiting for the workers
+
+
 def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
     """The run's mechanism positions (hit path on1, recompute path off1), or why there are none."""
     if run.top_logprobs is not None and run.top_logprobs < 2:
@@ -64,11 +67,26 @@ def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
         return str(exc)
 
 
-def _grid_run(run: RunFolder, replicates: int, seed: int) -> tuple[dict[str, Any], mechanism.Positions | str]:
-    """One grid run's findings and mechanism positions (or why none), each records file read once. Runs in
-    a worker process."""
+def _grid_run(run: RunFolder) -> tuple[dict[str, Any], mechanism.Positions | str]:
+    """One grid run's counts (grid_findings.grid_run_counts: `_grid_results` adds the intervals) and mechanism
+    positions (or why none), each records file read once. Runs in a worker process."""
     with run.reading({pass_id: "deferred" for pass_id in run.ok_passes}):
-        return grid_findings.grid_run_findings(run, replicates, seed), _mechanism_for_grid(run)
+        return grid_findings.grid_run_counts(run), _mechanism_for_grid(run)
+
+
+def _grid_results(futures: list[Any], settings: Settings, timer: Timer) -> list[Any]:
+    """The grid runs' results (`_grid_run`) with their dependence-aware intervals, each worked out here as soon
+    as its run is read, while the workers read the others."""
+    found = []
+    for future in futures:
+        started = time.perf_counter()
+        counts, positions = future.result()
+        timer.add(_READ_STEP, started)
+        started = time.perf_counter()
+        found.append((grid_findings.add_intervals(counts, settings.block_bootstrap_replicates, settings.seed),
+                      positions))
+        timer.add("grid: dependence-aware intervals", started)
+    return found
 
 
 def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
@@ -230,8 +248,7 @@ def _submit_reads(collection: Collection, settings: Settings, pool: Pool) -> dic
     one pool of workers, the costliest first: the cores stay busy until the last records file is read, instead of
     idling at the end of each kind's turn. Per kind, the Futures of the results in the order of
     `collection.of_kind`."""
-    jobs = {"grid": [(_grid_run, (run, settings.block_bootstrap_replicates, settings.seed))
-                     for run in collection.of_kind("grid")],
+    jobs = {"grid": [(_grid_run, (run,)) for run in collection.of_kind("grid")],
             "sweep": [(_sweep_cell, job) for job in _sweep_jobs(collection.of_kind("sweep"))],
             "reset": [(_reset_run, (run,)) for run in collection.of_kind("reset") if run.ok_passes]}
     everything = [job for kind in jobs.values() for job in kind]
@@ -241,8 +258,6 @@ def _submit_reads(collection: Collection, settings: Settings, pool: Pool) -> dic
     results = iter(futures)
     return {kind: [next(results) for _ in kind_jobs] for kind, kind_jobs in jobs.items()}
 
-
-_READ_STEP = "read records: grid, sweep and reset runs (one pool)"
 
 
 def _results(futures: list[Any], timer: Timer) -> list[Any]:
@@ -302,9 +317,6 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
     started = time.perf_counter()
-    import_before_forking(*STATS_MODULES, "arch.bootstrap")
-    timer.add("import the statistics modules", started)
-    started = time.perf_counter()
     collection = collect(paths)
     for run in collection.runs:
         if not _read_by_a_kind(run):
@@ -321,7 +333,10 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     })
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, settings, pool)
-        grid = _results(reads["grid"], timer)
+        started = time.perf_counter()  # while the workers read: they need none of these
+        import_before_forking(*STATS_MODULES, "arch.bootstrap")
+        timer.add("import the statistics modules", started)
+        grid = _grid_results(reads["grid"], settings, timer)
         sweep = _results(reads["sweep"], timer)
         bootstrap = _sweep_start(collection, settings, pool, sweep)
         _grid(collection, settings, timer, findings, grid)
