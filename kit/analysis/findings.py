@@ -157,7 +157,8 @@ def _sweep_jobs(runs: list[RunFolder]) -> list[tuple[RunFolder, bool]]:
     return [(run, canonical.get(run.format) is run) for run in runs]
 
 
-def _sweep_bootstrap(cells: list[tuple[RunFolder, dict[str, Any]]], settings: Settings, pool: Pool) -> tuple[Any, Any, float]:
+def _sweep_bootstrap(cells: list[tuple[RunFolder, dict[str, Any]]], settings: Settings,
+                     pool: Pool) -> tuple[Any, Any, float]:
     """The sweep's findings and Table VI, and the seconds they took. Runs on a thread of this process
     (`Pool.beside`) while it goes on with the other kinds: the GLMM refits queue on the pool's workers behind
     the reads still running, and start as workers free up."""
@@ -243,7 +244,7 @@ def _read_cost(fn: Any, args: tuple[Any, ...]) -> float:
     return _READ_WEIGHT[fn] * (2.0 if fn is _sweep_cell and args[1] else 1.0) * run.bytes_to_read()
 
 
-def _submit_reads(collection: Collection, settings: Settings, pool: Pool) -> dict[str, list[Any]]:
+def _submit_reads(collection: Collection, pool: Pool) -> dict[str, list[Any]]:
     """Each grid run, sweep folder and reset run read and reduced (`_grid_run`, `_sweep_cell`, `_reset_run`) on
     one pool of workers, the costliest first: the cores stay busy until the last records file is read, instead of
     idling at the end of each kind's turn. Per kind, the Futures of the results in the order of
@@ -257,7 +258,6 @@ def _submit_reads(collection: Collection, settings: Settings, pool: Pool) -> dic
         futures[index] = pool.submit(call, *everything[index])
     results = iter(futures)
     return {kind: [next(results) for _ in kind_jobs] for kind, kind_jobs in jobs.items()}
-
 
 
 def _results(futures: list[Any], timer: Timer) -> list[Any]:
@@ -332,7 +332,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
         "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
     })
     with Pool(_workers(settings)) as pool:
-        reads = _submit_reads(collection, settings, pool)
+        reads = _submit_reads(collection, pool)
         started = time.perf_counter()  # while the workers read: they need none of these
         import_before_forking(*STATS_MODULES, "arch.bootstrap")
         timer.add("import the statistics modules", started)
@@ -343,7 +343,8 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
         _reset(collection, settings, timer, findings, _results(reads["reset"], timer))
         _sweep(collection, settings, timer, findings, sweep, bootstrap)
     # in the order the kinds were computed in before the bootstrap ran beside the others (grid, sweep, reset)
-    findings.tables = {name: findings.tables[name] for name in ("III", "V", "VI", "IV", "VII") if name in findings.tables}
+    findings.tables = {name: findings.tables[name] for name in ("III", "V", "VI", "IV", "VII")
+                       if name in findings.tables}
     findings.mechanism = {name: findings.mechanism[name] for name in ("grid", "sweep", "reset")
                           if name in findings.mechanism}
     _harness(collection, settings, timer, findings)
