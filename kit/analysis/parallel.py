@@ -40,17 +40,18 @@ def import_before_forking(*modules: str) -> None:
 _MALLOPT = ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD
 
 
-def keep_freed_memory() -> None:
+def keep_freed_memory() -> bool:
     """Have this process's allocator keep freed memory (glibc's mallopt; with another C library nothing
-    happens). Worker processes start with it: it changes how fast they run, never what they compute."""
+    happens), and say whether it was told. Worker processes start with it: it changes how fast they run,
+    never what they compute."""
     try:
         glibc = "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or "")
     except (ValueError, OSError):  # pragma: no cover - not a glibc system
         glibc = False
-    if glibc:
-        libc = ctypes.CDLL(None)  # the C library this process already uses
-        for option, value in _MALLOPT:
-            libc.mallopt(option, value)
+    if not glibc:
+        return False  # pragma: no cover
+    libc = ctypes.CDLL(None)  # the C library this process already uses
+    return all([libc.mallopt(option, value) == 1 for option, value in _MALLOPT])  # each option set, even after a refusal
 
 
 def call(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
