@@ -118,6 +118,7 @@ def side_by_side(args: argparse.Namespace) -> int:
             steps = json.loads((out / "findings.json").read_text())["timings_seconds"]
             top = sorted(steps.items(), key=lambda kv: -kv[1])[:3]
             print(json.dumps({"repeat": repeat + 1, "tree": name, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                              "load_1min": round(os.getloadavg()[0], 2),  # other work on the machine meanwhile
                               "slowest_steps": {k: v for k, v in top}}), flush=True)
     base, this = outputs(work / "out-baseline"), outputs(work / "out-this")
     differ = sorted(k for k in base.keys() | this.keys() if base.get(k) != this.get(k))

@@ -5,6 +5,7 @@ read itself, and a typed view (kit.record.files.RecordView) instead of record di
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 
 import pytest
 
@@ -161,18 +162,17 @@ def test_parallel_map_starts_the_costliest_first_and_keeps_the_input_order(monke
     handed: list = []
 
     class InOrder:  # an executor that runs the items in the order they are handed to it
-        def __init__(self, max_workers):
+        def __init__(self, max_workers, initializer=None):
             pass
 
-        def __enter__(self):
-            return self
+        def submit(self, fn, *args):
+            handed.append(args[0])
+            done: Future = Future()
+            done.set_result(fn(*args))
+            return done
 
-        def __exit__(self, *exc):
+        def shutdown(self, wait=True, cancel_futures=False):
             return None
-
-        def map(self, fn, *columns):
-            handed.extend(columns[0])
-            return map(fn, *columns)
 
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", InOrder)
     assert parallel.parallel_map(_square, items, workers=2, cost=lambda x: x) == [1, 81, 9, 49, 25]
@@ -230,16 +230,21 @@ def test_every_kinds_runs_are_read_in_one_pool_and_each_result_goes_back_to_its_
              for fmt in ("F16", "Q8_0")]
     settings = Settings(block_bootstrap_replicates=20, cluster_replicates=20, sweep_replicates=20, workers=2)
     alone = {"grid": compute([grid], settings).grid, "sweep": compute(cells, settings).sweep}
-    calls: list = []
-    real = findings_module.parallel_map
+    pools: list = []
 
-    def recording(fn, items, workers, cost=None):
-        calls.append((fn, [item[0].__name__ for item in items] if fn is findings_module.call else len(items)))
-        return real(fn, items, workers, cost)
+    class Recording(findings_module.Pool):  # each pool, and the reads submitted to it
+        def __init__(self, workers):
+            super().__init__(workers)
+            self.reads: list = []
+            pools.append(self)
 
-    monkeypatch.setattr(findings_module, "parallel_map", recording)
+        def submit(self, fn, *args):
+            if fn is findings_module.call:
+                self.reads.append(args[0].__name__)
+            return super().submit(fn, *args)
+
+    monkeypatch.setattr(findings_module, "Pool", Recording)
     together = compute([grid, *cells], settings)
-    reads = [names for fn, names in calls if fn is findings_module.call]
-    assert reads == [["_grid_run", "_sweep_cell", "_sweep_cell"]]  # one pool for both kinds' reads
+    assert [sorted(pool.reads) for pool in pools] == [["_grid_run", "_sweep_cell", "_sweep_cell"]]  # one pool
     assert alone["grid"] and alone["sweep"] is not None
     assert together.grid == alone["grid"] and together.sweep == alone["sweep"]

@@ -247,13 +247,23 @@ def listing(figures: dict[str, Any]) -> dict[str, Any]:
     return written
 
 
-def write_all(findings: Findings, folder: Path) -> dict[str, Any]:
+def _draw(stem: str, data: dict[str, Any], folder: Path) -> None:
+    """Draw one figure from its data and write the data beside it (one `write_all` item)."""
+    draw = next(draw for _, draw, name in FIGURES.values() if name == stem)
+    draw(data, folder)
+    write_json_atomic(folder / f"{stem}.json", data)
+
+
+def write_all(findings: Findings, folder: Path, workers: int = 1) -> dict[str, Any]:
     """Draw every figure the findings allow, each with its data beside it; the others are listed with the
-    reason they were skipped."""
+    reason they were skipped. With `workers` above one, the figures are drawn side by side in worker processes
+    (kit.analysis.parallel.parallel_map; matplotlib is imported here first, so that they start with it)."""
+    from kit.analysis.parallel import parallel_map  # noqa: PLC0415
+
     folder.mkdir(parents=True, exist_ok=True)
     figures = figure_data(findings)
-    for _, draw, stem in FIGURES.values():
-        if stem in figures["data"]:
-            draw(figures["data"][stem], folder)
-            write_json_atomic(folder / f"{stem}.json", figures["data"][stem])
+    items = [(stem, figures["data"][stem], folder) for _, _, stem in FIGURES.values() if stem in figures["data"]]
+    if workers > 1 and len(items) > 1:
+        _pyplot()
+    parallel_map(_draw, items, workers)
     return listing(figures)

@@ -15,7 +15,7 @@ from typing import Any
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
 from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
-from kit.analysis.parallel import call, default_workers, import_before_forking, parallel_map
+from kit.analysis.parallel import Pool, call, default_workers, import_before_forking
 from kit.protocols import kinds
 from kit.protocols.grid import setting as grid_setting
 from kit.protocols.passes import load_pass
@@ -50,6 +50,9 @@ class Timer:
         self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
 
+_READ_STEP = "read records: grid, sweep and reset runs (one pool)"  # the time spent waiting for the workers
+
+
 def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
     """The run's mechanism positions (hit path on1, recompute path off1), or why there are none."""
     if run.top_logprobs is not None and run.top_logprobs < 2:
@@ -64,11 +67,26 @@ def _mechanism_for_grid(run: RunFolder) -> mechanism.Positions | str:
         return str(exc)
 
 
-def _grid_run(run: RunFolder, replicates: int, seed: int) -> tuple[dict[str, Any], mechanism.Positions | str]:
-    """One grid run's findings and mechanism positions (or why none), each records file read once. Runs in
-    a worker process."""
+def _grid_run(run: RunFolder) -> tuple[dict[str, Any], mechanism.Positions | str]:
+    """One grid run's counts (grid_findings.grid_run_counts: `_grid_results` adds the intervals) and mechanism
+    positions (or why none), each records file read once. Runs in a worker process."""
     with run.reading({pass_id: "deferred" for pass_id in run.ok_passes}):
-        return grid_findings.grid_run_findings(run, replicates, seed), _mechanism_for_grid(run)
+        return grid_findings.grid_run_counts(run), _mechanism_for_grid(run)
+
+
+def _grid_results(futures: list[Any], settings: Settings, timer: Timer) -> list[Any]:
+    """The grid runs' results (`_grid_run`) with their dependence-aware intervals, each worked out here as soon
+    as its run is read, while the workers read the others."""
+    found = []
+    for future in futures:
+        started = time.perf_counter()
+        counts, positions = future.result()
+        timer.add(_READ_STEP, started)
+        started = time.perf_counter()
+        found.append((grid_findings.add_intervals(counts, settings.block_bootstrap_replicates, settings.seed),
+                      positions))
+        timer.add("grid: dependence-aware intervals", started)
+    return found
 
 
 def _grid(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
@@ -139,13 +157,32 @@ def _sweep_jobs(runs: list[RunFolder]) -> list[tuple[RunFolder, bool]]:
     return [(run, canonical.get(run.format) is run) for run in runs]
 
 
-def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any]) -> None:
+def _sweep_bootstrap(cells: list[tuple[RunFolder, dict[str, Any]]], settings: Settings,
+                     pool: Pool) -> tuple[Any, Any, float]:
+    """The sweep's findings and Table VI, and the seconds they took. Runs on a thread of this process
+    (`Pool.beside`) while it goes on with the other kinds: the GLMM refits queue on the pool's workers behind
+    the reads still running, and start as workers free up."""
+    started = time.perf_counter()
+    found = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed, mapper=pool.map)
+    return found, sweep_findings.table_vi(found), time.perf_counter() - started
+
+
+def _sweep_start(collection: Collection, settings: Settings, pool: Pool, read: list[Any]) -> Any:
+    """The sweep's bootstrap started beside this process's work (`_sweep_bootstrap`), or None without sweep
+    folders."""
+    if not collection.of_kind("sweep"):
+        return None
+    cells = [(run, cell) for (run, _), (cell, _) in zip(_sweep_jobs(collection.of_kind("sweep")), read)]
+    return pool.beside(_sweep_bootstrap, cells, settings, pool)
+
+
+def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: Findings, read: list[Any],
+           bootstrap: Any) -> None:
     runs = collection.of_kind("sweep")
     if not runs:
         return
     started = time.perf_counter()
     jobs = _sweep_jobs(runs)
-    cells = [(run, cell) for (run, _), (cell, _) in zip(jobs, read)]
     positions: dict[str, mechanism.Positions] = {}
     skipped: list = []
     for (run, _), (_, found) in zip(jobs, read):
@@ -155,14 +192,10 @@ def _sweep(collection: Collection, settings: Settings, timer: Timer, findings: F
             positions.setdefault(run.format, mechanism.Positions()).extend(found)
     timer.add("sweep: cells and their mechanism positions", started)
     started = time.perf_counter()
-    workers = _workers(settings)
-    findings.sweep = sweep_findings.sweep_findings(cells, settings.sweep_replicates, settings.seed,
-                                                   mapper=lambda fn, items: parallel_map(fn, items, workers))
-    findings.tables["VI"] = sweep_findings.table_vi(findings.sweep)
-    timer.add("sweep: two-way bootstrap with GLMM refits, permutation test", started)
-    started = time.perf_counter()
-    _mechanism_block(findings, "sweep", positions, skipped, settings)
+    _mechanism_block(findings, "sweep", positions, skipped, settings)  # while the bootstrap's refits run
     timer.add("sweep: mechanism (canonical history)", started)
+    findings.sweep, findings.tables["VI"], seconds = bootstrap.result()
+    timer.steps["sweep: two-way bootstrap with GLMM refits, permutation test"] = round(seconds, 3)
 
 
 def _reset_run(run: RunFolder) -> tuple[dict[str, Any], dict[str, Any], Any]:
@@ -202,7 +235,7 @@ def _reset(collection: Collection, settings: Settings, timer: Timer, findings: F
 # CPU seconds per byte of records, relative (measured on the paper-scale bench: grid about 10 ms/MB, a sweep
 # folder 5, its canonical history twice that, a reset run 7): a grid run parses the log-probability arrays its
 # identity counts compare, a canonical sweep history those its mechanism walks; other reads skim past them.
-# Only the order in which `_read_runs` starts its jobs depends on these.
+# Only the order in which `_submit_reads` starts its jobs depends on these.
 _READ_WEIGHT = {_grid_run: 2.0, _sweep_cell: 1.0, _reset_run: 1.4}
 
 
@@ -211,19 +244,27 @@ def _read_cost(fn: Any, args: tuple[Any, ...]) -> float:
     return _READ_WEIGHT[fn] * (2.0 if fn is _sweep_cell and args[1] else 1.0) * run.bytes_to_read()
 
 
-def _read_runs(collection: Collection, settings: Settings, timer: Timer) -> dict[str, list[Any]]:
-    """Each grid run, sweep folder and reset run read and reduced (`_grid_run`, `_sweep_cell`, `_reset_run`) in
+def _submit_reads(collection: Collection, pool: Pool) -> dict[str, list[Any]]:
+    """Each grid run, sweep folder and reset run read and reduced (`_grid_run`, `_sweep_cell`, `_reset_run`) on
     one pool of workers, the costliest first: the cores stay busy until the last records file is read, instead of
-    idling at the end of each kind's turn. Per kind, the results in the order of `collection.of_kind`."""
-    jobs = {"grid": [(_grid_run, (run, settings.block_bootstrap_replicates, settings.seed))
-                     for run in collection.of_kind("grid")],
+    idling at the end of each kind's turn. Per kind, the Futures of the results in the order of
+    `collection.of_kind`."""
+    jobs = {"grid": [(_grid_run, (run,)) for run in collection.of_kind("grid")],
             "sweep": [(_sweep_cell, job) for job in _sweep_jobs(collection.of_kind("sweep"))],
             "reset": [(_reset_run, (run,)) for run in collection.of_kind("reset") if run.ok_passes]}
-    started = time.perf_counter()
     everything = [job for kind in jobs.values() for job in kind]
-    results = iter(parallel_map(call, everything, _workers(settings), cost=_read_cost))
-    timer.add("read records: grid, sweep and reset runs (one pool)", started)
+    futures: list[Any] = [None] * len(everything)
+    for index in sorted(range(len(everything)), key=lambda i: -_read_cost(*everything[i])):
+        futures[index] = pool.submit(call, *everything[index])
+    results = iter(futures)
     return {kind: [next(results) for _ in kind_jobs] for kind, kind_jobs in jobs.items()}
+
+
+def _results(futures: list[Any], timer: Timer) -> list[Any]:
+    started = time.perf_counter()
+    found = [future.result() for future in futures]
+    timer.add(_READ_STEP, started)
+    return found
 
 
 def _harness(collection: Collection, settings: Settings, timer: Timer, findings: Findings) -> None:
@@ -276,9 +317,6 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     """Every finding from the given run folders (nothing written)."""
     timer = timer or Timer()
     started = time.perf_counter()
-    import_before_forking(*STATS_MODULES, "arch.bootstrap")
-    timer.add("import the statistics modules", started)
-    started = time.perf_counter()
     collection = collect(paths)
     for run in collection.runs:
         if not _read_by_a_kind(run):
@@ -293,10 +331,22 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
         "tables": {}, "mechanism": {},
         "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
     })
-    read = _read_runs(collection, settings, timer)
-    _grid(collection, settings, timer, findings, read["grid"])
-    _sweep(collection, settings, timer, findings, read["sweep"])
-    _reset(collection, settings, timer, findings, read["reset"])
+    with Pool(_workers(settings)) as pool:
+        reads = _submit_reads(collection, pool)
+        started = time.perf_counter()  # while the workers read: they need none of these
+        import_before_forking(*STATS_MODULES, "arch.bootstrap")
+        timer.add("import the statistics modules", started)
+        grid = _grid_results(reads["grid"], settings, timer)
+        sweep = _results(reads["sweep"], timer)
+        bootstrap = _sweep_start(collection, settings, pool, sweep)
+        _grid(collection, settings, timer, findings, grid)
+        _reset(collection, settings, timer, findings, _results(reads["reset"], timer))
+        _sweep(collection, settings, timer, findings, sweep, bootstrap)
+    # in the order the kinds were computed in before the bootstrap ran beside the others (grid, sweep, reset)
+    findings.tables = {name: findings.tables[name] for name in ("III", "V", "VI", "IV", "VII")
+                       if name in findings.tables}
+    findings.mechanism = {name: findings.mechanism[name] for name in ("grid", "sweep", "reset")
+                          if name in findings.mechanism}
     _harness(collection, settings, timer, findings)
     _own_tables(collection, timer, findings)
     for name, needs in (("III", "grid runs with two cache-on passes"), ("IV", "reset runs"),
@@ -336,7 +386,7 @@ def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figur
         from kit.analysis import figures as figs  # noqa: PLC0415
 
         started = time.perf_counter()
-        findings.files["figures"] = figs.write_all(findings, out / "figures")
+        findings.files["figures"] = figs.write_all(findings, out / "figures", _workers(settings))
         timer.add("draw figures", started)
     findings.timings_seconds = timer.steps
     findings.write(out / FILE)

@@ -27,11 +27,16 @@ def _indicators(comparison: dict[str, Any], order: list[str]) -> tuple[list[str]
 
 
 def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, Any]:
-    """One grid run: each comparison with counts, Wilson and dependence-aware intervals (its records
-    read through RunFolder.records: once each, within `RunFolder.reading`, their log-probabilities parsed only
-    where an identity count compares them: kit.record.files.logprobs_pair)."""
-    from kit.stats import dependence_aware_interval  # noqa: PLC0415
+    """One grid run: each comparison with counts, Wilson and dependence-aware intervals (`grid_run_counts`,
+    then `add_intervals`)."""
+    return add_intervals(grid_run_counts(run), replicates, seed)
 
+
+def grid_run_counts(run: RunFolder) -> dict[str, Any]:
+    """One grid run's comparisons with their counts and Wilson intervals, its records read through
+    RunFolder.records (once each, within `RunFolder.reading`, their log-probabilities parsed only where an
+    identity count compares them: kit.record.files.logprobs_pair); each dependence-aware interval is left
+    None for `add_intervals` (it needs the statistics stack, which a worker that reads records need not load)."""
     table = grid_results.grid_table(run.path, run.manifest.passes, lambda file: run.records(file, "deferred"))
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
@@ -51,11 +56,22 @@ def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, A
         entry["episode_ids"] = units
         entry["indicators_in_execution_order"] = indicators
         if indicators:
-            entry["interval"] = dependence_aware_interval(indicators, replicates=replicates, seed=seed).to_json()
+            entry["interval"] = None  # its place among the keys: `add_intervals` fills it in
         if "identity" in comparison:
             entry["identity"] = comparison["identity"]
         out["comparisons"][key] = entry
     return out
+
+
+def add_intervals(found: dict[str, Any], replicates: int, seed: int) -> dict[str, Any]:
+    """`found` (`grid_run_counts`) with the dependence-aware interval of each comparison that has episodes."""
+    from kit.stats import dependence_aware_interval  # noqa: PLC0415
+
+    for entry in found["comparisons"].values():
+        if "interval" in entry:
+            entry["interval"] = dependence_aware_interval(entry["indicators_in_execution_order"],
+                                                          replicates=replicates, seed=seed).to_json()
+    return found
 
 
 def table_iii(grid: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
 
 from kit.stats.glmm_maximise import maximise_staged
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
@@ -134,6 +133,8 @@ def fit_grouped(grouped: GroupedClusters, nodes: int = DEFAULT_NODES, lr_test: b
         null_free = np.array([True, False, True])
         _, ll0, _, conv0, _ = maximise_staged(grouped.patterns, counts, null_start, nodes, null_free)
         lr_stat = max(0.0, 2.0 * (ll - float(ll0[0])))
+        from scipy.stats import chi2  # noqa: PLC0415 - here only: the refits (lr_test=False) run without scipy.stats
+
         lr_p = float(chi2.sf(lr_stat, 1))
         converged = converged and bool(conv0[0])
     b1 = float(theta[1])
