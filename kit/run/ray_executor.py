@@ -178,7 +178,10 @@ def run_unit_here(run: dict[str, Any], done: set[str], provider: Any, run_unit: 
         thread = threading.Thread(target=body, name=f"kit-unit-{unit.name}", daemon=True)
         thread.start()
         while True:
-            message = relay.out.get()
+            try:  # never blocked for long: a cancel (an interrupt of this thread) is seen while the unit is quiet
+                message = relay.out.get(timeout=0.2)
+            except queue.Empty:
+                continue
             if message[0] in ("done", "error"):
                 yield from _logs(scratch)
                 stray = sorted(str(path.relative_to(scratch)) for path in scratch.rglob("*.jsonl"))
