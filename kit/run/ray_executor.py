@@ -218,15 +218,44 @@ def stop_left_engines(scratch: str) -> int:
     return len(stopped)
 
 
-def worker_ready() -> int:
+WARM_HOLD_S = 60.0  # the longest a warm-up task keeps its worker from the others (kit.run.ray_executor.prepare)
+
+
+class _Gate:
+    """Where the warm-up tasks wait for each other (an async actor): each keeps its worker until all have one,
+    so that Ray starts one worker per slot instead of reusing the first idle one."""
+
+    def __init__(self, count: int):
+        import asyncio  # noqa: PLC0415 - in the actor only
+
+        self.left, self.all_in = count, asyncio.Event()
+
+    async def arrive(self) -> None:
+        import asyncio  # noqa: PLC0415
+
+        self.left -= 1
+        if self.left <= 0:
+            self.all_in.set()
+        try:
+            await asyncio.wait_for(self.all_in.wait(), WARM_HOLD_S)
+        except asyncio.TimeoutError:  # a slot the cluster never gave: the warm workers go on without it
+            pass
+
+
+def worker_ready(gate: Any) -> int:
     """A warm-up task: by the time it runs, its worker has started and imported this module (what a unit's
-    task needs); its pid."""
+    task needs); it keeps the worker until the other warm-up tasks have theirs (or the map begins); its pid."""
+    try:
+        ray.get(gate.arrive.remote())
+    except ray_errors.RayError:  # the gate was released: the units begin
+        pass
     return os.getpid()
 
 
 _unit_task = ray.remote(num_returns="streaming", max_retries=0)(run_unit_here)
 _cleanup_task = ray.remote(num_cpus=0, max_retries=0)(stop_left_engines)
 _ready_task = ray.remote(max_retries=0)(worker_ready)
+_gate_actor = ray.remote(num_cpus=0, max_restarts=0)(_Gate)
 
 
 # ---- on the driver: the one writer ----
@@ -262,6 +291,7 @@ class RayExecutor:
         self.address, self.retries = address, retries
         self.placement = Placement(cpus_per_task, gpus_per_task, runtime_env)  # runtime_env: e.g. env_vars
         self.warming: list[Any] = []  # warm-up tasks started by prepare() (their results: worker pids)
+        self.gate: Any = None  # where they wait for each other (an actor), released when the map begins
         self.shipped: dict[str, Shipment] = {}  # the models shipped to nodes during the map, by sha256
         self.done, self.total, self.started = 0, 0, 0.0  # the units of the map in progress (UnitProgress)
 
@@ -283,8 +313,16 @@ class RayExecutor:
         self._connect()
         self.placement.check()
         if warm and not self.warming:
+            slots = max(1, self.placement.slots())
+            self.gate = _gate_actor.options(name=None).remote(slots)
             task = _ready_task.options(**self.placement.options(), name="kit-worker-warm-up")
-            self.warming = [task.remote() for _ in range(max(1, self.placement.slots()))]
+            self.warming = [task.remote(self.gate) for _ in range(slots)]
+
+    def _release_warm_up(self) -> None:
+        """The warm-up tasks end now (their workers are the units' to take)."""
+        if self.gate is not None:
+            ray.kill(self.gate)
+            self.gate = None
 
     def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int,
                 shipment: Shipment | None = None) -> _Attempt:
@@ -310,6 +348,7 @@ class RayExecutor:
         if not units:
             return
         self.prepare(warm=False)
+        self._release_warm_up()
         self.done, self.total, self.started = 0, len(units), time.monotonic()
         running = {}
         for unit in units:
