@@ -149,3 +149,27 @@ def test_two_nodes_each_receive_a_model_they_lack_once(ray_cluster, ray_node_cac
         assert len({line["inode"] for line in served}) == 1  # received once on this node, its other units took it
     shipping = [event.text for event in events if isinstance(event, Notice) and "shipping" in event.text]
     assert len(shipping) == 1  # put into the object store once for the run, whichever nodes asked
+
+
+def test_tasks_of_one_node_receiving_at_once_write_the_file_once(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "node-cache"))
+    data = b"GGUF" + os.urandom(4096)
+    shipment = model_shipping.Shipment(hashlib.sha256(data).hexdigest(), len(data), ".gguf", ())
+    written = []
+
+    def write(shipment, target):  # as the real one, slowly: the other tasks arrive while it writes
+        written.append(threading.get_ident())
+        time.sleep(0.3)
+        target.write_bytes(data)
+        return target
+
+    monkeypatch.setattr(model_shipping, "_write", write)
+    got = []
+    tasks = [threading.Thread(target=lambda: got.append(model_shipping.receive(shipment))) for _ in range(3)]
+    for task in tasks:
+        task.start()
+    for task in tasks:
+        task.join(30)
+    assert len(written) == 1 and len(got) == 3 and len(set(got)) == 1 and got[0].read_bytes() == data
