@@ -120,3 +120,18 @@ def test_a_run_no_node_can_place_is_refused_before_anything_is_written(ray_clust
         runner.run(runner.RunOptions("demo", out=tmp_path, executor="ray", gpus_per_task=3), say=lambda _: None)
     assert "no node of the Ray cluster has that many GPUs (the most on one node: 2" in refused.value.line()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.ray
+def test_the_command_line_refuses_it_in_one_line(ray_cluster, tmp_path):
+    import subprocess
+    import sys
+
+    address = ray.get_runtime_context().gcs_address
+    done = subprocess.run([sys.executable, "-m", "kit.cli", "demo", "--executor", "ray", "--ray-address", address,
+                           "--gpus-per-task", "3", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("kit: error: --gpus-per-task 3: no node of the Ray cluster has that many GPUs")
+    assert not (tmp_path / "out").exists()
