@@ -345,7 +345,8 @@ class RayExecutor:
         return self._submit(ctx, run_unit, attempt.unit, attempt.number, self.shipped[sha256])
 
     def map(self, ctx: RunContext, run_unit: UnitFunction, units: Sequence[Unit]) -> None:
-        if not units:
+        if not units:  # nothing left to run (e.g. a resume): the warm-up ends at once
+            self._release_warm_up()
             return
         self.prepare(warm=False)
         self._release_warm_up()
