@@ -218,7 +218,7 @@ def stop_left_engines(scratch: str) -> int:
     return len(stopped)
 
 
-WARM_HOLD_S = 60.0  # the longest a warm-up task keeps its worker from the others (kit.run.ray_executor.prepare)
+WARM_HOLD_S = 60.0  # the longest a warm-up task keeps its worker from the others (RayExecutor.prepare)
 
 
 class _Gate:
@@ -314,7 +314,7 @@ class RayExecutor:
         self.placement.check()
         if warm and not self.warming:
             slots = max(1, self.placement.slots())
-            self.gate = _gate_actor.options(name=None).remote(slots)
+            self.gate = _gate_actor.remote(slots)
             task = _ready_task.options(**self.placement.options(), name="kit-worker-warm-up")
             self.warming = [task.remote(self.gate) for _ in range(slots)]
 
