@@ -7,6 +7,15 @@ The fake engine has a fixed latency and no model: each pass starts a tiny loopba
 `--latency-ms`; every answer becomes one record line written by the driver. The work is latency-bound, so
 it scales past this machine's cores: the speed-up of N workers over one should be at least 0.9 x N.
 
+Each count runs as `kit run --executor ray` does: `RayExecutor.prepare()` (before the run folder exists)
+starts one warm-up task per slot, so the workers start and import the kit while the driver prepares the
+run. The bench has no preparation of its own to overlap, so it waits for the warm-up and reports it apart
+("start"): "passes" is the map from its first unit to its last record, the figure that scales; "of ideal"
+is the latency-bound ideal (passes per worker x requests x latency) over "passes", which the load of a
+shared machine moves less than the speed-up over a one-worker run measured minutes earlier. Also
+reported: the driver's CPU per unit (the one writer: records, manifest, events) and the workers' CPU per
+unit (the fake engine and its client included), both measured, and the load average (a shared machine).
+
     PYTHONPATH=. python bench/bench_ray_scaling.py [--passes 16] [--requests 50] [--latency-ms 200]
                                                    [--workers 1,2,4,8] [--real]
 
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -79,19 +89,43 @@ def fake_pass(ctx: RunContext, unit: Unit) -> None:
     ctx.manifest.set_pass(unit.name, status="OK", records=writer.count)
 
 
-def fake_run(workers: int, cores: int, passes: int, requests: int, latency: float) -> float:
+def _cpu_seconds(pids: set[int]) -> dict[int, float]:
+    """The CPU seconds (user + system) each live process has used, from /proc (Linux)."""
+    found, tick = {}, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def fake_run(workers: int, cores: int, passes: int, requests: int, latency: float) -> dict[str, float]:
+    executor = RayExecutor(cpus_per_task=cores / workers)
+    started = time.perf_counter()
+    executor.prepare()  # as kit run does before its run folder exists: workers started and warmed
+    warm = set(ray.get(executor.warming))
+    start_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder)
         manifest = Manifest.create(run_dir, protocol={"name": "bench", "kind": "bench"})
         ctx = RunContext(run_dir, manifest, provider=None, emit=lambda _event: None)
         units = [Unit(f"p{index}", (requests, latency)) for index in range(passes)]
+        before, driver_cpu = _cpu_seconds(warm), time.process_time()
         started = time.perf_counter()
-        RayExecutor(cpus_per_task=cores / workers).map(ctx, fake_pass, units)
+        executor.map(ctx, fake_pass, units)
         seconds = time.perf_counter() - started
+        driver_cpu = time.process_time() - driver_cpu
         written = sum(len((run_dir / "records" / f"p{i}.jsonl").read_bytes().splitlines()) for i in range(passes))
         assert written == passes * requests, written
-        assert all(info.status == "OK" for info in Manifest.load(run_dir).run.passes.values())
-    return seconds
+        infos = Manifest.load(run_dir).run.passes.values()
+        assert all(info.status == "OK" for info in infos)
+        used = {info.model_extra["executor"]["worker_pid"] for info in infos}
+        after = _cpu_seconds(used)
+        worker_cpu = sum(after[pid] - before.get(pid, 0.0) for pid in after)  # a worker started late: all of it
+    return {"start": start_s, "seconds": seconds, "driver_cpu": driver_cpu / passes,
+            "worker_cpu": worker_cpu / passes, "workers_used": len(used), "fresh": len(used - warm)}
 
 
 def real_demo() -> None:
@@ -119,13 +153,19 @@ def main() -> None:
     ideal = args.passes * args.requests * args.latency_ms / 1000
     print(f"{args.passes} passes x {args.requests} requests x {args.latency_ms:.0f} ms "
           f"(one worker, ideal: {ideal:.0f} s)")
+    print("workers  start s  passes s  speed-up  x N   of ideal  driver CPU/unit  worker CPU/unit  load (1 min)")
     base = None
     for workers in counts:
-        seconds = fake_run(workers, cores, args.passes, args.requests, args.latency_ms / 1000)
-        base = base or seconds * counts[0]
-        speedup = base / seconds
-        print(f"{workers} worker(s): {seconds:6.1f} s  speed-up {speedup:4.2f}  ({speedup / workers:.2f} x N)",
-              flush=True)
+        got = fake_run(workers, cores, args.passes, args.requests, args.latency_ms / 1000)
+        base = base or got["seconds"] * counts[0]
+        speedup = base / got["seconds"]
+        rounds = -(-args.passes // workers)  # passes one worker runs, one after another
+        of_ideal = rounds * args.requests * args.latency_ms / 1000 / got["seconds"]
+        print(f"{workers:7}  {got['start']:7.1f}  {got['seconds']:8.1f}  {speedup:8.2f}  {speedup / workers:4.2f}  "
+              f"{of_ideal:8.2f}  "
+              f"{got['driver_cpu']:13.3f} s  {got['worker_cpu']:13.3f} s  {os.getloadavg()[0]:5.2f}", flush=True)
+        if got["fresh"]:
+            print(f"         ({got['fresh']} of the {got['workers_used']} workers used were not the warmed ones)")
     ray.shutdown()
     if args.real:
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)

@@ -18,7 +18,8 @@ OPTIONS = [
     click.option("--cpus-per-task", type=click.FloatRange(0.01, 1024), default=1.0, show_default=True,
                  help="--executor ray: CPUs each task (one unit, its own engine) asks for; fractions allowed."),
     click.option("--gpus-per-task", type=click.FloatRange(0, 64), default=0.0, show_default=True,
-                 help="--executor ray: GPUs each task asks for (1 for a GPU engine per task)."),
+                 help="--executor ray: GPUs each task asks for (1 for a GPU engine per task; N > 1: one engine "
+                      "on N GPUs of one node, reserved together)."),
 ]
 
 

@@ -56,8 +56,10 @@ def make(options: Any, kind: Kind, provider: Any) -> Executor:
                           "drop --engine-url / --launcher docker / --engine vllm, or run without --executor ray")
     from kit.run.ray_executor import RayExecutor  # noqa: PLC0415 - Ray loads only when asked for
 
-    return RayExecutor(address=options.ray_address, cpus_per_task=options.cpus_per_task,
-                       gpus_per_task=options.gpus_per_task)
+    executor = RayExecutor(address=options.ray_address, cpus_per_task=options.cpus_per_task,
+                           gpus_per_task=options.gpus_per_task)
+    executor.prepare()  # the cluster reached, what no node can hold refused, workers warmed: before the folder
+    return executor
 
 
 def resumed(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:

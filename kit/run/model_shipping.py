@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from filelock import FileLock
 
 from kit.core.atomic_file import publish, staging_path
 from kit.core.errors import ConfigError, KitError
@@ -97,8 +98,18 @@ def ship(path: Path, sha256: str) -> Shipment:
 
 
 def receive(shipment: Shipment) -> Path:
-    """On a node: the shipped file written into its model cache, kept only if its sha256 is the shipment's."""
+    """On a node: the shipped file written into its model cache, kept only if its sha256 is the shipment's.
+    The tasks of one node receive one at a time (a lock beside its cache): a node's first task writes the
+    file, the ones that asked with it take that file, so a node receives a model at most once."""
     target = shipped_path(shipment.sha256, shipment.suffix)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(target.parent.parent / ".by-sha256.lock"):
+        if target.is_file() and HashCache.in_folder(target.parent).sha256(target) == shipment.sha256:
+            return target  # received by another task of this node meanwhile
+        return _write(shipment, target)
+
+
+def _write(shipment: Shipment, target: Path) -> Path:
     staging = staging_path(target.parent, target.name)
     digest, size = hashlib.sha256(), 0
     try:

@@ -45,6 +45,7 @@ from kit.protocols.procedure import LOCAL, RunContext, Unit, UnitFunction
 from kit.record.files import RecordWriter
 from kit.record.manifest import Manifest, RunManifest
 from kit.run.model_shipping import NeedsModel, Shipment, node_model, ship
+from kit.run.ray_placement import Placement, release
 
 RETRIES = 2  # a unit whose worker is lost runs again at most this many times
 STOP_GRACE_S = 30.0  # after a stop, how long the tasks get to stop their engines before they are killed
@@ -134,6 +135,7 @@ def node_info(provider: Any) -> dict[str, Any]:
             "node_ip": ray.util.get_node_ip_address(), "worker_pid": os.getpid(), "cpu": _cpu_model(),
             "cpus": os.cpu_count(),
             "gpus": [str(gpu) for gpu in ray.get_gpu_ids()],
+            "placement_group": context.get_placement_group_id(),  # an engine spanning GPUs (kit.run.ray_placement)
             "engine_binary": provider.spec.binary.name if isinstance(provider, NativeProvider) else None,
             "cpu_backend_sha256": provider.cpu.library_sha256 if getattr(provider, "cpu", None) else None}
 
@@ -178,7 +180,10 @@ def run_unit_here(run: dict[str, Any], done: set[str], provider: Any, run_unit: 
         thread = threading.Thread(target=body, name=f"kit-unit-{unit.name}", daemon=True)
         thread.start()
         while True:
-            message = relay.out.get()
+            try:  # never blocked for long: a cancel (an interrupt of this thread) is seen while the unit is quiet
+                message = relay.out.get(timeout=0.2)
+            except queue.Empty:
+                continue
             if message[0] in ("done", "error"):
                 yield from _logs(scratch)
                 stray = sorted(str(path.relative_to(scratch)) for path in scratch.rglob("*.jsonl"))
@@ -213,8 +218,44 @@ def stop_left_engines(scratch: str) -> int:
     return len(stopped)
 
 
+WARM_HOLD_S = 60.0  # the longest a warm-up task keeps its worker from the others (RayExecutor.prepare)
+
+
+class _Gate:
+    """Where the warm-up tasks wait for each other (an async actor): each keeps its worker until all have one,
+    so that Ray starts one worker per slot instead of reusing the first idle one."""
+
+    def __init__(self, count: int):
+        import asyncio  # noqa: PLC0415 - in the actor only
+
+        self.left, self.all_in = count, asyncio.Event()
+
+    async def arrive(self) -> None:
+        import asyncio  # noqa: PLC0415
+
+        self.left -= 1
+        if self.left <= 0:
+            self.all_in.set()
+        try:
+            await asyncio.wait_for(self.all_in.wait(), WARM_HOLD_S)
+        except asyncio.TimeoutError:  # a slot the cluster never gave: the warm workers go on without it
+            pass
+
+
+def worker_ready(gate: Any) -> int:
+    """A warm-up task: by the time it runs, its worker has started and imported this module (what a unit's
+    task needs); it keeps the worker until the other warm-up tasks have theirs (or the map begins); its pid."""
+    try:
+        ray.get(gate.arrive.remote())
+    except ray_errors.RayError:  # the gate was released: the units begin
+        pass
+    return os.getpid()
+
+
 _unit_task = ray.remote(num_returns="streaming", max_retries=0)(run_unit_here)
 _cleanup_task = ray.remote(num_cpus=0, max_retries=0)(stop_left_engines)
+_ready_task = ray.remote(max_retries=0)(worker_ready)
+_gate_actor = ray.remote(num_cpus=0, max_restarts=0)(_Gate)
 
 
 # ---- on the driver: the one writer ----
@@ -227,6 +268,7 @@ class _Attempt:
     node: dict[str, Any] = field(default_factory=dict)
     scratch: str | None = None  # its folder on the node (server logs and their notes)
     shipment: Shipment | None = None  # the model the driver shipped to its node, if it had to
+    group: Any = None  # its placement group (an engine spanning GPUs, kit.run.ray_placement), removed at its end
     passes: list[str] = field(default_factory=list)
     writers: dict[str, RecordWriter] = field(default_factory=dict)
 
@@ -234,18 +276,22 @@ class _Attempt:
         for writer in self.writers.values():
             writer.close()
         self.writers.clear()
+        release(self.group)
+        self.group = None
 
 
 class RayExecutor:
-    """Units as Ray tasks (`cpus_per_task`, `gpus_per_task` each) on the cluster at `address` (None: the one
-    this process started or joined already, else a new local one)."""
+    """Units as Ray tasks (`cpus_per_task`, `gpus_per_task` each; kit.run.ray_placement) on the cluster at
+    `address` (None: the one this process started or joined already, else a new local one)."""
 
     name = "ray"
 
     def __init__(self, address: str | None = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0,
                  retries: int = RETRIES, runtime_env: dict[str, Any] | None = None):
-        self.address, self.cpus, self.gpus, self.retries = address, cpus_per_task, gpus_per_task, retries
-        self.runtime_env = runtime_env  # Ray's runtime_env for every task (e.g. env_vars), None: the cluster's
+        self.address, self.retries = address, retries
+        self.placement = Placement(cpus_per_task, gpus_per_task, runtime_env)  # runtime_env: e.g. env_vars
+        self.warming: list[Any] = []  # warm-up tasks started by prepare() (their results: worker pids)
+        self.gate: Any = None  # where they wait for each other (an actor), released when the map begins
         self.shipped: dict[str, Shipment] = {}  # the models shipped to nodes during the map, by sha256
         self.done, self.total, self.started = 0, 0, 0.0  # the units of the map in progress (UnitProgress)
 
@@ -259,12 +305,31 @@ class RayExecutor:
             raise EngineError(f"cannot reach the Ray cluster at {self.address or 'a new local one'}: {exc}",
                               "start it (`ray start --head`) or pass --ray-address auto|ray://HOST:PORT") from exc
 
+    def prepare(self, warm: bool = True) -> None:
+        """Before the run folder exists: the cluster reached and its nodes checked (a task no node can hold is
+        refused in one line), then, with `warm`, one warm-up task per slot the cluster has: each starts a worker
+        process and imports the unit's side of the kit while the driver prepares the run, so the units start
+        on ready workers (Ray reuses a job's idle workers for its later tasks)."""
+        self._connect()
+        self.placement.check()
+        if warm and not self.warming:
+            slots = max(1, self.placement.slots())
+            self.gate = _gate_actor.remote(slots)
+            task = _ready_task.options(**self.placement.options(), name="kit-worker-warm-up")
+            self.warming = [task.remote(self.gate) for _ in range(slots)]
+
+    def _release_warm_up(self) -> None:
+        """The warm-up tasks end now (their workers are the units' to take)."""
+        if self.gate is not None:
+            ray.kill(self.gate)
+            self.gate = None
+
     def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int,
                 shipment: Shipment | None = None) -> _Attempt:
-        task = _unit_task.options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"kit-unit-{unit.name}",
-                                  **({"runtime_env": self.runtime_env} if self.runtime_env else {}))
+        group = self.placement.reserve(f"kit-unit-{unit.name}-{number}-{os.getpid()}")
+        task = _unit_task.options(**self.placement.options(group), name=f"kit-unit-{unit.name}")
         stream = task.remote(ctx.manifest.run.to_json(), set(ctx.done), ctx.provider, run_unit, unit, shipment)
-        return _Attempt(unit, number, stream, shipment=shipment)
+        return _Attempt(unit, number, stream, shipment=shipment, group=group)
 
     def _ship(self, ctx: RunContext, run_unit: UnitFunction, attempt: _Attempt, message: Message) -> _Attempt:
         """A node has no copy of the unit's model: the unit again, with the driver's copy shipped (put into the
@@ -280,9 +345,11 @@ class RayExecutor:
         return self._submit(ctx, run_unit, attempt.unit, attempt.number, self.shipped[sha256])
 
     def map(self, ctx: RunContext, run_unit: UnitFunction, units: Sequence[Unit]) -> None:
-        if not units:
+        if not units:  # nothing left to run (e.g. a resume): the warm-up ends at once
+            self._release_warm_up()
             return
-        self._connect()
+        self.prepare(warm=False)
+        self._release_warm_up()
         self.done, self.total, self.started = 0, len(units), time.monotonic()
         running = {}
         for unit in units:
@@ -298,6 +365,7 @@ class RayExecutor:
                     try:
                         again = self._advance(ctx, attempt, run_unit)
                     except Exception as exc:  # noqa: BLE001 - the unit's own failure: the others finish first
+                        attempt.close()
                         failed = failed or exc
                         continue
                     if again is not None:
@@ -307,6 +375,7 @@ class RayExecutor:
             raise
         finally:
             self.shipped.clear()  # the shipped chunks leave the object store with their last reference
+            self.warming = []
         if failed is not None:  # raised once no other unit runs: only the failed unit's passes are left running
             raise failed
 

@@ -1,12 +1,16 @@
 """Models reach Ray tasks by sha256 without a shared disk (kit.run.model_shipping): a node that has no file
 with the run's sha256 (not at the recorded path, not in its own model cache) gets the driver's copy through
 Ray's object store, in chunks, shipped once per run, and keeps it in its model cache only with the recorded
-sha256; a corrupted shipment is refused. "Another node" here: the tasks see a model cache of their own
-(KIT_CACHE_DIR through Ray's runtime_env), and the recorded path exists nowhere."""
+sha256; a corrupted shipment is refused. The tier's cluster has two nodes, each with a model cache of its
+own (tests/ray/conftest.py): each node receives a model it lacks once per run, however many of its units
+ask at once. Elsewhere "another node" is a model cache given through Ray's runtime_env. The recorded path
+exists nowhere."""
 
 import hashlib
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +108,68 @@ def test_a_sha256_that_is_not_64_hex_digits_never_names_a_path(sha256, tmp_path,
     good = "0" * 64
     assert model_shipping.shipped_path(good, "/../../x").name == f"{good}.gguf"  # an odd suffix: .gguf
     assert model_shipping.shipped_path(good, ".gguf").parent.is_relative_to(tmp_path / "cache")
+
+
+def report_node_copy(ctx: RunContext, unit: Unit) -> None:
+    """The unit records its node's model cache, the file its node gave it (its inode: a file received
+    again would be a new one) and that file's sha256 as read there; it lasts long enough that the units of
+    a wave run side by side, two on each node."""
+    model = ctx.provider.spec.model
+    line = {"cache": os.environ["KIT_CACHE_DIR"], "model": str(model), "inode": model.stat().st_ino,
+            "sha256": sha256_file(model)}
+    with ctx.records(f"records/{unit.name}.jsonl") as writer:
+        writer.write_line(json.dumps(line).encode() + b"\n")
+    time.sleep(1.0)
+
+
+def test_two_nodes_each_receive_a_model_they_lack_once(ray_cluster, ray_node_caches, tmp_path, monkeypatch):
+    from kit.run.ray_executor import RayExecutor
+
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "driver-cache"))
+    data, sha = _model(tmp_path / "seed.gguf")
+    _model_at = model_shipping.shipped_path(sha)  # the driver's copy, in its own model cache
+    _model_at.parent.mkdir(parents=True)
+    _model_at.write_bytes(data)
+    recorded = tmp_path / "on-no-node" / "model.gguf"
+    provider = NativeProvider(ServerSpec(binary=Path(sys.executable), model=recorded), {"model_sha256": sha}, None)
+    manifest = Manifest.create(tmp_path / "run", protocol={"name": "t", "kind": "t"})
+    events = []
+    ctx = RunContext(tmp_path / "run", manifest, provider=provider, emit=events.append)
+    names = [f"n{i}" for i in range(6)]
+    RayExecutor(cpus_per_task=0.5).map(ctx, report_node_copy, [Unit(name, None) for name in names])
+
+    lines = [json.loads((tmp_path / "run" / "records" / f"{name}.jsonl").read_text()) for name in names]
+    assert all(line["sha256"] == sha for line in lines)  # verified where it arrived
+    assert {line["cache"] for line in lines} == {str(cache) for cache in ray_node_caches.values()}  # both nodes
+    for cache in ray_node_caches.values():
+        on_node = cache / "models" / "by-sha256" / f"{sha}.gguf"
+        assert on_node.read_bytes() == data
+        served = [line for line in lines if line["cache"] == str(cache)]
+        assert {line["model"] for line in served} == {str(on_node)}
+        assert len({line["inode"] for line in served}) == 1  # received once on this node, its other units took it
+    shipping = [event.text for event in events if isinstance(event, Notice) and "shipping" in event.text]
+    assert len(shipping) == 1  # put into the object store once for the run, whichever nodes asked
+
+
+def test_tasks_of_one_node_receiving_at_once_write_the_file_once(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "node-cache"))
+    data = b"GGUF" + os.urandom(4096)
+    shipment = model_shipping.Shipment(hashlib.sha256(data).hexdigest(), len(data), ".gguf", ())
+    written = []
+
+    def write(shipment, target):  # as the real one, slowly: the other tasks arrive while it writes
+        written.append(threading.get_ident())
+        time.sleep(0.3)
+        target.write_bytes(data)
+        return target
+
+    monkeypatch.setattr(model_shipping, "_write", write)
+    got = []
+    tasks = [threading.Thread(target=lambda: got.append(model_shipping.receive(shipment))) for _ in range(3)]
+    for task in tasks:
+        task.start()
+    for task in tasks:
+        task.join(30)
+    assert len(written) == 1 and len(got) == 3 and len(set(got)) == 1 and got[0].read_bytes() == data

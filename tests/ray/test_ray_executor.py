@@ -73,3 +73,19 @@ def test_records_a_unit_writes_past_ctx_records_end_it_with_an_error_not_lost_si
     ctx = RunContext(tmp_path, manifest, provider=None, emit=lambda _event: None)
     with pytest.raises(EngineError, match=r"unit u0 wrote records/u0.jsonl on its node instead of through ctx.records"):
         RayExecutor(cpus_per_task=0.5).map(ctx, write_beside, [Unit("u0", None)])
+
+
+def test_prepare_warms_one_worker_per_slot_and_the_units_run_on_them(ray_cluster, tmp_path):
+    import ray
+
+    from kit.run.ray_executor import RayExecutor
+
+    executor = RayExecutor(cpus_per_task=0.5)  # two nodes of one CPU: four slots
+    executor.prepare()
+    warmed = ray.get(executor.warming, timeout=120)
+    assert len(warmed) == 4 and len(set(warmed)) == 4  # the gate kept each on a worker of its own
+    manifest = Manifest.create(tmp_path, protocol={"name": "t", "kind": "t"})
+    ctx = RunContext(tmp_path, manifest, provider=None, emit=lambda _event: None)
+    executor.map(ctx, write_lines, [Unit(f"u{i}", (3, False)) for i in range(8)])
+    served = {info.model_extra["executor"]["worker_pid"] for info in Manifest.load(tmp_path).run.passes.values()}
+    assert served <= set(warmed)  # the units took the warmed workers, none started for them

@@ -1,6 +1,7 @@
-"""`--executor ray` on a local Ray cluster with the real embedded engine: the demo's two fresh-server
-sessions as Ray tasks give the run folder a local run gives, record for record; a worker killed mid-pass
-ends with the same records after its unit is queued again; an interrupted Ray run resumes to the same."""
+"""`--executor ray` on a local Ray cluster (two nodes) with the real embedded engine: the demo's two
+fresh-server sessions as Ray tasks, one on each node, give the run folder a local run gives, record for
+record; a worker killed mid-pass ends with the same records after its unit is queued again; an interrupted
+Ray run resumes to the same."""
 
 import os
 import signal
@@ -38,6 +39,7 @@ def test_demo_on_ray_equals_the_local_run(ray_cluster, local_demo, tmp_path):
     manifest = Manifest.load(result.run_dir)
     nodes = {pass_id: info.model_extra["executor"] for pass_id, info in manifest.run.passes.items()}
     assert set(nodes) == {"s1", "s2"}
+    assert len({where["node_id"] for where in nodes.values()}) == 2  # a session on each of the cluster's nodes
     for where in nodes.values():  # which node, CPU and engine build served each pass
         assert where["name"] == "ray" and where["node"] and where["cpu"] and where["attempt"] == 1
         assert where["cpu_backend_sha256"] == manifest.run.provenance.cpu_backend["library_sha256"]

@@ -9,7 +9,7 @@ from kit.run import runner
 from tests.ray.same_run import assert_same
 
 # 12 BFCL passes of ~4,400-token prompts (6 local, 6 on Ray): minutes on two cores, so only with KIT_SLOW=1
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(1800)]  # 574 s quiet; 1,025 s at load 4-6
 
 TINY = """
 protocol: sweep
