@@ -208,5 +208,5 @@ KIND = Kind(
               "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
     analysis=Analysis(None),  # read only through the cells its manifest lists: one grid folder per arm
-    record=BfclRecord, on_vllm=on_vllm,
+    units=True, record=BfclRecord, on_vllm=on_vllm,
     headline=Lazy("kit.protocols.flag_order.view:headline"))

@@ -438,5 +438,5 @@ KIND = Kind(
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
               "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
-    analysis=Analysis("grid"), record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
+    analysis=Analysis("grid"), units=True, record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
     headline=Lazy("kit.protocols.grid.view:headline"))
