@@ -1,5 +1,5 @@
 """What must be equal between two runs of the same plan, wherever their passes ran: every record but its
-timing fields and run id, every pass's manifest entry but its times, launch and executor, the results."""
+timing fields and run id, every pass's manifest entry but its times, launch, executor and its server's random id, the results."""
 
 import json
 from pathlib import Path
@@ -27,9 +27,15 @@ def records(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
             for path in sorted((run_dir / "records").glob("*.jsonl"))}
 
 
+def _server(session: str) -> str:
+    """A pass's server session without the server's random id (`on1/1a2b3c4d` -> `on1`): which passes shared it."""
+    return session.split("/", 1)[0]
+
+
 def passes(run_dir: Path) -> dict[str, dict[str, Any]]:
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    return {pass_id: {key: value for key, value in info.items() if key not in PASS_VARIES}
+    return {pass_id: {key: _server(value) if key == "server_session" else value for key, value in info.items()
+                      if key not in PASS_VARIES}
             for pass_id, info in manifest["passes"].items()}
 
 
