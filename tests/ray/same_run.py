@@ -39,9 +39,22 @@ def passes(run_dir: Path) -> dict[str, dict[str, Any]]:
             for pass_id, info in manifest["passes"].items()}
 
 
+def _run_free(value: Any) -> Any:
+    """A results value without what differs between any two runs: servers' pids and random session ids."""
+    if isinstance(value, dict):
+        return {key: [_server(s) for s in item] if key == "sessions" else _run_free(item)
+                for key, item in value.items() if key != "pids"}
+    return [_run_free(item) for item in value] if isinstance(value, list) else value
+
+
 def table(run_dir: Path, name: str) -> dict[str, Any]:
+    """The results file `name` but its run's identity; its list of passes in pass order (a table lists them in the
+    manifest's order, the order Ray's tasks happened to start them: docs/ray.md, "What differs")."""
     found = json.loads((run_dir / "results" / name).read_text())
-    return {key: value for key, value in found.items() if key not in ("run_id", "run_dir", "files")}
+    kept = {key: _run_free(value) for key, value in found.items() if key not in ("run_id", "run_dir", "files")}
+    if isinstance(kept.get("passes"), list) and all(isinstance(p, dict) and "pass" in p for p in kept["passes"]):
+        kept["passes"] = sorted(kept["passes"], key=lambda p: p["pass"])
+    return kept
 
 
 def assert_same(got: Path, expected: Path, results: str) -> None:
