@@ -52,7 +52,8 @@ def test_a_tiny_sentinel_grid_on_ray_equals_the_local_run(ray_cluster, tmp_path_
     assert_same(on_ray, local, "grid.json")
     assert units == {"on1", "off1"}  # a fresh server per pass: a unit each
     assert all(where["name"] == "ray" and where["attempt"] == 1 for where in _executors(on_ray).values())
-    assert sorted(p.name for p in (on_ray / "logs").glob("server-*.log")) == ["server-off1.log", "server-on1.log"]
+    assert sorted(p.name for p in (on_ray / "logs").glob("server-*.log")) == [
+        "server-estimate.log", "server-off1.log", "server-on1.log"]  # the speed probe's, run on the driver
     assert sorted(p.name for p in (on_ray / "logs").glob("bfcl-worker-*.log")) == ["bfcl-worker-off1.log",
                                                                                   "bfcl-worker-on1.log"]
 
