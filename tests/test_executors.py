@@ -59,10 +59,10 @@ def test_local_is_the_default_and_needs_nothing(tmp_path):
 
 
 def test_the_kinds_that_hand_their_units_to_the_executor_are_the_ones_ray_runs():
-    assert executors.ray_kinds() == ["reset", "sweep"]  # as each declares (Kind.units)
+    assert executors.ray_kinds() == ["reset", "grid", "sweep", "flag_order"]  # as each declares (Kind.units)
 
 
-@pytest.mark.parametrize("kind", sorted(set(kinds.KINDS) - {"reset", "sweep"}))
+@pytest.mark.parametrize("kind", sorted(set(kinds.KINDS) - {"reset", "grid", "sweep", "flag_order"}))
 def test_ray_refuses_the_kinds_whose_passes_run_here_only(kind):
     with pytest.raises(ConfigError) as refused:
         executors.check(RunOptions("x", executor="ray"), _kind(kind))

@@ -3,7 +3,6 @@ files, sizing down from the command line and the launcher's catalog entry."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +16,7 @@ from kit.protocols import kinds
 from kit.protocols.flag_order import protocol as flag_order
 from kit.protocols.procedure import RunContext
 from kit.tui.catalog import EMBEDDED, Capabilities, entry
+from tests.protocols.fake_passes import PREPARED, FakeProvider, fake_passes
 
 
 def load(text: str):
@@ -104,24 +104,7 @@ def test_the_launcher_lists_both_files_as_runnable_with_an_estimate():
     assert sweep.estimate.startswith("2 episodes x 20 passes")
 
 
-class FakeProvider:
-    """Records which servers were asked for; sessions yield a marker instead of an engine."""
-
-    fresh_servers = True
-
-    def __init__(self, started: list, cache_ram=0):
-        self.started, self.cache_ram = started, cache_ram
-
-    def variant(self, cache_ram=None, **_):
-        return FakeProvider(self.started, cache_ram)
-
-    @contextmanager
-    def session(self, label, log_dir):
-        self.started.append((label, self.cache_ram))
-        yield SimpleNamespace(launch={"label": label})
-
-
-def test_resume_skips_finished_arms_and_reruns_a_cut_short_arm_whole(tmp_path):
+def test_resume_skips_finished_arms_and_reruns_a_cut_short_arm_whole(tmp_path, monkeypatch):
     protocol, _, _ = kinds.load("flag-order")
     manifest = Manifest.create(tmp_path, passes={})
     done = {"default-adjacent-on1", "default-adjacent-on2", "default-between-on1"}
@@ -130,8 +113,9 @@ def test_resume_skips_finished_arms_and_reruns_a_cut_short_arm_whole(tmp_path):
         (tmp_path / "records" / f"{pass_id}.jsonl").write_text("{}\n")
         manifest.set_pass(pass_id, status="OK", file=f"records/{pass_id}.jsonl")
     started, events = [], []
+    ran = fake_passes(monkeypatch)
     ctx = RunContext(tmp_path, manifest, FakeProvider(started), events.append, done=set(done))
-    ran = [(plan.pass_id, live.launch["label"]) for plan, live in flag_order._sessions(protocol, ctx)]
+    flag_order.run(protocol, PREPARED, ctx)
     assert started == [("default-between", None), ("disabled-adjacent", 0), ("disabled-between", 0)]
     assert [p for p, _ in ran] == ["default-between-on1", "default-between-off1", "default-between-on2",
                                    "disabled-adjacent-on1", "disabled-adjacent-on2", "disabled-between-on1",
@@ -151,4 +135,4 @@ def test_an_engine_the_kit_did_not_start_is_refused():
     protocol, _, _ = kinds.load("flag-order")
     ctx = SimpleNamespace(provider=SimpleNamespace(fresh_servers=False))
     with pytest.raises(ConfigError, match="fresh server per arm"):
-        flag_order.run(protocol, None, ctx)
+        flag_order.run(protocol, PREPARED, ctx)

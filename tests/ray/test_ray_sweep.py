@@ -6,23 +6,14 @@ import pytest
 
 from kit.record.manifest import Manifest
 from kit.run import runner
+from tests.protocols.test_sweep_run import TINY as SWEEP
 from tests.ray.same_run import assert_same
 
 # 12 BFCL passes of ~4,400-token prompts (6 local, 6 on Ray): minutes on two cores, so only with KIT_SLOW=1
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(1800)]  # 574 s quiet; 1,025 s at load 4-6
 
-TINY = """
-protocol: sweep
-engine: {ctx_size: 16384, cache_ram: 0}
-workload: {ids: [multi_turn_base_29], max_tokens_cap: 8, max_requests_per_episode: 2}
-formats:
-  Q4_1: {model: source}
-  F16: {derive: F16}
-histories: 2
-reference_orders: [0]
-top_logprobs: 5
-seed: 7
-"""
+# the engine tier's tiny sweep (tests/protocols/test_sweep_run.py), with two histories and one reference order
+TINY = SWEEP + "histories: 2\nreference_orders: [0]\n"
 
 
 def _sweep(tmp_path, **options):

@@ -29,8 +29,8 @@ def _fields(options) -> dict:
 
 def test_the_form_offers_where_passes_run_exactly_for_the_kinds_ray_runs():
     offered = sorted(kind for kind in KINDS if form.offers_executors(kind))
-    assert offered == sorted(executors.ray_kinds()) and {"reset", "sweep"} <= set(offered)
-    assert not form.offers_executors("grid")
+    assert offered == sorted(executors.ray_kinds()) and {"reset", "sweep", "grid", "flag_order"} <= set(offered)
+    assert not form.offers_executors("ladder")
 
 
 def test_the_launcher_hands_ray_to_the_run_as_the_cli_does(tmp_path, monkeypatch):
@@ -71,8 +71,8 @@ def test_a_ray_address_is_checked_with_a_reason(text, ok, tmp_path):
 
 def test_ray_is_refused_with_its_reason_for_what_it_cannot_run(tmp_path, monkeypatch):
     caps = Capabilities((EMBEDDED,))
-    grid = setup_for("grid-cpu", tmp_path, executor="ray")
-    assert "whose passes run in this process only" in form.problems(grid, caps, set())["executor"]
+    ladder = setup_for("ladder-cpu", tmp_path, executor="ray")
+    assert "whose passes run in this process only" in form.problems(ladder, caps, set())["executor"]
     endpoint = setup_for("reset", tmp_path, executor="ray", engine="endpoint", url="http://127.0.0.1:8080")
     assert "not my own endpoint" in form.problems(endpoint, caps, set())["executor"]
     monkeypatch.setattr(executors, "ray_installed", lambda: False)
@@ -94,9 +94,9 @@ def test_the_setup_screen_starts_a_ray_run_and_hides_the_choice_where_it_does_no
         app = _app(cpu_caps, tmp_path)
         monkeypatch.setattr(app, "start_run", started.append)
         async with app.run_test(size=(100, 40)) as pilot:
-            app.open_setup(entry(protocols_dir() / "grid-cpu.yaml", KINDS, cpu_caps))
+            app.open_setup(entry(protocols_dir() / "ladder-cpu.yaml", KINDS, cpu_caps))
             await pilot.pause()
-            assert not app.screen.query_one("#w-executor").display  # a grid's passes share servers
+            assert not app.screen.query_one("#w-executor").display  # a ladder runs its passes in this process
             app.pop_screen()
             app.open_setup(entry(PROTOCOLS / "reset.yaml", KINDS, cpu_caps))
             await pilot.pause()

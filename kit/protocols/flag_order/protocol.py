@@ -13,7 +13,6 @@ are compared (run-to-run divergence); an arm with a cache-off pass also gets the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +22,6 @@ from pydantic import Field, field_validator
 from kit.protocols.flag_order import results as flag_order_run
 from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.core.errors import ConfigError
-from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols.grid.protocol import (
@@ -35,7 +33,6 @@ from kit.protocols.grid.protocol import (
     drive,
     prepare_bfcl,
     rerun_whole,
-    served,
 )
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -79,6 +76,9 @@ class FlagOrderPass(PassPlan):
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {"cell": self.cell, "cache_ram": self.cache_ram}
 
 
 class FlagOrderProtocol(BfclPassesProtocol):
@@ -161,20 +161,10 @@ def _server_key(per_arm_servers: bool) -> Any:
     return key
 
 
-def _sessions(protocol: FlagOrderProtocol, ctx: RunContext) -> Iterator[tuple[FlagOrderPass, Any]]:
-    """(pass, live session) in run order, each arm on fresh servers. An arm cut short after some of its
-    passes that share a server runs them again with the rest (kit.protocols.grid.protocol.rerun_whole)."""
-    plans = pass_plan(protocol)
-    rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
-    todo = [p for p in plans if p.pass_id not in ctx.done]
-    logs = RunPaths(ctx.run_dir).logs
-
-    def start(plan: FlagOrderPass, label: str) -> Any:
-        return for_arm(ctx.provider.variant(cache_ram=plan.cache_ram), plan.arm).session(label, logs)
-
-    for plan, live in served(todo, _server_key(per_arm_servers(ctx.provider)), start, ctx):
-        ctx.manifest.set_pass(plan.pass_id, cell=plan.cell, cache_ram=plan.cache_ram)
-        yield plan, live
+def arm_server(protocol: FlagOrderProtocol, provider: Any, plan: FlagOrderPass) -> Any:
+    """The provider of a pass's server: its arm's `--cache-ram`, its cache arm's server where that is a server's
+    setting."""
+    return for_arm(provider.variant(cache_ram=plan.cache_ram), plan.arm)
 
 
 def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> None:
@@ -183,9 +173,12 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
                           "was started elsewhere", "drop --engine-url and let the kit start llama-server")
     ctx.manifest.update(cells=cells(protocol))
     plans = pass_plan(protocol)
-    # the speed probe gets a server of its own (drive does that): every arm's server starts empty
-    drive(protocol, prepared, ctx, _sessions(protocol, ctx), comparisons(protocol),
-          [p.arm for p in plans if p.pass_id not in ctx.done], fresh_server_per_pass=False,
+    # an arm cut short after some of its passes that share a server runs them again with the rest
+    rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")
+    # every arm on fresh servers (a unit each, or each of its passes where `server: per_pass`); the speed probe
+    # gets a server of its own (drive does that): every arm's server starts empty
+    drive(protocol, prepared, ctx, [p for p in plans if p.pass_id not in ctx.done],
+          _server_key(per_arm_servers(ctx.provider)), arm_server, comparisons(protocol), fresh_server_per_pass=False,
           estimate_provider=None if per_arm_servers(ctx.provider) else ctx.provider.variant(cache_ram=0))
 
 
@@ -215,5 +208,5 @@ KIND = Kind(
               "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
     analysis=Analysis(None),  # read only through the cells its manifest lists: one grid folder per arm
-    record=BfclRecord, on_vllm=on_vllm,
+    units=True, record=BfclRecord, on_vllm=on_vllm,
     headline=Lazy("kit.protocols.flag_order.view:headline"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,7 +34,7 @@ from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
-from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols.spec import ProtocolBase, Strict
 from kit.record.model import BfclRecord
 from kit.workloads.bfcl import (
@@ -54,6 +54,10 @@ class PassPlan:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """What the manifest records of the pass once its server is up, besides what every pass records."""
+        return {}
 
 FAMILY_RENDERERS = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
 
@@ -196,11 +200,12 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
 
 
 def served(todo: list, key: Callable[[Any], str], start: Callable[[Any, str], Any],
-           ctx: RunContext) -> Iterator[tuple[Any, Any]]:
+           ctx: RunContext, keys: list[str] | None = None) -> Iterator[tuple[Any, Any]]:
     """(pass, live session) for the passes `todo` in order. Passes with the same `key` share one server:
     `start(pass, key)` opens its session (a context manager) at the first of them, and it is closed after
-    the last, so passes of different keys that alternate keep their servers up at once."""
-    keys = list(dict.fromkeys(key(p) for p in todo))
+    the last, so passes of different keys that alternate keep their servers up at once. `keys`: every
+    server of the run in order, where `todo` is a part of its passes (how SessionStarted numbers them)."""
+    keys = keys or list(dict.fromkeys(key(p) for p in todo))
     last = {key(p): p.pass_id for p in todo}
     servers: dict[str, tuple[ExitStack, Any, str]] = {}
     try:
@@ -239,17 +244,24 @@ SERVER_KEY: dict[str, Callable[[PassPlan], str]] = {  # grid `server` setting ->
     "shared": lambda plan: "grid", "per_arm": lambda plan: f"arm-{plan.arm}", "per_pass": lambda plan: plan.pass_id}
 
 
-def _sessions(protocol: GridProtocol, ctx: RunContext) -> Iterator[tuple[PassPlan, Any]]:
-    """(pass, live engine session) in run order for the passes not done yet: one server for all of
-    them, one per cache arm, or one per pass (`server`)."""
-    logs = RunPaths(ctx.run_dir).logs
-    if protocol.server == "per_arm":
-        rerun_whole(pass_plan(protocol), SERVER_KEY["per_arm"], ctx, "server")
-    todo = [p for p in pass_plan(protocol) if p.pass_id not in ctx.done]
-    if protocol.server == "shared":  # one server for both arms: refused where the arm is a server's setting
-        return served(todo, SERVER_KEY["shared"], lambda plan, label: ctx.provider.session(label, logs), ctx)
-    return served(todo, SERVER_KEY[protocol.server],
-                  lambda plan, label: for_arm(ctx.provider, plan.arm).session(label, logs), ctx)
+def grid_server(protocol: GridProtocol, provider: Any, plan: PassPlan) -> Any:
+    """The provider of a grid pass's server: the run's for one server of both arms (`shared`: refused where the
+    arm is a server's setting), else its arm's."""
+    return provider if protocol.server == "shared" else for_arm(provider, plan.arm)
+
+
+def together(todo: list, key: Callable[[Any], str]) -> list[list]:
+    """The passes `todo` (in run order) cut into units: a cut falls only where no server is up, so every
+    server's passes, and the passes of servers up at once (keys that alternate), stay in one unit."""
+    last = {key(plan): index for index, plan in enumerate(todo)}
+    units: list[list] = []
+    reach = -1  # the last pass of the servers the current unit has started
+    for index, plan in enumerate(todo):
+        if index > reach:
+            units.append([])
+        units[-1].append(plan)
+        reach = max(reach, last[key(plan)])
+    return units
 
 
 @dataclass(frozen=True)
@@ -297,23 +309,81 @@ def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContex
         yield worker, canonical, render
 
 
-def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, sessions: Iterator[tuple[PassPlan, Any]],
-          pairs: dict[str, tuple[str, str]], arms: list[str], fresh_server_per_pass: bool,
-          estimate_provider: Any = None) -> None:
-    """Run BFCL passes: for each (pass, live session) from `sessions`, every episode in the pass's order;
-    verdicts of the comparisons `pairs` as soon as both passes have an episode (`bfcl_passes` first)."""
+@dataclass(kw_only=True)
+class BfclUnit:
+    """What every unit of BFCL passes carries (an executor's unit, kit.protocols.procedure.Unit): the protocol, the
+    canonical episodes, the prompt renderer and BFCL's install. `worker` is the run's BFCL worker where the unit
+    runs in the run's process; shipped elsewhere it is left behind, and the unit starts a worker of its own."""
+
+    protocol: Any
+    canonical: list
+    render: Any
+    install: Any
+    worker: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "worker": None}  # a process handle stays where it was started
+
+    def bfcl_worker(self, stack: ExitStack, ctx: RunContext, unit: str) -> Any:
+        """The run's BFCL worker, else one of the unit's own (`logs/bfcl-worker-<unit>.log`) closed with `stack`."""
+        return self.worker or stack.enter_context(
+            BfclWorker(self.install, log_path=RunPaths(ctx.run_dir).logs / f"bfcl-worker-{unit}.log"))
+
+
+@dataclass(kw_only=True)
+class PassesUnit(BfclUnit):
+    """Passes in run order, each with the label of the server it shares (`passes`); `servers`, every server label of
+    the run's passes still to run; `server(protocol, provider, pass)`, the provider of a pass's server (module-level)."""
+
+    passes: list[tuple[PassPlan, str]]
+    servers: list[str]
+    server: Callable[[Any, Any, PassPlan], Any]
+
+
+def run_passes(ctx: RunContext, unit: Unit) -> None:
+    """A unit's passes in order, on servers started for them (`served`): each pass's episodes in its order."""
+    job: PassesUnit = unit.payload
+    logs, label = RunPaths(ctx.run_dir).logs, {plan.pass_id: name for plan, name in job.passes}
+    with ExitStack() as stack:
+        worker = job.bfcl_worker(stack, ctx, unit.name)
+        sessions = served([plan for plan, _ in job.passes], lambda plan: label[plan.pass_id],
+                          lambda plan, name: job.server(job.protocol, ctx.provider, plan).session(name, logs), ctx,
+                          job.servers)
+        for plan, live in stack.enter_context(closing(sessions)):
+            fields = plan.manifest_fields()
+            if fields:
+                ctx.manifest.set_pass(plan.pass_id, **fields)
+            episodes = episode_order(job.canonical, plan.order, job.protocol.order_seed)
+            run_pass(job.protocol, ctx, live, worker, episodes, job.render, plan,
+                     lambda pass_id, episode, requests: ctx.emit(EpisodeFinished(pass_id, episode, requests)))
+
+
+def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, todo: list[PassPlan],
+          key: Callable[[Any], str], server: Callable[[Any, Any, PassPlan], Any], pairs: dict[str, tuple[str, str]],
+          fresh_server_per_pass: bool, estimate_provider: Any = None) -> None:
+    """Run the BFCL passes `todo` (in run order; passes of the same `key` share one server, whose provider is
+    `server(protocol, provider, pass)`): handed to the executor as units of passes whose servers are up together
+    (`together`), every episode in its pass's order; verdicts of the comparisons `pairs` as soon as both passes
+    have an episode (`bfcl_passes` first)."""
     comparer = LiveComparer(pairs, ctx)
-    with bfcl_passes(protocol, prepared, ctx, arms, fresh_server_per_pass, estimate_provider) as \
-            (worker, canonical, render), closing(sessions) as live_sessions:
-        for plan, live in live_sessions:
-            episodes = episode_order(canonical, plan.order, protocol.order_seed)
-            run_pass(protocol, ctx, live, worker, episodes, render, plan, comparer.episode_finished)
+    with bfcl_passes(protocol, prepared, ctx, [p.arm for p in todo], fresh_server_per_pass, estimate_provider) as \
+            (worker, canonical, render):
+        servers = list(dict.fromkeys(key(p) for p in todo))
+        units = [Unit("+".join(dict.fromkeys(key(p) for p in group)),
+                      PassesUnit(protocol=protocol, passes=[(p, key(p)) for p in group], servers=servers,
+                                 server=server, canonical=canonical, render=render, install=prepared.payload,
+                                 worker=worker))
+                 for group in together(todo, key)]
+        ctx.executor.map(replace(ctx, emit=compared(comparer, ctx.emit)), run_passes, units)
 
 
 def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
-    plans = pass_plan(protocol)
-    drive(protocol, prepared, ctx, _sessions(protocol, ctx), grid_results.comparisons([p.as_json() for p in plans]),
-          [p.arm for p in plans if p.pass_id not in ctx.done], protocol.server == "per_pass")
+    plans, key = pass_plan(protocol), SERVER_KEY[protocol.server]
+    if protocol.server == "per_arm":
+        rerun_whole(plans, key, ctx, "server")
+    todo = [p for p in plans if p.pass_id not in ctx.done]
+    drive(protocol, prepared, ctx, todo, key, grid_server, grid_results.comparisons([p.as_json() for p in plans]),
+          protocol.server == "per_pass")
 
 
 def bfcl_episodes(data: dict[str, Any]) -> int:
@@ -368,5 +438,5 @@ KIND = Kind(
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
               "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
-    analysis=Analysis("grid"), record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
+    analysis=Analysis("grid"), units=True, record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
     headline=Lazy("kit.protocols.grid.view:headline"))

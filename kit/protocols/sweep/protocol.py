@@ -24,13 +24,12 @@ from kit.protocols.sweep import results as sweep_run
 from kit.core.errors import ConfigError
 from kit.core.events import Notice, SessionStarted
 from kit.launch.provider import for_arm, per_arm_servers
-from kit.workloads.bfcl import BfclWorker
 from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.grid.bfcl_pass import run_pass
-from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, EpisodeFinished, LiveComparer, PassPlan,
-                                         bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
+from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, BfclUnit, EpisodeFinished, LiveComparer,
+                                         PassPlan, bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.record.model import BfclRecord
@@ -139,23 +138,13 @@ def cells(protocol: SweepProtocol, files: dict[str, dict[str, Any]]) -> dict[str
             for p in pass_plan(protocol) if p.role == "cell"}
 
 
-@dataclass
-class SweepUnit:
-    """One pass on its own fresh server (an executor's unit, kit.protocols.procedure.Unit). `worker` is the
-    run's BFCL worker where the unit runs in the run's process; shipped elsewhere it is left behind, and the
-    unit starts a worker of its own (`install`)."""
+@dataclass(kw_only=True)
+class SweepUnit(BfclUnit):
+    """One pass on its own fresh server (an executor's unit, kit.protocols.procedure.Unit)."""
 
-    protocol: SweepProtocol
     plan: SweepPass
     index: int
     total: int
-    canonical: list
-    render: Any
-    install: Any
-    worker: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "worker": None}  # a process handle stays where it was started
 
 
 def run_sweep_pass(ctx: RunContext, unit: Unit) -> None:
@@ -163,8 +152,7 @@ def run_sweep_pass(ctx: RunContext, unit: Unit) -> None:
     job: SweepUnit = unit.payload
     plan, logs = job.plan, RunPaths(ctx.run_dir).logs
     with ExitStack() as stack:
-        worker = job.worker or stack.enter_context(BfclWorker(job.install,
-                                                              log_path=logs / f"bfcl-worker-{plan.pass_id}.log"))
+        worker = job.bfcl_worker(stack, ctx, plan.pass_id)
         live = stack.enter_context(ctx.provider.session(plan.pass_id, logs))
         ctx.manifest.set_pass(plan.pass_id, format=plan.format, history=plan.history, role=plan.role)
         ctx.emit(SessionStarted(plan.pass_id, job.index, job.total, live.launch))
@@ -193,8 +181,9 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
     comparer = LiveComparer(comparisons(protocol), ctx)
     with bfcl_passes(protocol, prepared, ctx, [p.arm for p in todo], True,
                      providers[todo[0].format] if todo else None) as (worker, canonical, render):
-        units = [Unit(plan.pass_id, SweepUnit(protocol, plan, index, len(todo), canonical, render, prepared.payload,
-                                              worker), provider=for_arm(providers[plan.format], plan.arm))
+        units = [Unit(plan.pass_id, SweepUnit(protocol=protocol, plan=plan, index=index, total=len(todo),
+                                              canonical=canonical, render=render, install=prepared.payload,
+                                              worker=worker), provider=for_arm(providers[plan.format], plan.arm))
                  for index, plan in enumerate(todo, start=1)]
         ctx.executor.map(replace(ctx, emit=compared(comparer, ctx.emit)), run_sweep_pass, units)
 
