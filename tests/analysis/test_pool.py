@@ -37,6 +37,30 @@ def test_without_workers_a_job_runs_when_its_result_is_asked_for_and_fails_then(
         assert pool.map(_double, [(1,), (5,), (2,)], cost=lambda x: x) == [2, 10, 4]
 
 
+def _collector_on(_):
+    import gc
+
+    return gc.isenabled()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_jobs_run_with_the_collector_paused_and_it_is_back_on_after(workers):
+    import gc
+
+    assert gc.isenabled()
+    with parallel.Pool(workers) as pool:
+        assert pool.map(_collector_on, [(0,), (1,)]) == [False, False]
+        with pytest.raises(ValueError, match="job 7 failed"):
+            pool.submit(_fails, 7).result()
+    assert parallel.parallel_map(_collector_on, [(0,)], workers=1) == [False]
+    assert gc.isenabled()  # after a job that returned, and one that raised
+    if workers > 1:  # and in the workers: a job asking only for a later job's state
+        with parallel.Pool(workers) as pool:
+            with pytest.raises(ValueError, match="job 1 failed"):
+                pool.submit(_fails, 1).result()
+            assert pool.executor.submit(gc.isenabled).result() is True  # a worker's own state, between jobs
+
+
 def _pid(_):
     return os.getpid()
 
