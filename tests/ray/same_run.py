@@ -39,10 +39,15 @@ def passes(run_dir: Path) -> dict[str, dict[str, Any]]:
             for pass_id, info in manifest["passes"].items()}
 
 
+def _strings(value: Any) -> bool:
+    """A list of server sessions (a grid's `sessions`), not a count of them (the reset table's `sessions`)."""
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def _run_free(value: Any) -> Any:
     """A results value without what differs between any two runs: servers' pids and random session ids."""
     if isinstance(value, dict):
-        return {key: [_server(s) for s in item] if key == "sessions" else _run_free(item)
+        return {key: [_server(s) for s in item] if key == "sessions" and _strings(item) else _run_free(item)
                 for key, item in value.items() if key != "pids"}
     return [_run_free(item) for item in value] if isinstance(value, list) else value
 
