@@ -399,10 +399,10 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
 
 
 def imported_kind(manifest: dict) -> bool:
-    """Whether the run is of a kind whose run folders are imported (`from_files` False: `harness`), which keep
-    the files they were imported from."""
+    """Whether the run is of a kind whose run folders are imported (`Kind.imported_from`: `harness`), which
+    keep the files they were imported from."""
     kind = manifest.get("protocol", {}).get("kind")
-    return isinstance(kind, str) and kind in kinds.KINDS and not kinds.KINDS[kind].from_files
+    return isinstance(kind, str) and kind in kinds.KINDS and kinds.KINDS[kind].imported_from is not None
 
 
 def check_imported(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, verdict: Verdict) -> None:
