@@ -9,7 +9,9 @@ records/imported/ are held against the manifest, and the records are made again 
   (kit.protocols.harness.calls) and compared record by record with the bundled ones, so that changing a
   calls file and its `calls_sha256` together fails: the records no longer follow from the calls. A run
   imported by a kit that kept no `imported.derivation` was made by an earlier rule, which this kit does not
-  hold: its records are then the raw input, as a run's records are, and said so.
+  hold whole: its records are compared on the fields every release's import wrote (`EVERY_KIT`: each call's
+  cell, digests, text, outcome, schedule index and line), so that the calls they came from still cannot be
+  changed alone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from kit.record.files import RecordWriter, read_records
 
 IMPORTED = f"{RunPaths.IMPORTED}/"
 RECORDS = RunPaths.records_name(PASS)
+# what every release's import wrote of each call, as this one does: compared for an import by a kit that kept no
+# `imported.derivation` (its other fields came from rules this kit does not hold)
+EVERY_KIT = ("run_id", "pass_id", "seq", "unit", "prompt_sha256", "output_sha256", "text", "ok", "schedule_index",
+             "source_line")
+SHOWN = 20  # differing values listed
 
 
 @dataclass
@@ -83,7 +90,7 @@ def check(folder: Path, prefix: str, manifest: dict[str, Any], digests: dict[str
                 out.problems.append((file, f"differs from its sha256 {at} in {where}"))
             else:
                 out.covers[file] = Cover(PINNED, f"its sha256 is {at} in {where}")
-        else:
+        elif not pins:  # an import by an earlier kit, which kept no sha256 of its side files
             out.covers[file] = _earlier(folder, name, study, where)
     if out.problems:
         return out
@@ -109,12 +116,7 @@ def _records(folder: Path, prefix: str, manifest: dict[str, Any], study: list[di
              imported: dict[str, Any], scratch: Path, out: Outcome) -> None:
     """Make the records again from the kept calls and compare them with the bundled ones."""
     file = f"{prefix}{RECORDS}"
-    if imported.get("derivation") != DERIVATION:
-        for run in study:
-            out.covers[f"{prefix}{IMPORTED}{run['calls']}"] = Cover(
-                PINNED, f"its sha256 is {run['at']} in {prefix}{RunPaths.MANIFEST}; its records were made by an "
-                        "earlier kit's rule, which this kit does not hold, so they are not made again from it")
-        return
+    whole = imported.get("derivation") == DERIVATION
     remade = scratch / f"remade-{manifest.get('run_id')}.jsonl"
     try:
         sides = [(run["calls"], run["run_name"], _side_manifest(folder, run["calls"])) for run in study]
@@ -129,11 +131,18 @@ def _records(folder: Path, prefix: str, manifest: dict[str, Any], study: list[di
         return
     finally:
         remade.unlink(missing_ok=True)
+    if not whole:
+        bundled, fresh = ([{key: r.get(key) for key in EVERY_KIT} for r in rs] for rs in (bundled, fresh))
     found = compare_json(bundled, fresh, file)
-    out.mismatches.extend(found[:20])
+    out.mismatches.extend(found[:SHOWN])
+    if len(found) > SHOWN:
+        out.problems.append((file, f"{len(found)} values differ from the records made again from the imported "
+                                   f"calls (the first {SHOWN} are shown)"))
     if not found:
         names = ", ".join(f"{prefix}{IMPORTED}{run['calls']}" for run in study)
-        out.covers[file] = Cover(RECOMPUTED, f"made again from the imported calls {names}")
+        out.covers[file] = Cover(RECOMPUTED, f"made again from the imported calls {names}" + (
+            "" if whole else f" (imported by an earlier kit: on the fields every kit's import writes, "
+                             f"{', '.join(EVERY_KIT)})"))
 
 
 def _side_manifest(folder: Path, calls: str) -> dict[str, Any]:

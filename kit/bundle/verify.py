@@ -257,6 +257,12 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
                                         f"recomputing failed: {type(exc).__name__}: {exc}"))
         return copy
     bundled = [name for name in names if name.startswith(RESULTS_FOLDER)]
+    made = sorted(n for n in fresh if n.startswith(RESULTS_FOLDER))
+    if not bundled and made:  # a run stopped before it wrote them (killed; a watch run of an earlier kit)
+        verdict.notes.append(f"{prefix}{RESULTS_FOLDER} is not in the bundle: the run (status "
+                             f"{manifest.get('status')!r}) ended before it wrote its results; the {len(made)} "
+                             "results files recomputed from its records have nothing to be compared with")
+        return copy
     for name in sorted(set(bundled) | {n for n in fresh if n.startswith(RESULTS_FOLDER)}):
         file = prefix + name
         if name not in fresh:
