@@ -23,10 +23,8 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.protocols import kinds
 from tests.bundle import mutations
+from tests.bundle.harness_bundle import changed_call, harness_run, without_derivation
 from tests.bundle.kit_cli import run_kit
-
-HARNESS = Path(__file__).resolve().parents[1] / "fixtures" / "harness"
-
 
 def _on_docker(protocol: str, overrides: dict | None = None) -> Callable[[Path], Path]:
     def make(tmp: Path) -> Path:
@@ -36,14 +34,6 @@ def _on_docker(protocol: str, overrides: dict | None = None) -> Callable[[Path],
         result, _ = run_on_docker(tmp, protocol, Failure("never"), overrides)
         return result.run_dir
     return make
-
-
-def _harness(tmp: Path) -> Path:
-    from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
-
-    return import_run([HarnessFiles.beside(HARNESS / "fixture-churn-cuda.jsonl"),
-                       HarnessFiles.beside(HARNESS / "fixture-churn-metal.jsonl",
-                                           HARNESS / "fixture-churn-study.report.json")], tmp / "imported")
 
 
 def _watch(tmp: Path) -> Path:
@@ -61,7 +51,7 @@ def _docker_protocols() -> dict[str, Callable[[Path], Path]]:
 
 
 def _builders() -> dict[str, Callable[[Path], Path]]:
-    return {**_docker_protocols(), "harness": _harness, "watch": _watch}
+    return {**_docker_protocols(), "harness": harness_run, "watch": _watch}
 
 
 @pytest.fixture(scope="module")
@@ -115,34 +105,6 @@ def test_an_imported_runs_kept_files_are_pinned_and_its_records_made_again(bundl
     assert records.how == coverage.RECOMPUTED and "fixture-churn-metal.jsonl" in records.by
 
 
-def _changed_call(bundle: bytes, *, pin: bool) -> bytes:
-    """The first call of the cuda calls file answered differently (its text and text_sha256 consistent, so
-    the call itself is one the harness could have written); with `pin`, the manifest's digests of the file
-    changed to match (calls_sha256, imported.sha256 and protocol.sha256) and the checksum list resealed."""
-    import hashlib  # noqa: PLC0415
-
-    decoded = mutations.decode(bundle)
-    i = decoded.index("records/imported/fixture-churn-cuda.jsonl")
-    name, data = decoded.members[i]
-    lines = data.splitlines(keepends=True)
-    call = json.loads(lines[0])
-    call["text"] += " (changed)"
-    call["text_sha256"] = hashlib.sha256(call["text"].encode()).hexdigest()
-    lines[0] = (json.dumps(call) + "\n").encode()
-    data = b"".join(lines)
-    decoded.members[i] = (name, data)
-    if pin:
-        digest = hashlib.sha256(data).hexdigest()
-        j = decoded.index("/manifest.json")
-        manifest = json.loads(decoded.members[j][1])
-        manifest["imported"]["runs"][0]["calls_sha256"] = digest
-        manifest["imported"]["sha256"]["fixture-churn-cuda.jsonl"] = digest
-        manifest["protocol"]["sha256"] = digest
-        decoded.members[j] = (decoded.members[j][0], json.dumps(manifest).encode())
-    mutations._reseal(decoded)
-    return decoded.pack()
-
-
 def _fails(bundle: bytes, tmp_path: Path, needle: str) -> list[str]:
     path = tmp_path / "tampered.tar.gz"
     path.write_bytes(bundle)
@@ -153,25 +115,20 @@ def _fails(bundle: bytes, tmp_path: Path, needle: str) -> list[str]:
 
 
 def test_imported_calls_changed_with_their_digests_fail_as_the_records_no_longer_follow(bundles, tmp_path):
-    lines = _fails(_changed_call(bundles["harness"].read_bytes(), pin=True), tmp_path, "records/calls.jsonl")
+    lines = _fails(changed_call(bundles["harness"].read_bytes(), pin=True), tmp_path, "records/calls.jsonl")
     assert any(line.startswith("MISMATCH") and "text" in line for line in lines), lines
 
 
 def test_imported_calls_changed_alone_fail_against_their_digest(bundles, tmp_path):
-    _fails(_changed_call(bundles["harness"].read_bytes(), pin=False), tmp_path,
+    _fails(changed_call(bundles["harness"].read_bytes(), pin=False), tmp_path,
            "differs from its sha256 imported.runs[0].calls_sha256")
 
 
 def test_an_import_said_to_be_an_earlier_kits_still_has_its_records_made_again(bundles, tmp_path):
     """Dropping `imported.derivation` (as if an earlier kit had imported it) does not stop the check: the
     fields every release's import wrote are compared."""
-    decoded = mutations.decode(_changed_call(bundles["harness"].read_bytes(), pin=True))
-    j = decoded.index("/manifest.json")
-    manifest = json.loads(decoded.members[j][1])
-    del manifest["imported"]["derivation"]
-    decoded.members[j] = (decoded.members[j][0], json.dumps(manifest).encode())
-    mutations._reseal(decoded)
-    lines = _fails(decoded.pack(), tmp_path, "records/calls.jsonl")
+    tampered = without_derivation(changed_call(bundles["harness"].read_bytes(), pin=True))
+    lines = _fails(tampered, tmp_path, "records/calls.jsonl")
     assert any("text" in line and line.startswith("MISMATCH") for line in lines), lines
     assert "text" in imported.EVERY_KIT
 

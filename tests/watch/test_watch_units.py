@@ -421,10 +421,12 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
     from kit.cli import cli
 
     recorder, _ = _watch_run(tmp_path / "runs")
+    before = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
     out = tmp_path / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
     assert result.exit_code == 0, result.output
     assert f"watch run {recorder.run_id}:" in result.output and "Watched calls (4)" in result.output
     found = json.loads((out / "findings.json").read_text())["kinds"]["watch"]
     assert [(run["run"], run["calls"], run["alarms"]["determinism"]) for run in found] == [(recorder.run_id, 4, 2)]
-    assert not (recorder.run_dir / "results").exists()  # analysis reads the run folder, writes nothing into it
+    after = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
+    assert after == before  # analysis reads the run folder, writes nothing into it
