@@ -43,11 +43,8 @@ BUNDLE_FILES = {
 class Cover:
     """How one member is vouched for: its class and by what (recomputed from, pinned by, or why not checked)."""
 
-    how: str
+    how: str  # RECOMPUTED, PINNED or NOT_CHECKED
     by: str
-
-    def line(self) -> str:
-        return f"{self.how}: {self.by}"
 
 
 def strongest(held: Cover | None, new: Cover) -> Cover:

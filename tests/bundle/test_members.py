@@ -82,7 +82,7 @@ def test_every_member_of_a_bundle_of_each_kind_is_in_exactly_one_class(bundles, 
     held = members(bundles[kind])
     assert set(verdict.coverage) == held  # every member classified, and nothing that is not a member
     classes = {name: cover.how for name, cover in verdict.coverage.items()}
-    unexplained = {name: cover.line() for name, cover in verdict.coverage.items()
+    unexplained = {name: cover for name, cover in verdict.coverage.items()
                    if cover.how not in coverage.STRENGTH or not cover.by or cover.by == coverage.UNKNOWN}
     assert not unexplained, unexplained  # the kit writes no member that nothing covers or explains
     results = {name for name in held if "/results/" in name}
