@@ -29,6 +29,11 @@ RAW = "raw input, the records and manifests the rest is recomputed from"
 UNKNOWN = "a file the kit does not write, which nothing checks"
 LOGS = "logs, kept for a person to read"
 SUPERSEDED = "records of a pass run again, kept and never counted"
+FIGURES = "figures the kit drew of the run's results (image bytes differ between matplotlib versions; the results " \
+          "they draw are recomputed)"
+REPLAY = "the comparison `kit replay` wrote with the run it replayed, which the bundle does not hold"
+RUN_FOLDERS = {f"{RunPaths.SUPERSEDED}/": SUPERSEDED, f"{RunPaths.LOGS}/": LOGS, f"{RunPaths.REPLAY}/": REPLAY,
+               "figures/": FIGURES}  # written by the kit; nothing recomputes them
 # the bundle-level files no check reads, and why
 BUNDLE_FILES = {
     CHECKSUMS: "the checksum list itself (its seal guards against damage, not a rewrite: that needs a signature)",
@@ -62,10 +67,9 @@ def by_place(name: str) -> Cover:
         if inner == RunPaths.MANIFEST or (inner.startswith(f"{RunPaths.RECORDS}/") and "/" not in
                                           inner[len(RunPaths.RECORDS) + 1:]):
             return Cover(NOT_CHECKED, RAW)
-        if inner.startswith(f"{RunPaths.SUPERSEDED}/"):
-            return Cover(NOT_CHECKED, SUPERSEDED)
-        if inner.startswith(f"{RunPaths.LOGS}/"):
-            return Cover(NOT_CHECKED, LOGS)
+        for folder, why in RUN_FOLDERS.items():
+            if inner.startswith(folder):
+                return Cover(NOT_CHECKED, why)
     return Cover(NOT_CHECKED, UNKNOWN)
 
 

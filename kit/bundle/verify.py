@@ -228,6 +228,9 @@ def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names
                    verdict: Verdict) -> None:
     expected = manifest.get("protocol", {}).get("sha256")
     found = [name for name in names if name.startswith("protocol/")]
+    if found and not expected:
+        verdict.cover(f"{RUNS}/{run_id}/{found[0]}", NOT_CHECKED, "a protocol file whose manifest records no "
+                      "protocol.sha256")
     if not (expected and found):
         return
     file = f"{RUNS}/{run_id}/{found[0]}"

@@ -182,3 +182,16 @@ def test_kit_bundle_and_kit_verify_count_the_same_files(tmp_path):
     assert f"({total} files: {total - 1} and their checksum list {CHECKSUMS})" in made.out, made.text
     last = checked.out.splitlines()[-1]
     assert last.startswith(f"OK: {total - 1} files match their checksums") and f"of all {total} files" in last, last
+
+
+@pytest.mark.parametrize("name, why", [
+    ("runs/r/manifest.json", coverage.RAW), ("runs/r/records/s1.jsonl", coverage.RAW),
+    ("runs/r/records/on1.episodes.jsonl", coverage.RAW), ("runs/r/records/superseded/s1.jsonl", coverage.SUPERSEDED),
+    ("runs/r/logs/server-s1.log", coverage.LOGS), ("runs/r/figures/ladder.png", coverage.FIGURES),
+    ("runs/r/replay/comparison.json", coverage.REPLAY), ("runs/r/records/imported/x.jsonl", coverage.UNKNOWN),
+    ("runs/r/notes.html", coverage.UNKNOWN), ("runs/r/records/a/b.jsonl", coverage.UNKNOWN),
+    ("index.html", coverage.UNKNOWN), ("runs/manifest.json", coverage.UNKNOWN)])
+def test_a_member_no_check_marked_is_classed_by_where_the_kit_writes_it(name, why):
+    """What the kit writes into a run folder that nothing recomputes (a ladder's figure, a replay's comparison)
+    is said to be not checked and why; anything else is a file the kit does not write."""
+    assert coverage.classify([name], {}) == {name: coverage.Cover(coverage.NOT_CHECKED, why)}
