@@ -195,3 +195,22 @@ def test_a_member_no_check_marked_is_classed_by_where_the_kit_writes_it(name, wh
     """What the kit writes into a run folder that nothing recomputes (a ladder's figure, a replay's comparison)
     is said to be not checked and why; anything else is a file the kit does not write."""
     assert coverage.classify([name], {}) == {name: coverage.Cover(coverage.NOT_CHECKED, why)}
+
+
+@pytest.mark.parametrize("protocol, failure", [("reset", ("s1", 3, "exit")), ("grid", ("grid", 1, "http")),
+                                               ("pinning", ("c1", 1, "exit"))])
+def test_the_bundle_of_a_run_that_failed_midway_verifies(tmp_path, protocol, failure):
+    """A run the engine failed in the middle of (its container died, or it answered HTTP 500): the runner
+    ends it failed with its results of what it recorded, and `kit bundle --allow-unfinished` of it verifies."""
+    from tests.fake_engine.llamacpp import Failure  # noqa: PLC0415
+    from tests.protocols import test_engine_errors_docker as docker  # noqa: PLC0415
+
+    text, overrides = {"reset": ("reset", docker.RESET), "grid": (docker.GRID, None),
+                       "pinning": (docker.PINNING, None)}[protocol]
+    result, _ = docker.run_on_docker(tmp_path, text, Failure(*failure), overrides)
+    assert result.status == "failed", result.reason
+    bundle = write_bundle([result.run_dir], tmp_path / "failed.tar.gz", environ={}, allow_unfinished=True).path
+    verdict = verify_bundle(bundle)
+    assert verdict.ok, verdict.lines()
+    assert verdict.results_compared and set(verdict.coverage) == members(bundle)
+    assert coverage.UNKNOWN not in {c.by for c in verdict.coverage.values()}
