@@ -151,6 +151,11 @@ def _drop_imported_runs(manifest: dict) -> None:
     manifest["imported"].pop("runs")
 
 
+def _calls_outside(manifest: dict) -> None:
+    """The first calls file named as a path out of the bundle, to a credential the case plants."""
+    manifest["imported"]["runs"][0]["calls"] = "../../../../../../../../home/.ssh/id_ed25519"
+
+
 CASES = [
     Case(cls="bundle", name="imported calls and their calls_sha256 changed together, resealed",
          make=_verify(_changed(pin=True)), expect="handled", check=_fails_naming("records/calls.jsonl"),
@@ -170,6 +175,9 @@ CASES = [
     Case(cls="bundle", name="an imported run's manifest without its list of calls files", make=_verify(
         _json_edit("/manifest.json", _drop_imported_runs)), expect="handled", check=_fails_naming("manifest.json"),
          timeout=120),
+    Case(cls="bundle", name="an imported run's manifest naming a calls file out of the bundle", make=_verify(
+        _json_edit("/manifest.json", _calls_outside)), expect="handled",
+         check=_fails_naming("but missing from the bundle"), timeout=120),
     Case(cls="bundle", name="a member nothing covers added to a run folder, resealed",
          make=_verify(_added("{run}/notes.html"), kind="grid"), expect="handled",
          check=_listed_not_checked("notes.html"), timeout=120),
