@@ -74,6 +74,8 @@ class Verdict:
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, values] recomputed
     images: list[int] = field(default_factory=lambda: [0, 0])  # figure images without, with their data beside
     not_recomputed: list[str] = field(default_factory=list)  # computed files only their checksum vouches for
+    renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
+    not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
 
     @property
     def ok(self) -> bool:
@@ -109,6 +111,10 @@ class Verdict:
         if self.not_recomputed:
             tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
                         "bundle gives them; listed in the notes), checked by checksum only")
+        if self.not_shown:
+            tail.append(f"NOT shown: {_count(len(self.not_shown), 'document')} not what this kit renders "
+                        f"({', '.join(self.not_shown[:3])}{', ...' if len(self.not_shown) > 3 else ''}; do not open "
+                        "them; `kit show --report` renders the report from the verified data)")
         return head, tail
 
     def summary(self) -> str:
@@ -285,6 +291,8 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
             verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
             verdict.not_recomputed.append(file)
         else:
+            if reader_files.is_document(name):
+                verdict.renderings[file] = fresh.files[name].data
             outcome = recompute_analysis.compare(file, name, data, fresh.files[name])
             verdict.mismatches.extend(outcome.mismatches)
             if outcome.rule != rendered.EXACT and not outcome.mismatches:
@@ -358,9 +366,11 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
-    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
-    verdict.problems.extend(Problem(file, what) for file, what in problems)
-    verdict.notes.extend(notes)
+    shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
+                               verdict.ok, verdict.renderings)
+    verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
+    verdict.notes.extend(shown.notes)
+    verdict.not_shown = shown.not_shown
     return verdict
 
 
