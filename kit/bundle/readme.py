@@ -15,8 +15,8 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
 
 def text(value: object) -> str:
     """A value from a manifest or the index as Markdown that shows it as written: on one line, with the
-    characters that could start raw HTML, a link or code backslash-escaped (kit verify refuses a README
-    with raw HTML)."""
+    characters that could start raw HTML, a link or code backslash-escaped (a reviewer is shown only this
+    rendering: kit.bundle.reader_files)."""
     return MARKDOWN_SPECIAL.sub(r"\\\1", one_line(str(value)))
 
 
