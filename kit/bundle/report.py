@@ -1,17 +1,21 @@
 """The offline HTML report: one self-contained page a reviewer reads top to bottom (inline CSS, figures as
-data URIs, no script, no network).
+data URIs, no script, no network), under a Content-Security-Policy that lets the page run nothing and load
+nothing but its own style sheet (by its hash) and data: images, so that even a text that escaped escaping
+could not run or fetch anything (docs/security.md, rule 4).
 
 It opens with a headline verdict per run (kit.bundle.headline: what diverged, how often, with its
 interval, and whether the controls held), then each run: its verdict and controls, its main table,
 the paper's Tables III–VII when `kit analyze` left findings in the run folder, the comparison with the
 published values (`kit compare`), the figures, the provenance, and links to the raw results files
 (never dumped). Every text from a bundle file is HTML-escaped. `render` is deterministic: `kit verify`
-renders it again from the verified files and compares (kit.bundle.reader_files).
+renders it again from the verified files and compares (kit.bundle.reader_files): a reviewer is shown only
+this kit's own rendering.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 from typing import Any
 from urllib.parse import quote
@@ -49,6 +53,12 @@ figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #c8c
 figcaption{font-size:.8rem;color:#555}
 code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.note{color:#555;font-size:.9rem}
 """
+
+# What the page may load: its own style sheet (this one, by its sha256) and data: images; no script, no
+# font, frame, form target or base URL. Set by a <meta> before anything else is parsed.
+CSP = ("default-src 'none'; img-src data:; style-src "
+       f"'sha256-{base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()}'; "
+       "base-uri 'none'; form-action 'none'")
 
 
 def escape(text: Any) -> str:
@@ -163,5 +173,6 @@ def render(runs: list[BundledRun], index: dict[str, Any]) -> str:
              "verified files. This page needs no network.</p>")
     heads = [headline(run) for run in runs]
     body = _overview(heads) + "".join(_run_section(run, h) for run, h in zip(runs, heads))
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{intro}{body}</body></html>\n")

@@ -176,3 +176,27 @@ def test_a_label_later_kits_reworded_matches_only_as_the_older_wording_within_th
         bundled, fresh = ra.comparable(ra.FINDINGS_KIND, {"runs": [{"run": "r", "prompt_cache": older}]},
                                        {"runs": [{"run": "r", "prompt_cache": newer}]})
         assert (compare_json(bundled, fresh, "findings.json") == []) is equal, older
+
+
+def test_the_markdown_tables_of_a_fresh_analysis_are_shown_and_an_older_kits_are_not(analysed, tmp_path):
+    """The Markdown tables and compare-paper.md are documents (docs/security.md, rule 4): shown only when they
+    are byte for byte this kit's rendering of the recomputed findings; an older layout is listed NOT shown."""
+    fresh = verify(analysed, tmp_path)
+    assert fresh.ok and fresh.not_shown == [], "\n".join(fresh.lines())
+    assert sum(name.endswith(".md") for name in fresh.renderings) == 2 * 6  # 5 tables and compare-paper.md per run
+    older = verify(OLD_BUNDLE.read_bytes(), tmp_path, "old.tar.gz")
+    assert older.ok and "report.html" in older.not_shown, "\n".join(older.lines())
+    assert any(name.endswith("/analysis/tables/table_IV.md") for name in older.not_shown)
+
+
+def test_a_markdown_table_with_raw_html_in_its_caption_is_not_shown(analysed, tmp_path):
+    """Its numbers and rows still match (the caption is not compared word for word), so it is no mismatch,
+    but it is not this kit's rendering: never shown, never counted as equal."""
+    file = "runs/demo-20261201-070851/analysis/tables/table_IV.md"
+    text = mutations.decode(analysed).members[mutations.decode(analysed).index(file)][1].decode()
+    caption = text.splitlines()[0]
+    forged = mutations.edit(analysed, file, reseal=True,
+                            replace_text=[caption, caption + " <script>alert('x')</script>"])
+    verdict = verify(forged, tmp_path)
+    assert verdict.ok and verdict.mismatches == [], "\n".join(verdict.lines())
+    assert verdict.not_shown == [file] and "NOT shown: 1 document" in verdict.summary()
