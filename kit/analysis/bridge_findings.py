@@ -41,12 +41,15 @@ def table_iv_row(run: RunFolder, sessions: dict[str, PassData]) -> dict[str, Any
     counts = {pid: {"session": pid, "items": len(units),
                     "recompute_reproduces": sum(p["cold"][0] == p["cold"][1] for p in units.values()),
                     "hit_reproduces": sum(p["warm"][0] == p["warm"][1] for p in units.values()),
-                    "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values())}
+                    "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values()),
+                    "cache_caused": sum(p["cold"][0] == p["cold"][1] and p["warm"][0] == p["warm"][1]
+                                        and p["cold"][0] != p["warm"][0] for p in units.values())}
               for pid, units in paths.items()}
     ok = list(counts.values())
     return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": [c["session"] for c in ok],
             "items": [c["items"] for c in ok], "recompute_reproduces": [c["recompute_reproduces"] for c in ok],
             "hit_reproduces": [c["hit_reproduces"] for c in ok], "paths_differ": [c["paths_differ"] for c in ok],
+            "cache_caused": [c["cache_caused"] for c in ok],
             "across_sessions": reset_table.across_sessions(paths)}
 
 

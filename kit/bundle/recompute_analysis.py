@@ -49,7 +49,7 @@ VOLATILE = {FINDINGS_KIND: (("created",), ("timings_seconds",), ("files",), ("sk
             COMPARISON: (("created",), ("findings",), ("findings_created",))}  # compare-paper and compare-claims
 # keys this kit writes that the findings of an older kit lack: compared where the bundle has them
 ADDED_SINCE = (("settings", "harness_thresholds"), ("runs", "*", "engine"), ("runs", "*", "prompt_cache"),
-               ("tables", "V", "rows", "*", "compared_on"))
+               ("tables", "V", "rows", "*", "compared_on"), ("tables", "IV", "rows", "*", "cache_caused"))
 # labels the kit derives from a run's manifest (itself checked), reworded by later kits to say more: the
 # bundled label also matches when it is an older, shorter wording found within this kit's ("disabled" within
 # "per request: ... (server-level prompt cache disabled)")
