@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.analysis.findings_model import Findings
+from kit.analysis.findings_model import Findings, from_json
 from kit.compare.names import model_display
 
 RESET_TABLE = "restored-state control"  # the `table` name of a reset run's results (kit.protocols.reset.results)
@@ -285,3 +285,21 @@ def from_reset_table(table: dict[str, Any], label: str, source: str = "results/r
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
         raise EvidenceShape(f"{source}: {what}") from None
+
+
+def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
+    """A run's evidence: its analysis/findings.json when it has one (every table), else its restored-state
+    results table (Table IV); None when it has neither. EvidenceShape when the file it reads is odd."""
+    if isinstance(findings, dict):
+        try:
+            parsed = from_json(findings)
+        except (ValueError, TypeError) as exc:  # kit.analysis.findings_model.NotFindings is a ValueError
+            raise EvidenceShape(f"analysis/findings.json: {exc}") from None
+        return from_findings(parsed, "analysis/findings.json")
+    tables = [t for t in results if isinstance(t, dict) and t.get("table") == RESET_TABLE]
+    if not tables:
+        return None
+    evidence = Evidence("results/reset_table.json")
+    for table in tables:
+        evidence.iv.extend(from_reset_table(table, label).iv)
+    return evidence

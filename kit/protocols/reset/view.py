@@ -89,6 +89,11 @@ def headline(t: dict[str, Any], h: Headline) -> None:
     if not ok:
         h.verdict.append("no OK session: nothing to judge")
         return
+    if len(ok) > 1:  # one line naming every session first: the report's headline row shows the first line
+        h.verdict.append(f"{len(ok)} sessions: the cache-hit path differs from the recompute path in "
+                         + ", ".join(f"{s['session']} {s['paths_differ']}/{s['items']}" for s in ok)
+                         + " items; attributable to the cache: "
+                         + ", ".join(f"{s['session']} {s['cache_caused']}" for s in ok))
     for s in ok:
         h.verdict.append(f"session {s['session']}: the cache-hit path differs from the recompute path in "
                          + rate(int(s["paths_differ"]), int(s["items"]), unit="items")
