@@ -207,18 +207,15 @@ def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[st
         fresh = copy.deepcopy(cache[key])
         out.carried = carry_correctness(held, fresh)
         out.files.update(findings_files(fresh))
-        if any(name.startswith(COMPARE_STEM) for name in names):
+        for stem, render in ((COMPARE_STEM, comparison_files), (CLAIMS_STEM, claims_files)):
+            if not any(name.startswith(stem) for name in names):
+                continue  # kit compare did not run (compare-claims: or an earlier kit ran it)
             try:
-                out.files.update(comparison_files(fresh, load_json(bundled.get(f"{COMPARE_STEM}.json", b"null"))))
+                out.files.update(render(fresh, load_json(bundled.get(f"{stem}.json", b"null"))))
             except (ValueError, UnicodeDecodeError, NotRecomputed) as exc:
-                out.not_recomputed.update({n: str(exc) if isinstance(exc, NotRecomputed) else "compare-paper.json "
-                                           "is not valid JSON" for n in names if n.startswith(COMPARE_STEM)})
-        if any(name.startswith(CLAIMS_STEM) for name in names):
-            try:
-                out.files.update(claims_files(fresh, load_json(bundled.get(f"{CLAIMS_STEM}.json", b"null"))))
-            except (ValueError, UnicodeDecodeError, NotRecomputed) as exc:
-                out.not_recomputed.update({n: str(exc) if isinstance(exc, NotRecomputed) else "compare-claims.json "
-                                           "is not valid JSON" for n in names if n.startswith(CLAIMS_STEM)})
+                stem_name = stem.rsplit("/", 1)[-1]
+                why = str(exc) if isinstance(exc, NotRecomputed) else f"{stem_name}.json is not valid JSON"
+                out.not_recomputed.update({n: why for n in names if n.startswith(stem)})
     except NotRecomputed as exc:
         out.not_recomputed.update({name: str(exc) for name in names})
     return out

@@ -182,21 +182,25 @@ def cache_on_reruns_positive(ev: Evidence) -> Judgement:
     return _decided(all(on.k >= 1 for _, on in rows), "; ".join(f"{label}: {on.text()}" for label, on in rows))
 
 
+def above(estimate: float, lo: float | None, hi: float | None, null: float) -> str:
+    """An interval rule: holds when the 95% interval lies above the null value; does not hold when the estimate
+    is at or below it (or the whole interval below it); inconclusive otherwise (the interval holds it)."""
+    if estimate <= null or (hi is not None and hi < null):
+        return FAILS
+    return HOLDS if lo is not None and lo > null else INCONCLUSIVE
+
+
+def _worst(verdicts: list[str], counts: str) -> Judgement:
+    """One verdict over several rows: does not hold if any row does not, else inconclusive if any is."""
+    return Judgement(FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS, counts)
+
+
 def _trends(trends: list[Trend], what: str) -> Judgement:
     if not trends:
         return _missing(f"needs {what} over two or more formats with a finite fit")
-    verdicts = []
-    for t in trends:
-        if t.estimate <= t.null or (t.hi is not None and t.hi < t.null):
-            verdicts.append(FAILS)
-        elif t.lo is not None and t.lo > t.null:
-            verdicts.append(HOLDS)
-        else:
-            verdicts.append(INCONCLUSIVE)
-    verdict = FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS
-    counts = "; ".join(f"{t.label}: {t.what} {t.estimate:.2f} [{'-inf' if t.lo is None else f'{t.lo:.2f}'}, "
-                       f"{'inf' if t.hi is None else f'{t.hi:.2f}'}]" for t in trends)
-    return Judgement(verdict, counts)
+    return _worst([above(t.estimate, t.lo, t.hi, t.null) for t in trends], "; ".join(
+        f"{t.label}: {t.what} {t.estimate:.2f} [{'-inf' if t.lo is None else f'{t.lo:.2f}'}, "
+        f"{'inf' if t.hi is None else f'{t.hi:.2f}'}]" for t in trends))
 
 
 def grid_trend_rises(ev: Evidence) -> Judgement:
@@ -208,11 +212,9 @@ def grid_trend_rises(ev: Evidence) -> Judgement:
 def formats_above_reference(ev: Evidence) -> Judgement:
     if not ev.vi:
         return _missing("needs a sweep of two or more formats")
-    verdicts = [FAILS if d.diff <= 0 or d.hi < 0 else HOLDS if d.lo > 0 else INCONCLUSIVE for d in ev.vi]
-    verdict = FAILS if FAILS in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS
-    counts = "; ".join(f"{d.format} vs {d.reference}: {d.diff:+.1f} [{d.lo:+.1f}, {d.hi:+.1f}] points, above in "
-                       f"{d.above}/{d.histories} histories" for d in ev.vi)
-    return Judgement(verdict, counts)
+    return _worst([above(d.diff, d.lo, d.hi, 0.0) for d in ev.vi], "; ".join(
+        f"{d.format} vs {d.reference}: {d.diff:+.1f} [{d.lo:+.1f}, {d.hi:+.1f}] points, above in "
+        f"{d.above}/{d.histories} histories" for d in ev.vi))
 
 
 def sweep_trend_rises(ev: Evidence) -> Judgement:

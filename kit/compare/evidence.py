@@ -51,8 +51,9 @@ class Rate:
         return self.k / self.n if self.n else 0.0
 
     def text(self) -> str:
-        interval = f" [{100 * self.lo:.1f}, {100 * self.hi:.1f}]%" if self.lo is not None and self.hi is not None else ""
-        return f"{self.k}/{self.n}{interval}"
+        if self.lo is None or self.hi is None:
+            return f"{self.k}/{self.n}"
+        return f"{self.k}/{self.n} [{100 * self.lo:.1f}, {100 * self.hi:.1f}]%"
 
 
 @dataclass(frozen=True)

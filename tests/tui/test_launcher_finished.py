@@ -6,22 +6,16 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from pathlib import Path
 
 from textual.widgets._footer import FooterKey
 
 from kit.run.runner import RunOptions
-from kit.tui.app import KitApp
 from kit.tui.screens.help import HELP
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.results import ResultsScreen
 from tests.tui.conftest import PROTOCOLS, SetClock, static_text
-from tests.tui.test_snapshots import scripted_run
-
-
-def _app(cpu_caps, **kwargs) -> KitApp:
-    return KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=Path("/runs"), watch_logs=False, **kwargs)
+from tests.tui.test_snapshots import _app, scripted_run
 
 
 def footer_keys(screen) -> list[tuple[str, str]]:
