@@ -9,13 +9,13 @@ import threading
 
 from textual.widgets._footer import FooterKey
 
-from kit.run.runner import RunOptions
+from kit.run.runner import RunOptions, RunResult
 from kit.tui.screens.help import HELP
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.results import ResultsScreen
 from tests.tui.conftest import PROTOCOLS, SetClock, static_text
-from tests.tui.test_snapshots import _app, scripted_run
+from tests.tui.test_snapshots import RESET_TABLE, RUN_DIR, _app, scripted_run
 
 
 def footer_keys(screen) -> list[tuple[str, str]]:
@@ -95,3 +95,19 @@ def test_the_picker_footer_shows_every_key_its_help_lists(cpu_caps):
     for key, label in (("d", "Machine"), ("r", "Replay"), ("w", "Watch"), ("q", "Quit")):
         assert (key, label) in footer, footer
     assert "| live run | `esc` | back to the picker (once the run has ended) |" in HELP
+
+
+def test_a_finished_run_s_results_say_whether_the_paper_s_findings_hold(cpu_caps):
+    async def drive():
+        app = _app(cpu_caps)
+        async with app.run_test(size=(100, 60)) as pilot:
+            app.show_results(RunResult(RUN_DIR, "finished", None, RESET_TABLE))
+            await pilot.pause()
+            return " ".join(static_text(app.screen, "#table").split())
+
+    text = asyncio.run(drive())
+    # RESET_TABLE: s1's cache-hit path reproduced 11 of 12 items, so two of the paper's four findings fail
+    assert "Table IV, each path reproduces itself: does not hold (this run: recompute s1 12/12, s2 12/12, " \
+           "cache hit s1 11/12, s2 12/12)" in text
+    assert "qualitative: 1 of the paper's 4 measured findings hold on this run (4 claims measured: Table IV 1/4)" \
+        in text
