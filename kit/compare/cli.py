@@ -75,7 +75,7 @@ def compare(target: Path, reference: str) -> None:
     published = load_reference(reference)
     try:
         comparison = compare_findings(findings, published)
-        evidence = from_findings(findings, path.name)
+        evidence = from_findings(findings, FINDINGS)
     except (FindingsShape, EvidenceShape) as exc:
         raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
     doc = outputs.document(comparison, path, findings.created, published, reference)

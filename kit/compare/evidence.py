@@ -8,6 +8,7 @@ configuration (a claim is judged on any model, format or scale).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +180,11 @@ def _table_iv(rows: list[dict[str, Any]]) -> list[ResetRow]:
     found = []
     for r in rows:
         caused = r.get("cache_caused") or [None] * len(r["items"])
+        lengths = {k: len(r[k]) for k in ("sessions", "items", "recompute_reproduces", "hit_reproduces",
+                                         "paths_differ")} | {"cache_caused": len(caused)}
+        if len(set(lengths.values())) != 1:
+            raise EvidenceShape(f"row {r.get('run')!r} gives per-session lists of different lengths ("
+                                + ", ".join(f"{k} {n}" for k, n in lengths.items()) + ")")
         sessions = [Session(str(name), _count(items, "items"), _count(rec, "recompute_reproduces"),
                             _count(hit, "hit_reproduces"), _count(differ, "paths_differ"),
                             None if cause is None else _count(cause, "cache_caused"))
@@ -254,28 +260,47 @@ def _table_vii(rows: list[dict[str, Any]]) -> list[BridgeRow]:
     return found
 
 
-def from_findings(findings: Findings, source: str = "findings.json") -> Evidence:
-    """The evidence of a findings.json (every table it has rows for); EvidenceShape when a table is odd."""
+def _table_iii(rows: list[dict[str, Any]]) -> list[RerunRow]:
+    return [RerunRow(str(r.get("run")), str(r["prompt_cache"]), str(r["order"]), _rate(r, "", "run-to-run"))
+            for r in rows]
+
+
+def _table_v(rows: list[dict[str, Any]]) -> list[GridRow]:
+    return [GridRow(f"{r.get('engine')} {_label(r)}", str(r.get("prompt_cache")), _rate(r, "path_", "path"),
+                    _rate(r, "off_", "cache-off") if r.get("off_k") is not None else None,
+                    _rate(r, "on_", "cache-on") if r.get("on_k") is not None else None) for r in rows]
+
+
+def _shape(what: str, read: Callable[[], Any]) -> Any:
+    """`read()`, or EvidenceShape naming `what` (a table) and what is wrong in it."""
     try:
-        rows = {t: list(findings.table(t).rows) for t in ("III", "IV", "V", "VI", "VII")}
-        return Evidence(
-            source,
-            iii=[RerunRow(str(r.get("run")), str(r["prompt_cache"]), str(r["order"]), _rate(r, "", "run-to-run"))
-                 for r in rows["III"]],
-            iv=_table_iv(rows["IV"]),
-            v=[GridRow(f"{r.get('engine')} {_label(r)}", str(r.get("prompt_cache")), _rate(r, "path_", "path"),
-                       _rate(r, "off_", "cache-off") if r.get("off_k") is not None else None,
-                       _rate(r, "on_", "cache-on") if r.get("on_k") is not None else None) for r in rows["V"]],
-            v_trend=_grid_trends(findings), vi=_table_vi(rows["VI"]), vi_trend=_sweep_trend(findings),
-            vii=_table_vii(rows["VII"]))
+        return read()
+    except EvidenceShape as exc:
+        raise EvidenceShape(f"{what}: {exc}") from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise EvidenceShape(f"{source}: {what}") from None
+        said = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise EvidenceShape(f"{what}: {said}") from None
+
+
+def from_findings(findings: Findings, source: str = "findings.json") -> Evidence:
+    """The evidence of a findings.json (every table it has rows for); EvidenceShape naming the table when one is
+    odd."""
+    def rows(t: str) -> list[dict[str, Any]]:
+        return list(findings.table(t).rows)
+
+    return Evidence(source,
+                    iii=_shape("Table III", lambda: _table_iii(rows("III"))),
+                    iv=_shape("Table IV", lambda: _table_iv(rows("IV"))),
+                    v=_shape("Table V", lambda: _table_v(rows("V"))),
+                    v_trend=_shape("the grid trend", lambda: _grid_trends(findings)),
+                    vi=_shape("Table VI", lambda: _table_vi(rows("VI"))),
+                    vi_trend=_shape("the sweep trend", lambda: _sweep_trend(findings)),
+                    vii=_shape("Table VII", lambda: _table_vii(rows("VII"))))
 
 
 def from_reset_table(table: dict[str, Any], label: str, source: str = "results/reset_table.json") -> Evidence:
     """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read)."""
-    try:
+    def read() -> Evidence:
         sessions = [Session(str(s["session"]), _count(s["items"], "items"),
                             _count(s["recompute_reproduces"], "recompute_reproduces"),
                             _count(s["hit_reproduces"], "hit_reproduces"), _count(s["paths_differ"], "paths_differ"),
@@ -283,9 +308,8 @@ def from_reset_table(table: dict[str, Any], label: str, source: str = "results/r
                     for s in table["sessions"] if s.get("status") == "OK"]
         across = table.get("across_sessions") or {}
         return Evidence(source, iv=[_reset_row(label, sessions, across)] if sessions else [])
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise EvidenceShape(f"{source}: {what}") from None
+
+    return _shape(source, read)
 
 
 def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
@@ -296,7 +320,7 @@ def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
             parsed = from_json(findings)
         except (ValueError, TypeError) as exc:  # kit.analysis.findings_model.NotFindings is a ValueError
             raise EvidenceShape(f"analysis/findings.json: {exc}") from None
-        return from_findings(parsed, "analysis/findings.json")
+        return _shape("analysis/findings.json", lambda: from_findings(parsed, "analysis/findings.json"))
     tables = [t for t in results if isinstance(t, dict) and t.get("table") == RESET_TABLE]
     if not tables:
         return None
