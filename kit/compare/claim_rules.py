@@ -137,6 +137,8 @@ def _cache_caused(row: ResetRow) -> list[int] | None:
 def difference_is_cache_state(ev: Evidence) -> Judgement:
     if (missing := _no_reset(ev)) is not None:
         return missing
+    if not any(s.differ for row in ev.iv for s in row.sessions):
+        return _missing("the paths differ on no item: there is no difference to attribute")
     caused = {row.label: _cache_caused(row) for row in ev.iv}
     unknown = [label for label, c in caused.items() if c is None]
     if unknown:

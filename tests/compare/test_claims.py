@@ -80,11 +80,13 @@ def test_differences_on_items_that_did_not_reproduce_are_not_the_cache_state_s()
     assert verdicts(reset_findings(row))["IV/difference-is-the-cache-state"] == "holds"
 
 
-def test_paths_that_never_differ_break_both_the_difference_and_its_cause():
-    found = verdicts(reset_findings(syn.table_iv_row("F16", [0, 0, 0])))
-    assert found["IV/each-path-reproduces"] == "holds"
-    assert found["IV/paths-differ"] == "does not hold"
-    assert found["IV/difference-is-the-cache-state"] == "does not hold"
+def test_paths_that_never_differ_break_the_difference_and_leave_its_cause_unmeasured():
+    found = judged(reset_findings(syn.table_iv_row("F16", [0, 0, 0])))
+    assert found["IV/each-path-reproduces"].judgement.verdict == "holds"
+    assert found["IV/paths-differ"].judgement.verdict == "does not hold"
+    cause = found["IV/difference-is-the-cache-state"].judgement
+    assert cause.verdict == "not measured" and "no difference to attribute" in cause.counts
+    assert found["IV/difference-is-the-cache-state"].to_json()["verdict"] == "not measured"
 
 
 def test_table_iii_at_the_paper_s_counts_holds_and_a_reversed_flag_does_not():
