@@ -209,4 +209,5 @@ def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:
     if evidence is None:
         return []
     judged = claims.judge(evidence)
-    return [*claims.claim_lines(judged, measured_only=True), claims.summary_line(judged)]
+    return ["the paper's findings on this run (judged whatever the model or scale; numbers: `kit analyze`, then "
+            "`kit compare`):", *claims.claim_lines(judged, measured_only=True), claims.summary_line(judged)]
