@@ -163,6 +163,9 @@ def _report(execute) -> None:
                                f"total {time.monotonic() - started:.1f} s")
     reporter.say(f"run folder: {result.run_dir}  (status: {result.status})")
     _bundle_after_run(result.run_dir, reporter.say)
+    if result.status == "finished":  # last: does the paper's finding hold here (not: do the numbers match)
+        for line in console.qualitative_lines(result.run_dir, result.table):
+            reporter.console.print(line, markup=False, highlight=False)
     if result.status == "interrupted":
         raise RunInterrupted(f"the run was interrupted: {result.reason}",
                              f"continue it with `kit resume {result.run_dir}`")

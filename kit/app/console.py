@@ -188,3 +188,26 @@ def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
 
     kind = kinds.for_table(table)
     return kind.note(run_dir, table) if kind and kind.note else None
+
+
+def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:
+    """Whether the paper's qualitative findings hold on this run (kit.compare.claims): each claim it measures,
+    then the summary line; from the run's analysis/findings.json when it has one, else its results table.
+    Empty when it measures none (a kind whose results the claims do not read)."""
+    import json  # noqa: PLC0415
+
+    from kit.compare import claims  # noqa: PLC0415
+    from kit.compare.evidence import from_run  # noqa: PLC0415
+    from kit.core.paths import RunPaths  # noqa: PLC0415
+
+    findings_file = RunPaths(run_dir).findings
+    try:
+        findings = json.loads(findings_file.read_text(encoding="utf-8")) if findings_file.is_file() else None
+        evidence = from_run(findings, [table], "this run")
+    except (OSError, ValueError) as exc:  # EvidenceShape is a ValueError
+        return [f"qualitative: not judged ({exc})"]
+    if evidence is None:
+        return []
+    judged = claims.judge(evidence)
+    return ["the paper's findings on this run (judged whatever the model or scale; numbers: `kit analyze`, then "
+            "`kit compare`):", *claims.claim_lines(judged, measured_only=True), claims.summary_line(judged)]

@@ -93,8 +93,12 @@ def _held(h: Headline) -> str:
 def _verdict(h: Headline) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in h.verdict)
     controls = "".join(f"<li>{escape(line)}</li>" for line in h.controls)
+    claims = "".join(f"<li>{escape(line)}</li>" for line in h.qualitative[1:])
+    paper = (f"<p><strong>The paper's findings</strong>: {escape(h.qualitative[0])}</p>"
+             + (f"<ul>{claims}</ul>" if claims else "")) if h.qualitative else ""
     return (f'<div class="verdict"><p><strong>Verdict</strong></p><ul>{items}</ul>'
-            f"<p><strong>Controls</strong>: {_held(h)}</p>" + (f"<ul>{controls}</ul>" if controls else "") + "</div>")
+            f"<p><strong>Controls</strong>: {_held(h)}</p>" + (f"<ul>{controls}</ul>" if controls else "") + paper
+            + "</div>")
 
 
 def _link(run: BundledRun, name: str) -> str:
@@ -158,9 +162,11 @@ def _run_section(run: BundledRun, h: Headline) -> str:
 def _overview(heads: list[Headline]) -> str:
     rows = "".join(f'<tr><td><a href="#{escape(quote(h.run_id))}">{escape(h.run_id)}</a></td><td>{escape(h.kind)}'
                    f"</td><td>{escape(h.status)}</td><td>{escape(h.verdict[0] if h.verdict else '')}</td>"
-                   f"<td>{_held(h)}</td></tr>" for h in heads)
+                   f"<td>{_held(h)}</td><td>{escape(h.qualitative[0] if h.qualitative else 'not measured by this run')}"
+                   "</td></tr>" for h in heads)
     return ('<h2>Headline</h2><div class="wide"><table><thead><tr><th>run</th><th>kind</th><th>status</th>'
-            f"<th>what diverged, how often</th><th>controls</th></tr></thead><tbody>{rows}</tbody></table></div>")
+            "<th>what diverged, how often</th><th>controls</th><th>the paper's qualitative findings</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 def render(runs: list[BundledRun], index: dict[str, Any]) -> str:

@@ -97,6 +97,9 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any], width: int | No
         lines.extend(f"  - {line}" for line in h.verdict)
         lines.append(f"controls: {HELD[h.held]}")
         lines.extend(f"  - {line}" for line in h.controls)
+        if h.qualitative:
+            lines.append(h.qualitative[0])
+            lines.extend(f"  - {line}" for line in h.qualitative[1:])
         shown, absent = paper_tables(run)
         lines.extend(_rendered([rich_table(t, f"Results: {t.name}") for t in h.tables]
                                + [rich_table(t, f"Table {t.name}") for t in shown], width))

@@ -33,12 +33,13 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
     from kit.core.errors import KitError  # noqa: PLC0415
     from kit.core.paths import RunPaths, outputs_dir  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
+    from kit.replay.progress import printer  # noqa: PLC0415
     from kit.replay.run import ReplayOptions, replay as run_replay  # noqa: PLC0415
 
     target = out or outputs_dir()
     check_out(target, "--out")
     options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok, server_bin)
-    replayed = run_replay(options, say=click.echo)
+    replayed = run_replay(options, say=click.echo, watch=printer(click.echo))  # a line per pass as it goes
     for done in replayed:
         comparison = done.comparison
         click.echo(f"replay of {done.original}: {comparison.summary()}")

@@ -52,7 +52,7 @@ def test_everything_the_analysis_wrote_is_recomputed_and_counted(analysed, tmp_p
     assert verdict.by_kind["findings"][0] == 2
     assert verdict.by_kind["tables"][0] == 2 * 5 * 3  # Tables III-VII, csv/md/tex, for each run's analysis
     assert verdict.by_kind["figure data"][0] == 3  # fig3 (demo), fig1 and fig2 (grid)
-    assert verdict.by_kind["comparison with the paper"][0] == 2 * 3
+    assert verdict.by_kind["comparison with the paper"][0] == 2 * 5  # compare-paper.*: 3, compare-claims.*: 2
     assert all(values > 0 for _, values in verdict.by_kind.values())
     assert verdict.images == [0, 6] and verdict.not_recomputed == []
     assert not any("not recomputed" in note for note in verdict.notes), verdict.notes
@@ -71,6 +71,9 @@ def test_everything_the_analysis_wrote_is_recomputed_and_counted(analysed, tmp_p
     ("grid-tiny-20261201-070919/analysis/tables/table_V.tex", " & 1 & ", " & 5 & "),
     ("grid-tiny-20261201-070919/analysis/figures/fig1_divergence.json", '"n": 1', '"n": 4'),
     ("demo-20261201-070851/analysis/compare-paper.csv", "Table VII,", "Table III,"),
+    ("demo-20261201-070851/analysis/compare-claims.json", '"verdict": "holds"', '"verdict": "does not hold"'),
+    ("demo-20261201-070851/analysis/compare-claims.md", "| holds | SmolLM2-135M Q4_1: recompute s1 2/2",
+     "| holds | SmolLM2-135M Q4_1: recompute s1 1/2"),
 ])
 def test_a_changed_number_in_any_analysis_file_is_a_mismatch_naming_it(analysed, tmp_path, file, old, new):
     forged = mutations.edit(analysed, file, reseal=True, replace_text=[old, new])
@@ -93,11 +96,11 @@ def test_findings_of_runs_the_bundle_lacks_are_said_not_recomputed(analysed, tmp
                             set_json={"runs.0.run": "elsewhere-1"})
     verdict = verify(forged, tmp_path)
     assert verdict.ok, verdict.lines()
-    # the tables, findings, compare-paper, the two figures' data and their four images
-    assert len(verdict.not_recomputed) == 3 * 5 + 1 + 3 + 2 + 4
+    # the tables, findings, compare-paper, compare-claims, the two figures' data and their four images
+    assert len(verdict.not_recomputed) == 3 * 5 + 1 + 3 + 2 + 2 + 4
     assert all(name.startswith("runs/grid-tiny-20261201-070919/analysis/") for name in verdict.not_recomputed)
     assert any("elsewhere-1" in note and "bundle them together" in note for note in verdict.notes)
-    assert "; NOT recomputed: 25 (computed files, " in verdict.summary()
+    assert "; NOT recomputed: 27 (computed files, " in verdict.summary()
 
 
 def test_settings_out_of_bounds_are_not_run(analysed, tmp_path):

@@ -52,7 +52,7 @@ class LiveScreen(Screen):
     """Runs `options` with `run_fn` (the runner's `run`) in a worker and shows it as it happens."""
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
-                Binding("question_mark", "app.help", "Help")]
+                Binding("escape", "back", "Back"), Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     LiveScreen #plan { height: auto; padding: 0 1; }
     LiveScreen #progress-row { height: 1; padding: 0 1; }
@@ -154,12 +154,15 @@ class LiveScreen(Screen):
 
     def on_failed(self, message: str) -> None:
         self.error = message
+        self.state.stop_clock()
+        self.refresh_bindings()
         self.sub_title = f"{self.name_of_run()} failed"
         self.notify(shown(message, fold=False), title="the run failed", severity="error", timeout=30)
         self.render_state()
 
     def on_finished(self, result) -> None:
         self.result = result
+        self.state.stop_clock()
         self.sub_title = f"{self.name_of_run()} {result.status}"
         self.render_state()
         self.refresh_bindings()
@@ -227,12 +230,18 @@ class LiveScreen(Screen):
             self.render_numbers()
 
     def check_action(self, action: str, parameters) -> bool | None:
-        """Stop only while running; Results only once there are some."""
+        """Stop only while running; Results only once there are some; Back (to the picker) once it is over."""
         if action == "stop":
             return self.result is None and self.error is None and self.state.ended is None
         if action == "results":
             return self.result is not None
+        if action == "back":
+            return self.result is not None or self.error is not None
         return True
+
+    def action_back(self) -> None:
+        if self.result is not None or self.error is not None:
+            self.app.back_to_picker()
 
     def action_results(self) -> None:
         if self.result is not None:
