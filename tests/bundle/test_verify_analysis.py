@@ -186,7 +186,7 @@ def test_the_markdown_tables_of_a_fresh_analysis_are_shown_and_an_older_kits_are
     are byte for byte this kit's rendering of the recomputed findings; an older layout is listed NOT shown."""
     fresh = verify(analysed, tmp_path)
     assert fresh.ok and fresh.not_shown == [], "\n".join(fresh.lines())
-    assert sum(name.endswith(".md") for name in fresh.renderings) == 2 * 6  # 5 tables and compare-paper.md per run
+    assert sum(name.endswith(".md") for name in fresh.renderings) == 2 * 7  # 5 tables, compare-paper.md and compare-claims.md per run
     older = verify(OLD_BUNDLE.read_bytes(), tmp_path, "old.tar.gz")
     assert older.ok and "report.html" in older.not_shown, "\n".join(older.lines())
     assert any(name.endswith("/analysis/tables/table_IV.md") for name in older.not_shown)
