@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from kit import __version__
-from kit.core.errors import KitError, RunInterrupted
+from kit.core.errors import KitError, NoVerdict, RunInterrupted
 from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
@@ -168,6 +168,16 @@ def _report(execute) -> None:
                              f"continue it with `kit resume {result.run_dir}`")
     if result.status != "finished":
         raise KitError(f"the run {result.status}: {result.reason}", f"fix that, then `kit resume {result.run_dir}`")
+    _verdict_given(result)
+
+
+def _verdict_given(result) -> None:
+    """A finished run none of whose passes is OK measured nothing: it ends with NoVerdict's own exit code and a
+    last line saying why, so that a job against a broken engine does not pass for one that ran."""
+    why = result.no_verdict()
+    if why is not None:
+        raise NoVerdict(f"no verdict: {why}", f"the run folder {result.run_dir} keeps what the engine answered; "
+                        f"fix what the reasons say, then run again (exit {NoVerdict.exit_code}: no verdict)")
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
@@ -216,6 +226,10 @@ def run(protocol: str, **kwargs) -> None:
     Writes a run folder (manifest.json, records/*.jsonl, logs/, results/) and prints the results.
     The engine is the embedded llama-server with the pinned SmolLM2 model unless --server-bin,
     --model or --engine-url says otherwise.
+
+    Exits 0 when the run finished with a verdict; 4 (no verdict) when it finished but no pass is OK
+    (every pass VOID: the engine answered nothing usable), its last line saying why; 2 when the input is
+    refused or the run failed; 3 when the engine could not be started; 130 when stopped.
     """
     _run(protocol, **kwargs)
 
@@ -251,15 +265,16 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
     protocols/pinning.yaml and prints the states with their prefill-time signatures, determinism per
     state, the manipulation gate, whether a state change flips the output bytes, and pinning advice.
+    A URL where nothing listens is refused before anything is written; a check none of whose passes is
+    OK (e.g. an engine the kit cannot reload) exits 4, no verdict, as `kit run` does.
     """
     from kit.app import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit.app import console  # noqa: PLC0415
     from kit.launch.instance import url_provider  # noqa: PLC0415
     from kit.run import runner  # noqa: PLC0415
+    from kit.run.preflight import check_listening, check_url  # noqa: PLC0415
 
     if url is not None:
-        from kit.run.preflight import check_url  # noqa: PLC0415
-
         check_url(url, "URL")
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
@@ -269,6 +284,8 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
+    if url is not None:  # last of the checks: an engine that is not there is refused before a run folder exists
+        check_listening(url, "URL")
     reporter = console.PinningReporter()
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)
@@ -281,6 +298,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
         raise KitError(f"the check {result.status}: {result.reason}")
+    _verdict_given(result)
 
 
 @cli.command("resume")
