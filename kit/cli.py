@@ -157,7 +157,7 @@ def _report(execute) -> None:
     if view is not None:
         reporter.console.print(view)
     if (note := console.results_note(result.run_dir, result.table)) is not None:
-        reporter.console.print(note, style="dim", markup=False, highlight=False)
+        reporter.console.print(note, style="dim")
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
@@ -377,19 +377,17 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
                    f"arms differ: {found['arms_differ']}")
-        from rich.console import Console  # noqa: PLC0415
-
+        from kit.core.safe_console import SafeConsole  # noqa: PLC0415
         from kit.protocols.harness.view import harness_table  # noqa: PLC0415
 
-        Console().print(harness_table(found))
+        SafeConsole().print(harness_table(found))
     for name, found_runs in (result.kinds or {}).items():  # kinds whose findings are their own results table
-        from rich.console import Console  # noqa: PLC0415
-
+        from kit.core.safe_console import SafeConsole  # noqa: PLC0415
         from kit.protocols.kinds import KINDS  # noqa: PLC0415
 
         for found in found_runs:
-            click.echo(f"{name} run {found['run']}:")
-            Console().print(KINDS[name].render(found))
+            click.echo(one_line(f"{name} run {found['run']}:"))
+            SafeConsole().print(KINDS[name].render(found))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
         click.echo(f"{name} skipped: {reason}")
     click.echo(f"written: {target}/findings.json, tables/, figures/")

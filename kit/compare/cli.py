@@ -57,9 +57,8 @@ def compare(target: Path, reference: str) -> None:
     format, engine or setting: the line says which). Writes compare-paper.md, .csv and .json beside
     findings.json.
     """
-    from rich.console import Console  # noqa: PLC0415
-
     from kit.compare import outputs  # noqa: PLC0415
+    from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.compare.published import load_reference  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
     from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
@@ -75,7 +74,7 @@ def compare(target: Path, reference: str) -> None:
     doc = outputs.document(comparison, path, findings.created, published, reference)
     check_out(path.parent, "RUN_OR_ANALYSIS")
     written = outputs.write_all(path.parent, doc)
-    console = Console()
+    console = SafeConsole()
     console.print(outputs.terminal_table(comparison))
     for line in outputs.absent_lines(comparison):
         console.print(line, markup=False, highlight=False)

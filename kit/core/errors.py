@@ -41,7 +41,7 @@ class InvalidAnswer(EngineError):
 
 class NoVerdict(KitError):
     """A run ended, but no pass of it is OK: the engine answered nothing a verdict can rest on (every pass
-    VOID). Its own exit code (docs/commands.md, "Exit codes"), so that a job against a broken engine fails
+    VOID). Its own exit code (the README's exit codes), so that a job against a broken engine fails
     without being mistaken for a run that failed."""
 
     exit_code = 4
