@@ -16,7 +16,7 @@ from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.launch.engines_cli import CPU_BACKEND
-from kit.core.terminal_text import one_line
+from kit.core.terminal_text import echo, one_line
 from kit.run.executor_cli import OPTIONS as EXECUTOR_OPTIONS, chosen as executor, executor_options
 
 
@@ -203,7 +203,7 @@ def cli(ctx: click.Context) -> None:
 
             launcher()
             return
-        click.echo(ctx.get_help())
+        echo(ctx.get_help())
 
 
 @cli.command()
@@ -357,24 +357,24 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
-    click.echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
+    echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
     for path in sorted({str(run.path) for run in result.runs}):
         problem = Manifest.load(Path(path)).run.unfinished_problem()
         if problem:
-            click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
+            echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
                        f"`kit resume {path}` finishes it")
     if result.comparability:
-        click.echo(f"warning: {result.comparability}")
+        echo(f"warning: {result.comparability}")
     for item in result.skipped_inputs:
-        click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
+        echo(one_line(f"skipped {item['path']}: {item['reason']}"))
     for item in result.excluded_passes:  # a VOID pass's reason may quote its engine
-        click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
+        echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
     for name, table in result.tables.items():
-        click.echo(f"table {name}: {len(table.rows)} rows" +
+        echo(f"table {name}: {len(table.rows)} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table.skipped[:1]))
     for found in result.harness or []:
         gate = found["gates"]["manipulation"]
-        click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
+        echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
                    f"arms differ: {found['arms_differ']}")
         from kit.core.safe_console import SafeConsole  # noqa: PLC0415
@@ -386,11 +386,11 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
         from kit.protocols.kinds import KINDS  # noqa: PLC0415
 
         for found in found_runs:
-            click.echo(one_line(f"{name} run {found['run']}:"))
+            echo(one_line(f"{name} run {found['run']}:"))
             SafeConsole().print(KINDS[name].render(found))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
-        click.echo(f"{name} skipped: {reason}")
-    click.echo(f"written: {target}/findings.json, tables/, figures/")
+        echo(f"{name} skipped: {reason}")
+    echo(f"written: {target}/findings.json, tables/, figures/")
 
 
 @cli.command()
@@ -420,12 +420,12 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bo
     with run_lock.readers(run_dirs, "bundle"):  # never packs a run another kit is writing
         written = write_bundle(list(run_dirs), output, allow_unfinished=allow_unfinished)
     for line in written.unfinished:
-        click.echo(f"unfinished run packed (--allow-unfinished): {line}")
+        echo(f"unfinished run packed (--allow-unfinished): {line}")
     for line in written.skipped:
-        click.echo(f"left out: {line}")
+        echo(f"left out: {line}")
     for redaction in written.redactions:
-        click.echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
-    click.echo(f"bundle: {written.path}  ({len(written.files)} files)")
+        echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+    echo(f"bundle: {written.path}  ({len(written.files)} files)")
 
 
 @cli.command()
@@ -440,7 +440,7 @@ def verify(bundle_file: Path) -> None:
 
     verdict = verify_bundle(bundle_file)
     for line in verdict.lines():
-        click.echo(line)
+        echo(line)
     if not verdict.ok:
         sys.exit(1)
 
@@ -459,7 +459,7 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
     from kit.bundle.show import describe  # noqa: PLC0415
 
     for line in describe(bundle_file, verify=not no_verify, report_to=report_to):
-        click.echo(line)
+        echo(line)
 
 
 def _attach_subcommands() -> None:
@@ -494,20 +494,20 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("kit: stopped", err=True)
+        echo("kit: stopped", err=True)
         sys.exit(130)
     except click.UsageError as exc:  # a bad option or argument: one line naming it, and where help is
         command = exc.ctx.command_path if exc.ctx else "kit"
-        click.echo(f"kit: error: {one_line(exc.format_message()).rstrip('.')}; see `{command} --help`", err=True)
+        echo(f"kit: error: {one_line(exc.format_message()).rstrip('.')}; see `{command} --help`", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except KitError as exc:
-        click.echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
+        echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("kit: stopped", err=True)
+        echo("kit: stopped", err=True)
         sys.exit(130)
 
 

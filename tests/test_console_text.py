@@ -3,8 +3,9 @@
 The kit prints through SafeConsole only (a plain string is literal text, every segment made printable); so a
 print of external text is safe without anything to remember at the call site. What could still undo that is
 a console made another way, markup switched back on, or markup parsed from a string that is not a literal of
-the kit's. This test reads every module under kit/ and fails on each, naming the file and line. The hostile
-runs of tests/adversarial/cases_console.py show the same on the real command line."""
+the kit's. This test reads every module under kit/ and fails on each, naming the file and line. Plain lines of the
+command line go through `kit.core.terminal_text.echo` (printable) only. The hostile runs of
+tests/adversarial/cases_console.py show the same on the real command line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 CONSOLE_HOME = KIT / "core" / "safe_console.py"
+ECHO_HOME = KIT / "core" / "terminal_text.py"  # `echo`: the one plain line written outside a SafeConsole
 MARKUP_PARSERS = {"from_markup", "render_markup"}  # Text.from_markup, Content.from_markup, rich.markup.render
 # widgets and calls that read a str as Textual markup (notify does not: KitApp.notify never reads markup)
 TEXTUAL_MARKUP = {"Static", "Label", "Button", "update", "add_row", "add_column", "add_columns", "write"}
@@ -55,6 +57,11 @@ def problems(path: Path, source: str) -> list[str]:
                 found.append(f"{where}: {key}= other than False")
         if name in MARKUP_PARSERS and not (node.args and isinstance(node.args[0], ast.Constant)):
             found.append(f"{where}: markup parsed from a string that is not a literal")
+        if name in ("echo", "secho") and isinstance(node.func, ast.Attribute) and path != ECHO_HOME:
+            found.append(f"{where}: click writes the line raw; use kit.core.terminal_text.echo")
+        if name == "print" and isinstance(node.func, ast.Name) and not all(
+                isinstance(arg, ast.Constant) for arg in node.args):
+            found.append(f"{where}: print() writes the line raw; use kit.core.terminal_text.echo")
         if name == "from_ansi":
             found.append(f"{where}: escape sequences parsed into styles")
         if name == "TextColumn" and "markup" not in keywords:
@@ -80,6 +87,8 @@ def test_no_module_of_the_kit_prints_a_strangers_text_as_markup_or_raw():
     ("Progress(TextColumn('{task.description}'))", "markup=False"),
     ("from rich.markup import escape", "imports rich.markup"),
     ("Panel(body, title=f'engine {build}')", "give it Text"),
+    ("click.echo(f'left out: {line}')", "use kit.core.terminal_text.echo"),
+    ("print(reason)", "use kit.core.terminal_text.echo"),
 ])
 def test_the_rule_catches_each_way_round_it(source, needle):
     """Each rule can fail: a module written each of these ways is named."""

@@ -127,3 +127,12 @@ def test_file_text_in_a_result_table_is_printed_as_written():
     SafeConsole(file=out, width=400).print(reset_table(table))
     assert "s1[/]" in out.getvalue() and f"note {printable(HOSTILE)}" in out.getvalue()
     assert not CONTROL.search(out.getvalue())
+
+
+def test_a_plain_line_of_the_command_line_is_printable(capsys):
+    from kit.core.terminal_text import echo
+
+    echo(f"left out: {HOSTILE}")
+    echo(f"\rdownload: {HOSTILE} 50%", err=True, nl=False)
+    out, err = capsys.readouterr()
+    assert out == f"left out: {printable(HOSTILE)}\n" and err == f"\rdownload: {printable(HOSTILE)} 50%"

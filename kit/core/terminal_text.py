@@ -34,3 +34,13 @@ def one_line(text: str) -> str:
     """`text` made printable and folded onto one line (newlines and tabs become spaces)."""
     return re.sub(r"[\n\t]+", " ", printable(text))
 
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Write one plain line of the command line's (stdout, or stderr with `err`), made printable whatever it
+    quotes: the one way the kit writes a line outside a SafeConsole. A leading carriage return (a progress
+    line redrawn in place) is the kit's own and kept."""
+    import click  # noqa: PLC0415 - only where a line is written
+
+    text = str(message)
+    click.echo(("\r" if text.startswith("\r") else "") + printable(text), err=err, nl=nl)
