@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -53,21 +52,12 @@ class _Handler(hostile_engine._Handler):
             self._send(json.dumps(good).encode())
 
 
-class HostileConsoleEngine:
+class HostileConsoleEngine(hostile_engine.HostileEngine):
     """A llama-server on 127.0.0.1 whose every text the console may show is hostile."""
 
     def __init__(self, completion: str = "good"):
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"completion": completion}))
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__("markup-build")
+        self.server.RequestHandlerClass = type("Handler", (_Handler,), {"completion": completion})  # before any request
 
 
 def raw_controls(text: str) -> list[str]:
