@@ -45,6 +45,9 @@ def problems(path: Path, source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
             found.append(f"{node.lineno}: imports rich.markup (escaping is not needed on a SafeConsole)")
+        if isinstance(node, ast.ImportFrom) and node.module == "rich" and any(
+                alias.name in ("print", "get_console", "inspect") for alias in node.names):
+            found.append(f"{node.lineno}: Rich's global console (markup on): print on a SafeConsole")
         if not isinstance(node, ast.Call):
             continue
         name, where = _name(node), f"{node.lineno}: {ast.unparse(node)[:90]}"
@@ -64,6 +67,8 @@ def problems(path: Path, source: str) -> list[str]:
             found.append(f"{where}: print() writes the line raw; use kit.core.terminal_text.echo")
         if name == "from_ansi":
             found.append(f"{where}: escape sequences parsed into styles")
+        if name in ("Progress", "Status") and "console" not in keywords:  # (kit.watch.console.Live makes its own)
+            found.append(f"{where}: without console= it draws on Rich's global console; give it a SafeConsole")
         if name == "TextColumn" and "markup" not in keywords:
             found.append(f"{where}: a progress column reads its text as markup unless markup=False")
         if name in ("Panel", "Rule", "Tree") and any(_builds_a_string(v) for v in [*node.args, *keywords.values()]):
@@ -89,6 +94,8 @@ def test_no_module_of_the_kit_prints_a_strangers_text_as_markup_or_raw():
     ("Panel(body, title=f'engine {build}')", "give it Text"),
     ("click.echo(f'left out: {line}')", "use kit.core.terminal_text.echo"),
     ("print(reason)", "use kit.core.terminal_text.echo"),
+    ("from rich import print", "global console"),
+    ("Progress(TextColumn('x', markup=False))", "give it a SafeConsole"),
 ])
 def test_the_rule_catches_each_way_round_it(source, needle):
     """Each rule can fail: a module written each of these ways is named."""
