@@ -412,6 +412,7 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bo
     knows every run in a bundle ran to its end; --allow-unfinished packs such a run anyway, flagged.
     """
     from kit.run import lock as run_lock  # noqa: PLC0415
+    from kit.bundle import CHECKSUMS  # noqa: PLC0415
     from kit.bundle.writer import write_bundle  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
 
@@ -425,7 +426,9 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bo
         echo(f"left out: {line}")
     for redaction in written.redactions:
         echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
-    echo(f"bundle: {written.path}  ({len(written.files)} files)")
+    # as `kit verify` counts them: the files the checksum list holds, and the list itself
+    echo(f"bundle: {written.path}  ({len(written.files)} files: {len(written.files) - 1} and their checksum "
+         f"list {CHECKSUMS})")
 
 
 @cli.command()

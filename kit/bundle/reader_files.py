@@ -32,6 +32,7 @@ REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3
 REPORT_ATTRIBUTES = {"lang", "charset", "class", "id", "colspan", "alt", "src", "href"}
 IMAGE_URI = re.compile(r"data:image/(png|jpeg|svg\+xml);base64,[A-Za-z0-9+/=\s]*\Z")
 STYLE_LOADS = ("url(", "@import", "expression(", "javascript:", "behavior:", "-moz-binding")
+SAME = "exactly what this kit renders"  # the note on a report or README equal to this kit's rendering
 RENDER_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError, RecursionError)  # odd field types
 
 
@@ -194,6 +195,5 @@ def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[li
         notes.append(f"{' and '.join(differ)} written by kit {version}, not this one: not compared with the "
                      "verified data; `kit show --report FILE` renders the report from it")
     elif same:
-        notes.append(f"{' and '.join(same)} {'are' if len(same) > 1 else 'is'} exactly what this kit renders "
-                     "from the verified files")
+        notes.append(f"{' and '.join(same)} {'are' if len(same) > 1 else 'is'} {SAME} from the verified files")
     return problems, notes
