@@ -20,6 +20,7 @@ from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
 from kit.core.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
 from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
+from kit.core.owned_file import open_append
 from kit.run.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
@@ -437,7 +438,7 @@ def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emi
         path = manifest.run_dir / info.file if info.file else None
         if path is not None and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            open_append(path).close()  # never through a link (a dangling one included)
         count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
         manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
         emit(SessionEnded(pass_id, "VOID", reason))

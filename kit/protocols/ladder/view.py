@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from kit.core.atomic_file import writing
 from kit.core.layout import DASH, Layout
 from kit.core.terminal_text import shown
 from kit.protocols.headline import Headline
@@ -129,7 +130,8 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     path = run_dir / "figures" / "ladder.png"
     try:
         path.parent.mkdir(exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        with writing(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
     except OSError:
         return None
     finally:
