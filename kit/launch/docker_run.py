@@ -65,6 +65,14 @@ def recorded_label(engine: dict[str, Any]) -> str | None:
     return label if isinstance(label, str) and label else None
 
 
+def recorded_kit_image(engine: dict[str, Any]) -> str | None:
+    """The kit image (cuda or cpu target) a llama.cpp container run's engine record names; None for any other
+    image (a run folder never chooses an image to pull or run) or a run without a container."""
+    spec = engine.get("spec") if engine.get("kind") == "docker" else None
+    image = spec.get("image") if isinstance(spec, dict) else None
+    return image if image in images.TARGETS.values() else None
+
+
 def remove_leftovers(run_id: str, log_dir: Path, say: Say) -> list[dict[str, Any]]:
     """Containers of run `run_id` a killed kit left: each one this kit started (its token, kit.launch.
     container_token) has its log written into `log_dir`, then is removed; one that only carries the run's

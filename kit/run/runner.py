@@ -340,7 +340,8 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
-                            "container_label": _container_label(engine.to_json())})
+                            "container_label": _container_label(engine.to_json()),
+                            **_resumed_image(saved_options, engine.to_json())})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
@@ -383,6 +384,15 @@ def _container_label(engine: dict[str, Any]) -> str | None:
     from kit.launch.docker_run import recorded_label  # noqa: PLC0415
 
     return recorded_label(engine)
+
+
+def _resumed_image(saved_options: dict[str, Any], engine: dict[str, Any]) -> dict[str, str]:
+    """A docker run recorded without --image resumes on the kit image it ran (its default has changed:
+    --gpus none now picks the cpu image), never on an image only the run folder names."""
+    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+
+    image = None if saved_options.get("image") else recorded_kit_image(engine)
+    return {"image": image} if image else {}
 
 
 def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:

@@ -201,3 +201,13 @@ def test_resume_removes_only_the_containers_this_kit_started(tmp_path, monkeypat
     assert outcomes[ours.name].startswith("removed") and outcomes[theirs.name].startswith("left: not started")
     (warning,) = [line for line in said if theirs.name in line]
     assert "not this kit's token" in warning and "\n" not in warning
+
+
+def test_a_resume_keeps_the_kit_image_the_run_recorded_and_no_other():
+    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+
+    for image in (images.LLAMACPP_IMAGE, images.CPU_IMAGE):  # a run from before --gpus none chose the cpu image
+        assert recorded_kit_image({"kind": "docker", "spec": {"image": image}}) == image
+    assert recorded_kit_image({"kind": "docker", "spec": {"image": "evil/miner:latest"}}) is None
+    assert recorded_kit_image({"kind": "native", "spec": {"image": images.CPU_IMAGE}}) is None
+    assert recorded_kit_image({"kind": "docker", "spec": "x"}) is None
