@@ -18,14 +18,18 @@ from typing import Any
 import orjson
 
 
+def _sha256(text: str) -> Any:
+    return hashlib.sha256(text.encode("utf-8"))
+
+
 def sha256_text(text: str) -> str:
     """Hex sha256 of the UTF-8 bytes of `text`."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _sha256(text).hexdigest()
 
 
 def sha256_base64(text: str) -> str:
     """Base64 of the sha256 of the UTF-8 bytes of `text` (a CSP hash source: `'sha256-<this>'`)."""
-    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return base64.b64encode(_sha256(text).digest()).decode("ascii")
 
 
 def _canonical_bytes(value: Any) -> bytes:
