@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 import click
 
 from kit.core.errors import ConfigError
-from kit.core.limits import PORT_MAX, PORT_MIN, WATCH_ROTATE_MAX
+from kit.core.limits import (
+    PORT_MAX, PORT_MIN, WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX, WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX,
+    WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT, WATCH_ROTATE_MAX, WATCH_TIMEOUT_MAX, WATCH_TIMEOUT_MIN)
 from kit.core.paths import outputs_dir
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
@@ -94,13 +96,27 @@ def bind(host: str, port: int) -> socket.socket:
 @click.option("--rotate", type=click.IntRange(1, WATCH_ROTATE_MAX), default=10_000, show_default=True,
               help="Calls per records file.")
 @click.option("--quiet", is_flag=True, help="Print alarms and the summary only, not every call.")
+@click.option("--idle-timeout", type=click.FloatRange(WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX),
+              default=WATCH_IDLE_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="Close a client connection that sends nothing (before or between requests, or within a body) "
+                   "or reads nothing of its answer for this long.")
+@click.option("--header-timeout", type=click.FloatRange(WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX),
+              default=WATCH_HEADER_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="A request's line and headers must be whole this long after its first byte (else 408, closed).")
+@click.option("--max-connections", type=click.IntRange(1, WATCH_CONNECTIONS_MAX), default=WATCH_CONNECTIONS,
+              show_default=True, help="Client connections at once; past it every new request is answered 503.")
+@click.option("--alarm-requests", type=click.IntRange(1, WATCH_ALARM_REQUESTS_MAX), default=WATCH_ALARM_REQUESTS,
+              show_default=True, help="Distinct requests the alarms remember (about 1 KiB each); past it the least "
+                                      "recently seen is forgotten (counted; recorded in the run's manifest).")
 def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path | None, store_bodies: bool,
-          calibration: Path | None, pinned: bool, rotate: int, quiet: bool) -> None:
+          calibration: Path | None, pinned: bool, rotate: int, quiet: bool, idle_timeout: float,
+          header_timeout: float, max_connections: int, alarm_requests: int) -> None:
     """Proxy an engine and watch its cache states: every generation call is classified (full_eval, partial,
     full_kv) and recorded as hashes in a run folder; the same greedy or seeded request answered differently
     raises an alarm. `/metrics` on the proxy serves Prometheus metrics. Stop it with Ctrl-C; then
     `kit analyze`, `kit bundle` and `kit show` read the run folder."""
     from kit.run.preflight import check_out  # noqa: PLC0415
+    from kit.watch.connections import Bounds  # noqa: PLC0415
     from kit.watch.serve import serve  # noqa: PLC0415
 
     url = upstream_url(upstream)
@@ -110,4 +126,4 @@ def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path |
     check_out(out)
     sock = bind(host, port)
     serve(url, kind, sock, out, store_bodies=store_bodies, calibration=fitted, pinned=pinned, rotate=rotate,
-          quiet=quiet)
+          quiet=quiet, bounds=Bounds(idle_timeout, header_timeout, max_connections), alarm_requests=alarm_requests)
