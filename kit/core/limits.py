@@ -35,4 +35,5 @@ WATCH_BODY_RATE = 64 << 10  # kit watch: bytes a second a request body arrives a
 WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT = 10.0, 30.0  # kit watch: seconds (defaults of --header/--idle-timeout)
 WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX = 0.1, 3600.0  # kit watch: seconds, the range of both timeouts
 WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX = 512, 65536  # kit watch: client connections at once (--max-connections)
+WATCH_UPSTREAM_CONNECTIONS = 256  # kit watch: connections to the upstream at once (more requests wait their turn)
 WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX = 100_000, 10_000_000  # kit watch: requests the alarm tracker keeps

@@ -18,7 +18,8 @@ import click
 from kit.core.errors import ConfigError
 from kit.core.limits import (
     PORT_MAX, PORT_MIN, WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX, WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX,
-    WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT, WATCH_ROTATE_MAX, WATCH_TIMEOUT_MAX, WATCH_TIMEOUT_MIN)
+    WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT, WATCH_ROTATE_MAX, WATCH_TIMEOUT_MAX, WATCH_TIMEOUT_MIN,
+    WATCH_UPSTREAM_CONNECTIONS)
 from kit.core.paths import outputs_dir
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
@@ -69,6 +70,22 @@ def calibration_of(run_dir: Path) -> Calibration:
 def _none(run_dir: Path) -> Calibration:
     raise ConfigError(f"--calibration {run_dir}: its manifest holds no calibration",
                       "pass the run folder of a `kit check` run that calibrated (it prints its timing classes)")
+
+
+def open_files(connections: int) -> None:
+    """Room for `--max-connections` open connections, those to the upstream and the run's own files: the
+    soft limit on open files raised as far as needed (up to the hard one), else refused."""
+    import resource  # noqa: PLC0415 - Unix only, and only here
+
+    need = connections + WATCH_UPSTREAM_CONNECTIONS + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise ConfigError(f"--max-connections {connections} needs {need} open files and this process may open "
+                          f"{hard}", f"pass --max-connections {max(1, hard - need + connections)} or less, or "
+                          "raise the limit (ulimit -n)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -124,6 +141,7 @@ def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path |
     fitted = calibration_of(calibration) if calibration is not None else None
     out = out or outputs_dir()
     check_out(out)
+    open_files(max_connections)
     sock = bind(host, port)
     serve(url, kind, sock, out, store_bodies=store_bodies, calibration=fitted, pinned=pinned, rotate=rotate,
           quiet=quiet, bounds=Bounds(idle_timeout, header_timeout, max_connections), alarm_requests=alarm_requests)

@@ -34,7 +34,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from yarl import URL
 
-from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_ALARM_REQUESTS, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX
+from kit.core.limits import (
+    ANSWER_BYTES_DEFAULT, WATCH_ALARM_REQUESTS, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX, WATCH_UPSTREAM_CONNECTIONS)
 from kit.core.secret_urls import connection_parts
 from kit.record.cache_state import Calibration
 from kit.record.manifest import now
@@ -170,7 +171,7 @@ class Proxy:
         import aiohttp  # noqa: PLC0415 - the proxy's upstream client, loaded when it serves
 
         # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
-        connector = aiohttp.TCPConnector(limit=256, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                          skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False) as session:

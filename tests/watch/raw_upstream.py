@@ -134,8 +134,8 @@ def until(predicate, seconds: float = 10.0, step: float = 0.02) -> bool:
 
 def exchange(port: int, data: bytes, *, drip: float | None = None, wait: float = 10.0) -> tuple[bytes, float]:
     """Send `data` to 127.0.0.1:port (a byte every `drip` seconds if given, else 16 KiB at a time), stop
-    sending once the proxy answers, and read until it closes the connection or `wait` seconds pass: (what
-    came back, seconds from the first byte sent to the close; inf if it never closed)."""
+    sending once the proxy answers, and read until it closes the connection or `wait` seconds after the first
+    byte was sent: (what came back, seconds from the first byte sent to the close; inf if it never closed)."""
     step = 1 if drip is not None else 16 << 10
     with socket.create_connection(("127.0.0.1", port), timeout=wait) as conn:
         started = time.monotonic()
@@ -149,11 +149,15 @@ def exchange(port: int, data: bytes, *, drip: float | None = None, wait: float =
         except OSError:
             pass  # the proxy closed the connection while we still sent: read what it answered
         got = b""
+        deadline = started + wait
         try:
-            while more := conn.recv(65536):
+            while time.monotonic() < deadline:
+                conn.settimeout(max(0.01, deadline - time.monotonic()))
+                if not (more := conn.recv(65536)):
+                    return got, time.monotonic() - started
                 got += more
         except socket.timeout:
-            return got, float("inf")
-        except OSError:
             pass
-        return got, time.monotonic() - started
+        except OSError:
+            return got, time.monotonic() - started
+        return got, float("inf")

@@ -224,3 +224,26 @@ def test_the_results_recompute_alarms_with_the_recorded_cap(tmp_path):
     assert capped["alarm_requests"] == {"cap": 2, "forgotten": 2}
     assert not uncapped["recorded_alarms_agree"] and uncapped["alarms"]["determinism"] == 1
     assert "alarm_requests" not in uncapped  # a run recorded before the cap: its table as before
+    from rich.console import Console
+
+    from kit.protocols.watch.view import watch_table
+
+    console = Console(record=True, width=200)
+    console.print(watch_table(capped))
+    assert "at most 2 requests: 2 forgotten" in console.export_text()
+
+
+def test_a_connection_cap_past_the_open_file_limit_is_refused_before_anything_is_written(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (500, 600))
+
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "watch", "--upstream", "http://127.0.0.1:9",
+                             "--max-connections", "2000", "--out", str(tmp_path / "out")], capture_output=True,
+                            text=True, timeout=120, preexec_fn=limited)
+    assert result.returncode != 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert result.stderr.startswith("kit: error: --max-connections 2000 needs 2320 open files and this process "
+                                    "may open 600; pass --max-connections 280 or less")
