@@ -7,7 +7,9 @@ the exact bytes, streamed as they arrive). Credentials in the upstream URL are t
 as the Authorization header, in place of any the client sent. A request the proxy cannot forward as sent (a
 header that is not UTF-8, which aiohttp would re-encode) gets a 400, one the upstream does not answer a 502,
 each a one-line JSON error and one line in the server's log; nothing raises out of a request, and the count
-of requests in flight is given back on every path. Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
+of requests in flight is given back on every path. A client that leaves while the upstream has not begun
+its answer makes the proxy give the request up (`_ClientWatch`). The bounds on clients themselves (time,
+sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
 ANSWER_BYTES_DEFAULT; past that, passed on unread) and, once the last byte is in, normalized, classified,
 checked for alarms, counted in the metrics and handed to the recorder. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
@@ -50,6 +52,7 @@ HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"p
                         b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
 PASSED_BACK = HOP_BY_HOP - {b"content-length"}  # an answer's headers less these go back (its length is kept)
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+CLIENT_CHECK_S = 1.0  # seconds of waiting for the upstream's answer before the client's connection is listened to
 LOG = logging.getLogger("uvicorn.error")  # the server's own log (uvicorn configures it: one line each, on stderr)
 
 
@@ -103,6 +106,37 @@ class _Cuttable(StreamingResponse):
             await super().stream_response(send)
         except UpstreamCut:
             return  # no final empty chunk: the server closes the connection, the client sees the cut
+
+
+class _ClientWatch:
+    """While the proxy waits for the upstream's answer to begin: if it has not begun CLIENT_CHECK_S seconds
+    on, the client's connection is listened to, and the wait is given up (the task cancelled) if the client
+    goes away. A call answered sooner costs one timer and nothing else."""
+
+    def __init__(self, receive: Receive):
+        self.receive, self.task = receive, asyncio.current_task()
+        self.listener: asyncio.Task[None] | None = None
+        self.left = False
+        self.timer = asyncio.get_running_loop().call_later(CLIENT_CHECK_S, self._listen)
+
+    def _listen(self) -> None:
+        self.listener = asyncio.get_running_loop().create_task(self._await_leaving())
+
+    async def _await_leaving(self) -> None:
+        if (await self.receive())["type"] == "http.disconnect" and self.task is not None:
+            self.left = True
+            self.task.cancel()
+
+    def gone(self) -> bool:
+        """Whether the cancellation is this watch's (the client left), not the server's; undone if so."""
+        if self.left and self.task is not None:
+            self.task.uncancel()
+        return self.left
+
+    def stop(self) -> None:
+        self.timer.cancel()
+        if self.listener is not None:
+            self.listener.cancel()
 
 
 @dataclass
@@ -238,6 +272,7 @@ class Proxy:
                 call.number = self.forwarded
                 if self.settings.counters and alone:
                     call.counters = await self._counters()
+            watch = _ClientWatch(receive)
             try:
                 upstream = await self.session.request(method, url, headers=headers, data=data or None,
                                                       allow_redirects=False)
@@ -246,6 +281,14 @@ class Proxy:
                 return self._refused(scope, call, 400, f"the request cannot be forwarded as sent ({type(exc).__name__})")
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 return self._refused(scope, call, 502, f"the upstream did not answer ({type(exc).__name__})")
+            except asyncio.CancelledError:
+                if not watch.gone():
+                    raise
+                if call is not None:
+                    self._done(call, b"", "the client went away before the upstream answered")
+                return None
+            finally:
+                watch.stop()
             if call is not None:
                 call.status = upstream.status
                 call.content_type = upstream.headers.get("content-type", "")

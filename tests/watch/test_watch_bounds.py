@@ -163,6 +163,17 @@ def test_a_client_that_does_not_read_its_answer_is_cut_and_the_upstream_let_go(t
     assert record["error"] == "the client went away before the answer was in"
 
 
+def test_a_client_that_leaves_before_the_upstream_answers_lets_the_upstream_go(tmp_path):
+    with watching(tmp_path, "silent") as (watch, raw, port):
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
+            assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
+        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)  # the listen starts after 1 s
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert record["error"] == "the client went away before the upstream answered"
+
+
 def test_past_the_connection_cap_new_requests_get_503(tmp_path):
     with watching(tmp_path, bounds=Bounds(idle_timeout=30, header_timeout=30, max_connections=3)) as (_, _, port):
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
