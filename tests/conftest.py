@@ -8,11 +8,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.launch import embedded
 from kit.launch.native import NativeServer, ServerSpec
 from kit.models import DEFAULT_MODEL, ensure_model
+
+# Property tests draw the same examples on every run (derandomize) and keep no database of failing examples
+# (a file under .hypothesis/ that replayed an old failure made the test path red at random): a property that
+# does not hold fails every time, and a deadline never fails a test on a busy machine.
+settings.register_profile("kit", derandomize=True, database=None, deadline=None)
+settings.load_profile("kit")
 
 GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 

@@ -1,8 +1,11 @@
 """`kit verify`: check every checksum, recompute every result from the raw records, compare every number.
 
 What is recomputed: each run's `results/` (its kind's results, kit.bundle.recompute) and its `analysis/`
-(findings, tables, figure data, the comparison with the paper: kit.bundle.recompute_analysis); the
-verdict counts files and values per kind, and lists every file only its checksum vouches for.
+(findings, tables, figure data, the comparison with the paper: kit.bundle.recompute_analysis), and an
+imported run's records from the calls they came from (kit.bundle.imported); the verdict counts files and
+values per kind. Every member of the bundle is in one class of kit.bundle.coverage: recomputed, pinned by
+a digest a checked file holds, or not checked, with the reason (`Verdict.coverage`; the notes list the
+not-checked ones).
 
 The bundle is read once, as a stream (kit.bundle.safe_tar): every member is checked before its data
 is used, every file is hashed in chunks, and only what recomputation and comparison need (manifests,
@@ -25,6 +28,8 @@ from kit.bundle import (
     SCHEMA,
     SCHEMA_VERSION,
     checksums,
+    coverage,
+    imported,
     reader_files,
     recompute,
     recompute_analysis,
@@ -33,6 +38,7 @@ from kit.bundle import (
 )
 from kit.bundle.value_diff import Mismatch, compare_file
 from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
+from kit.bundle.coverage import NOT_CHECKED, PINNED, RECOMPUTED, Cover
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
 from kit.record.manifest import FILE_KEYS
@@ -74,6 +80,11 @@ class Verdict:
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, values] recomputed
     images: list[int] = field(default_factory=lambda: [0, 0])  # figure images without, with their data beside
     not_recomputed: list[str] = field(default_factory=list)  # computed files only their checksum vouches for
+    covered: dict[str, Cover] = field(default_factory=dict)  # what the checks vouched for each member they read
+    noted: set[str] = field(default_factory=set)  # members a note already names as not checked
+    coverage: dict[str, Cover] = field(default_factory=dict)  # every member's one cover (kit.bundle.coverage)
+    renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
+    not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
 
     @property
     def ok(self) -> bool:
@@ -81,6 +92,12 @@ class Verdict:
 
     def named_files(self) -> set[str]:
         return {p.file for p in self.problems} | {m.file for m in self.mismatches}
+
+    def cover(self, file: str, how: str, by: str, noted: bool = False) -> None:
+        """Say what vouches for a member (kit.bundle.coverage); `noted`: a note already says it is not checked."""
+        self.covered[file] = coverage.strongest(self.covered.get(file), Cover(how, by))
+        if noted:
+            self.noted.add(file)
 
     def compared(self, kind: str, file: str, values: int) -> None:
         """Count one recomputed file of `kind` compared, with the values compared in it."""
@@ -109,6 +126,15 @@ class Verdict:
         if self.not_recomputed:
             tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
                         "bundle gives them; listed in the notes), checked by checksum only")
+        if self.not_shown:
+            tail.append(f"NOT shown: {_count(len(self.not_shown), 'document')} not what this kit renders "
+                        f"({', '.join(self.not_shown[:3])}{', ...' if len(self.not_shown) > 3 else ''}; do not open "
+                        "them; `kit show --report` renders the report from the verified data)")
+        if self.coverage:
+            held = coverage.counts(self.coverage)
+            tail.append(f"of all {_count(len(self.coverage), 'file')}: {held[RECOMPUTED]:,} recomputed, "
+                        f"{held[PINNED]:,} pinned by a checked file's digest, {held[NOT_CHECKED]:,} not checked "
+                        "beyond the checksum list (the notes say why)")
         return head, tail
 
     def summary(self) -> str:
@@ -208,12 +234,17 @@ def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names
                    verdict: Verdict) -> None:
     expected = manifest.get("protocol", {}).get("sha256")
     found = [name for name in names if name.startswith("protocol/")]
+    if found and not expected:
+        verdict.cover(f"{RUNS}/{run_id}/{found[0]}", NOT_CHECKED, "a protocol file whose manifest records no "
+                      "protocol.sha256")
     if not (expected and found):
         return
     file = f"{RUNS}/{run_id}/{found[0]}"
     text = bundle.read(file) or b""
     if expected not in (checksums.sha256(text), checksums.sha256(text.replace(b"\n", b"\r\n"))):
         verdict.problems.append(Problem(file, "differs from the protocol sha256 in the manifest"))
+    else:
+        verdict.cover(file, PINNED, f"its sha256 is protocol.sha256 in {RUNS}/{run_id}/{RunPaths.MANIFEST}")
 
 
 def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
@@ -235,11 +266,18 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
                                         f"recomputing failed: {type(exc).__name__}: {exc}"))
         return copy
     bundled = [name for name in names if name.startswith(RESULTS_FOLDER)]
+    made = sorted(n for n in fresh if n.startswith(RESULTS_FOLDER))
+    if not bundled and made:  # a run stopped before it wrote them (killed; a watch run of an earlier kit)
+        verdict.notes.append(f"{prefix}{RESULTS_FOLDER} is not in the bundle: the run (status "
+                             f"{manifest.get('status')!r}) ended before it wrote its results; the {len(made)} "
+                             "results files recomputed from its records have nothing to be compared with")
+        return copy
     for name in sorted(set(bundled) | {n for n in fresh if n.startswith(RESULTS_FOLDER)}):
         file = prefix + name
         if name not in fresh:
             verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
             verdict.not_recomputed.append(file)
+            verdict.cover(file, NOT_CHECKED, "a results file this kit does not recompute", noted=True)
         elif name not in bundled:
             verdict.mismatches.append(Mismatch(file, "", "<absent>", "<recomputed>"))
         else:
@@ -247,6 +285,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
             found = compare_file(file, data, fresh[name])
             verdict.mismatches.extend(found)
             verdict.compared(recompute_analysis.RESULTS, file, _leaves(data, name) if not found else 0)
+            verdict.cover(file, RECOMPUTED, f"from the records of {run_id}")
     return copy
 
 
@@ -276,20 +315,27 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
         if name in fresh.not_recomputed:
             unchecked.setdefault(fresh.not_recomputed[name], []).append(name)
             verdict.not_recomputed.append(file)
+            verdict.cover(file, NOT_CHECKED, f"not recomputed ({fresh.not_recomputed[name]})", noted=True)
         elif recompute_analysis.is_image(name):
             with_data = f"{name.rsplit('.', 1)[0]}.json" in held  # compared (or said not recomputed) on its own
             verdict.images[with_data] += 1
             if not with_data:
                 by_rule.setdefault(NO_FIGURE_DATA, []).append(name)
+            verdict.cover(file, NOT_CHECKED, "a figure image (images differ between matplotlib versions)"
+                          + ("; the data it draws is checked beside it" if with_data else ""), noted=True)
         elif name not in fresh.files:
             verdict.notes.append(f"{file} is not recomputed by this kit; only its checksum was checked")
             verdict.not_recomputed.append(file)
+            verdict.cover(file, NOT_CHECKED, "an analysis file this kit does not recompute", noted=True)
         else:
+            if reader_files.is_document(name):
+                verdict.renderings[file] = fresh.files[name].data
             outcome = recompute_analysis.compare(file, name, data, fresh.files[name])
             verdict.mismatches.extend(outcome.mismatches)
             if outcome.rule != rendered.EXACT and not outcome.mismatches:
                 by_rule.setdefault(outcome.rule, []).append(name)
             verdict.compared(fresh.files[name].kind, file, outcome.values if not outcome.mismatches else 0)
+            verdict.cover(file, RECOMPUTED, "from the records of the runs its findings name")
     for why, names_ in unchecked.items():
         verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} NOT recomputed ({why}); only "
                              "their checksums were checked: " + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
@@ -348,6 +394,8 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
         if manifest is not None:
             manifests.append(manifest)
             check_protocol(bundle, run_id, manifest, names, verdict)
+            if imported_kind(manifest):
+                check_imported(bundle, run_id, manifest, verdict)
             copy = check_results(bundle, run_id, manifest, names, verdict)
             if copy is not None:
                 copies[run_id] = copy
@@ -358,10 +406,42 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
-    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
-    verdict.problems.extend(Problem(file, what) for file, what in problems)
-    verdict.notes.extend(notes)
+    shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
+                               verdict.ok, verdict.renderings)
+    verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
+    verdict.notes.extend(shown.notes)
+    verdict.not_shown = shown.not_shown
+    cover_reader_files(shown, verdict)
+    verdict.coverage = coverage.classify(bundle.listing.files, verdict.covered)
+    verdict.notes.extend(coverage.notes(verdict.coverage, verdict.noted))
     return verdict
+
+
+def imported_kind(manifest: dict) -> bool:
+    """Whether the run is of a kind whose run folders are imported (`Kind.imported_from`: `harness`), which
+    keep the files they were imported from."""
+    kind = manifest.get("protocol", {}).get("kind")
+    return isinstance(kind, str) and kind in kinds.KINDS and kinds.KINDS[kind].imported_from is not None
+
+
+def check_imported(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, verdict: Verdict) -> None:
+    """An imported run's kept files against its manifest, and its records made again from them."""
+    found = imported.check(bundle.folder / RUNS / run_id, f"{RUNS}/{run_id}/", manifest,
+                           imported.digests_of(bundle.listing.files, run_id), bundle.scratch)
+    verdict.problems.extend(Problem(file, what) for file, what in found.problems)
+    verdict.mismatches.extend(found.mismatches)
+    for file, cover in found.covers.items():
+        verdict.cover(file, cover.how, cover.by)
+
+
+def cover_reader_files(shown: reader_files.Shown, verdict: Verdict) -> None:
+    """The report and README are recomputed when they are exactly what this kit renders from the verified
+    files; otherwise a note of reader_files already says why not."""
+    for name in (REPORT, README):
+        if name in shown.equal:
+            verdict.cover(name, RECOMPUTED, "rendered again from the verified files, byte for byte")
+        else:
+            verdict.noted.add(name)
 
 
 def verify_bundle(path: Path, limits: Limits | None = None) -> Verdict:

@@ -33,10 +33,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import orjson
-
+from kit.protocols.harness.calls import DERIVATION, FIX, LINE_BYTES, NAME, PASS, box_of_call, check_call, derive, lines
+from kit.protocols.harness.report import COMPARED
 from kit.protocols.harness.results import DEFINITIONS
-from kit.core.digests import sha256_text
 from kit.core.errors import ConfigError, KitError
 from kit.core.limits import IMPORT_BOXES_MAX as BOXES_MAX
 from kit.core.limits import IMPORT_CALLS_MAX
@@ -44,27 +43,12 @@ from kit.core.limits import IMPORT_FILES_MAX as FILES_MAX
 from kit.record.manifest import Manifest, new_run_dir
 from kit.core.paths import RunPaths
 from kit.record.provenance import collect
-from kit.record.model import HarnessRecord
 from kit.record.files import RecordWriter
 from kit.core.regular_file import open_regular, read_regular
 
-SCHEMA = 3
-PASS = "calls"
-NAME = "determinism-harness"  # the imported protocol's own name (its kind: `harness`)
-REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str, "ok": bool,
-            "request_sha256": str, "run_name": str}
-# optional fields the analysis reads: null or of this type
-OPTIONAL = {"box": str, "meta_hardware": str, "meta_arm": str, "meta_control": str, "meta_cycle": int, "repeat": int,
-            "pre_unload_confirmed": bool, "stop_reason": str, "usage": dict, "logprob_margins": dict}
-DURATIONS = {"prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
-             "output_tokens"}  # in `usage`
-NUMBERS = {"unload_wait_ms", "latency_ms"}
-FIX = "import the harness's files as it wrote them (see docs/import.md)"
 MIB, GIB = 1 << 20, 1 << 30
 SIDE_FILE_BYTES = 16 * MIB  # the manifest, done marker and report: small JSON objects
-LINE_BYTES = 16 * MIB  # one call
 CALLS_BYTES = 4 * GIB  # the calls file: what a bundle holds in one file (kit.bundle.limits)
-INDEX_MAX = 2**62  # a schedule_index
 CHUNK = MIB
 Progress = Callable[[str, int, int], None]  # (what, bytes done, bytes in all)
 
@@ -97,66 +81,21 @@ def _json_file(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
     return value, data
 
 
-def _arm(cell: str) -> tuple[str | None, str | None]:
-    """(key, value) of the cell's last part when it is `key=value` (`prefill=cold`), else (None, None)."""
-    last = cell.rsplit("|", 1)[-1]
-    key, sep, value = last.partition("=")
-    return (key, value) if sep and key and value else (None, None)
-
-
-def _parse(line: bytes) -> Any:
-    """One line's JSON: orjson (fast), or json for what orjson refuses (NaN, nesting past 1024 levels)."""
-    try:
-        return orjson.loads(line)
-    except ValueError:
-        return json.loads(line.decode("utf-8"))
-
-
-def _call(line: bytes, where: str, run_name: str) -> dict[str, Any]:
-    try:
-        call = _parse(line)
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ConfigError(f"{where} is not a JSON object ({reason})", FIX) from exc
-    if not isinstance(call, dict) or call.get("schema") != SCHEMA:
-        schema = call.get("schema") if isinstance(call, dict) else None
-        raise ConfigError(f"{where} is not a harness record of schema {SCHEMA} (schema {schema!r})", FIX)
-    for key, kind in REQUIRED.items():
-        if type(call.get(key)) is not kind:
-            raise ConfigError(f"{where} has {key} {call.get(key)!r}; a harness record's {key} is a {kind.__name__}",
-                              FIX)
-    if not 0 <= call["schedule_index"] < INDEX_MAX:
-        raise ConfigError(f"{where} has schedule_index {call['schedule_index']}; the harness counts from 0", FIX)
-    if sha256_text(call["text"]) != call["text_sha256"]:
-        raise ConfigError(f"{where}: text_sha256 {call['text_sha256'][:12]}… is not the sha256 of its text",
-                          "the file was changed after the harness wrote it; import an intact copy")
-    if call["run_name"] != run_name:
-        raise ConfigError(f"{where} is a call of run {call['run_name']!r}, not of {run_name!r} (its manifest)", FIX)
-    for key in OPTIONAL.keys() & call.keys():
-        if call[key] is not None and type(call[key]) is not OPTIONAL[key]:
-            raise ConfigError(f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a "
-                              f"{OPTIONAL[key].__name__} or null", FIX)
-    usage = call.get("usage") or {}
-    numbers = [(f"usage.{key}", usage[key]) for key in DURATIONS & usage.keys()]
-    for key, value in numbers + [(key, call[key]) for key in NUMBERS & call.keys()]:
-        if value is not None and (type(value) not in (int, float) or not 0 <= value < INDEX_MAX):
-            raise ConfigError(f"{where} has {key} {str(value)[:40]!r}; the harness writes a number >= 0", FIX)
-    _check_margins(call.get("logprob_margins"), where)
-    return call
-
-
-def _check_margins(margins: dict[str, Any] | None, where: str) -> None:
-    """The margins mode's `logprob_margins`: rows [token, chosen, top1, top2], a minimum, a count."""
-    if margins is None:
-        return
-    rows = margins.get("tokens")
-    numbers = (int, float, type(None))
-    fine = (isinstance(rows, list) and all(isinstance(r, list) and len(r) == 4 and isinstance(r[0], str)
-                                            and all(type(v) in numbers for v in r[1:]) for r in rows)
-            and type(margins.get("min_top2_margin")) in numbers and type(margins.get("chosen_not_top1")) is int)
-    if not fine:
-        raise ConfigError(f"{where} has a logprob_margins that is not the harness's (tokens: rows of [token, "
-                          "chosen, top1, top2 logprob], min_top2_margin, chosen_not_top1)", FIX)
+def _report_file(path: Path) -> bytes:
+    """The bytes of the harness's report: a JSON object holding at least one of the blocks the kit compares
+    (kit.protocols.harness.report.COMPARED), each an object, as the harness's analyzer writes them."""
+    report, data = _json_file(path, "report")
+    expected = ", ".join(COMPARED)
+    found = [key for key in COMPARED if key in report]
+    if not found:
+        keys = ", ".join(sorted(map(str, report))[:8]) or "none"
+        raise ConfigError(f"--report {path} holds none of the values the kit compares (top-level keys {expected}; "
+                          f"it has {keys})", "give the harness analyzer's report of this study, or leave out --report")
+    for key in found:
+        if not isinstance(report[key], dict):
+            raise ConfigError(f"--report {path}: `{key}` is {json.dumps(report[key])[:40]}, not an object",
+                              "give the harness analyzer's report of this study, or leave out --report")
+    return data
 
 
 @dataclass
@@ -175,22 +114,6 @@ class Scanned:
     boxes: set[str]  # the boxes its calls name
 
 
-def _lines(fh: BinaryIO, path: Path) -> Any:
-    """(line number, byte offset, bytes) of each line, at most LINE_BYTES each, never a longer one whole."""
-    number = offset = 0
-    while raw := fh.readline(LINE_BYTES + 1):
-        number += 1
-        if len(raw) > LINE_BYTES:
-            raise ConfigError(f"{path}:{number} is longer than {LINE_BYTES} bytes; no harness call is", FIX)
-        yield number, offset, raw
-        offset += len(raw)
-
-
-def _box(call: dict[str, Any], manifest: dict[str, Any]) -> str | None:
-    box = call.get("box") or call.get("meta_hardware") or manifest.get("box")
-    return box if isinstance(box, str) and box else None
-
-
 def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int | None = None) -> Scanned:
     """Check the side files and every line of the open calls file (streamed, never held whole); at most
     `budget` calls (what is left of the study's IMPORT_CALLS_MAX)."""
@@ -206,15 +129,15 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int |
     calls.seek(0)
     digest, indices, offsets, numbers = hashlib.sha256(), array("q"), array("Q"), array("Q")
     boxes: set[str] = set()
-    for number, offset, raw in _lines(calls, files.calls):
+    for number, offset, raw in lines(calls, files.calls):
         digest.update(raw)
         if raw.strip():
             if len(indices) == budget:
                 raise ConfigError(f"{files.calls}:{number} is call {IMPORT_CALLS_MAX - budget + len(indices) + 1}: "
                                   f"the kit imports at most {IMPORT_CALLS_MAX} calls of one study",
                                   "import a study of that size or less")
-            call = _call(raw, f"{files.calls}:{number}", run_name)
-            box = _box(call, manifest)
+            call = check_call(raw, f"{files.calls}:{number}", run_name)
+            box = box_of_call(call, manifest)
             if box and box not in boxes:
                 if len(boxes) == BOXES_MAX:
                     raise ConfigError(f"{files.calls}:{number} names box {box[:40]!r}, more than {BOXES_MAX} boxes "
@@ -238,33 +161,10 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int |
         raise ConfigError(f"{files.done} says {finished!r} calls finished (complete: {done.get('complete')!r}) "
                           f"but {files.calls} holds {len(indices)}", "import the run's complete files")
     calls.seek(offsets[order[0]])
-    first = _call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
+    first = check_call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
     return Scanned(files, manifest, done, side, digest.hexdigest(), total, array("Q", (offsets[i] for i in order)),
                    array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first.get("mode") or "unknown"),
                    boxes)
-
-
-def _record(run_id: str, seq: int, number: int, call: dict[str, Any], scanned: Scanned) -> HarnessRecord:
-    usage = call.get("usage") or {}
-    key, arm = _arm(call["cell"])
-    control = call.get("meta_control")
-    prefill = usage.get("prompt_eval_duration_ns")
-    latency = call.get("latency_ms")
-    return HarnessRecord(
-        run_id=run_id, pass_id=PASS, protocol="harness", protocol_name=NAME, protocol_kind="harness", seq=seq, unit=call["cell"],
-        prompt_sha256=call["request_sha256"],
-        output_sha256=call["text_sha256"], started=call.get("sent_at_utc"),
-        wall_seconds=latency / 1000 if isinstance(latency, (int, float)) else None,
-        error=None if call["ok"] else "the harness recorded this call as failed (ok: false)",
-        source_line=number, source_file=scanned.files.calls.name, schedule_index=call["schedule_index"],
-        box=_box(call, scanned.manifest), repeat=call.get("repeat"),
-        arm=None if control else call.get("meta_arm") or arm,
-        arm_key=None if control else key, control=control, cycle=call.get("meta_cycle"),
-        pre_unload_confirmed=call.get("pre_unload_confirmed"), unload_wait_ms=call.get("unload_wait_ms"),
-        prefill_ms=prefill / 1e6 if isinstance(prefill, (int, float)) else None, text=call["text"],
-        stop_reason=call.get("stop_reason"), ok=call["ok"], wire_sha256=call.get("wire_sha256"),
-        response_model=call.get("response_model"), model_sent=call.get("model_id_sent"), usage=call.get("usage"),
-        logprob_margins=call.get("logprob_margins"))
 
 
 def _copy_calls(calls: BinaryIO, target: Path, scanned: Scanned, progress: Progress) -> None:
@@ -286,12 +186,16 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
            thresholds: tuple[float, float] | None, progress: Progress) -> None:
     kept = RunPaths(run_dir).imported
     kept.mkdir(parents=True)
+    digests = {}  # every kept file's sha256, in the manifest: what `kit verify` holds them against
     for scanned, calls in zip(study, handles):
         for source, data in scanned.side.items():
             (kept / source.name).write_bytes(data)
+            digests[source.name] = hashlib.sha256(data).hexdigest()
         _copy_calls(calls, kept / scanned.files.calls.name, scanned, progress)
+        digests[scanned.files.calls.name] = scanned.calls_sha256
     if report:
         (kept / report[0].name).write_bytes(report[1])
+        digests[report[0].name] = hashlib.sha256(report[1]).hexdigest()
     first, mode = study[0], study[0].mode
     boxes = sorted(set().union(*(s.boxes for s in study)))
     resolved = {"protocol": "harness", "mode": mode, "box": boxes[0] if len(boxes) == 1 else None, "boxes": boxes,
@@ -307,21 +211,16 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
         run_dir, protocol={"name": NAME, "kind": "harness", "file": str(first.files.calls),
                            "sha256": first.calls_sha256, "content": None, "resolved": resolved, "overrides": {}},
         imported={"from": "determinism-harness", **single, "runs": runs,
-                  "files": sorted(p.name for p in kept.iterdir()), "report": report is not None},
+                  "files": sorted(p.name for p in kept.iterdir()), "report": report is not None,
+                  "sha256": dict(sorted(digests.items())), "derivation": DERIVATION},
         engine=engine, plan={"calls": total, "mode": mode, "boxes": boxes}, workload={"source": "determinism-harness"},
         seeds={}, provenance=collect())
-    seq = 0
+    study_files = [(s.files.calls.name, s.manifest["run_name"], s.manifest) for s in study]
     with RecordWriter(run_dir / RunPaths.records_name(PASS), sync_each=False) as writer:
-        for scanned in study:
-            with (kept / scanned.files.calls.name).open("rb") as fh:  # from the checked copy, never the source
-                for offset, number in zip(scanned.offsets, scanned.numbers):
-                    fh.seek(offset)
-                    call = _call(fh.readline(LINE_BYTES + 1), f"{scanned.files.calls}:{number}",
-                                 scanned.manifest["run_name"])
-                    writer.write(_record(record.run_id, seq, number, call, scanned))
-                    if seq % 4096 == 0:
-                        progress("writing records", seq, total)
-                    seq += 1
+        for seq, made in enumerate(derive(kept, study_files, record.run_id)):  # from the checked copies
+            writer.write(made)
+            if seq % 4096 == 0:
+                progress("writing records", seq, total)
         progress("writing records", total, total)
     record.set_pass(PASS, status="OK", reason=None, file=RunPaths.records_name(PASS), records=writer.count)
     from kit.protocols.harness.results import results  # noqa: PLC0415
@@ -370,7 +269,7 @@ def import_run(files: HarnessFiles | Sequence[HarnessFiles], out: Path, threshol
         raise ConfigError(f"{len(study)} calls files given; a study has 1 to {FILES_MAX}", "give each box's file once")
     report_path = next((f.report for f in study if f.report), None)
     _names(study, report_path)
-    report = (report_path, _json_file(report_path, "report")[1]) if report_path else None
+    report = (report_path, _report_file(report_path)) if report_path else None
     with ExitStack() as stack:
         handles, scanned = [], []
         for harness_files in study:

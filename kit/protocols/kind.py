@@ -25,6 +25,8 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
 - `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not;
 - `from_files`: False for a kind whose run folders are imported (`harness`): protocol files cannot ask for it.
+- `imported_from`: the importer that makes its run folders (`determinism-harness`), or None: `kit verify`
+  then holds the files an imported run folder keeps against its manifest (kit.bundle.imported).
 
 How to add a kind
 -----------------
@@ -160,6 +162,8 @@ class Kind:
     note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
     plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
+    imported_from: str | None = None  # its run folders' importer (`kit import NAME`): kit verify holds the files
+    # they keep in records/imported/ against the manifest and makes their records again (kit.bundle.imported)
     headline: Callable[[Table, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
     units: bool = False  # True: its procedure hands its units to ctx.executor.map, so it runs on Ray (docs/ray.md)
 

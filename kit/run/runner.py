@@ -79,6 +79,22 @@ class RunResult:
     reason: str | None
     table: dict[str, Any] | None
 
+    def no_verdict(self) -> str | None:
+        """Why this finished run gives no verdict: none of its passes is OK (every pass VOID, with the reasons,
+        passes of one reason together); None when one is, or when the run did not finish."""
+        if self.status != "finished":
+            return None
+        passes = Manifest.load(self.run_dir).run.passes
+        if any(info.status == "OK" for info in passes.values()):
+            return None
+        if not passes:
+            return "no pass ran"
+        why: dict[str, list[str]] = {}
+        for pass_id, info in passes.items():
+            why.setdefault(info.reason or str(info.status), []).append(pass_id)
+        every = "every pass was VOID" if all(info.status == "VOID" for info in passes.values()) else "no pass is OK"
+        return f"{every} ({'; '.join(', '.join(ids) + f': {reason}' for reason, ids in why.items())})"
+
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
     if options.provider is not None:

@@ -6,7 +6,8 @@ written in the order the proxy hands them over (the order the calls were answere
 alarms were raised in), on the proxy's own event loop: each is handed to the OS at once (a crash of the
 kit loses none) and made durable at most SYNC_SECONDS later by an fsync on a thread of the loop's executor
 (an fsync per call would cost the proxy's clients a disk flush each; a crash of the machine may lose the
-last second). `close(status, reason)` syncs the last pass, closes it and ends the run with its status.
+last second). `close(status, reason)` syncs the last pass, closes it, writes the results and ends the run
+with its status.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.paths import RunPaths
+from kit.protocols import kinds
 from kit.record.files import RecordWriter, sync_fd
 from kit.record.manifest import Manifest, new_run_dir, now
 from kit.record.model import WatchRecord
@@ -88,13 +90,26 @@ class Recorder:
             sync_fd(fd)
 
     def close(self, status: str = "finished", reason: str | None = None) -> None:
-        """Close the last pass (synced) and end the run with `status` (finished, failed, interrupted)."""
+        """Close the last pass (synced), write the results of the calls recorded (as every run does at its
+        end, however it was stopped: `kit bundle` and `kit verify` then find them) and end the run with
+        `status` (finished, failed, interrupted). A stop while the results are written ends the run failed,
+        naming it, and is passed on once the manifest is final."""
         try:
             self._close_pass()
         except OSError as exc:
             self.failed = self.failed or f"closing the records failed: {exc.strerror or exc}"
         if self.failed:
             status, reason = "failed", self.failed
+        results: dict[str, Any] = {}
+        stopped: BaseException | None = None
+        try:
+            results = {"results": kinds.KINDS[PROTOCOL].results(self.run_dir).get("files", {})}
+        except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
+            stopped = None if isinstance(exc, Exception) else exc
+            if status == "finished":
+                status, reason = "failed", f"writing the results failed: {type(exc).__name__}: {exc}"
         self.manifest.update(watch={**(self.manifest.run.model_extra or {}).get("watch", {}),
-                                    "calls_recorded": self.written})
+                                    "calls_recorded": self.written}, **results)
         self.manifest.finish(status, reason)
+        if stopped is not None:
+            raise stopped

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from kit.core.terminal_text import echo
+
 
 @click.group()
 def workloads() -> None:
@@ -17,6 +19,6 @@ def install_workload(workload: str) -> None:
     from kit.workloads.bfcl import ensure_bfcl  # noqa: PLC0415
 
     install = ensure_bfcl()
-    click.echo(f"BFCL {install.version} in {install.site_dir}")
+    echo(f"BFCL {install.version} in {install.site_dir}")
     for name, digest in sorted(install.dataset_sha256.items()):
-        click.echo(f"  {digest}  {name}")
+        echo(f"  {digest}  {name}")

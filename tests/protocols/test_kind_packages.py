@@ -25,6 +25,7 @@ REACHES_IN = {
     "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/importers/cli.py": {"harness"},  # prints what it imported
+    "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
     "kit/cli.py": {"harness"},  # `kit analyze` prints each imported harness run's table
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
 }

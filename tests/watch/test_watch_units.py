@@ -155,8 +155,7 @@ def test_metrics_deltas_are_not_taken_for_calls_that_overlap():
 def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_console_line(tmp_path):
     import io
 
-    from rich.console import Console
-
+    from kit.core.safe_console import SafeConsole
     from kit.watch.console import Live
 
     secrets = {"authorization": "Bearer sk-proj-Wq3tZ81xKc", "x-api-key": "sk-ant-Hx7Pq2", "cookie": "sid=c00k1e-9f"}
@@ -164,7 +163,7 @@ def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_cons
                     answer(401, jsonb({"error": {"message": "invalid api key", "type": "auth"}}))])
     received: list[Any] = []
     console = io.StringIO()
-    live = Live(Console(file=console, width=200))
+    live = Live(SafeConsole(file=console, width=200))
     send, records = _proxy(lambda path: next(answers), received=received, also=live.call, store_bodies=True)
     body = {"model": "m", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
     replies = send([("/v1/completions", body), ("/v1/completions", body)], headers=secrets)
@@ -293,13 +292,50 @@ def test_a_watch_run_bundles_and_verifies_with_its_results_recomputed(tmp_path):
     from kit.bundle.verify import verify_bundle
     from kit.bundle.writer import write_bundle
 
-    recorder, _ = _watch_run(tmp_path / "runs")
-    kinds.of_run(recorder.run_dir).results(recorder.run_dir)
+    recorder, _ = _watch_run(tmp_path / "runs")  # its results written when it closed, as every run's are
+    assert (recorder.run_dir / "results" / "watch.json").is_file()
     bundle = write_bundle([recorder.run_dir], tmp_path / "watch.tar.gz", environ={}).path
     verdict = verify_bundle(bundle)
     assert verdict.ok, verdict
     assert any(name.endswith("results/watch.json") for name in verdict.results_compared)
     assert "4 watched calls; alarms: determinism 2" in "\n".join(describe(bundle))
+
+
+def test_a_watch_run_stopped_with_ctrl_c_has_its_results_and_its_bundle_verifies(tmp_path, monkeypatch):
+    """`kit watch` as Ctrl-C stops it: uvicorn shuts down, then raises KeyboardInterrupt in `serve`; the run
+    folder then holds the results of the calls it recorded, and `kit bundle` of it verifies."""
+    import threading
+
+    import uvicorn
+
+    from kit.bundle.verify import verify_bundle
+    from kit.bundle.writer import write_bundle
+    from kit.watch.serve import listening, serve
+    from tests.fake_engine.llamacpp import LlamaCpp
+
+    real_run = uvicorn.Server.run
+
+    def run_then_ctrl_c(self, sockets=None):
+        thread = threading.Thread(target=real_run, args=(self,), kwargs={"sockets": sockets}, daemon=True)
+        thread.start()
+        while not self.started and thread.is_alive():
+            thread.join(0.01)
+        proxy = "http://127.0.0.1:%d" % sockets[0].getsockname()[1]
+        for prompt in ("a", "b", "a"):
+            httpx.post(proxy + "/completion", json={"prompt": prompt, "temperature": 0, "n_predict": 4}, timeout=30)
+        self.should_exit = True
+        thread.join(30)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(uvicorn.Server, "run", run_then_ctrl_c)
+    with LlamaCpp().serve() as upstream:
+        run_dir = serve(upstream, "auto", listening("127.0.0.1", 0), tmp_path / "runs", quiet=True)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    table = json.loads((run_dir / "results" / "watch.json").read_text())
+    assert manifest["status"] == "finished" and table["calls"] == 3, (manifest, table)
+    verdict = verify_bundle(write_bundle([run_dir], tmp_path / "stopped.tar.gz", environ={}).path)
+    assert verdict.ok, verdict.lines()
+    assert any(name.endswith("results/watch.json") for name in verdict.results_compared)
 
 
 def refusal(*args: str) -> str:
@@ -385,10 +421,12 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
     from kit.cli import cli
 
     recorder, _ = _watch_run(tmp_path / "runs")
+    before = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
     out = tmp_path / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(recorder.run_dir), "--out", str(out), "--no-figures"])
     assert result.exit_code == 0, result.output
     assert f"watch run {recorder.run_id}:" in result.output and "Watched calls (4)" in result.output
     found = json.loads((out / "findings.json").read_text())["kinds"]["watch"]
     assert [(run["run"], run["calls"], run["alarms"]["determinism"]) for run in found] == [(recorder.run_id, 4, 2)]
-    assert not (recorder.run_dir / "results").exists()  # analysis reads the run folder, writes nothing into it
+    after = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
+    assert after == before  # analysis reads the run folder, writes nothing into it

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.core.errors import ConfigError
+from kit.protocols.harness.calls import NAME
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
@@ -48,6 +49,7 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 KIND = Kind(
     name="harness", model=HarnessProtocol, prepare=prepare, run=run, results=results, table="harness",
+    imported_from=NAME,
     render=Lazy("kit.protocols.harness.view:harness_table"),
     launcher=Launcher(measures="seed 002's determinism-harness calls, imported: arms, states, cycles, gates",
                       needs="nothing: `kit import determinism-harness FILE.jsonl` makes the run folder",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import yaml
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -107,7 +108,7 @@ class SetupScreen(Screen):
             yield Static(classes="problem -ok", id=f"p-{name}")
 
     def on_mount(self) -> None:
-        self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
+        self.query_one("#summary", Static).update(Text(f"{self.entry.name}: {self.entry.measures}."))
         self.refresh_form()
         self.query_one("#f-engine").focus()
 
@@ -135,7 +136,7 @@ class SetupScreen(Screen):
         found = form.problems(self.setup, self.app.caps, self.models)
         for widget in self.query(".problem"):
             problem = found.get(widget.id.removeprefix("p-"))
-            widget.update(f"✗ {problem}" if problem else "")
+            widget.update(Text(f"✗ {problem}" if problem else ""))
             widget.set_class(problem is None, "-ok")
         for name in FIELDS:
             inputs = self.query(f"#f-{name}")
@@ -143,7 +144,7 @@ class SetupScreen(Screen):
                 inputs.first().set_class(name in found, "-invalid")
         self.query_one("#start", Button).disabled = bool(found)
         self.query_one("#estimate", Static).update(
-            form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run")
+            Text(form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run"))
         return found
 
     def show_model_for(self, engine: str) -> None:
