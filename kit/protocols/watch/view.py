@@ -35,8 +35,7 @@ def watch_table(table: dict[str, Any]) -> Group:
              f"upstream latency p50 {latency['p50']} ms, p99 {latency['p99']} ms; failed calls {table['failed']}"]
     store = table.get("alarm_requests")
     if isinstance(store, dict) and store.get("forgotten"):
-        lines.append(f"the alarms remembered at most {shown(str(store.get('cap')))} requests: "
-                     f"{shown(str(store['forgotten']))} forgotten, "
+        lines.append(f"the alarms remembered at most {store.get('cap')} requests: {store['forgotten']} forgotten, "
                      "their later calls compared with nothing earlier (kit watch --alarm-requests)")
     return Group(states, repeated, *lines)
 
