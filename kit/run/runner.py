@@ -20,6 +20,7 @@ from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
 from kit.core.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
 from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
+from kit.core.owned_file import open_append
 from kit.run.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
@@ -355,7 +356,8 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
-                            "container_label": _container_label(engine.to_json())})
+                            "container_label": _container_label(engine.to_json()),
+                            **_resumed_image(saved_options, engine.to_json())})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
@@ -398,6 +400,15 @@ def _container_label(engine: dict[str, Any]) -> str | None:
     from kit.launch.docker_run import recorded_label  # noqa: PLC0415
 
     return recorded_label(engine)
+
+
+def _resumed_image(saved_options: dict[str, Any], engine: dict[str, Any]) -> dict[str, str]:
+    """A docker run recorded without --image resumes on the kit image it ran (its default has changed:
+    --gpus none now picks the cpu image), never on an image only the run folder names."""
+    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+
+    image = None if saved_options.get("image") else recorded_kit_image(engine)
+    return {"image": image} if image else {}
 
 
 def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:
@@ -453,7 +464,7 @@ def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emi
         path = manifest.run_dir / info.file if info.file else None
         if path is not None and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            open_append(path).close()  # never through a link (a dangling one included)
         count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
         manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
         emit(SessionEnded(pass_id, "VOID", reason))

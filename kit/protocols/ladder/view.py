@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from kit.core.atomic_file import writing
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
@@ -129,7 +130,8 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     path = run_dir / "figures" / "ladder.png"
     try:
         path.parent.mkdir(exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        with writing(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
     except OSError:
         return None
     finally:
