@@ -14,8 +14,8 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
+from tests.adversarial.cases_console import _free_port, _kit_process  # one definition of each
 from tests.adversarial.corpus import Case, Ending, Scratch
 from tests.adversarial.hostile_engine import HostileEngine
 from tests.watch.raw_upstream import RawUpstream, exchange, until
@@ -43,26 +43,6 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _kit_pid(scratch: Scratch) -> int | None:
-    """The `kit watch` process of this case (its command line names the case's own outputs folder)."""
-    mark = str(scratch.outputs).encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"kit.cli\x00watch\x00" in command and mark in command:
-                return int(entry.name)
-    return None
-
-
 def _watch(attack: Attack, upstream: str = "raw", url: Callable[[str], str] = str, *more: str):
     """A case's `make`: the upstream, the attacker thread, and `kit watch` in front of that upstream."""
     def make(scratch: Scratch) -> list[str]:
@@ -84,7 +64,7 @@ def _watch(attack: Attack, upstream: str = "raw", url: Callable[[str], str] = st
             except Exception as exc:  # noqa: BLE001 - the attack's own failure is the case's finding
                 problems.append(f"the attack failed: {type(exc).__name__}: {exc}")
             finally:
-                pid = _kit_pid(scratch)
+                pid = _kit_process(str(scratch.outputs))  # this case's own `kit watch`
                 if pid is not None:
                     os.kill(pid, signal.SIGINT)
         threading.Thread(target=attacker, daemon=True).start()
