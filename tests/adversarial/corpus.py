@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults", "browser")
+CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults",
+           "browser", "proxy client")
 OUTCOMES = ("clear", "traceback", "hang", "accepted", "touched", "executed")
 _WATCHED_SOURCE = (REPO / "kit", REPO / "protocols")
 

@@ -410,6 +410,7 @@ def test_an_answer_of_known_length_cut_short_reaches_the_client_cut_and_is_recor
         with in_thread(upstream, tmp_path, quiet=True) as watch:
             with pytest.raises(httpx.HTTPError):
                 httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=30)
+        sock.shutdown(socket.SHUT_RDWR)  # else the thread blocked in accept() keeps the closed socket listening
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert "cut the answer short" in record["error"] and record["output_sha256"] is None
 

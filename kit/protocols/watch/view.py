@@ -33,6 +33,10 @@ def watch_table(table: dict[str, Any]) -> Group:
     lines = [f"alarms: {alarms}" + ("" if table["recorded_alarms_agree"] else
                                     " (the records' live alarms DIFFER from these, recomputed)"),
              f"upstream latency p50 {latency['p50']} ms, p99 {latency['p99']} ms; failed calls {table['failed']}"]
+    store = table.get("alarm_requests")
+    if isinstance(store, dict) and store.get("forgotten"):
+        lines.append(f"the alarms remembered at most {store.get('cap')} requests: {store['forgotten']} forgotten, "
+                     "their later calls compared with nothing earlier (kit watch --alarm-requests)")
     return Group(states, repeated, *lines)
 
 
