@@ -33,7 +33,7 @@ from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols.spec import ProtocolBase, Strict
 from kit.record.model import BfclRecord
@@ -396,15 +396,14 @@ def bfcl_episodes(data: dict[str, Any]) -> int:
 BFCL_EPISODES = Number("Episodes", "workload.episodes", bfcl_episodes)  # the size of every BFCL protocol
 
 
-def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> str:
+def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> CpuEstimate:
     """The launcher's rough duration of a BFCL file on the embedded CPU engine (two cores): about two
     minutes per episode and pass, five seconds per server started; `how` says how passes are served."""
     episodes = bfcl_episodes(data)
-    return (f"{episodes} episodes x {passes} passes{how}, about "
-            f"{rough_duration(episodes * passes * 120 + servers * 5)} on a CPU")
+    return CpuEstimate(f"{episodes} episodes x {passes} passes{how}", episodes * passes * 120 + servers * 5)
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a grid file on the embedded CPU engine (one server)."""
     return bfcl_estimate(data, len(data.get("passes") or ()) or 4)
 
