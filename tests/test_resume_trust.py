@@ -102,7 +102,7 @@ def test_ctrl_c_while_writing_results_still_ends_the_manifest(tmp_path, monkeypa
 
 def test_the_cli_exits_non_zero_with_one_line_when_results_fail(tmp_path, monkeypatch, capsys):
     _failing_results(monkeypatch, RuntimeError("disk full"))
-    code, _, err = _kit(monkeypatch, capsys, "run", "reset", "--out", str(tmp_path))
+    code, _, err = _kit(monkeypatch, capsys, "run", "reset", "--yes", "--out", str(tmp_path))  # full size: it fails at once
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("kit: error: the run failed: writing the results failed")
     run_dir = next(p for p in tmp_path.iterdir() if p.name.startswith("reset-"))

@@ -25,7 +25,7 @@ class GroupedCommand(click.Command):
         title_of = {name: title for title, names in self.option_groups.items() for name in names}
         found: dict[str, list[tuple[str, str]]] = {title: [] for title in self.option_groups}
         for param in self.get_params(ctx):
-            row = param.get_help_record(ctx)
+            row = param.get_help_record(ctx) if isinstance(param, click.Option) else None  # arguments: in the usage
             if row is not None:
                 found.setdefault(title_of.get(param.name or "", OTHER), []).append(row)
         return {title: rows for title, rows in found.items() if rows}

@@ -86,11 +86,15 @@ def on_the_cpu_engine(options: Any) -> bool:
             and options.executor == "local")
 
 
+def asking(options: Any, protocol: ProtocolBase, path: Path, limit: float = HOUR) -> LongRun | None:
+    """What makes this run ask first (`limit` seconds past, on the CPU engine here), or None; the launcher
+    asks for a confirmation on it, the command line refuses it without --yes."""
+    return long_run(protocol, path, limit) if on_the_cpu_engine(options) else None
+
+
 def refuse_unconfirmed(options: Any, protocol: ProtocolBase, path: Path) -> None:
     """Refuse a run past `options.ask_over` seconds on the CPU engine (None: the person confirmed, or was
     never asked), in one line with the estimate and the CPU-sized protocol."""
-    if options.ask_over is None or not on_the_cpu_engine(options):
-        return
-    found = long_run(protocol, path, options.ask_over)
+    found = asking(options, protocol, path, options.ask_over) if options.ask_over is not None else None
     if found is not None:
         raise ConfigError(found.message(), found.fix("pass --yes"))
