@@ -152,7 +152,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
         kinds.refuse_on_vllm(protocol, starts_servers=options.provider is None and not options.engine_urls)
     long_runs.refuse_unconfirmed(options, protocol, path)  # before BFCL, a model or a backend is fetched or built
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
     if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
@@ -347,7 +347,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     _same_inputs(run_dir, manifest.run.workload.to_json(), prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
     _same_inputs(run_dir, engine.to_json(), provider.describe(), "model")

@@ -144,7 +144,7 @@ def prepare(protocol: FlagOrderProtocol, inputs: RunInputs) -> Prepared:
         "arms": {a.name: {"cache_ram": a.cache_ram, "passes": list(a.passes), "server": a.server}
                  for a in protocol.arms},
         "server": "fresh server per arm (per pass where an arm says so)", "order": "canonical",
-        "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))})
+        "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))}, inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:

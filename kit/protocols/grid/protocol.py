@@ -132,9 +132,10 @@ def episode_order(episodes: list, order: int, seed: int) -> list:
     return [episodes[i] for i in np.random.default_rng([seed, order]).permutation(len(episodes))]
 
 
-def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any]) -> Prepared:
-    """BFCL installed and described, and the plan every BFCL protocol shows (`plan` adds its own keys)."""
-    install = ensure_bfcl()
+def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: RunInputs) -> Prepared:
+    """BFCL installed (its progress told to `inputs.say`) and described, and the plan every BFCL protocol
+    shows (`plan` adds its own keys)."""
+    install = ensure_bfcl(say=inputs.say)
     workload = protocol.workload
     count = workload.count
     plan = {"episodes": count, **plan, "sentinel": protocol.sentinel, "top_logprobs": protocol.top_logprobs,
@@ -149,7 +150,8 @@ def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
     passes = pass_plan(protocol)
     return prepare_bfcl(protocol, {"passes": [p.pass_id for p in passes], "orders": list(protocol.orders),
                                    "server": protocol.server,
-                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))})
+                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))},
+                        inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def prepare(protocol: SweepProtocol, inputs: RunInputs) -> Prepared:
         "format_rows": [list(protocol.row(h)) for h in range(protocol.histories)],
         "reference_orders": list(protocol.reference_orders), "replicate": protocol.replicate,
         "server": "fresh server per pass", "passes": [p.pass_id for p in pass_plan(protocol)],
-        "comparisons": list(comparisons(protocol))})
+        "comparisons": list(comparisons(protocol))}, inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:
