@@ -61,7 +61,7 @@ def capabilities(checks: Sequence[Check]) -> Capabilities:
     if EMBEDDED not in ways:
         engine = next(c for c in checks if c.name == "embedded engine")
         why_not[EMBEDDED] = NOT_PROVEN if doctor.unproven(engine) else engine.sentence()
-    return Capabilities(ways, why_not=why_not, report=tuple(doctor.lines(checks)),
+    return Capabilities(ways, why_not=why_not, report=(*(c.line() for c in checks), doctor.can_run_line(checks)),
                         blocked=blocked)
 
 
