@@ -5,7 +5,6 @@ lists every option under a section."""
 
 from __future__ import annotations
 
-import sys
 
 import click
 import pytest
@@ -17,14 +16,10 @@ from kit.core.paths import protocols_dir
 from kit.protocols import kinds
 from kit.protocols.grid import protocol as grid
 from kit.run import long_runs, runner
+from tests.cli_main import run_main
 
 
-def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["kit", *args])
-    with pytest.raises(SystemExit) as ended:
-        cli.main()
-    out, err = capsys.readouterr()
-    return ended.value.code, out, err
+_kit = run_main
 
 
 @pytest.fixture

@@ -6,25 +6,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from kit import cli
 from kit.run import runner
 from kit.record.manifest import Manifest
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
+from tests.cli_main import run_main
 from tests.stopped_run import stopped_run
 
 
-def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["kit", *args])
-    with pytest.raises(SystemExit) as ended:
-        cli.main()
-    out, err = capsys.readouterr()
-    return ended.value.code, out, err
+_kit = run_main
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
