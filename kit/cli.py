@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from kit import __version__
+from kit.app.option_groups import GroupedCommand
 from kit.core.errors import KitError, NoVerdict, RunInterrupted
 from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
@@ -88,10 +89,22 @@ RUN_OPTIONS = [
     click.option("--threads", type=_within(1, limits.THREADS_MAX),
                  help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
+    click.option("--yes", "-y", is_flag=True,
+                 help="Start it even where its rough duration on this machine's CPU engine is past an hour (without "
+                      "--yes such a run is refused before anything is fetched or written, naming the CPU-sized "
+                      "protocol, e.g. grid-cpu)."),
     CPU_BACKEND,
     *ANSWER_BOUNDS,
     *EXECUTOR_OPTIONS,
 ]
+# how `kit run --help` and `kit demo --help` list RUN_OPTIONS (kit.app.option_groups)
+RUN_HELP = {"cls": GroupedCommand, "option_groups": {
+    "Workload and size": ("gsm8k", "items", "episodes", "sessions", "histories", "max_tokens", "out", "yes"),
+    "Engine": ("engine", "model", "server_bin", "engine_url", "port", "threads", "cpu_backend"),
+    "Launcher (--launcher docker)": ("launcher", "image", "gpus"),
+    "Executor (--executor ray)": ("executor", "ray_address", "cpus_per_task", "gpus_per_task"),
+    "Limits": ("max_answer_bytes", "request_deadline"),
+}}
 
 
 def run_options(func, options=RUN_OPTIONS):
@@ -130,8 +143,9 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
          engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
-         **where) -> None:
+         yes=False, **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
+    from kit.run.long_runs import HOUR  # noqa: PLC0415
 
     url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
@@ -139,7 +153,8 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
-                                request_deadline=request_deadline, image=image, gpus=gpus, **executor(**where))
+                                request_deadline=request_deadline, image=image, gpus=gpus,
+                                ask_over=None if yes else HOUR, **executor(**where))
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
@@ -209,7 +224,7 @@ def cli(ctx: click.Context) -> None:
         echo(ctx.get_help())
 
 
-@cli.command()
+@cli.command(**RUN_HELP)
 @run_options
 def demo(**kwargs) -> None:
     """Show path divergence on this machine in a few minutes (embedded engine, nothing to set up).
@@ -220,7 +235,7 @@ def demo(**kwargs) -> None:
     _run("demo", **kwargs)
 
 
-@cli.command()
+@cli.command(**RUN_HELP)
 @click.argument("protocol")
 @run_options
 def run(protocol: str, **kwargs) -> None:

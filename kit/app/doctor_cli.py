@@ -36,8 +36,7 @@ def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool
     if as_json:
         echo(json.dumps(result, indent=2, default=str))
     else:
-        for check in checks:
-            echo(check.line())
-        echo(doc.can_run_line(checks))
+        for line in doc.lines(checks):
+            echo(line)
     if not result["can_run"]:
         sys.exit(1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.run import executors, preflight, faults as run_faults, lock as run_lock
+from kit.run import executors, long_runs, preflight, faults as run_faults, lock as run_lock
 from kit.record import files as records
 from kit.launch import sigill_guard
 from kit.core.digests import sha256_text
@@ -64,6 +64,7 @@ class RunOptions:
     ray_address: str | None = None  # --executor ray: the cluster (None: a local one; auto; ray://HOST:PORT)
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
+    ask_over: float | None = None  # rough CPU seconds past which the run is refused unconfirmed (kit.run.long_runs)
 
     def bounds(self) -> AnswerBounds:
         return AnswerBounds(self.max_answer_bytes, self.request_deadline)
@@ -167,7 +168,8 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                           "(grid, grid-cpu)")
     if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
         kinds.refuse_on_vllm(protocol, starts_servers=options.provider is None and not options.engine_urls)
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    long_runs.refuse_unconfirmed(options, protocol, path)  # before BFCL, a model or a backend is fetched or built
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
     if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
@@ -363,7 +365,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     _same_inputs(run_dir, manifest.run.workload.to_json(), prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
     _same_inputs(run_dir, engine.to_json(), provider.describe(), "model")
@@ -445,7 +447,7 @@ def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: s
 def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items()
-             if key not in ("protocol", "overrides", "provider", "stop", "container_label")}
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored

@@ -15,9 +15,11 @@ from textual.screen import Screen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
+from kit.core.errors import KitError
 from kit.engines import registry as engines
 from kit.tui import form
 from kit.tui.catalog import Capabilities, Entry
+from kit.tui.widgets.ask import AskScreen
 
 FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
     "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
@@ -32,6 +34,16 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
     "out": ("Output folder", "the run folder goes inside"),
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
+
+
+def confirm_long_run(found) -> AskScreen[bool]:
+    """The question before a run past an hour on the CPU engine (kit.run.long_runs.LongRun): yes starts it."""
+    def validate(answer: str) -> bool:
+        if answer.lower() in ("y", "yes"):
+            return True
+        raise KitError("type yes to start it, or press Esc to go back to the form")
+
+    return AskScreen(f"{found.message()}.\n{found.fix('type yes')} (Esc: back to the form).", "yes", validate)
 
 
 class SetupScreen(Screen):
@@ -174,7 +186,12 @@ class SetupScreen(Screen):
             name, problem = next(iter(found.items()))
             self.notify(problem, title=f"cannot start: {name.replace('_', ' ')}", severity="error")
             return
-        self.app.start_run(form.run_options(self.setup))
+        options = form.run_options(self.setup)
+        found = form.long_run(options)
+        if found is None:
+            self.app.start_run(options)
+            return
+        self.app.push_screen(confirm_long_run(found), lambda yes: self.app.start_run(options) if yes else None)
 
     def action_back(self) -> None:
         self.app.pop_screen()
