@@ -179,8 +179,8 @@ def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) 
     from kit.bundle.limits import DEFAULT  # noqa: PLC0415
     from kit.bundle.verify import check, keep  # noqa: PLC0415
 
-    say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
-    with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:
+    with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:  # a file that is no bundle: refused first
+        say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
         verdict = check(bundle)
         if not verdict.ok:
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
