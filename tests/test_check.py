@@ -10,8 +10,7 @@ from kit.app.check import kind_overrides, overrides, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
 from kit.core.errors import ConfigError
-from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider, url_provider
-from kit.launch.provider import ExternalProvider
+from kit.launch.instance import ChatUrlProvider, OllamaProvider, ResetProvider, VllmResetProvider, url_provider
 
 
 def test_kinds_resolve_from_url_and_option():
@@ -26,7 +25,9 @@ def test_kinds_resolve_from_url_and_option():
 def test_each_kind_gets_its_provider():
     assert isinstance(url_provider("http://h:11434", "ollama", "llama3.2", 5), OllamaProvider)
     assert isinstance(url_provider("http://h:8000", "vllm", None, 5), VllmResetProvider)
-    assert isinstance(url_provider("http://h:8080", "llamacpp", None, 5), ExternalProvider)
+    llama = url_provider("http://h:8080", "llamacpp", None, 5)
+    assert isinstance(llama, ResetProvider) and llama.kind == "llamacpp"  # slot erase, not "cannot reload"
+    assert isinstance(url_provider("http://h:30000", "sglang", None, 5), ResetProvider)
     assert isinstance(url_provider("http://h:8000", "openai", "m", 5), ChatUrlProvider)
     with pytest.raises(ConfigError, match="--model"):
         url_provider("http://h:11434", "ollama", None, 5)
