@@ -27,7 +27,8 @@ class CacheReset:
     def reload(self) -> dict[str, Any]:
         """The pass's `reload` entry: refused (never confirmed), or accepted and awaiting the next call's counters."""
         if not self.accepted:
-            return {"method": self.method, "confirmed": False, "refused": True, "detail": self.detail}
+            return {"method": self.method, "confirmed": False, "refused": True, "without_reset": True,
+                    "detail": self.detail}
         reload: dict[str, Any] = {"method": self.method, "confirmed": None, "confirm_by_telemetry": True,
                                   "detail": f"{self.detail}; confirmed only if the next call shows 0 cached tokens"}
         if self.second_cache:

@@ -118,7 +118,7 @@ class ChatUrlProvider:
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
         engine = OpenAICompatEngine(self.url, model=self.model)
         try:
-            reload = {"method": "none", "confirmed": False,
+            reload = {"method": "none", "confirmed": False, "without_reset": True,
                       "detail": "the OpenAI protocol has no reload; the instance's history is unknown"}
             yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
         finally:
