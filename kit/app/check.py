@@ -27,7 +27,7 @@ def resolve(url: str | None, kind: str, transport: Any = None) -> tuple[str, str
     if url is None:
         if kind != "auto" and registry.EMBEDDED not in registry.named(kind, "--kind").launch:
             raise ConfigError(f"--kind {kind} needs the engine's URL", f"run `kit check URL --kind {kind}`")
-        return "embedded", "engine: the embedded llama-server, started by the kit"
+        return "embedded", "engine: llama-server, started by the kit and restarted before every pass"
     if kind != "auto":
         registry.named(kind, "--kind")
     found = identify(url, kind, transport=transport)

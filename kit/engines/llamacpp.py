@@ -229,7 +229,8 @@ class LlamaCppEngine:
 
     def reset_cache(self) -> CacheReset:
         """Empty every slot (`POST /slots/{id}?action=erase`). A server started without `--slot-save-path`
-        refuses with HTTP 501: the reset is then refused, naming the option."""
+        refuses with HTTP 501, one without slot actions with another status: the reset is then refused, naming
+        the option; only a server that does not answer at all raises (EngineError)."""
         slots = self.props().total_slots or 1
         if slots > SLOTS_ERASED_MAX:
             raise InvalidAnswer(f"{self._who} says it has {slots} slots", f"the kit erases at most {SLOTS_ERASED_MAX}")
@@ -242,9 +243,10 @@ class LlamaCppEngine:
                 return CacheReset(method, False, f"llama-server refused it (HTTP 501: "
                                   f"{error_text(response, 'error', 'message')[:160]}); start llama-server with "
                                   "--slot-save-path DIR to let the kit empty its slots between passes")
-            if response.status_code != 200:
-                raise EngineError(f"llama-server {path} answered HTTP {response.status_code}: "
-                                  f"{error_text(response, 'error', 'message')[:200]}", STILL_RUNNING)
+            if response.status_code != 200:  # a build or a proxy without slot actions: no reset, not a crash
+                return CacheReset(method, False, f"llama-server answered HTTP {response.status_code} "
+                                  f"({error_text(response, 'error', 'message')[:160]}): this server has no slot "
+                                  "erase; a llama-server of a recent build started with --slot-save-path DIR has one")
             erased.append(answer(response, EraseAnswer, who=self._who, what=f"POST {path}", fix=NOT_LLAMA).n_erased)
         return CacheReset(method, True, f"llama-server erased {sum(erased)} tokens from {slots} slot(s)", HOST_CACHE)
 

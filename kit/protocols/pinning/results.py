@@ -163,7 +163,7 @@ def _cycle(pid: str, rows: list[Call], labels: dict[str, str]) -> dict[str, Any]
             "flips": flips, "flip_at_interposed_only": arm_flips == ["contaminated 1"]}
 
 
-def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, dict], dict[str, list[RecordView]]] | None = None,
+def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, PassInfo], dict[str, list[RecordView]]] | None = None,
                   ) -> dict[str, Any]:
     """The pinning results of a run folder (from `loaded`, what `load` gave, when the caller has read it)."""
     manifest, passes, records = loaded or load(run_dir)
