@@ -25,6 +25,7 @@ import orjson
 from kit.core.limits import WATCH_PROBE_BYTES
 from kit.core.secret_urls import connection_parts
 from kit.engines import registry
+from kit.engines.http import probe_get
 
 SHOWN = 60  # characters of an engine's own string (a build, a version) shown in a line
 VLLM_METRIC = re.compile(rb"^(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.MULTILINE)
@@ -57,19 +58,9 @@ class _Prober:
         self.client, self.base, self.reached = client, base, False
 
     def raw(self, path: str) -> bytes | None:
-        try:
-            with self.client.stream("GET", self.base + path) as response:
-                self.reached = True
-                if response.status_code != 200:
-                    return None
-                data = bytearray()
-                for chunk in response.iter_bytes():
-                    data += chunk
-                    if len(data) > WATCH_PROBE_BYTES:
-                        return None
-                return bytes(data)
-        except httpx.HTTPError:
-            return None
+        answered, body = probe_get(self.client, self.base + path, WATCH_PROBE_BYTES)
+        self.reached = self.reached or answered
+        return body
 
     def json(self, path: str) -> dict[str, Any] | None:
         data = self.raw(path)
