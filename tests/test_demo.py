@@ -52,6 +52,15 @@ def test_kit_demo_prints_verdicts_and_the_table_of_its_records(tmp_path):
         for session, count in cut.items():
             assert (f"{count} of 12 in {session}" in flat) is (count > 0)
 
+    # the last lines: whether the paper's qualitative findings hold on this run (not comparable in numbers:
+    # SmolLM2, not Qwen2.5-7B), each of Table IV's four claims and the summary, after the bundle's line
+    closing = flat[flat.rindex("qualitative: "):]
+    assert closing.startswith("qualitative: ") and "(4 claims measured: Table IV" in closing
+    assert "bundle:" not in closing and "Table IV, each path reproduces itself: " in flat
+    reproduced = all(r["recompute_reproduces"] == r["items"] and r["hit_reproduces"] == r["items"]
+                     for r in table["sessions"])
+    assert ("does not hold: IV/each-path-reproduces" in closing) is (not reproduced)
+
     # the hint names the bundle so that `kit verify` finds it from the folder the user ran the demo in
     hint = re.search(r"check it with `kit verify ([^`]+)`", flat)
     assert hint is not None and hint.group(1) == f"runs/bundles/{run_dir.name}.tar.gz"

@@ -38,15 +38,11 @@ def item_paths(session: PassData) -> dict[str, dict[str, list[tuple]]]:
 def table_iv_row(run: RunFolder, sessions: dict[str, PassData]) -> dict[str, Any]:
     """One reset run (one weight format): per-session counts and items identical across OK sessions."""
     paths = {pid: item_paths(session) for pid, session in sessions.items()}
-    counts = {pid: {"session": pid, "items": len(units),
-                    "recompute_reproduces": sum(p["cold"][0] == p["cold"][1] for p in units.values()),
-                    "hit_reproduces": sum(p["warm"][0] == p["warm"][1] for p in units.values()),
-                    "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values())}
-              for pid, units in paths.items()}
-    ok = list(counts.values())
+    ok = [{"session": pid, **reset_table.counts(units)} for pid, units in paths.items()]
     return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": [c["session"] for c in ok],
             "items": [c["items"] for c in ok], "recompute_reproduces": [c["recompute_reproduces"] for c in ok],
             "hit_reproduces": [c["hit_reproduces"] for c in ok], "paths_differ": [c["paths_differ"] for c in ok],
+            "cache_caused": [c["cache_caused"] for c in ok],
             "across_sessions": reset_table.across_sessions(paths)}
 
 

@@ -116,6 +116,7 @@ class TableIVRow(Row):
     recompute_reproduces: list[Number]
     hit_reproduces: list[Number]
     paths_differ: list[Number]
+    cache_caused: list[Number] | None = None  # items whose paths differ while each reproduced (absent before)
     across_sessions: JsonObject
 
 

@@ -42,7 +42,29 @@ def headline(run: BundledRun) -> Headline:
     if not h.verdict and not h.controls:
         h.verdict.append("no results file this kit can summarise" + (f" (status {h.status})"
                                                                      if h.status != "finished" else ""))
+    h.qualitative = qualitative(run)
     return h
+
+
+def qualitative(run: BundledRun) -> list[str]:
+    """Whether the paper's qualitative findings hold on this run (kit.compare.claims): the summary line, then
+    each claim it measures; read from analysis/findings.json when `kit analyze` left one, else from a
+    restored-state results table. Empty when the run measures none of them."""
+    from kit.compare import claims  # noqa: PLC0415
+    from kit.compare.evidence import EvidenceShape, from_run  # noqa: PLC0415
+    from kit.compare.names import model_display  # noqa: PLC0415
+
+    tables = run.tables()
+    results = [data for name, data in tables.items() if name.startswith(f"{RunPaths.RESULTS}/")]
+    engine = run.typed().engine
+    try:
+        evidence = from_run(tables.get(FINDINGS), results, model_display(str(engine.model_name or engine.model), {}))
+    except EvidenceShape as exc:
+        return [f"qualitative: not judged ({exc})"]
+    if evidence is None:
+        return []
+    judged = claims.judge(evidence)
+    return [claims.summary_line(judged), *claims.claim_lines(judged, measured_only=True)]
 
 
 def paper_tables(run: BundledRun) -> tuple[list[Layout], list[str]]:

@@ -1,126 +1,60 @@
-"""`kit verify` proves what a reviewer will read: the bundle's report.html and README.md.
+"""What of a bundle a person may be shown: the files opened as documents (report.html, README.md, the
+Markdown tables, any page or SVG image).
 
-Two checks, both on the files as bundled:
+The rule (docs/security.md, rule 4): a reviewer is only ever shown HTML and Markdown that this kit rendered
+itself from the verified data. Whether a page runs or loads something depends on how a browser parses it
+(where a `<style>` ends, what a CSS escape spells, which URL it fetches), and no check of a stranger's
+markup can be sure to parse it as every browser does, so none is made: a document of the bundle is shown
+only when it is byte for byte what this kit renders from the verified files; every other one is listed by
+`kit verify` as not shown, and `kit show BUNDLE --report OUT.html` writes the page rendered from the verified
+data (under a Content-Security-Policy that lets it run and load nothing: kit.bundle.report).
 
-- Safety, whoever wrote the bundle: the report may hold only the elements and attributes the kit's
-  report uses (no script, event handler, frame, form, external load, base or refresh; figures only as
-  `data:image/...` URIs; links only within the bundle), read with the stdlib HTML parser; the README may
-  hold no raw HTML outside code. A file that breaks this is a problem: the bundle does not verify.
-- Faithfulness: both files are rendered again from the verified files (manifests, results, analysis and
-  the index) and compared byte for byte. A bundle written by this very kit (same version and commit,
-  no local changes) must match exactly; one written by another kit renders differently for harmless
-  reasons, so it is noted as not compared, and `kit show --report FILE` renders it from the verified data.
+A bundle whose index names this very kit (same version and commit, no local changes) must hold exactly
+this kit's report and README (rendered from the verified files alone): a difference is a problem. Its
+Markdown tables, rendered from findings recomputed within tolerances, and every document of a bundle written
+by another kit (which renders differently for harmless reasons), are noted as not shown when they differ,
+never counted as equal.
 """
 
 from __future__ import annotations
 
-import re
-from html.parser import HTMLParser
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from kit.bundle import INDEX, README, REPORT, RUNS, readme, report, safe_tar
 from kit.bundle.content import BundledRun, load_json, runs_from_files
 from kit.bundle.scrub import scrub
 from kit.core.paths import RunPaths
 from kit.record.provenance import kit_source
-from kit.core.terminal_text import one_line
 
-REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "span", "div", "ul", "li",
-               "strong", "em", "code", "table", "caption", "thead", "tbody", "tr", "th", "td", "figure", "img",
-               "figcaption", "a", "br"}
-REPORT_ATTRIBUTES = {"lang", "charset", "class", "id", "colspan", "alt", "src", "href"}
-IMAGE_URI = re.compile(r"data:image/(png|jpeg|svg\+xml);base64,[A-Za-z0-9+/=\s]*\Z")
-STYLE_LOADS = ("url(", "@import", "expression(", "javascript:", "behavior:", "-moz-binding")
-SAME = "exactly what this kit renders"  # the note on a report or README equal to this kit's rendering
+# names a browser, a Markdown viewer or a file manager's preview opens as a document that can run or load
+# something (a page, an SVG image opened on its own, Markdown with raw HTML); images (PNG, JPEG), PDF figures
+# and data files (JSON, CSV, JSONL, logs) are not among them
+DOCUMENT_SUFFIXES = (".html", ".htm", ".xhtml", ".xht", ".shtml", ".mht", ".mhtml", ".svg", ".svgz", ".xml",
+                     ".xsl", ".md", ".markdown")
 RENDER_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError, RecursionError)  # odd field types
+SHOW_REPORT = "`kit show BUNDLE --report OUT.html` renders the report from the verified data"
 
 
-class _Inspector(HTMLParser):
-    """Collects what in an HTML text the kit's report never holds."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[str] = []
-        self.in_style = False
-
-    def _refuse(self, what: str) -> None:
-        if what not in self.found:
-            self.found.append(what)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in REPORT_TAGS:
-            self._refuse(f"<{tag}>")
-            return
-        self.in_style = tag == "style"
-        for name, value in attrs:
-            value = value or ""
-            if name not in REPORT_ATTRIBUTES or (name == "src" and tag != "img") or (name == "href" and tag != "a") \
-                    or (name == "charset" and tag != "meta") or (tag == "meta" and name != "charset"):
-                self._refuse(f"<{tag} {name}=...>")
-            elif name == "charset" and value.strip().lower() != "utf-8":
-                self._refuse(f"<meta charset={value[:20]!r}> (the report is UTF-8)")
-            elif name == "src" and not IMAGE_URI.match(value.strip()):
-                self._refuse(f"<img src> loading {value[:40]!r} (only data:image URIs)")
-            elif name == "href" and not _in_bundle(value):
-                self._refuse(f"<a href> to {value[:60]!r} (only links within the bundle)")
-
-    handle_startendtag = handle_starttag
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag not in REPORT_TAGS:
-            self._refuse(f"</{tag}>")
-        self.in_style = False
-
-    def handle_data(self, data: str) -> None:
-        lowered = data.lower().replace(" ", "")
-        if self.in_style and any(load.replace(" ", "") in lowered for load in STYLE_LOADS):
-            self._refuse("a style that loads or runs something (url(), @import, expression())")
-
-    def handle_comment(self, data: str) -> None:
-        self._refuse("an HTML comment (browsers and parsers disagree on where some end)")
-
-    def handle_pi(self, data: str) -> None:
-        self._refuse("a processing instruction")
-
-    def unknown_decl(self, data: str) -> None:
-        self._refuse("a CDATA or other declaration")
-
-    def handle_decl(self, decl: str) -> None:
-        if decl.lower() != "doctype html":
-            self._refuse(f"<!{decl[:20]}>")
+def is_document(name: str) -> bool:
+    return name.lower().endswith(DOCUMENT_SUFFIXES)
 
 
-def _in_bundle(href: str) -> bool:
-    parts = urlsplit(href.strip())
-    path = parts.path
-    return not (parts.scheme or parts.netloc or path.startswith(("/", "\\")) or "\\" in path
-                or ".." in path.split("/"))
+@dataclass
+class Shown:
+    """What `check` found: problems as (file, what), notes, and the documents not shown."""
 
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    not_shown: list[str] = field(default_factory=list)
+    equal: list[str] = field(default_factory=list)  # documents byte for byte this kit's rendering
 
-def unsafe_html(text: str) -> list[str]:
-    """What in a report is not what the kit's report holds: scripts, handlers, frames, external loads ..."""
-    inspector = _Inspector()
-    inspector.feed(text)
-    inspector.close()
-    return inspector.found
-
-
-def raw_html_in_markdown(text: str) -> list[str]:
-    """Raw HTML in a Markdown text (as CommonMark reads it: code and backslash escapes are not HTML), and
-    images that would load from outside the bundle."""
-    from markdown_it import MarkdownIt  # noqa: PLC0415 - Rich's own Markdown parser
-
-    found: list[str] = []
-    stack = MarkdownIt("commonmark").parse(text)
-    while stack:
-        token = stack.pop()
-        stack.extend(token.children or [])
-        if token.type in ("html_block", "html_inline"):
-            found.append(one_line(token.content.strip())[:60])
-        elif token.type == "image" and not _in_bundle(str(token.attrs.get("src", ""))):
-            found.append(f"an image from {str(token.attrs.get('src'))[:60]!r}")
-    return sorted(set(found))
+    def hold_back(self, names: list[str], why: str) -> None:
+        if names:
+            self.not_shown.extend(names)
+            self.notes.append(f"not shown: {', '.join(names)} ({why}); do not open "
+                              f"{'them' if len(names) > 1 else 'it'}: {SHOW_REPORT}")
 
 
 def bundled_runs(files: dict[str, bytes], index: dict[str, Any]) -> list[BundledRun]:
@@ -145,55 +79,61 @@ def same_kit(written_by: Any) -> bool:
     return isinstance(written_by, dict) and written_by == here and not here.get("git_dirty")
 
 
+def _writer(written_by: Any) -> str:
+    if not isinstance(written_by, dict):
+        return "an unnamed kit"
+    return f"kit {written_by.get('version')} (commit {written_by.get('git_commit')}" + (
+        ", with local changes)" if written_by.get("git_dirty") else ")")
+
+
 def held_files(bundle: safe_tar.Unpacked) -> dict[str, bytes]:
-    """The files of an unpacked bundle the report and README are rendered from, and those two."""
+    """The files of an unpacked bundle the report and README are rendered from, those two, and the other
+    documents among what was unpacked."""
     names = [n for n in bundle.listing.files if n in (INDEX, REPORT, README)
              or (n.startswith(f"{RUNS}/") and n.split("/", 3)[2:3] != [RunPaths.RECORDS])]
     return {n: data for n in names for data in [bundle.read(n)] if data is not None}
 
 
-def check(files: dict[str, bytes], root: str, verified: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
-    """(problems as (file, what), notes) for the report and README among a bundle's files; they are compared
-    with what this kit renders only when everything else `verified` (else the data itself is in doubt)."""
-    problems: list[tuple[str, str]] = []
-    for name, inspect, what in ((REPORT, unsafe_html, "holds what the kit's report never does"),
-                                (README, raw_html_in_markdown, "holds raw HTML outside code")):
-        data = files.get(name)
-        if data is None:
-            continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        found = ["bytes that are not UTF-8 text"] if text is None or text.startswith("\ufeff") or "\x00" in text \
-            else inspect(text)
-        if found:
-            problems.append((name, f"{what}: {', '.join(found[:5])}; do not open it in a browser"))
-    present = {name: files[name] for name in (REPORT, README) if name in files}
+def check(files: dict[str, bytes], names: Iterable[str], root: str, verified: bool = True,
+          renderings: dict[str, bytes] | None = None) -> Shown:
+    """Which documents among a bundle's `names` may be shown: each one this kit renders (report.html and
+    README.md from `files`; the tables in `renderings`, rendered from the recomputed data) when it is byte
+    for byte that rendering, made only when everything else `verified` (else the data itself is in doubt)."""
+    shown = Shown()
+    first = (REPORT, README)
+    documents = sorted((n for n in names if is_document(n)), key=lambda n: (first.index(n) if n in first else 2, n))
+    if not documents:
+        return shown
     if not verified:
-        return problems, [f"{' and '.join(present) or REPORT} not compared with what this kit renders: the files "
-                          "they are rendered from did not verify"]
+        shown.hold_back(documents, "not compared with what this kit renders: the files they are rendered from "
+                                   "did not verify")
+        return shown
     try:
-        fresh = rendered(files, root)
+        fresh = {**(renderings or {}), **rendered(files, root)}
         index = load_json(files.get(INDEX) or b"{}")
     except RENDER_ERRORS as exc:
-        return problems + [(REPORT, f"cannot be rendered again from the bundled files ({type(exc).__name__}: "
-                                    f"{exc})")], []
+        shown.problems.append((REPORT, f"cannot be rendered again from the bundled files ({type(exc).__name__}: "
+                                       f"{exc})"))
+        shown.hold_back(documents, "this kit could not render them")
+        return shown
     written_by = index.get("kit") if isinstance(index, dict) else None
-    unsafe = {file for file, _ in problems}
-    differ = [name for name in present if name not in unsafe and present[name] != fresh[name]]
-    same = [name for name in present if name not in unsafe]
-    notes: list[str] = []
-    if differ and same_kit(written_by):
-        problems.extend((name, "differs from what this kit renders from the verified files (the kit that wrote "
-                         "the bundle, by its index); `kit show --report FILE` renders the faithful one")
-                        for name in differ)
-    elif differ:
-        version = f"{written_by.get('version')} (commit {written_by.get('git_commit')}" + (
-            ", with local changes)" if written_by.get("git_dirty") else ")") if isinstance(
-            written_by, dict) else "an unnamed kit"
-        notes.append(f"{' and '.join(differ)} written by kit {version}, not this one: not compared with the "
-                     "verified data; `kit show --report FILE` renders the report from it")
-    elif same:
-        notes.append(f"{' and '.join(same)} {'are' if len(same) > 1 else 'is'} {SAME} from the verified files")
-    return problems, notes
+    equal = shown.equal = [n for n in documents if n in fresh and files.get(n) == fresh[n]]
+    differ = [n for n in documents if n in fresh and n not in equal]
+    foreign = [n for n in documents if n not in fresh]
+    if same_kit(written_by):  # report and README are rendered from the verified files alone: no leeway
+        forged = [n for n in differ if n in (REPORT, README)]
+        shown.problems.extend((name, "differs from what this kit renders from the verified files (the kit that "
+                                     f"wrote the bundle, by its index); {SHOW_REPORT}") for name in forged)
+        shown.not_shown.extend(forged)
+        shown.hold_back([n for n in differ if n not in forged], "not byte for byte what this kit renders from the "
+                        "recomputed data (their numbers are compared within the tolerances above)")
+    else:
+        shown.hold_back(differ, f"written by {_writer(written_by)}, not this one, and not what this kit renders "
+                                "from the verified files")
+    shown.hold_back(foreign, "this kit does not render such a file from the verified data; a browser or viewer "
+                             "could run or load what it holds")
+    mine = [n for n in equal if n in (REPORT, README)]
+    if mine:
+        shown.notes.append(f"{' and '.join(mine)} {'are' if len(mine) > 1 else 'is'} exactly what this kit renders "
+                           "from the verified files")
+    return shown

@@ -15,8 +15,8 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`<>\[\]])")
 
 def text(value: object) -> str:
     """A value from a manifest or the index as Markdown that shows it as written: on one line, with the
-    characters that could start raw HTML, a link or code backslash-escaped (kit verify refuses a README
-    with raw HTML)."""
+    characters that could start raw HTML, a link or code backslash-escaped (a reviewer is shown only this
+    rendering: kit.bundle.reader_files)."""
     return MARKDOWN_SPECIAL.sub(r"\\\1", one_line(str(value)))
 
 
@@ -42,8 +42,9 @@ def render(runs: list[BundledRun], index: dict[str, Any], bundle_name: str) -> b
     lines += [
         "## What is in here", "",
         f"- `{REPORT}`: the headline verdict of each run, its results and the paper's tables as tables, and the "
-        "figures; open it in any browser, no network or script needed. `kit verify` renders it again from the "
-        "verified files and compares.",
+        "figures; no network or script needed. `kit verify` renders it (and this README) again from the "
+        "verified files and compares; where it says NOT shown, the file is not what the kit renders: do not "
+        "open it, open the page `kit show THIS_BUNDLE.tar.gz --report OUT.html` writes from the verified data.",
         f"- `{RUNS}/<run>/manifest.json`: the run's settings, engine, model sha256, seeds, host, GPUs, package "
         "versions and each pass's launch details and status (only passes with status OK are results).",
         f"- `{RUNS}/<run>/records/*.jsonl`: one JSON line per request: the exact request, the engine's raw "

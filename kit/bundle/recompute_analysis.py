@@ -1,6 +1,7 @@
 """Recomputing a run's `analysis/` folder from the bundle's raw records: what `kit analyze` wrote
 (findings.json, the tables III–VII as CSV, Markdown and LaTeX, the data of each figure) and what
-`kit compare` wrote beside it (compare-paper.json, .csv, .md).
+`kit compare` wrote beside it (compare-paper.json, .csv, .md, and compare-claims.json, .md: the paper's
+qualitative findings judged on the run; a bundle of an earlier kit has none, and is verified without them).
 
 The findings are computed again (kit.analysis.findings.compute) from the raw copies of the runs
 findings.json names, with the settings it records (seed, replicate counts); the tables, figure data
@@ -32,6 +33,7 @@ from kit.bundle.rendered import Outcome, compare_table, leaves
 
 FINDINGS = f"analysis/{FILE}"
 COMPARE_STEM = "analysis/compare-paper"
+CLAIMS_STEM = "analysis/compare-claims"
 TABLES = "analysis/tables/"
 FIGURES = "analysis/figures/"
 
@@ -44,10 +46,10 @@ ARTIFACT_KINDS = (RESULTS, FINDINGS_KIND, TABLES_KIND, FIGURE_DATA, COMPARISON)
 # how long it took, what files it wrote, the folders it was given and how many processes it used
 VOLATILE = {FINDINGS_KIND: (("created",), ("timings_seconds",), ("files",), ("skipped_inputs",),
                             ("settings", "workers"), ("runs", "*", "path")),
-            COMPARISON: (("created",), ("findings",), ("findings_created",))}
+            COMPARISON: (("created",), ("findings",), ("findings_created",))}  # compare-paper and compare-claims
 # keys this kit writes that the findings of an older kit lack: compared where the bundle has them
 ADDED_SINCE = (("settings", "harness_thresholds"), ("runs", "*", "engine"), ("runs", "*", "prompt_cache"),
-               ("tables", "V", "rows", "*", "compared_on"))
+               ("tables", "V", "rows", "*", "compared_on"), ("tables", "IV", "rows", "*", "cache_caused"))
 # labels the kit derives from a run's manifest (itself checked), reworded by later kits to say more: the
 # bundled label also matches when it is an older, shorter wording found within this kit's ("disabled" within
 # "per request: ... (server-level prompt cache disabled)")
@@ -157,6 +159,26 @@ def comparison_files(fresh: Findings, bundled_doc: Any) -> dict[str, Expected]:
             f"{COMPARE_STEM}.md": Expected(COMPARISON, outputs.markdown(doc).encode(), doc["lines"])}
 
 
+def claims_files(fresh: Findings, bundled_doc: Any) -> dict[str, Expected]:
+    """compare-claims.json and .md as `kit compare` writes them from `fresh` findings, with the bundled
+    document's time stamps and findings path."""
+    from kit.compare import claims  # noqa: PLC0415
+    from kit.compare.evidence import EvidenceShape, from_findings  # noqa: PLC0415
+
+    if not isinstance(bundled_doc, dict):
+        raise NotRecomputed("compare-claims.json is not a JSON object")
+    try:
+        evidence = from_findings(fresh, FILE)
+    except EvidenceShape as exc:
+        raise NotRecomputed(f"the recomputed findings do not fit the claims: {exc}") from None
+    held = {key[0]: bundled_doc.get(key[0]) for key in VOLATILE[COMPARISON]}
+    doc = claims.document(claims.judge(evidence), evidence, str(held["created"]), str(held["findings"]),
+                          held["findings_created"])
+    doc.update(held)
+    return {f"{CLAIMS_STEM}.json": Expected(COMPARISON, _json_bytes(doc)),
+            f"{CLAIMS_STEM}.md": Expected(COMPARISON, claims.markdown(doc).encode(), doc["claims"])}
+
+
 def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[str, Any]) -> Recomputed:
     """The analysis files of one run (`bundled`: name within the run -> bytes, analysis/ only) recomputed
     from the raw copies of the bundle's runs (`copies`: run id -> folder). `cache` keeps findings already
@@ -185,12 +207,15 @@ def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[st
         fresh = copy.deepcopy(cache[key])
         out.carried = carry_correctness(held, fresh)
         out.files.update(findings_files(fresh))
-        if any(name.startswith(COMPARE_STEM) for name in names):
+        for stem, render in ((COMPARE_STEM, comparison_files), (CLAIMS_STEM, claims_files)):
+            if not any(name.startswith(stem) for name in names):
+                continue  # kit compare did not run (compare-claims: or an earlier kit ran it)
             try:
-                out.files.update(comparison_files(fresh, load_json(bundled.get(f"{COMPARE_STEM}.json", b"null"))))
+                out.files.update(render(fresh, load_json(bundled.get(f"{stem}.json", b"null"))))
             except (ValueError, UnicodeDecodeError, NotRecomputed) as exc:
-                out.not_recomputed.update({n: str(exc) if isinstance(exc, NotRecomputed) else "compare-paper.json "
-                                           "is not valid JSON" for n in names if n.startswith(COMPARE_STEM)})
+                stem_name = stem.rsplit("/", 1)[-1]
+                why = str(exc) if isinstance(exc, NotRecomputed) else f"{stem_name}.json is not valid JSON"
+                out.not_recomputed.update({n: why for n in names if n.startswith(stem)})
     except NotRecomputed as exc:
         out.not_recomputed.update({name: str(exc) for name in names})
     return out

@@ -1,12 +1,15 @@
 """The offline HTML report: one self-contained page a reviewer reads top to bottom (inline CSS, figures as
-data URIs, no script, no network).
+data URIs, no script, no network), under a Content-Security-Policy that lets the page run nothing and load
+nothing but its own style sheet (by its hash) and data: images, so that even a text that escaped escaping
+could not run or fetch anything (docs/security.md, rule 4).
 
 It opens with a headline verdict per run (kit.bundle.headline: what diverged, how often, with its
 interval, and whether the controls held), then each run: its verdict and controls, its main table,
 the paper's Tables III–VII when `kit analyze` left findings in the run folder, the comparison with the
 published values (`kit compare`), the figures, the provenance, and links to the raw results files
 (never dumped). Every text from a bundle file is HTML-escaped. `render` is deterministic: `kit verify`
-renders it again from the verified files and compares (kit.bundle.reader_files).
+renders it again from the verified files and compares (kit.bundle.reader_files): a reviewer is shown only
+this kit's own rendering.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import html
 from typing import Any
 from urllib.parse import quote
 
+from kit.core.digests import sha256_base64
 from kit.core.layout import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
@@ -50,6 +54,12 @@ figcaption{font-size:.8rem;color:#555}
 code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.note{color:#555;font-size:.9rem}
 """
 
+# What the page may load: its own style sheet (this one, by its sha256) and data: images; no script, no
+# font, frame, form target or base URL. Set by a <meta> before anything else is parsed.
+CSP = ("default-src 'none'; img-src data:; style-src "
+       f"'sha256-{sha256_base64(STYLE)}'; "
+       "base-uri 'none'; form-action 'none'")
+
 
 def escape(text: Any) -> str:
     """Text from a bundle file as HTML: control characters removed (a page is plain UTF-8 text; kit verify
@@ -83,8 +93,12 @@ def _held(h: Headline) -> str:
 def _verdict(h: Headline) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in h.verdict)
     controls = "".join(f"<li>{escape(line)}</li>" for line in h.controls)
+    claims = "".join(f"<li>{escape(line)}</li>" for line in h.qualitative[1:])
+    paper = (f"<p><strong>The paper's findings</strong>: {escape(h.qualitative[0])}</p>"
+             + (f"<ul>{claims}</ul>" if claims else "")) if h.qualitative else ""
     return (f'<div class="verdict"><p><strong>Verdict</strong></p><ul>{items}</ul>'
-            f"<p><strong>Controls</strong>: {_held(h)}</p>" + (f"<ul>{controls}</ul>" if controls else "") + "</div>")
+            f"<p><strong>Controls</strong>: {_held(h)}</p>" + (f"<ul>{controls}</ul>" if controls else "") + paper
+            + "</div>")
 
 
 def _link(run: BundledRun, name: str) -> str:
@@ -148,9 +162,11 @@ def _run_section(run: BundledRun, h: Headline) -> str:
 def _overview(heads: list[Headline]) -> str:
     rows = "".join(f'<tr><td><a href="#{escape(quote(h.run_id))}">{escape(h.run_id)}</a></td><td>{escape(h.kind)}'
                    f"</td><td>{escape(h.status)}</td><td>{escape(h.verdict[0] if h.verdict else '')}</td>"
-                   f"<td>{_held(h)}</td></tr>" for h in heads)
+                   f"<td>{_held(h)}</td><td>{escape(h.qualitative[0] if h.qualitative else 'not measured by this run')}"
+                   "</td></tr>" for h in heads)
     return ('<h2>Headline</h2><div class="wide"><table><thead><tr><th>run</th><th>kind</th><th>status</th>'
-            f"<th>what diverged, how often</th><th>controls</th></tr></thead><tbody>{rows}</tbody></table></div>")
+            "<th>what diverged, how often</th><th>controls</th><th>the paper's qualitative findings</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 def render(runs: list[BundledRun], index: dict[str, Any]) -> str:
@@ -163,5 +179,6 @@ def render(runs: list[BundledRun], index: dict[str, Any]) -> str:
              "verified files. This page needs no network.</p>")
     heads = [headline(run) for run in runs]
     body = _overview(heads) + "".join(_run_section(run, h) for run, h in zip(runs, heads))
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{intro}{body}</body></html>\n")

@@ -83,6 +83,8 @@ class Verdict:
     covered: dict[str, Cover] = field(default_factory=dict)  # what the checks vouched for each member they read
     noted: set[str] = field(default_factory=set)  # members a note already names as not checked
     coverage: dict[str, Cover] = field(default_factory=dict)  # every member's one cover (kit.bundle.coverage)
+    renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
+    not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
 
     @property
     def ok(self) -> bool:
@@ -124,6 +126,10 @@ class Verdict:
         if self.not_recomputed:
             tail.append(f"NOT recomputed: {len(self.not_recomputed)} (computed files, or values taken as the "
                         "bundle gives them; listed in the notes), checked by checksum only")
+        if self.not_shown:
+            tail.append(f"NOT shown: {_count(len(self.not_shown), 'document')} not what this kit renders "
+                        f"({', '.join(self.not_shown[:3])}{', ...' if len(self.not_shown) > 3 else ''}; do not open "
+                        "them; `kit show --report` renders the report from the verified data)")
         if self.coverage:
             held = coverage.counts(self.coverage)
             tail.append(f"of all {_count(len(self.coverage), 'file')}: {held[RECOMPUTED]:,} recomputed, "
@@ -322,6 +328,8 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
             verdict.not_recomputed.append(file)
             verdict.cover(file, NOT_CHECKED, "an analysis file this kit does not recompute", noted=True)
         else:
+            if reader_files.is_document(name):
+                verdict.renderings[file] = fresh.files[name].data
             outcome = recompute_analysis.compare(file, name, data, fresh.files[name])
             verdict.mismatches.extend(outcome.mismatches)
             if outcome.rule != rendered.EXACT and not outcome.mismatches:
@@ -398,10 +406,12 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     differ = backends_differ(manifests)
     if differ:
         verdict.notes.append(differ)
-    problems, notes = reader_files.check(reader_files.held_files(bundle), bundle.listing.root, verdict.ok)
-    verdict.problems.extend(Problem(file, what) for file, what in problems)
-    verdict.notes.extend(notes)
-    cover_reader_files(problems, notes, verdict)
+    shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
+                               verdict.ok, verdict.renderings)
+    verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
+    verdict.notes.extend(shown.notes)
+    verdict.not_shown = shown.not_shown
+    cover_reader_files(shown, verdict)
     verdict.coverage = coverage.classify(bundle.listing.files, verdict.covered)
     verdict.notes.extend(coverage.notes(verdict.coverage, verdict.noted))
     return verdict
@@ -424,13 +434,11 @@ def check_imported(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, verdi
         verdict.cover(file, cover.how, cover.by)
 
 
-def cover_reader_files(problems: list[tuple[str, str]], notes: list[str], verdict: Verdict) -> None:
+def cover_reader_files(shown: reader_files.Shown, verdict: Verdict) -> None:
     """The report and README are recomputed when they are exactly what this kit renders from the verified
-    files (reader_files says so in a note); otherwise a note of reader_files already says why not."""
-    refused = {file for file, _ in problems}
-    same = [note for note in notes if reader_files.SAME in note]
+    files; otherwise a note of reader_files already says why not."""
     for name in (REPORT, README):
-        if name not in refused and any(note.startswith(name) or f"and {name}" in note for note in same):
+        if name in shown.equal:
             verdict.cover(name, RECOMPUTED, "rendered again from the verified files, byte for byte")
         else:
             verdict.noted.add(name)

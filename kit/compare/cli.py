@@ -56,10 +56,14 @@ def compare(target: Path, reference: str) -> None:
     0.05), inconsistent, underpowered (a smaller run than the paper's), or not comparable (a different model,
     format, engine or setting: the line says which). Writes compare-paper.md, .csv and .json beside
     findings.json.
-    """
-    from rich.console import Console  # noqa: PLC0415
 
-    from kit.compare import outputs  # noqa: PLC0415
+    Beside the numbers, the paper's qualitative findings (each path reproduces itself, the two paths differ,
+    the difference is the cache state's, ...) are judged on this run whatever its model or scale: holds, does
+    not hold, inconclusive or not measured, with the counts. Writes them as compare-claims.md and .json.
+    """
+    from kit.compare import claims, outputs  # noqa: PLC0415
+    from kit.compare.evidence import EvidenceShape, from_findings  # noqa: PLC0415
+    from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.compare.published import load_reference  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
     from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
@@ -70,15 +74,25 @@ def compare(target: Path, reference: str) -> None:
     published = load_reference(reference)
     try:
         comparison = compare_findings(findings, published)
-    except FindingsShape as exc:
+        evidence = from_findings(findings, FINDINGS)
+    except (FindingsShape, EvidenceShape) as exc:
         raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
     doc = outputs.document(comparison, path, findings.created, published, reference)
+    judged = claims.judge(evidence)
+    claims_doc = claims.document(judged, evidence, doc["created"], str(path), findings.created)
     check_out(path.parent, "RUN_OR_ANALYSIS")
-    written = outputs.write_all(path.parent, doc)
-    console = Console()
+    written = outputs.write_all(path.parent, doc, claims_doc)
+    console = SafeConsole()
     console.print(outputs.terminal_table(comparison))
     for line in outputs.absent_lines(comparison):
         console.print(line, markup=False, highlight=False)
     console.print(f"rules: {'; '.join(outputs.RULES.values())}", markup=False, highlight=False)
-    console.print(outputs.summary_line(doc["counts"]), markup=False, highlight=False)
+    console.print(outputs.claims_table(judged))
+    not_measured = claims.not_measured_tables(judged)
+    if not_measured:
+        console.print(f"not measured by this run: the claims of {', '.join(not_measured)}", markup=False,
+                      highlight=False)
+    console.print(f"numeric: {outputs.summary_line(doc['counts'])} (consistent is kept for runs comparable with "
+                  "the paper's)", markup=False, highlight=False)
+    console.print(one_line(claims.summary_line(judged)), markup=False, highlight=False)
     console.print(one_line(f"written: {', '.join(str(p) for p in written)}"), markup=False, highlight=False)

@@ -12,6 +12,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from kit.compare import claims
+from kit.compare.claim_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.compare.verdicts import CONSISTENT, INCONSISTENT, NOT_COMPARABLE, RULES, UNDERPOWERED, Comparison
 from kit.record.manifest import now
@@ -22,6 +24,7 @@ STEM = "compare-paper"
 CSV_FIELDS = ("table", "row", "quantity", "published", "this_run", "verdict", "verdict_kind", "rule", "note", "run",
               "run_row", "published_id")
 STYLES = {CONSISTENT: "green", INCONSISTENT: "bold red", UNDERPOWERED: "yellow", NOT_COMPARABLE: "dim"}
+CLAIM_STYLES = {HOLDS: "green", FAILS: "bold red", INCONCLUSIVE: "yellow"}
 SHORT_RULES = {"rate": "inside 95% CI", "difference": "inside 95% CI", "slope": "same sign, CIs overlap",
                "odds_ratio": "same side of 1, CIs overlap", "p_value": "both p<0.05 or both not"}
 
@@ -96,10 +99,32 @@ def csv_text(doc: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def write_all(folder: Path, doc: dict[str, Any]) -> list[Path]:
-    """compare-paper.md, .csv and .json in `folder` (every text rendered before the first is written)."""
+def claims_table(judged: list[claims.Judged]) -> Table:
+    """One line per qualitative claim this run measures: the claim, its verdict and the counts behind it."""
+    table = Table(title="The paper's qualitative findings on this run (any model or scale)", show_lines=False,
+                  expand=False)
+    for column in ("table", "claim", "verdict (counts)"):
+        table.add_column(column, overflow="fold")
+    for j in judged:
+        if j.judgement.verdict == NOT_MEASURED:
+            continue
+        verdict = Text(j.judgement.verdict, style=CLAIM_STYLES.get(j.judgement.verdict, ""))
+        verdict.append("\n" + one_line(j.judgement.counts), style="dim")
+        table.add_row(Text(f"Table {j.claim.table}"), Text(one_line(j.claim.statement)), verdict)
+    return table
+
+
+def write_all(folder: Path, doc: dict[str, Any], claims_doc: dict[str, Any] | None = None) -> list[Path]:
+    """compare-paper.md, .csv and .json in `folder`, and compare-claims.md and .json when given (every text
+    rendered before the first is written)."""
     texts = {folder / f"{STEM}.md": markdown(doc), folder / f"{STEM}.csv": csv_text(doc)}
+    if claims_doc is not None:
+        texts[folder / f"{claims.STEM}.md"] = claims.markdown(claims_doc)
     for path, text in texts.items():
         write_text_atomic(path, text)
     write_json_atomic(folder / f"{STEM}.json", doc)
-    return [*texts, folder / f"{STEM}.json"]
+    written = [*texts, folder / f"{STEM}.json"]
+    if claims_doc is not None:
+        write_json_atomic(folder / f"{claims.STEM}.json", claims_doc)
+        written.append(folder / f"{claims.STEM}.json")
+    return written

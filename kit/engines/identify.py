@@ -128,7 +128,9 @@ def identify(url: str, kind: str = "auto", timeout: float = 5.0,
             found = PROOFS[name](probe)
             if found is not None:
                 return found
-        models = probe.json("/v1/models")
+            if not probe.reached:  # nothing listens (or nothing answers in time): no other probe will fare better
+                break
+        models = probe.json("/v1/models") if probe.reached else None
     fallback = registry.OPENAI.name if kind == "auto" else kind
     if not probe.reached:
         return Identified(fallback, None, "nothing answered", False)

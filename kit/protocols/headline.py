@@ -25,6 +25,7 @@ class Headline:
     controls: list[str] = field(default_factory=list)
     held: bool | None = None
     tables: list[Layout] = field(default_factory=list)
+    qualitative: list[str] = field(default_factory=list)  # the paper's claims on this run: a summary, then each
 
 
 def few(n: Any) -> str:

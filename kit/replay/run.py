@@ -168,7 +168,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
 
 
 @contextmanager
-def recorded_runs(source: Path) -> Iterator[list[Path]]:
+def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) -> Iterator[list[Path]]:
     """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
     if RunPaths(source).manifest.is_file():
         yield [source]
@@ -179,11 +179,13 @@ def recorded_runs(source: Path) -> Iterator[list[Path]]:
     from kit.bundle.limits import DEFAULT  # noqa: PLC0415
     from kit.bundle.verify import check, keep  # noqa: PLC0415
 
+    say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
     with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:
         verdict = check(bundle)
         if not verdict.ok:
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
                               "bundle that does", f"see `kit verify {source}`")
+        say(one_line(f"verified: {verdict.summary()}"))
         yield sorted(p for p in (bundle.folder / RUNS).iterdir() if RunPaths(p).manifest.is_file())
 
 
@@ -211,15 +213,17 @@ def replay(options: ReplayOptions, say: Callable[[str], None] = print,
     """Replay every run of `options.source`; the new runs and their comparisons. `watch(original run
     folder)` gives the events' receiver for that run's replay (the launcher's live comparison)."""
     done = []
-    with recorded_runs(options.source) as runs, tempfile.TemporaryDirectory(prefix="kit-replay-") as tmp:
+    with recorded_runs(options.source, say) as runs, tempfile.TemporaryDirectory(prefix="kit-replay-") as tmp:
         planned = [plan(run_dir, options, say) for run_dir in runs]  # every check before anything is written
         for number, item in enumerate(planned):
             folder = Path(tmp) / str(number)  # runs of one bundle may share a protocol name
             folder.mkdir()
             protocol_file = folder / f"{item.protocol_name}.yaml"  # a plain name (plan): stays in `folder`
-            protocol_file.write_text(item.protocol_text, encoding="utf-8")
+            write_text_atomic(protocol_file, item.protocol_text)
             for note in item.notes:
                 say(one_line(f"note: {note}"))
+            say(one_line(f"replaying {item.run_dir.name} ({number + 1} of {len(planned)}): protocol "
+                         f"{item.protocol_name}"))
             result = runner.run(replace(item.options, protocol=str(protocol_file)), say=say,
                                 emit=watch(item.run_dir) if watch else ignore)
             comparison = compare_runs(item.run_dir, result.run_dir)

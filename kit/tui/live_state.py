@@ -76,6 +76,7 @@ class LiveState:
     total: int | None = None
     done: int = 0
     started_at: float | None = None
+    stopped_at: float | None = None  # when the run ended: elapsed time counts no further
     estimate: PlanEstimate | None = None
     stage: str = "preparing"
     verdicts: list[VerdictRow] = field(default_factory=list)
@@ -166,6 +167,7 @@ class LiveState:
 
     def _on_RunEnded(self, event: RunEnded) -> None:
         self.ended = event
+        self.stop_clock()
         for gate in self.gates.values():
             if gate.status == "running":
                 gate.status, gate.reason = event.status, event.reason
@@ -173,8 +175,15 @@ class LiveState:
 
     # -- derived views ---------------------------------------------------------------------
 
+    def stop_clock(self) -> None:
+        """The run is over (ended, or failed before it could say so): elapsed time stops here."""
+        if self.stopped_at is None:
+            self.stopped_at = self.clock()
+
     def elapsed(self) -> float:
-        return 0.0 if self.started_at is None else self.clock() - self.started_at
+        if self.started_at is None:
+            return 0.0
+        return (self.stopped_at if self.stopped_at is not None else self.clock()) - self.started_at
 
     def eta_seconds(self) -> float | None:
         """Remaining time from the speed measured so far; before any unit is done, the engine's estimate."""

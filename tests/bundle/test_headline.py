@@ -71,7 +71,11 @@ def test_reset_run_of_an_earlier_release(tmp_path):
     h = headline(_run(folder))
     assert h.kind == "reset" and h.held is True
     wilson = [wilson_interval(s["paths_differ"], s["items"]) for s in table["sessions"]]
-    assert h.verdict == [f"session {s['session']}: the cache-hit path differs from the recompute path in "
+    assert h.verdict[0] == ("2 sessions: the cache-hit path differs from the recompute path in "
+                            + ", ".join(f"{s['session']} {s['paths_differ']}/{s['items']}" for s in table["sessions"])
+                            + " items; attributable to the cache: "
+                            + ", ".join(f"{s['session']} {s['cache_caused']}" for s in table["sessions"]))
+    assert h.verdict[1:] == [f"session {s['session']}: the cache-hit path differs from the recompute path in "
                          f"{s['paths_differ']}/{s['items']} items ({100 * s['paths_differ'] / s['items']:.1f}%, 95% CI "
                          f"(wilson) [{100 * lo:.1f}, {100 * hi:.1f}]){few(s['items'])}; {s['cache_caused']} "
                          "attributable to the cache" for s, (lo, hi) in zip(table["sessions"], wilson)]
@@ -178,3 +182,38 @@ def test_the_report_reads_the_typed_manifest_and_names_a_field_that_is_not_one()
         headline(odd)
     with pytest.raises(ValueError, match="status"):
         describe_runs([odd], {})
+
+
+def test_the_report_s_headline_row_names_every_session_and_the_paper_s_findings():
+    """The overview row shows a run's first verdict line: for a two-session reset run it names both sessions;
+    beside it, whether the paper's qualitative findings hold (read from the results table: not analysed)."""
+    folder = RECORDS_V1 / "demo-20261201-070851"
+    h = headline(_run(folder))
+    assert h.qualitative[0] == ("qualitative: the paper's findings hold on this run (4 claims measured: "
+                                "Table IV 4/4)")
+    assert any(line.startswith("Table IV, each path reproduces itself: holds (") for line in h.qualitative[1:])
+    page = report.render([_run(folder)], {"created": "2026", "kit": {"version": "0"}})
+    overview = page[page.index("<h2>Headline</h2>"):page.index("</table>", page.index("<h2>Headline</h2>"))]
+    assert "s1 1/2, s2 1/2 items" in overview
+    assert "the paper&#x27;s findings hold on this run (4 claims measured: Table IV 4/4)" in overview
+    assert "consistent with the published value" not in page
+
+
+def test_a_run_whose_path_does_not_reproduce_says_the_finding_does_not_hold(tmp_path):
+    folder = tmp_path / "demo-20261201-070851"
+    table = json.loads((RECORDS_V1 / folder.name / "results" / "reset_table.json").read_text())
+    table["sessions"][1]["hit_reproduces"] -= 1  # warm != warm2 on one item of s2
+    run = _run(RECORDS_V1 / folder.name, {"results/reset_table.json": json.dumps(table).encode()})
+    h = headline(run)
+    assert h.qualitative[0].startswith("qualitative: 3 of the paper's 4 measured findings hold on this run")
+    assert "does not hold: IV/each-path-reproduces" in h.qualitative[0]
+    lines = describe_runs([run], {"created": "2026", "kit": {"version": "0"}}, width=100)
+    assert h.qualitative[0] in lines
+
+
+def test_analysed_findings_decide_the_headline_s_findings_when_the_run_has_them():
+    folder = RECORDS_V1 / "demo-20261201-070851"
+    findings = (RECORDS_V1 / "findings" / f"{folder.name}.json").read_bytes()
+    h = headline(_run(folder, {"analysis/findings.json": findings}))
+    assert h.qualitative[0] == ("qualitative: the paper's findings hold on this run (6 claims measured: "
+                                "Table IV 4/4, Table VII 2/2)")

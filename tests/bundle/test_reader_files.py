@@ -1,6 +1,8 @@
-"""`kit verify` proves what a reviewer reads: report.html and README.md are rendered again from the verified
-files and compared, a report that could run or load anything never verifies (whoever wrote it), a report
-by another kit is noted as not compared, and `kit show --report` renders the faithful one."""
+"""A reviewer is only ever shown what this kit renders from the verified data (docs/security.md, rule 4):
+`kit verify` compares report.html, README.md and every other document of a bundle byte for byte with this
+kit's rendering; one that differs fails a bundle of this very kit and is listed NOT shown in any other, never
+counted as equal, whatever markup it holds; `kit show --report` renders the faithful page, under a
+Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -8,43 +10,21 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
-from kit.bundle import README, REPORT, reader_files, writer
-from kit.bundle.reader_files import raw_html_in_markdown, unsafe_html
+from kit.bundle import README, REPORT, reader_files, report, writer
 from kit.bundle.verify import verify_bundle
 from kit.record.manifest import Manifest
 from tests.bundle import mutations
 from tests.bundle.conftest import synthetic_grid_run
+from tests.bundle.hostile_pages import ACTIVE, README_RAW, SVG_FIGURE, UNPARSEABLE, fragment
 from tests.bundle.kit_cli import run_kit
 from tests.bundle.png import bar_chart
 
 OLD_BUNDLES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "records_v1" / "bundles").glob("*.tar.gz"))
 THIS_KIT = {"version": "0.1.0", "git_commit": "0" * 40, "git_dirty": False}
-HOSTILE_REPORTS = {
-    "script": "<script>alert(1)</script>",
-    "handler": '<img src="data:image/png;base64,AAAA" onerror="alert(1)">',
-    "handler on a plain tag": '<p onclick="alert(1)">x</p>',
-    "external image": '<img src="https://evil.example/p.png">',
-    "scheme-relative image": '<img src="//evil.example/p.png">',
-    "external link": '<a href="https://evil.example/">x</a>',
-    "javascript link": '<a href="jav&#x61;script:alert(1)">x</a>',
-    "link leaving the bundle": '<a href="../../etc/passwd">x</a>',
-    "iframe": '<iframe src="data:text/html,hi"></iframe>',
-    "object": '<object data="x.swf"></object>',
-    "embed": '<embed src="x">',
-    "refresh": '<meta http-equiv="refresh" content="0;url=https://evil.example/">',
-    "base": '<base href="https://evil.example/">',
-    "stylesheet": '<link rel="stylesheet" href="https://evil.example/x.css">',
-    "style loading": "<style>body{background:URL( 'https://evil.example/x.png')}</style>",
-    "style import": "<style>@import 'https://evil.example/x.css';</style>",
-    "inline style": '<p style="background:url(https://evil.example/x)">x</p>',
-    "svg": '<svg onload="alert(1)"></svg>',
-    "form": '<form action="https://evil.example/"><input name="q"></form>',
-    "image with a non-image data URI": '<img src="data:text/html;base64,PHNjcmlwdD4=">',
-    "comment the parser and the browser end apart": "<!-- --!><script>alert(1)</script> -->",
-    "comment hiding a script": "<!--><script>alert(1)</script>-->",
-    "another charset": '<meta charset="utf-7">',
-}
+HOSTILE = {**ACTIVE, **UNPARSEABLE}
+SHOW_REPORT = "`kit show BUNDLE --report OUT.html` renders the report from the verified data"
 
 
 @pytest.fixture
@@ -55,9 +35,14 @@ def same_kit(monkeypatch):
     monkeypatch.setattr(reader_files, "kit_source", lambda: dict(THIS_KIT))
 
 
-def _bundle(tmp_path: Path, model_name: str = "toy-F16") -> Path:
-    run = synthetic_grid_run(tmp_path / "runs" / "grid-toy", model_name=model_name)
-    return writer.write_bundle([run], tmp_path / "b.tar.gz", environ={}).path
+@pytest.fixture(scope="module")
+def fresh_bundle(tmp_path_factory) -> Path:
+    """One bundle written by the same kit (THIS_KIT) for every test that only edits a copy of it."""
+    root = tmp_path_factory.mktemp("fresh")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(writer, "kit_source", lambda: dict(THIS_KIT))
+        run = synthetic_grid_run(root / "runs" / "grid-toy")
+        return writer.write_bundle([run], root / "b.tar.gz", environ={}).path
 
 
 def _edited(bundle: Path, out: Path, **args) -> Path:
@@ -65,8 +50,18 @@ def _edited(bundle: Path, out: Path, **args) -> Path:
     return out
 
 
+def _older(bundle: Path, tmp_path: Path) -> Path:
+    """The same bundle, its index naming another commit of the kit (what any stranger can write)."""
+    return _edited(bundle, tmp_path / "older.tar.gz", file="/bundle.json", set_json={"kit.git_commit": "1" * 40})
+
+
 def _lines(verdict) -> str:
     return "\n".join(verdict.lines())
+
+
+def _members(bundle: Path) -> dict[str, bytes]:
+    with tarfile.open(bundle) as tar:
+        return {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
 def test_a_fresh_bundle_says_its_report_and_readme_are_what_this_kit_renders(same_kit, tmp_path):
@@ -78,116 +73,154 @@ def test_a_fresh_bundle_says_its_report_and_readme_are_what_this_kit_renders(sam
     assert verdict.ok, _lines(verdict)
     assert "note: report.html and README.md are exactly what this kit renders from the verified files" in \
         verdict.lines()
+    assert verdict.not_shown == [] and "NOT shown" not in verdict.summary()
 
 
-@pytest.mark.parametrize("name", sorted(HOSTILE_REPORTS))
-def test_what_the_kit_report_never_holds_is_found(name):
-    page = f"<!DOCTYPE html><html><head><title>t</title></head><body><p>ok</p>{HOSTILE_REPORTS[name]}</body></html>"
-    assert unsafe_html(page), name
-    assert unsafe_html(page.replace(HOSTILE_REPORTS[name], "")) == []
+def test_the_page_the_kit_writes_lets_nothing_run_or_load(fresh_bundle):
+    page = _members(fresh_bundle)[REPORT].decode()
+    head = page[:page.index("<title>")]
+    assert f'<meta http-equiv="Content-Security-Policy" content="{report.CSP}">' in head
+    assert report.CSP.startswith("default-src 'none'; img-src data:; style-src 'sha256-")
+    assert "script-src" not in report.CSP and "unsafe" not in report.CSP
+    assert page.count("<style>") == 1 and f"<style>{report.STYLE}</style>" in page  # the one the hash allows
 
 
-@pytest.mark.parametrize("name", ["script", "handler", "external image", "iframe", "refresh"])
-def test_a_scripted_report_never_verifies_even_from_another_kit(same_kit, tmp_path, name):
-    bundle = _bundle(tmp_path)
-    older = _edited(bundle, tmp_path / "older.tar.gz", file="/bundle.json",
-                    set_json={"kit.git_commit": "1" * 40})
-    forged = _edited(older, tmp_path / "forged.tar.gz", file="/report.html",
-                     replace_text=["</body>", HOSTILE_REPORTS[name] + "</body>"])
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_report_fails_a_bundle_of_this_kit(same_kit, fresh_bundle, tmp_path, name):
+    forged = _edited(fresh_bundle, tmp_path / "forged.tar.gz", file="/report.html",
+                     replace_text=["</body>", fragment(HOSTILE[name]) + "</body>"])
     verdict = verify_bundle(forged)
-    assert not verdict.ok
-    assert [p.file for p in verdict.problems] == [REPORT]
-    assert "holds what the kit's report never does" in verdict.problems[0].what
-    assert not any("report.html and" in line or "report.html is" in line for line in verdict.lines())
+    assert [(p.file, p.what) for p in verdict.problems] == [
+        (REPORT, "differs from what this kit renders from the verified files (the kit that wrote the bundle, by "
+                 f"its index); {SHOW_REPORT}")], _lines(verdict)
+    assert verdict.not_shown == [REPORT] and verdict.summary().startswith("FAILED")
 
 
-def test_a_changed_report_of_this_kit_fails_and_show_renders_the_faithful_one(same_kit, tmp_path):
-    bundle = _bundle(tmp_path)
-    forged = _edited(bundle, tmp_path / "forged.tar.gz", file="/report.html",
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_report_of_another_kit_is_not_shown_and_never_equal(same_kit, fresh_bundle, tmp_path, name):
+    forged = _edited(_older(fresh_bundle, tmp_path), tmp_path / "forged.tar.gz", file="/report.html",
+                     replace_text=["</body>", fragment(HOSTILE[name]) + "</body>"])
+    verdict = verify_bundle(forged)
+    assert verdict.ok, _lines(verdict)
+    assert verdict.not_shown == [REPORT, README]  # README names the other commit, so it differs too
+    assert f"note: not shown: report.html, README.md (written by kit 0.1.0 (commit {'1' * 40}), not this one, and " \
+           f"not what this kit renders from the verified files); do not open them: {SHOW_REPORT}" in verdict.lines()
+    assert "NOT shown: 2 documents not what this kit renders (report.html, README.md;" in verdict.summary()
+    assert not any("exactly what this kit renders" in line for line in verdict.lines())
+
+
+def test_an_unchanged_report_of_another_kit_is_shown_and_its_readme_is_not(same_kit, fresh_bundle, tmp_path):
+    verdict = verify_bundle(_older(fresh_bundle, tmp_path))
+    assert verdict.ok and verdict.not_shown == [README], _lines(verdict)
+    assert "note: report.html is exactly what this kit renders from the verified files" in verdict.lines()
+
+
+def test_a_changed_report_of_this_kit_fails_and_show_renders_the_faithful_one(same_kit, fresh_bundle, tmp_path):
+    forged = _edited(fresh_bundle, tmp_path / "forged.tar.gz", file="/report.html",
                      replace_text=["<h2>Headline</h2>", "<h2>Summary</h2>"])
     verdict = verify_bundle(forged)
     assert [(p.file, p.what.split(" (")[0]) for p in verdict.problems] == [
         (REPORT, "differs from what this kit renders from the verified files")]
     written = tmp_path / "faithful.html"
-    shown = run_kit("show", str(bundle), "--report", str(written), scratch=tmp_path / "s")
+    shown = run_kit("show", str(fresh_bundle), "--report", str(written), scratch=tmp_path / "s")
     assert shown.code == 0, shown.text
-    with tarfile.open(bundle) as tar:
-        bundled = tar.extractfile(next(m for m in tar.getmembers() if m.name.endswith("/report.html"))).read()
-    assert written.read_bytes() == bundled and f"report rendered from the verified data: {written}" in shown.out
+    assert written.read_bytes() == _members(fresh_bundle)[REPORT]
+    assert f"report rendered from the verified data: {written}" in shown.out
 
 
-def test_a_report_by_another_kit_is_noted_not_compared(same_kit, tmp_path):
-    bundle = _bundle(tmp_path)
-    older = _edited(bundle, tmp_path / "older.tar.gz", file="/bundle.json", set_json={"kit.git_commit": "1" * 40})
-    reworded = _edited(older, tmp_path / "reworded.tar.gz", file="/report.html",
-                       replace_text=["<h2>Headline</h2>", "<h2>Summary</h2>"])
-    verdict = verify_bundle(reworded)
-    assert verdict.ok, _lines(verdict)
-    assert f"note: report.html and README.md written by kit 0.1.0 (commit {'1' * 40}), not this one: not compared with the " \
-           "verified data; `kit show --report FILE` renders the report from it" in verdict.lines()
+def test_show_renders_the_faithful_page_from_a_bundle_whose_own_is_hostile(same_kit, fresh_bundle, tmp_path):
+    forged = _edited(_older(fresh_bundle, tmp_path), tmp_path / "forged.tar.gz", file="/report.html",
+                     replace_text=["</body>", fragment(ACTIVE["script"]) + "</body>"])
+    written = tmp_path / "faithful.html"
+    shown = run_kit("show", str(forged), "--report", str(written), scratch=tmp_path / "s")
+    assert shown.code == 0, shown.text
+    assert "NOT shown: 2 documents" in shown.out.splitlines()[0]  # the verified: line says so first
+    assert written.read_bytes() == _members(fresh_bundle)[REPORT] and b"<script" not in written.read_bytes()
 
 
-def test_a_report_is_not_compared_when_its_data_does_not_verify(same_kit, tmp_path):
-    forged = _edited(_bundle(tmp_path), tmp_path / "forged.tar.gz", file="{run}/results/grid.json",
+def test_a_report_is_not_shown_when_its_data_does_not_verify(same_kit, fresh_bundle, tmp_path):
+    forged = _edited(fresh_bundle, tmp_path / "forged.tar.gz", file="{run}/results/grid.json",
                      set_json={"comparisons.path.diverged": 2})
     verdict = verify_bundle(forged)
     assert len(verdict.mismatches) == 1 and verdict.problems == []
+    assert verdict.not_shown == [REPORT, README]
     assert any("not compared with what this kit renders: the files they are rendered from did not verify" in line
                for line in verdict.lines())
 
 
-@pytest.mark.parametrize("raw", ["<script>alert(1)</script>", '<img src="x" onerror="alert(1)">',
-                                 "<details open><summary>x</summary></details>", "![x](https://evil.example/p.png)"])
-def test_a_readme_with_raw_html_or_an_external_image_never_verifies(same_kit, tmp_path, raw):
-    forged = _edited(_bundle(tmp_path), tmp_path / "forged.tar.gz", file="/README.md",
+@pytest.mark.parametrize("name", sorted(README_RAW))
+def test_a_readme_with_raw_html_fails_this_kits_bundle_and_is_not_shown_in_anothers(same_kit, fresh_bundle,
+                                                                                     tmp_path, name):
+    raw = fragment(README_RAW[name])
+    forged = _edited(fresh_bundle, tmp_path / "forged.tar.gz", file="/README.md",
                      replace_text=["## What was run", f"{raw}\n\n## What was run"])
     verdict = verify_bundle(forged)
-    assert [p.file for p in verdict.problems] == [README]
-    assert "holds raw HTML outside code" in verdict.problems[0].what
+    assert [p.file for p in verdict.problems] == [README] and verdict.not_shown == [README]
+    older = _edited(_older(fresh_bundle, tmp_path), tmp_path / "older-forged.tar.gz", file="/README.md",
+                    replace_text=["## What was run", f"{raw}\n\n## What was run"])
+    verdict = verify_bundle(older)
+    assert verdict.ok and verdict.not_shown == [README], _lines(verdict)
 
 
 @pytest.mark.parametrize("data", ["<p>x</p>".encode("utf-16"), "\ufeff<p>x</p>".encode(), b"<p>x\x00</p>",
                                   b"<p>\xff</p>"])
-def test_a_report_or_readme_that_is_not_plain_utf8_is_refused(data):
+def test_a_report_or_readme_that_is_not_this_kits_bytes_is_not_shown(data):
     for name in (REPORT, README):
-        problems, _ = reader_files.check({name: data}, "root", verified=False)
-        assert problems == [(name, problems[0][1])] and "bytes that are not UTF-8 text" in problems[0][1]
+        shown = reader_files.check({name: data}, [name], "root")
+        assert shown.problems == [] and shown.not_shown == [name]
 
 
-def test_markdown_code_and_escapes_are_not_raw_html():
-    assert raw_html_in_markdown("`<b>`, ``a <i> b``, \\<script\\>\n\n```\n<script>\n```\n") == []
-    assert raw_html_in_markdown("\\`<b>`") == ["<b>"]  # an escaped backtick opens no code span
+def test_every_document_of_a_bundle_is_compared_or_not_shown(same_kit, tmp_path):
+    """An SVG figure (a browser runs its script when it is opened on its own), a page among the logs and a
+    Markdown file no kit writes are listed NOT shown; the report embeds the SVG only as an image."""
+    run = synthetic_grid_run(tmp_path / "runs" / "grid-toy")
+    (run / "analysis").mkdir()
+    (run / "analysis" / "figure.svg").write_text(fragment(SVG_FIGURE))
+    (run / "analysis" / "notes.md").write_text(fragment(README_RAW["script"]))
+    (run / "logs").mkdir(exist_ok=True)
+    (run / "logs" / "server.html").write_text(fragment(ACTIVE["script"]))
+    bundle = writer.write_bundle([run], tmp_path / "b.tar.gz", environ={}).path
+    verdict = verify_bundle(bundle)
+    assert verdict.ok, _lines(verdict)
+    prefix = "runs/grid-toy/"
+    assert verdict.not_shown == [f"{prefix}analysis/figure.svg", f"{prefix}analysis/notes.md",
+                                 f"{prefix}logs/server.html"], _lines(verdict)
+    assert "note: report.html and README.md are exactly what this kit renders from the verified files" in \
+        verdict.lines()
+    assert '<img src="data:image/svg+xml;base64,' in _members(bundle)[REPORT].decode()
 
 
 def test_engine_text_is_escaped_in_the_report_and_readme(same_kit, tmp_path):
     name = "<script>alert(1)</script>[x](https://evil.example/)<img src=x onerror=alert(1)>\x00\x1b[2J"
     run = synthetic_grid_run(tmp_path / "runs" / "grid-toy", model_name=name)
     manifest = Manifest.load(run)
-    manifest.update(reason='"><iframe src=https://evil.example/>')
+    manifest.update(reason='"><iframe src=https://evil.example/></style><script>x</script>')
     bundle = writer.write_bundle([run], tmp_path / "b.tar.gz", environ={}).path
     verdict = verify_bundle(bundle)
     assert verdict.ok, _lines(verdict)
-    with tarfile.open(bundle) as tar:
-        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    files = _members(bundle)
     page, readme = files[REPORT].decode(), files[README].decode()
-    assert unsafe_html(page) == [] and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page and "<iframe" not in page
     assert "\x00" not in page and "\x1b" not in page and "\x00" not in readme
-    assert raw_html_in_markdown(readme) == [] and "\\<script\\>alert(1)\\</script\\>" in readme
+    assert "\\<script\\>alert(1)\\</script\\>" in readme
+    tokens = MarkdownIt("commonmark").parse(readme)
+    inline = [child for token in tokens for child in token.children or []]
+    assert not [t for t in [*tokens, *inline] if t.type in ("html_block", "html_inline", "image", "link_open")]
 
 
 @pytest.mark.parametrize("bundle", OLD_BUNDLES, ids=lambda p: p.name)
-def test_reports_and_readmes_of_an_earlier_release_are_safe_and_noted(bundle, same_kit):
+def test_reports_and_readmes_of_an_earlier_release_verify_and_are_not_shown(bundle, same_kit):
     with tarfile.open(bundle) as tar:
         root = tar.getmembers()[0].name.split("/")[0]
         files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()
                  if m.isfile() and "/records/" not in m.name and "/logs/" not in m.name}
-    assert unsafe_html(files[REPORT].decode()) == [] and raw_html_in_markdown(files[README].decode()) == []
-    problems, notes = reader_files.check(files, root)
-    assert problems == []
-    assert notes == ["report.html and README.md written by kit 0.1.0 (commit da529a9fbb9d7de551fc05daf2a20bc17216e822)"
-                     ", not this one: not compared with the verified data; `kit show --report FILE` renders the "
-                     "report from it"]
-    assert b"<h2>Headline</h2>" in reader_files.rendered(files, root)[REPORT]  # today's page, from the same files
+    shown = reader_files.check(files, files, root)
+    assert shown.problems == [] and shown.not_shown == [REPORT, README]
+    assert shown.notes == ["not shown: report.html, README.md (written by kit 0.1.0 (commit "
+                           "da529a9fbb9d7de551fc05daf2a20bc17216e822), not this one, and not what this kit renders "
+                           f"from the verified files); do not open them: {SHOW_REPORT}"]
+    page = reader_files.rendered(files, root)[REPORT]
+    assert b"<h2>Headline</h2>" in page and b"Content-Security-Policy" in page  # today's page, from the same files
 
 
 @pytest.mark.parametrize("args, error", [
@@ -196,15 +229,14 @@ def test_reports_and_readmes_of_an_earlier_release_are_safe_and_noted(bundle, sa
     (["--report", "{tmp}/r.txt"], "is not an .html file name; give --report a file name ending in .html"),
     (["--report", "{tmp}/missing/r.html"], "does not exist or is not writable"),
 ])
-def test_show_report_refuses_a_bad_target_before_reading_anything(tmp_path, args, error):
-    bundle = _bundle(tmp_path)
-    outcome = run_kit("show", str(bundle), *[a.format(tmp=tmp_path) for a in args], scratch=tmp_path / "s")
+def test_show_report_refuses_a_bad_target_before_reading_anything(fresh_bundle, tmp_path, args, error):
+    outcome = run_kit("show", str(fresh_bundle), *[a.format(tmp=tmp_path) for a in args], scratch=tmp_path / "s")
     assert outcome.code == 2 and error in outcome.one_line_reason()
     assert not list(tmp_path.glob("r.*")) and not (tmp_path / "missing").exists()
 
 
-def test_show_report_writes_nothing_for_a_bundle_that_does_not_verify(tmp_path):
-    forged = _edited(_bundle(tmp_path), tmp_path / "forged.tar.gz", file="{run}/results/grid.json",
+def test_show_report_writes_nothing_for_a_bundle_that_does_not_verify(fresh_bundle, tmp_path):
+    forged = _edited(fresh_bundle, tmp_path / "forged.tar.gz", file="{run}/results/grid.json",
                      set_json={"comparisons.path.diverged": 2})
     outcome = run_kit("show", str(forged), "--report", str(tmp_path / "r.html"), scratch=tmp_path / "s")
     assert outcome.code == 1 and "does not verify" in outcome.one_line_reason()

@@ -52,7 +52,7 @@ def test_everything_the_analysis_wrote_is_recomputed_and_counted(analysed, tmp_p
     assert verdict.by_kind["findings"][0] == 2
     assert verdict.by_kind["tables"][0] == 2 * 5 * 3  # Tables III-VII, csv/md/tex, for each run's analysis
     assert verdict.by_kind["figure data"][0] == 3  # fig3 (demo), fig1 and fig2 (grid)
-    assert verdict.by_kind["comparison with the paper"][0] == 2 * 3
+    assert verdict.by_kind["comparison with the paper"][0] == 2 * 5  # compare-paper.*: 3, compare-claims.*: 2
     assert all(values > 0 for _, values in verdict.by_kind.values())
     assert verdict.images == [0, 6] and verdict.not_recomputed == []
     assert not any("not recomputed" in note for note in verdict.notes), verdict.notes
@@ -71,6 +71,9 @@ def test_everything_the_analysis_wrote_is_recomputed_and_counted(analysed, tmp_p
     ("grid-tiny-20261201-070919/analysis/tables/table_V.tex", " & 1 & ", " & 5 & "),
     ("grid-tiny-20261201-070919/analysis/figures/fig1_divergence.json", '"n": 1', '"n": 4'),
     ("demo-20261201-070851/analysis/compare-paper.csv", "Table VII,", "Table III,"),
+    ("demo-20261201-070851/analysis/compare-claims.json", '"verdict": "holds"', '"verdict": "does not hold"'),
+    ("demo-20261201-070851/analysis/compare-claims.md", "| holds | SmolLM2-135M Q4_1: recompute s1 2/2",
+     "| holds | SmolLM2-135M Q4_1: recompute s1 1/2"),
 ])
 def test_a_changed_number_in_any_analysis_file_is_a_mismatch_naming_it(analysed, tmp_path, file, old, new):
     forged = mutations.edit(analysed, file, reseal=True, replace_text=[old, new])
@@ -93,11 +96,11 @@ def test_findings_of_runs_the_bundle_lacks_are_said_not_recomputed(analysed, tmp
                             set_json={"runs.0.run": "elsewhere-1"})
     verdict = verify(forged, tmp_path)
     assert verdict.ok, verdict.lines()
-    # the tables, findings, compare-paper, the two figures' data and their four images
-    assert len(verdict.not_recomputed) == 3 * 5 + 1 + 3 + 2 + 4
+    # the tables, findings, compare-paper, compare-claims, the two figures' data and their four images
+    assert len(verdict.not_recomputed) == 3 * 5 + 1 + 3 + 2 + 2 + 4
     assert all(name.startswith("runs/grid-tiny-20261201-070919/analysis/") for name in verdict.not_recomputed)
     assert any("elsewhere-1" in note and "bundle them together" in note for note in verdict.notes)
-    assert "; NOT recomputed: 25 (computed files, " in verdict.summary()
+    assert "; NOT recomputed: 27 (computed files, " in verdict.summary()
 
 
 def test_settings_out_of_bounds_are_not_run(analysed, tmp_path):
@@ -176,3 +179,27 @@ def test_a_label_later_kits_reworded_matches_only_as_the_older_wording_within_th
         bundled, fresh = ra.comparable(ra.FINDINGS_KIND, {"runs": [{"run": "r", "prompt_cache": older}]},
                                        {"runs": [{"run": "r", "prompt_cache": newer}]})
         assert (compare_json(bundled, fresh, "findings.json") == []) is equal, older
+
+
+def test_the_markdown_tables_of_a_fresh_analysis_are_shown_and_an_older_kits_are_not(analysed, tmp_path):
+    """The Markdown tables and compare-paper.md are documents (docs/security.md, rule 4): shown only when they
+    are byte for byte this kit's rendering of the recomputed findings; an older layout is listed NOT shown."""
+    fresh = verify(analysed, tmp_path)
+    assert fresh.ok and fresh.not_shown == [], "\n".join(fresh.lines())
+    assert sum(name.endswith(".md") for name in fresh.renderings) == 2 * 7  # 5 tables, compare-paper.md and compare-claims.md per run
+    older = verify(OLD_BUNDLE.read_bytes(), tmp_path, "old.tar.gz")
+    assert older.ok and "report.html" in older.not_shown, "\n".join(older.lines())
+    assert any(name.endswith("/analysis/tables/table_IV.md") for name in older.not_shown)
+
+
+def test_a_markdown_table_with_raw_html_in_its_caption_is_not_shown(analysed, tmp_path):
+    """Its numbers and rows still match (the caption is not compared word for word), so it is no mismatch,
+    but it is not this kit's rendering: never shown, never counted as equal."""
+    file = "runs/demo-20261201-070851/analysis/tables/table_IV.md"
+    text = mutations.decode(analysed).members[mutations.decode(analysed).index(file)][1].decode()
+    caption = text.splitlines()[0]
+    forged = mutations.edit(analysed, file, reseal=True,
+                            replace_text=[caption, caption + " <script>alert('x')</script>"])
+    verdict = verify(forged, tmp_path)
+    assert verdict.ok and verdict.mismatches == [], "\n".join(verdict.lines())
+    assert verdict.not_shown == [file] and "NOT shown: 1 document" in verdict.summary()

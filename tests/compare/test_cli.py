@@ -63,7 +63,7 @@ def test_an_unknown_reference_is_a_usage_error(tmp_path):
     refused(kit("compare", tmp_path, "--reference", "nature"), "--reference")
 
 
-def test_the_demo_run_folder_gets_three_files_beside_its_findings(tmp_path):
+def test_the_demo_run_folder_gets_five_files_beside_its_findings(tmp_path):
     run = tmp_path / "demo-20261201-070851"
     shutil.copytree(FIXTURES / run.name, run)
     (run / "analysis").mkdir()
@@ -73,7 +73,21 @@ def test_the_demo_run_folder_gets_three_files_beside_its_findings(tmp_path):
     assert "not comparable" in result.stdout and "SmolLM2-135M" in result.stdout
     assert "consistent 0, inconsistent 0, underpowered 0, not comparable 2" in result.stdout
     written = sorted(p.name for p in (run / "analysis").iterdir())
-    assert written == ["compare-paper.csv", "compare-paper.json", "compare-paper.md", "findings.json"]
+    assert written == ["compare-claims.json", "compare-claims.md", "compare-paper.csv", "compare-paper.json",
+                       "compare-paper.md", "findings.json"]
+    # not comparable in numbers, and yet the paper's qualitative findings are judged on it, in other words
+    lines = result.stdout.splitlines()
+    assert "qualitative: the paper's findings hold on this run (6 claims measured: Table IV 4/4, Table VII 2/2)" \
+        in lines, result.stdout
+    assert any(line.startswith("numeric: consistent 0,") for line in lines)
+    assert "not measured by this run: the claims of Table III, Table V, Table VI" in lines
+    claims = json.loads((run / "analysis" / "compare-claims.json").read_text())
+    assert claims["schema"] == "kit.claims/1" and claims["counts"]["holds"] == 6
+    assert not any("consistent" in c["verdict"] for c in claims["claims"])
+    reproduces = next(c for c in claims["claims"] if c["id"] == "IV/each-path-reproduces")
+    assert reproduces["verdict"] == "holds" and "recompute s1 2/2, s2 2/2" in reproduces["counts"]
+    claims_md = (run / "analysis" / "compare-claims.md").read_text()
+    assert "| Table IV | each path reproduces itself | holds |" in claims_md
     doc = json.loads((run / "analysis" / "compare-paper.json").read_text())
     assert doc["schema"] == "kit.compare/1" and doc["counts"]["not comparable"] == 2
     assert all(line["verdict"].startswith("not comparable: SmolLM2-135M vs Qwen2.5-7B") for line in doc["lines"])

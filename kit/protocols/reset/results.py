@@ -45,6 +45,17 @@ def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
             "recompute_wrong_hit_right": gained, "mcnemar": exact_mcnemar(lost, gained).to_json()}
 
 
+def counts(units: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """One session's counts (units: item -> {"cold": [two outputs], "warm": [two outputs]}): items, each path
+    reproducing itself, the paths differing, and differing on an item where each path reproduced (cache-caused)."""
+    return {"items": len(units),
+            "recompute_reproduces": sum(p["cold"][0] == p["cold"][1] for p in units.values()),
+            "hit_reproduces": sum(p["warm"][0] == p["warm"][1] for p in units.values()),
+            "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values()),
+            "cache_caused": sum(p["cold"][0] == p["cold"][1] and p["warm"][0] == p["warm"][1]
+                                and p["cold"][0] != p["warm"][0] for p in units.values())}
+
+
 def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
     manifest = Manifest.load(run_dir)
     rows, paths_by_session = [], {}
@@ -59,12 +70,7 @@ def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
         paths_by_session[pass_id] = units
         firsts = [first_difference(p["cold"][0], p["warm"][0]) for p in units.values()]
         row.update(
-            items=len(units),
-            recompute_reproduces=sum(p["cold"][0] == p["cold"][1] for p in units.values()),
-            hit_reproduces=sum(p["warm"][0] == p["warm"][1] for p in units.values()),
-            paths_differ=sum(p["cold"][0] != p["warm"][0] for p in units.values()),
-            cache_caused=sum(p["cold"][0] == p["cold"][1] and p["warm"][0] == p["warm"][1]
-                             and p["cold"][0] != p["warm"][0] for p in units.values()),
+            **counts(units),
             outcomes=outcomes(units),
             first_difference_tokens=sorted(f for f in firsts if f is not None),
         )

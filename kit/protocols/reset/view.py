@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from kit.protocols.kind import PlotRow
-from kit.core.terminal_text import shown
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline, rate
 
@@ -22,22 +22,22 @@ def reset_table(table: dict[str, Any]) -> Table:
     answers = []
     for row in table["sessions"]:
         if row["status"] == "OK":
-            view.add_row(shown(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
+            view.add_row(str(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
                          str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
             if row.get("outcomes"):
                 o = row["outcomes"]
-                answers.append(f"{shown(row['session'])}: correct recompute {o['recompute_correct']}/{o['items']}, "
+                answers.append(f"{row['session']}: correct recompute {o['recompute_correct']}/{o['items']}, "
                                f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
                                f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
                                f"(exact McNemar p={o['mcnemar']['p']:.3g})")
         else:
-            view.add_row(shown(row["session"]), f"[red]{shown(row['status'])}[/]", "—", "—", "—", "—", "—")
+            view.add_row(str(row["session"]), Text(str(row["status"]), style="red"), "—", "—", "—", "—", "—")
     across = table["across_sessions"]
     if "items" in across:
         view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
                         f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
     else:
-        view.caption = f"across sessions: {shown(across['note'])}"
+        view.caption = f"across sessions: {across['note']}"
     view.caption = "\n".join([view.caption, *answers])
     view.caption_justify = "left"
     return view
@@ -56,10 +56,13 @@ def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     if not counts:
         return None
     most = any(2 * cut > scored for scored, cut in sessions.values())
-    return (f"correctness: answers cut at {max_tokens} tokens before any final answer ('#### n') count as wrong: "
-            f"{', '.join(counts)} (recompute and cache-hit answers scored); "
-            f"{'so the correct counts above do not measure accuracy; ' if most else ''}"
-            "more tokens (--max-tokens) give the answers room")
+    return "\n".join([
+        f"correctness: answers cut at {max_tokens} tokens before any final answer ('#### n') count as wrong: "
+        f"{', '.join(counts)} (recompute and cache-hit answers scored);",
+        "so the correct counts above do not measure the model's accuracy, and their flips say little about the cache;"
+        if most else "so the correct counts above read low by up to that many;",
+        f"the divergence counts do not depend on it; more tokens (e.g. --max-tokens {4 * (max_tokens or 64)}) give "
+        "the answers room"])
 
 
 def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
@@ -89,6 +92,11 @@ def headline(t: dict[str, Any], h: Headline) -> None:
     if not ok:
         h.verdict.append("no OK session: nothing to judge")
         return
+    if len(ok) > 1:  # one line naming every session first: the report's headline row shows the first line
+        h.verdict.append(f"{len(ok)} sessions: the cache-hit path differs from the recompute path in "
+                         + ", ".join(f"{s['session']} {s['paths_differ']}/{s['items']}" for s in ok)
+                         + " items; attributable to the cache: "
+                         + ", ".join(f"{s['session']} {s['cache_caused']}" for s in ok))
     for s in ok:
         h.verdict.append(f"session {s['session']}: the cache-hit path differs from the recompute path in "
                          + rate(int(s["paths_differ"]), int(s["items"]), unit="items")

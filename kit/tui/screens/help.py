@@ -32,6 +32,7 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | setup | `esc` | back to the picker |
 | live run | `s` | stop after the current request: records kept, manifest says interrupted |
 | live run | `r` | the results (once the run has ended) |
+| live run | `esc` | back to the picker (once the run has ended) |
 | results | `o` / `c` | open the results folder (no display: its path) / the run folder's path to the clipboard (OSC 52) |
 | results | `n` | set up another run |
 | results | `esc` | back to the live view of the run |

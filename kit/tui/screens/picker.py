@@ -36,8 +36,8 @@ class PickerScreen(Screen):
     """Choose a protocol; Enter opens its setup form."""
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
-                Binding("r", "app.open_replay", "Replay a bundle"),
-                Binding("w", "app.open_watch", "Watch an engine", show=False), Binding("question_mark", "app.help", "Help"),
+                Binding("r", "app.open_replay", "Replay"),
+                Binding("w", "app.open_watch", "Watch"), Binding("question_mark", "app.help", "Help"),
                 Binding("q", "app.quit", "Quit")]
     # The list takes the rows it needs, up to 60% of the screen (every protocol file at 120x40, twelve rows
     # at 80x24); the description gets the rest and scrolls when it must.

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.app.console import results_note, results_view
+from kit.app.console import qualitative_lines, results_note, results_view
 from kit.core.paths import RunPaths, shown_path
 from kit.core.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
@@ -93,7 +93,11 @@ class ResultsScreen(Screen):
         view = results_view(table)
         note = results_note(result.run_dir, table) if result.run_dir.is_dir() else None
         shown = view if view is not None else Text("no result table", style="dim")
-        self.query_one("#table", Static).update(shown if note is None else Group(shown, Text(note, style="dim")))
+        parts = [shown] + ([Text(note, style="dim")] if note is not None else [])
+        if result.status == "finished":  # as `kit run` ends: do the paper's qualitative findings hold here
+            parts += [Text(one_line(line), style="bold" if line.startswith("qualitative:") else "")
+                      for line in qualitative_lines(result.run_dir, table)]
+        self.query_one("#table", Static).update(Group(*parts))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),
                                                      plot(table, self.app.size.width - 4)))
         self.query_one("#paths", Static).update(self.paths_text())

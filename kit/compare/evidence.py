@@ -1,0 +1,330 @@
+"""What a run measured that decides the paper's qualitative claims (kit.compare.claims), per table, read from
+the findings.json `kit analyze` wrote or, for a run not analysed yet, from its restored-state results table
+(results/reset_table.json: Table IV's measures only).
+
+Everything here is counts and intervals as the findings give them; nothing is matched against the paper's
+configuration (a claim is judged on any model, format or scale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.analysis.findings_model import Findings, from_json
+from kit.compare.names import model_display
+
+RESET_TABLE = "restored-state control"  # the `table` name of a reset run's results (kit.protocols.reset.results)
+
+
+class EvidenceShape(ValueError):
+    """A findings or results table is not laid out as `kit analyze` / the reset protocol write it."""
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise EvidenceShape(f"{what} is {value!r}, not a count")
+    return int(value)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EvidenceShape(f"{what} is {value!r}, not a number")
+    return float(value)
+
+
+def _optional(value: Any, what: str) -> float | None:
+    return None if value is None else _number(value, what)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """k of n, with the 95% interval the findings give (fractions), where they give one."""
+
+    k: int
+    n: int
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def value(self) -> float:
+        return self.k / self.n if self.n else 0.0
+
+    def text(self) -> str:
+        if self.lo is None or self.hi is None:
+            return f"{self.k}/{self.n}"
+        return f"{self.k}/{self.n} [{100 * self.lo:.1f}, {100 * self.hi:.1f}]%"
+
+
+@dataclass(frozen=True)
+class RerunRow:
+    """Table III: cache-on run-to-run divergence of one grid run, with its prompt-cache setting and pass order."""
+
+    label: str
+    prompt_cache: str
+    order: str
+    rerun: Rate
+
+
+@dataclass(frozen=True)
+class Session:
+    """Table IV: one session's counts of items (each path reproduces, the paths differ, and of those how many
+    on items where each path reproduced: None where the findings of an earlier kit do not say)."""
+
+    name: str
+    items: int
+    recompute: int
+    hit: int
+    differ: int
+    cache_caused: int | None
+
+
+@dataclass(frozen=True)
+class ResetRow:
+    """Table IV: one restored-state run (one format): its sessions and the items the same in all of them."""
+
+    label: str
+    sessions: tuple[Session, ...]
+    across_items: int | None = None  # items served in every OK session (None: fewer than two sessions)
+    recompute_same: int | None = None
+    hit_same: int | None = None
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """Table V: one configuration's path divergence and, where run twice, each arm's run-to-run divergence."""
+
+    label: str
+    prompt_cache: str
+    path: Rate
+    off: Rate | None
+    on: Rate | None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A trend over formats: its estimate and 95% interval, and the value of no trend (1 for an odds ratio)."""
+
+    label: str
+    what: str
+    estimate: float
+    lo: float | None
+    hi: float | None
+    null: float
+
+
+@dataclass(frozen=True)
+class FormatDifference:
+    """Table VI: a format's paired difference from the reference format (points) and in how many histories it
+    lay above the reference."""
+
+    format: str
+    reference: str
+    diff: float
+    lo: float
+    hi: float
+    above: int
+    histories: int
+
+
+@dataclass(frozen=True)
+class BridgeRow:
+    """Table VII: one bridge configuration's path determinism, cache-attributable divergence and correctness."""
+
+    label: str
+    n: int
+    recompute: int
+    hit: int
+    attributable: int
+    differ: int
+    flips: int | None = None  # None: no correctness in this run
+    b: int | None = None
+    c: int | None = None
+    p: float | None = None
+
+
+@dataclass
+class Evidence:
+    """Everything one run (or one findings.json) measured that a claim reads, per table; `source` says where it
+    was read from."""
+
+    source: str
+    iii: list[RerunRow] = field(default_factory=list)
+    iv: list[ResetRow] = field(default_factory=list)
+    v: list[GridRow] = field(default_factory=list)
+    v_trend: list[Trend] = field(default_factory=list)
+    vi: list[FormatDifference] = field(default_factory=list)
+    vi_trend: list[Trend] = field(default_factory=list)
+    vii: list[BridgeRow] = field(default_factory=list)
+
+
+def _label(row: dict[str, Any]) -> str:
+    return f"{model_display(str(row.get('model')), {})} {row.get('format')}"
+
+
+def _rate(cells: dict[str, Any], prefix: str, what: str) -> Rate:
+    return Rate(_count(cells[f"{prefix}k"], f"{what} k"), _count(cells[f"{prefix}n"], f"{what} n"),
+                _optional(cells.get(f"{prefix}lo"), f"{what} lo"), _optional(cells.get(f"{prefix}hi"), f"{what} hi"))
+
+
+def _reset_row(label: str, sessions: list[Session], across: dict[str, Any]) -> ResetRow:
+    if across.get("items") is None:
+        return ResetRow(label, tuple(sessions))
+    return ResetRow(label, tuple(sessions), _count(across["items"], "across_sessions items"),
+                    _count(across["recompute_same_in_all"], "recompute_same_in_all"),
+                    _count(across["hit_same_in_all"], "hit_same_in_all"))
+
+
+def _table_iv(rows: list[dict[str, Any]]) -> list[ResetRow]:
+    found = []
+    for r in rows:
+        caused = r.get("cache_caused") or [None] * len(r["items"])
+        lengths = {k: len(r[k]) for k in ("sessions", "items", "recompute_reproduces", "hit_reproduces",
+                                         "paths_differ")} | {"cache_caused": len(caused)}
+        if len(set(lengths.values())) != 1:
+            raise EvidenceShape(f"row {r.get('run')!r} gives per-session lists of different lengths ("
+                                + ", ".join(f"{k} {n}" for k, n in lengths.items()) + ")")
+        sessions = [Session(str(name), _count(items, "items"), _count(rec, "recompute_reproduces"),
+                            _count(hit, "hit_reproduces"), _count(differ, "paths_differ"),
+                            None if cause is None else _count(cause, "cache_caused"))
+                    for name, items, rec, hit, differ, cause in zip(
+                        r["sessions"], r["items"], r["recompute_reproduces"], r["hit_reproduces"], r["paths_differ"],
+                        caused, strict=True)]
+        if sessions:
+            found.append(_reset_row(_label(r), sessions, r.get("across_sessions") or {}))
+    return found
+
+
+def _odds_ratio(label: str, fit: Any, what: str) -> Trend | None:
+    if not isinstance(fit, dict) or "skipped" in fit or fit.get("odds_ratio") is None:
+        return None
+    return Trend(label, what, _number(fit["odds_ratio"], what), _optional(fit.get("or_lo"), what),
+                 _optional(fit.get("or_hi"), what), 1.0)
+
+
+def _slope(label: str, boot: Any, what: str) -> Trend | None:
+    if not isinstance(boot, dict) or boot.get("rate_slope") is None:
+        return None
+    scale = [None if boot.get(k) is None else 100 * _number(boot[k], what) for k in ("rate_slope_lo", "rate_slope_hi")]
+    return Trend(label, what, 100 * _number(boot["rate_slope"], what), scale[0], scale[1], 0.0)
+
+
+def _grid_trends(findings: Findings) -> list[Trend]:
+    trends = []
+    for name, entry in (findings.grid_trend.models if findings.grid_trend else {}).items():
+        label = f"{name} over {'+'.join(map(str, entry.get('formats') or []))}"
+        trend = _odds_ratio(label, entry.get("glmm"), "random-intercept odds ratio per format step") or _odds_ratio(
+            label, entry.get("conditional_logit"), "conditional-logit odds ratio per format step")
+        if trend is not None:
+            trends.append(trend)
+    return trends
+
+
+def _sweep_trend(findings: Findings) -> list[Trend]:
+    boot = findings.sweep.bootstrap if findings.sweep else {}
+    if not boot.get("formats"):
+        return []
+    label = "sweep over " + "+".join(str(f.get("label")) for f in boot["formats"] if isinstance(f, dict))
+    fit = None if boot.get("glmm_skipped") or boot.get("glmm_note") else _odds_ratio(
+        label, boot, "history-averaged odds ratio per format step")
+    found = fit or _slope(label, boot, "rate slope, points per format step")
+    return [found] if found is not None else []
+
+
+def _table_vi(rows: list[dict[str, Any]]) -> list[FormatDifference]:
+    reference = next((str(r["format"]) for r in rows if r.get("is_reference")), "the reference")
+    return [FormatDifference(str(r["format"]), reference, 100 * _number(r["diff"], "diff"),
+                             100 * _number(r["diff_lo"], "diff_lo"), 100 * _number(r["diff_hi"], "diff_hi"),
+                             _count(r["above_reference"], "above_reference"), _count(r["histories"], "histories"))
+            for r in rows if not r.get("is_reference")]
+
+
+def _table_vii(rows: list[dict[str, Any]]) -> list[BridgeRow]:
+    found = []
+    for r in rows:
+        n = _count(r["n"], "n")
+        if n == 0:
+            continue
+        label = f"{_label(r)}{', session ' + str(r['session']) if r.get('session') else ''}, {n} items"
+        row = BridgeRow(label, n, _count(r["recompute_reproduces"], "recompute_reproduces"),
+                        _count(r["hit_reproduces"], "hit_reproduces"),
+                        _count(r.get("attributable_items") or 0, "attributable_items"),
+                        _count(r.get("paths_differ") or 0, "paths_differ"))
+        mcnemar = r.get("mcnemar")
+        if "correctness_skipped" not in r and r.get("flips") is not None and isinstance(mcnemar, dict):
+            row = BridgeRow(row.label, row.n, row.recompute, row.hit, row.attributable, row.differ,
+                            _count(r["flips"], "flips"), _count(mcnemar.get("b", 0), "mcnemar b"),
+                            _count(mcnemar.get("c", 0), "mcnemar c"), _optional(mcnemar.get("p"), "mcnemar p"))
+        found.append(row)
+    return found
+
+
+def _table_iii(rows: list[dict[str, Any]]) -> list[RerunRow]:
+    return [RerunRow(str(r.get("run")), str(r["prompt_cache"]), str(r["order"]), _rate(r, "", "run-to-run"))
+            for r in rows]
+
+
+def _table_v(rows: list[dict[str, Any]]) -> list[GridRow]:
+    return [GridRow(f"{r.get('engine')} {_label(r)}", str(r.get("prompt_cache")), _rate(r, "path_", "path"),
+                    _rate(r, "off_", "cache-off") if r.get("off_k") is not None else None,
+                    _rate(r, "on_", "cache-on") if r.get("on_k") is not None else None) for r in rows]
+
+
+def _shape(what: str, read: Callable[[], Any]) -> Any:
+    """`read()`, or EvidenceShape naming `what` (a table) and what is wrong in it."""
+    try:
+        return read()
+    except EvidenceShape as exc:
+        raise EvidenceShape(f"{what}: {exc}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        said = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise EvidenceShape(f"{what}: {said}") from None
+
+
+def from_findings(findings: Findings, source: str = "findings.json") -> Evidence:
+    """The evidence of a findings.json (every table it has rows for); EvidenceShape naming the table when one is
+    odd."""
+    def rows(t: str) -> list[dict[str, Any]]:
+        return list(findings.table(t).rows)
+
+    return Evidence(source,
+                    iii=_shape("Table III", lambda: _table_iii(rows("III"))),
+                    iv=_shape("Table IV", lambda: _table_iv(rows("IV"))),
+                    v=_shape("Table V", lambda: _table_v(rows("V"))),
+                    v_trend=_shape("the grid trend", lambda: _grid_trends(findings)),
+                    vi=_shape("Table VI", lambda: _table_vi(rows("VI"))),
+                    vi_trend=_shape("the sweep trend", lambda: _sweep_trend(findings)),
+                    vii=_shape("Table VII", lambda: _table_vii(rows("VII"))))
+
+
+def from_reset_table(table: dict[str, Any], label: str, source: str = "results/reset_table.json") -> Evidence:
+    """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read)."""
+    def read() -> Evidence:
+        sessions = [Session(str(s["session"]), _count(s["items"], "items"),
+                            _count(s["recompute_reproduces"], "recompute_reproduces"),
+                            _count(s["hit_reproduces"], "hit_reproduces"), _count(s["paths_differ"], "paths_differ"),
+                            None if s.get("cache_caused") is None else _count(s["cache_caused"], "cache_caused"))
+                    for s in table["sessions"] if s.get("status") == "OK"]
+        across = table.get("across_sessions") or {}
+        return Evidence(source, iv=[_reset_row(label, sessions, across)] if sessions else [])
+
+    return _shape(source, read)
+
+
+def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
+    """A run's evidence: its analysis/findings.json when it has one (every table), else its restored-state
+    results table (Table IV); None when it has neither. EvidenceShape when the file it reads is odd."""
+    if isinstance(findings, dict):
+        try:
+            parsed = from_json(findings)
+        except (ValueError, TypeError) as exc:  # kit.analysis.findings_model.NotFindings is a ValueError
+            raise EvidenceShape(f"analysis/findings.json: {exc}") from None
+        return _shape("analysis/findings.json", lambda: from_findings(parsed, "analysis/findings.json"))
+    tables = [t for t in results if isinstance(t, dict) and t.get("table") == RESET_TABLE]
+    if not tables:
+        return None
+    evidence = Evidence("results/reset_table.json")
+    for table in tables:
+        evidence.iv.extend(from_reset_table(table, label).iv)
+    return evidence
