@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from kit.app.check import kind_overrides, overrides, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
-from kit.core.errors import ConfigError
+from kit.core.errors import ConfigError, NoVerdict
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, ResetProvider, VllmResetProvider, url_provider
 
 
@@ -106,3 +106,4 @@ def test_without_a_reset_what_needs_none_is_measured_and_the_rest_is_impossible(
     assert "--slot-save-path DIR" in unreset["why"]
     assert any(line.startswith("Impossible without a reset: manipulation gate") for line in table["verdict"]["advice"])
     assert table["verdict"]["impossible"] and "Impossible without a reset" in result.output
+    assert isinstance(result.exception, NoVerdict) and "every pass was VOID" in str(result.exception)  # exit 4

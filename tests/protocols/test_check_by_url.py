@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli import cli
+from kit.core.errors import NoVerdict
 from kit.engines.base import CompletionRequest
 from kit.launch.instance import url_provider
 from kit.launch.native import NativeServer
@@ -30,7 +31,7 @@ def _server(server_spec, tmp_path, **changes):
 
 
 def _check(url, out):
-    result = CliRunner().invoke(cli, ["check", url, *SMALL, "--out", str(out)], catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["check", url, *SMALL, "--out", str(out)])
     [run_dir] = [p for p in out.iterdir() if (p / "manifest.json").is_file()]
     return result, json.loads((run_dir / "results" / "pinning.json").read_text()), run_dir
 
@@ -51,7 +52,7 @@ def test_a_hand_started_llama_server_with_slot_save_path_gets_the_full_check(ser
     assert {"full_eval", "partial", "full_kv<-full_eval"} <= found  # the three states, by telemetry
     assert table["arms"]["differ"] is not None and len(table["cycles"]) == 2
     assert table["regimes"]["steady"]["n"] == 2 and table["regimes"]["always_fresh"]["n"] == 1
-    assert "without_reset" not in table and result.exit_code == 0
+    assert "without_reset" not in table and result.exit_code == 0, result.exception
 
 
 def test_without_slot_save_path_every_erase_is_refused_and_what_needs_no_reset_is_measured(server_spec, tmp_path):
@@ -63,6 +64,7 @@ def test_without_slot_save_path_every_erase_is_refused_and_what_needs_no_reset_i
     assert unreset["steady"]["n"] == 2 and unreset["states"] and unreset["cycles"]
     assert table["verdict"]["impossible"][0].startswith("manipulation gate: needs a confirmed reset")
     assert "Impossible without a reset" in result.output
+    assert isinstance(result.exception, NoVerdict)  # no OK pass: exit 4, the reasons on its last line
 
 
 def test_the_host_memory_prompt_cache_survives_the_erase_and_is_named(server_spec, tmp_path):
