@@ -306,8 +306,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
     if url is not None:  # last of the checks: an engine that is not there is refused before a run folder exists
         check_listening(url, "URL")
-    reporter = console.PinningReporter()
-    reporter.say(found)  # the first line: what answers at URL, and from which of its answers
+    reporter = console.PinningReporter(first_line=found)  # what answers at URL, and from which of its answers
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)
     finally:

@@ -136,10 +136,12 @@ class ConsoleReporter:
 
 class PinningReporter(ConsoleReporter):
     """Shows a pinning run: one line per pass with its measured outputs (A, B, ... in order of first
-    appearance) and the cache state of each call."""
+    appearance) and the cache state of each call. `first_line` (what answers at the URL) is said when the run
+    starts, after every option was checked, so a refusal stays the one line printed."""
 
-    def __init__(self, console: SafeConsole | None = None):
+    def __init__(self, console: SafeConsole | None = None, first_line: str | None = None):
         super().__init__(console)
+        self.first_line = first_line
         self.names: dict[str, str] = {}
         self.calls: list[Text] = []
 
@@ -150,6 +152,8 @@ class PinningReporter(ConsoleReporter):
         print_ = self.progress.console.print
         if isinstance(event, RunStarted):
             plan = event.plan
+            if self.first_line:
+                print_(self.first_line)
             print_(Text.assemble((str(event.protocol), "bold"), f": {plan['calibration_rounds']} calibration round(s), "
                                  f"{plan['cycles']} cycle(s) × 2 arms × {plan['per_arm']} calls, {plan['always_fresh']} "
                                  f"always-fresh call(s), {plan['steady']} steady-state call(s); up to "
