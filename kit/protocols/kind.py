@@ -165,6 +165,7 @@ class Kind:
     imported_from: str | None = None  # its run folders' importer (`kit import NAME`): kit verify holds the files
     # they keep in records/imported/ against the manifest and makes their records again (kit.bundle.imported)
     headline: Callable[[Table, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
+    run_fixes: bool = True  # False: its fixes are its own arms' (remedy): `kit run --fix` is refused
     units: bool = False  # True: its procedure hands its units to ctx.executor.map, so it runs on Ray (docs/ray.md)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kit.run import runner
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
@@ -163,8 +164,19 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
         protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
         gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
         server_bin=server_bin, threads=engine.threads, out=options.out,
-        launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
+        launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say),
+        fixes=_strings(saved.get("fixes"), f"{where}: options.fixes"),
+        server_args=_strings(saved.get("server_args"), f"{where}: options.server_args"))
     return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    """The recorded fixes or server flags (a list of strings); checked again by the run's preflight."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} is not a list of names", "restore the manifest from its bundle")
+    return tuple(value)
 
 
 @contextmanager

@@ -47,7 +47,8 @@ def _docker_protocols() -> dict[str, Callable[[Path], Path]]:
 
     return {"reset": _on_docker("reset", docker.RESET), "grid": _on_docker(docker.GRID),
             "sweep": _on_docker(docker.SWEEP), "flag_order": _on_docker(docker.FLAG_ORDER),
-            "pinning": _on_docker(docker.PINNING), "ladder": _on_docker("ladder-cpu")}
+            "pinning": _on_docker(docker.PINNING), "ladder": _on_docker("ladder-cpu"),
+            "remedy": _on_docker("remedy-cpu")}  # refuses containers as the ladder does: ends failed, no records
 
 
 def _builders() -> dict[str, Callable[[Path], Path]]:
