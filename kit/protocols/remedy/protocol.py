@@ -236,16 +236,15 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     return f"about {requests} requests on {arms * (gsm + bfcl)} servers, about {rough_duration(seconds)} on a CPU"
 
 
-KIND = Kind(
-    name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
-    render=Lazy("kit.protocols.remedy.view:remedy_table"),
-    launcher=Launcher(
-        measures="the remedy: fixes held against the unfixed engine on GSM8K (Tables IV, VII) and BFCL (Table V), "
-                 "what each closes and what it costs per prompt length",
-        needs="the kit's own llama-server (embedded or --server-bin; not --engine-url or docker); BFCL for bfcl",
-        estimate=estimate_on_cpu, size=Number("Items", "gsm8k.workload.items", 3, high=1000),
-        started_engine_only=True),
-    analysis=Analysis("remedy", table=Lazy("kit.protocols.remedy.results:remedy_table")),
-    note=Lazy("kit.protocols.remedy.view:remedy_note"), headline=Lazy("kit.protocols.remedy.view:headline"),
-    plot_rows=Lazy("kit.protocols.remedy.view:plot_rows"), run_fixes=False,
-    record=ResetRecord)  # and BfclRecord on its BFCL passes (the grid's records)
+LAUNCHER = Launcher(
+    measures="the remedy: fixes held against the unfixed engine on GSM8K (Tables IV, VII) and BFCL (Table V), what "
+             "each closes and what it costs per prompt length",
+    needs="the kit's own llama-server (embedded or --server-bin; not --engine-url or docker); BFCL for bfcl",
+    estimate=estimate_on_cpu, size=Number("Items", "gsm8k.workload.items", 3, high=1000), started_engine_only=True)
+VIEW = "kit.protocols.remedy.view"
+
+KIND = Kind(name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
+            launcher=LAUNCHER, analysis=Analysis("remedy", table=Lazy("kit.protocols.remedy.results:remedy_table")),
+            render=Lazy(f"{VIEW}:remedy_table"), note=Lazy(f"{VIEW}:remedy_note"), headline=Lazy(f"{VIEW}:headline"),
+            plot_rows=Lazy(f"{VIEW}:plot_rows"), run_fixes=False,
+            record=ResetRecord)  # and BfclRecord on its BFCL passes (the grid's records)
