@@ -25,6 +25,7 @@ from tests.test_cli_errors import one_line_error
     (["--server-arg=-ub=8", "--launcher", "docker"], ["docker launcher"]),
     (["--fix", "cpu-backend-portable", "--server-bin", "/bin/true"], ["server-bin launcher"]),
     (["--fix", "chunk-16", "--fix", "chunk-32"], ["both set --ubatch-size"]),
+    (["--fix", "reuse-off"], ["--fix reuse-off leaves no cache hit", "an arm of a remedy protocol"]),
 ])
 def test_run_refuses_before_anything_is_written(tmp_path, args, needles):
     out = tmp_path / "out"

@@ -114,6 +114,10 @@ def check_fixes(options: Any) -> None:
     applied = fixes.parse(getattr(options, "fixes", ()), getattr(options, "server_args", ()))
     if applied.empty:
         return
+    if applied.reuse_off:
+        raise ConfigError("--fix reuse-off leaves no cache hit, and every kind measures cache hits against "
+                          "recomputes, so its cache-on requests would only fail their gates",
+                          "hold it against the unfixed engine as an arm of a remedy protocol (docs/remedy.md)")
     if options.provider is not None:
         raise ConfigError("--fix and --server-arg set the servers the kit starts, but this check reaches a server "
                           "at a URL", "check the embedded engine (no URL), or start your server with the flags")

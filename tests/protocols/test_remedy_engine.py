@@ -1,5 +1,5 @@
-"""A tiny remedy run on the real embedded engine: two items, the unfixed arm against chunk-16, each arm on a
-fresh server per item, interleaved; its results recomputed by `kit verify` from its bundle."""
+"""A tiny remedy run on the real embedded engine: two items, the unfixed arm against chunk-16 and reuse-off,
+each arm on a fresh server per item, interleaved; its results recomputed by `kit verify` from its bundle."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ engine: {ctx_size: 1024, cache_ram: 0}
 arms:
   - {name: unfixed}
   - {name: chunk-16, fixes: [chunk-16]}
+  - {name: reuse-off, fixes: [reuse-off]}
 gsm8k:
   workload: {source: arithmetic, items: 2}
   max_tokens: 16
@@ -32,7 +33,8 @@ def test_a_tiny_remedy_run_interleaves_its_arms_and_its_bundle_verifies(tmp_path
     passes = manifest["passes"]
     # units in turn, the arms' order alternating: unfixed, chunk-16 on the first item; chunk-16, unfixed on the next
     started = sorted(passes, key=lambda p: passes[p]["started"])
-    assert [passes[p]["remedy"]["arm"] for p in started] == ["unfixed", "chunk-16", "chunk-16", "unfixed"]
+    assert [passes[p]["remedy"]["arm"] for p in started] == ["unfixed", "chunk-16", "reuse-off", "reuse-off",
+                                                             "chunk-16", "unfixed"]
     assert all(info["status"] == "OK" and info["records"] == 4 for info in passes.values())
     for pass_id, info in passes.items():
         argv = info["launch"]["argv"]
@@ -40,6 +42,13 @@ def test_a_tiny_remedy_run_interleaves_its_arms_and_its_bundle_verifies(tmp_path
         assert chunked == pass_id.startswith("chunk-16")
         if chunked:
             assert argv[argv.index("--ubatch-size") + 1] == "16" and argv[argv.index("--batch-size") + 1] == "16"
+    # reuse-off: every request recomputes (cache_prompt false, nothing cached), its warm phases gated as such
+    for file in (run_dir / "records").glob("reuse-off.gsm8k.*.jsonl"):
+        records = [json.loads(line) for line in file.read_text().splitlines()]
+        assert len(records) == 4 and all(r["gate"]["ok"] for r in records)
+        assert all(r["request"]["body"]["cache_prompt"] is False and r["completion"]["cached_tokens"] == 0
+                   for r in records)
+    assert len(list((run_dir / "records").glob("reuse-off.gsm8k.*.jsonl"))) == 2
     arms = {arm["name"]: arm for arm in manifest["remedy"]["arms"]}
     assert arms["chunk-16"]["engine"]["fixes"] == ["chunk-16"] and "fixes" not in arms["unfixed"]["engine"]
 
