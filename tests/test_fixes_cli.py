@@ -101,3 +101,14 @@ def test_the_shipped_remedy_files_load_as_the_remedy_kind():
         protocol, _, _ = kinds.load(name)
         assert kinds.of(protocol).name == "remedy" and protocol.arms[0].applied().empty
         assert all(not arm.applied().empty for arm in protocol.arms[1:])
+
+
+def test_resume_takes_the_recorded_fixes_as_the_runs_options(tmp_path):
+    from kit.run.runner import _resumed_fixes  # noqa: PLC0415
+
+    saved = {"fixes": ["chunk-16"], "server_args": ["--swa-full"]}
+    _resumed_fixes(tmp_path, saved, ((), ()))  # none given: the recorded ones
+    assert saved == {"fixes": ("chunk-16",), "server_args": ("--swa-full",)}
+    _resumed_fixes(tmp_path, saved, (("chunk-16",), ("--swa-full",)))  # the same ones given again
+    with pytest.raises(KitError, match="ran with --fix chunk-16 --server-arg=--swa-full"):
+        _resumed_fixes(tmp_path, saved, (("chunk-16",), ()))
