@@ -40,6 +40,16 @@ def test_a_remedy_protocol_takes_its_fixes_from_its_arms_only(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--launcher", "docker"], "--fix chunk-16 cannot be applied with the docker launcher"),
+    (["--engine-url", "http://127.0.0.1:9"], "the kit does not start a server it reaches by --engine-url"),
+])
+def test_a_remedy_whose_arms_cannot_be_applied_is_refused_before_its_folder(tmp_path, args, needle):
+    out = tmp_path / "out"
+    one_line_error(run_here("run", "remedy-cpu", "--out", str(out), *args), needle)
+    assert not out.exists()
+
+
 def test_check_of_a_server_at_a_url_refuses_fixes(tmp_path):
     out = tmp_path / "out"
     one_line_error(run_here("check", "http://127.0.0.1:9", "--kind", "llamacpp", "--out", str(out), "--fix",

@@ -147,9 +147,13 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
-    if not kind.run_fixes and not options.applied().empty:
-        raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
-                          "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
+    if kind.arm_fixes is not None:
+        if not options.applied().empty:
+            raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
+                              "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
+        for applied in kind.arm_fixes(protocol):  # where this run's engine is started as its arms need
+            fix_registry.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or
+                                options.engine_urls), engine=options.engine, server_bin=options.server_bin is not None)
     executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:

@@ -54,9 +54,12 @@ def bfcl_pass(folder: Path, pass_id: str, cache: str, second: list[int], prefill
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    """unfixed: paths differ and flip on GSM8K, BFCL diverges; fix-a (twice as slow to prefill): closes both;
-    fix-b: GSM8K still differs (no flip), BFCL closed."""
-    folder = tmp_path / "remedy-run"
+    return write_remedy_run(tmp_path / "remedy-run")
+
+
+def write_remedy_run(folder: Path) -> Path:
+    """A finished remedy run folder of three arms. unfixed: paths differ and flip on GSM8K, BFCL diverges;
+    fix-a (twice as slow to prefill): closes both; fix-b: GSM8K still differs (no flip), BFCL closed."""
     passes = {}
     arms = {"unfixed": ([1, 3], "The answer is 5", 10.0, [7]), "fix-a": ([1, 2], "The answer is 4", 20.0, [8]),
             "fix-b": ([1, 9], "The answer is 4", 12.0, [8])}
@@ -74,7 +77,7 @@ def run_dir(tmp_path: Path) -> Path:
     design = [{"name": "unfixed", "fixes": [], "server_args": []},
               {"name": "fix-a", "fixes": [{"name": "chunk-16"}], "server_args": []},
               {"name": "fix-b", "fixes": [], "server_args": ["--swa-full"]}]
-    manifest = {"schema": "kit.manifest/1", "run_id": "remedy-run", "status": "finished",
+    manifest = {"schema": "kit.manifest/1", "run_id": folder.name, "status": "finished",
                 "protocol": {"name": "remedy-cpu", "kind": "remedy"}, "passes": passes, "remedy": {"arms": design}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder

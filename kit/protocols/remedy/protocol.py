@@ -250,5 +250,5 @@ VIEW = "kit.protocols.remedy.view"
 KIND = Kind(name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
             launcher=LAUNCHER, analysis=Analysis("remedy", table=Lazy("kit.protocols.remedy.results:remedy_table")),
             render=Lazy(f"{VIEW}:remedy_table"), note=Lazy(f"{VIEW}:remedy_note"), headline=Lazy(f"{VIEW}:headline"),
-            plot_rows=Lazy(f"{VIEW}:plot_rows"), run_fixes=False,
+            plot_rows=Lazy(f"{VIEW}:plot_rows"), arm_fixes=lambda protocol: [a.applied() for a in protocol.arms],
             record=ResetRecord)  # and BfclRecord on its BFCL passes (the grid's records)
