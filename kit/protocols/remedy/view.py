@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.layout import DASH, Layout, ci, pct
-from kit.core.terminal_text import shown
+from kit.core.terminal_text import printable
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 
@@ -58,6 +58,7 @@ def layouts(t: dict[str, Any]) -> list[Layout]:
 def remedy_table(t: dict[str, Any]) -> Any:
     from rich.console import Group  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415 - cells as plain text, never Rich markup
 
     tables = []
     for layout in layouts(t):
@@ -65,7 +66,7 @@ def remedy_table(t: dict[str, Any]) -> Any:
         for column in layout.header:
             table.add_column(column)
         for row in layout.rows:
-            table.add_row(*(shown(cell) for cell in row))
+            table.add_row(*(Text(printable(cell)) for cell in row))
         tables.append(table)
     return Group(*tables)
 
