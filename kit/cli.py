@@ -267,7 +267,9 @@ def run(protocol: str, **kwargs) -> None:
 @cli.command()
 @click.argument("url", required=False)
 @click.option("--kind", type=click.Choice(["auto", *check_choices()]), default="auto",
-              show_default=True, help="What serves URL (auto: Ollama on port 11434, else OpenAI-compatible).")
+              show_default=True, help="What serves URL (auto: found from what only each engine answers: llama.cpp "
+                                      "/props, vLLM /metrics, SGLang /get_server_info, Ollama /api/version; else "
+                                      "OpenAI-compatible).")
 @click.option("--model", help="Model name on the server (Ollama: required), or a GGUF for the embedded engine.")
 @click.option("--cycles", type=_within(1, limits.CALLS_MAX), help="Cycles of the cache-instance protocol (default 5).")
 @click.option("--per-arm", type=_within(1, limits.CALLS_MAX),
@@ -310,7 +312,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         if fixes or server_args:  # before the server at URL is contacted
             raise KitError("--fix and --server-arg set the servers the kit starts, but this check reaches a server "
                            "at a URL", "check the embedded engine (no URL), or start your server with the flags")
-    resolved = checking.resolve_kind(url, kind)
+    resolved, found = checking.resolve(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
         max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
@@ -321,6 +323,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     if url is not None:  # last of the checks: an engine that is not there is refused before a run folder exists
         check_listening(url, "URL")
     reporter = console.PinningReporter()
+    reporter.say(found)  # the first line: what answers at URL, and from which of its answers
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)
     finally:

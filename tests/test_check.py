@@ -9,9 +9,8 @@ from click.testing import CliRunner
 from kit.app.check import kind_overrides, overrides, resolve_kind
 from kit.cli import cli
 from kit.engines.openai_compat import normalize_chat
-from kit.core.errors import ConfigError
-from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider, url_provider
-from kit.launch.provider import ExternalProvider
+from kit.core.errors import ConfigError, NoVerdict
+from kit.launch.instance import ChatUrlProvider, OllamaProvider, ResetProvider, VllmResetProvider, url_provider
 
 
 def test_kinds_resolve_from_url_and_option():
@@ -26,7 +25,9 @@ def test_kinds_resolve_from_url_and_option():
 def test_each_kind_gets_its_provider():
     assert isinstance(url_provider("http://h:11434", "ollama", "llama3.2", 5), OllamaProvider)
     assert isinstance(url_provider("http://h:8000", "vllm", None, 5), VllmResetProvider)
-    assert isinstance(url_provider("http://h:8080", "llamacpp", None, 5), ExternalProvider)
+    llama = url_provider("http://h:8080", "llamacpp", None, 5)
+    assert isinstance(llama, ResetProvider) and llama.kind == "llamacpp"  # slot erase, not "cannot reload"
+    assert isinstance(url_provider("http://h:30000", "sglang", None, 5), ResetProvider)
     assert isinstance(url_provider("http://h:8000", "openai", "m", 5), ChatUrlProvider)
     with pytest.raises(ConfigError, match="--model"):
         url_provider("http://h:11434", "ollama", None, 5)
@@ -66,3 +67,43 @@ def test_check_refuses_an_ollama_url_without_a_model():
     result = CliRunner().invoke(cli, ["check", "http://localhost:11434"])
     assert result.exit_code != 0
     assert isinstance(result.exception, ConfigError) and "--model" in str(result.exception)
+
+
+SMALL = ["--cycles", "2", "--per-arm", "2", "--max-tokens", "3", "--calibration-rounds", "1", "--always-fresh", "1",
+         "--steady", "2"]
+
+
+def _check(url, out):
+    import json  # noqa: PLC0415
+
+    result = CliRunner().invoke(cli, ["check", url, *SMALL, "--out", str(out)])
+    [run_dir] = [p for p in out.iterdir() if (p / "manifest.json").is_file()]
+    return result, json.loads((run_dir / "results" / "pinning.json").read_text())
+
+
+def test_a_llama_server_with_slot_save_path_is_reset_before_every_pass(tmp_path):
+    from tests.fake_engine.llamacpp import LlamaCpp  # noqa: PLC0415
+
+    fake = LlamaCpp(slot_save_path=True)
+    with fake.serve() as url:
+        result, table = _check(url, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert all(p["status"] == "OK" and p["reload_confirmed"] for p in table["passes"])
+    assert table["gate"]["reloads_confirmed"] == [2, 2] and "without_reset" not in table
+    erases = [r for r in fake.requests if r.url.path == "/slots/0"]
+    assert len(erases) == len(table["passes"])  # one erase per pass, each before the pass's calls
+
+
+def test_without_a_reset_what_needs_none_is_measured_and_the_rest_is_impossible(tmp_path):
+    from tests.fake_engine.llamacpp import LlamaCpp  # noqa: PLC0415
+
+    with LlamaCpp().serve() as url:  # no --slot-save-path: every erase answers 501
+        result, table = _check(url, tmp_path)
+    assert all(p["status"] == "VOID" for p in table["passes"])
+    unreset = table["without_reset"]
+    assert unreset["steady"]["n"] == 2 and unreset["states"]  # measured from the answers all the same
+    assert {i["verdict"] for i in unreset["impossible"]} >= {"manipulation gate", "always-fresh regime"}
+    assert "--slot-save-path DIR" in unreset["why"]
+    assert any(line.startswith("Impossible without a reset: manipulation gate") for line in table["verdict"]["advice"])
+    assert table["verdict"]["impossible"] and "Impossible without a reset" in result.output
+    assert isinstance(result.exception, NoVerdict) and "every pass was VOID" in str(result.exception)  # exit 4

@@ -62,7 +62,8 @@ def test_engine_clients_catch_httpx_errors_in_one_place():
     def catches_httpx(node: ast.AST) -> bool:
         return isinstance(node, ast.ExceptHandler) and node.type is not None and "httpx" in ast.unparse(node.type)
 
-    assert [p for p in files(where(catches_httpx)) if p.startswith("kit/engines/")] == ["kit/engines/http.py"]
+    # one module: its one bounded call (send) and its one probe that never raises (probe_get, identifying a server)
+    assert sorted({p for p in files(where(catches_httpx)) if p.startswith("kit/engines/")}) == ["kit/engines/http.py"]
 
 
 def test_the_default_model_is_named_once():

@@ -27,7 +27,7 @@ OLD_VERDICTS = {"demo-20261201-070851": (12, 2, 66), "grid-tiny-20261201-070919"
 SETTINGS = findings.Settings(block_bootstrap_replicates=1000, sweep_replicates=100, cluster_replicates=100, workers=1)
 VOLATILE = ("created", "files", "timings_seconds")
 ADDED_SINCE = {"settings": ("harness_thresholds",), "runs": ("engine", "prompt_cache"),  # not in the old findings
-               "table V": ("compared_on",)}
+               "table IV": ("cache_caused",), "table V": ("compared_on",)}
 
 
 def copy_of(run: str, tmp_path: Path) -> Path:
@@ -41,8 +41,10 @@ def numbers(found: dict) -> str:
     kept = {k: v for k, v in found.items() if k not in VOLATILE}
     kept["settings"] = {k: v for k, v in kept.get("settings", {}).items() if k not in ADDED_SINCE["settings"]}
     kept["runs"] = [{k: v for k, v in r.items() if k not in ADDED_SINCE["runs"]} for r in kept.get("runs", [])]
-    table_v = kept.get("tables", {}).get("V", {})
-    table_v["rows"] = [{k: v for k, v in r.items() if k not in ADDED_SINCE["table V"]} for r in table_v.get("rows", [])]
+    for name in ("IV", "V"):
+        table = kept.get("tables", {}).get(name, {})
+        table["rows"] = [{k: v for k, v in r.items() if k not in ADDED_SINCE[f"table {name}"]}
+                         for r in table.get("rows", [])]
     kept["skipped_inputs"] = [{**s, "reason": s["reason"].split(":")[0]} for s in kept.get("skipped_inputs", [])]
     return json.dumps(kept, sort_keys=True, default=str)
 

@@ -1,9 +1,10 @@
 """`kit check`: the pinning protocol against one engine, with defaults an engine owner can run as is.
 
 Which provider serves the check: no URL → the embedded llama-server, restarted for every pass; a URL → the
-provider of its engine (kit.launch.instance.url_provider): Ollama → confirmed unloads; vLLM → prefix-cache
-resets (dev mode); a llama-server or any OpenAI-compatible URL → no reload (the passes are VOID and the verdict
-says what could not be verified).
+engine found there (kit.engines.identify, from what only that engine answers) and its provider
+(kit.launch.instance.url_provider): Ollama → confirmed unloads; vLLM → prefix-cache resets (dev mode);
+llama.cpp → slot erases (`--slot-save-path`); SGLang → radix-cache flushes; any other OpenAI-compatible URL →
+no reset (the passes are VOID; what needs no reset is still measured, and the verdict lists what could not be).
 """
 
 from __future__ import annotations
@@ -12,22 +13,32 @@ from typing import Any
 from urllib.parse import urlparse
 
 from kit.engines import registry
+from kit.engines.identify import identify
 from kit.core.errors import ConfigError
 
 ENGINE_CHOICES = ("auto", *registry.check_choices())  # what `kit check --kind` accepts
 OLLAMA_PORT = 11434
 
 
-def resolve_kind(url: str | None, kind: str) -> str:
-    """The engine kind for `url`: "embedded" without a URL; "auto" means Ollama on its default port,
-    else an OpenAI-compatible endpoint."""
+def resolve(url: str | None, kind: str, transport: Any = None) -> tuple[str, str]:
+    """(the engine kind, the line saying what answers and from which answer): "embedded" without a URL; with
+    one, what kit.engines.identify finds there ("auto": whichever engine's own endpoint answers, else
+    OpenAI-compatible; where nothing answers, Ollama on its default port). `transport`: tests."""
     if url is None:
         if kind != "auto" and registry.EMBEDDED not in registry.named(kind, "--kind").launch:
             raise ConfigError(f"--kind {kind} needs the engine's URL", f"run `kit check URL --kind {kind}`")
-        return "embedded"
+        return "embedded", "engine: llama-server, started by the kit and restarted before every pass"
     if kind != "auto":
-        return registry.named(kind, "--kind").name
-    return registry.OLLAMA.name if urlparse(url).port == OLLAMA_PORT else registry.OPENAI.name
+        registry.named(kind, "--kind")
+    found = identify(url, kind, transport=transport)
+    if not found.reached and kind == "auto" and urlparse(url).port == OLLAMA_PORT:
+        return registry.OLLAMA.name, f"engine: {registry.OLLAMA.label} (nothing answered yet; port {OLLAMA_PORT})"
+    return found.kind, found.line()
+
+
+def resolve_kind(url: str | None, kind: str, transport: Any = None) -> str:
+    """The engine kind alone (see `resolve`)."""
+    return resolve(url, kind, transport)[0]
 
 
 def kind_overrides(kind: str) -> dict[str, Any]:

@@ -14,7 +14,10 @@ from typing import Any
 
 from kit.analysis.findings_model import Findings, from_json
 from kit.compare.names import model_display
+from kit.core.paths import RunPaths
 
+RESET_FILE = RunPaths.result_name("reset_table")  # where a reset run's results table lies in its folder
+FINDINGS_FILE = f"{RunPaths.ANALYSIS}/{RunPaths.FINDINGS}"
 RESET_TABLE = "restored-state control"  # the `table` name of a reset run's results (kit.protocols.reset.results)
 
 
@@ -298,7 +301,7 @@ def from_findings(findings: Findings, source: str = "findings.json") -> Evidence
                     vii=_shape("Table VII", lambda: _table_vii(rows("VII"))))
 
 
-def from_reset_table(table: dict[str, Any], label: str, source: str = "results/reset_table.json") -> Evidence:
+def from_reset_table(table: dict[str, Any], label: str, source: str = RESET_FILE) -> Evidence:
     """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read)."""
     def read() -> Evidence:
         sessions = [Session(str(s["session"]), _count(s["items"], "items"),
@@ -319,12 +322,12 @@ def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
         try:
             parsed = from_json(findings)
         except (ValueError, TypeError) as exc:  # kit.analysis.findings_model.NotFindings is a ValueError
-            raise EvidenceShape(f"analysis/findings.json: {exc}") from None
-        return _shape("analysis/findings.json", lambda: from_findings(parsed, "analysis/findings.json"))
+            raise EvidenceShape(f"{FINDINGS_FILE}: {exc}") from None
+        return _shape(FINDINGS_FILE, lambda: from_findings(parsed, FINDINGS_FILE))
     tables = [t for t in results if isinstance(t, dict) and t.get("table") == RESET_TABLE]
     if not tables:
         return None
-    evidence = Evidence("results/reset_table.json")
+    evidence = Evidence(RESET_FILE)
     for table in tables:
         evidence.iv.extend(from_reset_table(table, label).iv)
     return evidence

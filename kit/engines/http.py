@@ -81,6 +81,25 @@ def send(http: httpx.Client, method: str, path: str, body: dict[str, Any] | None
     return httpx.Response(response.status_code, content=content, request=response.request)
 
 
+def probe_get(http: httpx.Client, url: str, cap: int) -> tuple[bool, bytes | None]:
+    """A GET that never raises (identifying a server, kit.engines.identify): whether anything answered, and
+    the body of a 200 answer when it is within `cap` bytes (else None)."""
+    answered = False
+    try:
+        with http.stream("GET", url) as response:
+            answered = True
+            if response.status_code != 200:
+                return True, None
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > cap:
+                    return True, None
+            return True, bytes(data)
+    except httpx.HTTPError:
+        return answered, None
+
+
 def post_timed(http: httpx.Client, path: str, body: dict[str, Any], *, who: str, fix: str,
                tokens: int | None = None) -> tuple[httpx.Response, Sent]:
     """POST `body` to `path`; the response and what was sent (endpoint, body, send time, seconds taken)."""

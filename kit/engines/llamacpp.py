@@ -32,6 +32,7 @@ from kit.engines.http import (
     validated_or_none,
 )
 from kit.core.errors import EngineError, InvalidAnswer
+from kit.engines.cache_reset import CacheReset
 from kit.core.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -114,6 +115,15 @@ class TemplateAnswer(Answer):
     prompt: str
 
 
+class EraseAnswer(Answer):
+    n_erased: Count
+
+
+SLOTS_ERASED_MAX = 256  # slots a reset erases; a server claiming more is refused (its answer is untrusted)
+HOST_CACHE = ("llama-server's host-memory prompt cache (--cache-ram, on by default) keeps prompts past a slot "
+              "erase; start llama-server with --cache-ram 0 to pin the cold state")
+
+
 def _entry(item: _Top) -> TokenLogprob:
     return {"token": item.token, "logprob": item.logprob, "id": item.id,
             "top": [{"token": t.token, "logprob": t.logprob, "id": t.id} for t in getattr(item, "top_logprobs", ())]}
@@ -174,7 +184,7 @@ class LlamaCppEngine:
         self.reuse_off = reuse_off
         connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self._http = client(connect, transport, params)
-        # no reset endpoint: /slots/0?action=erase answers 200 and keeps the cache; no chat messages either
+        # the slot erase (reset_cache) exists only with --slot-save-path: not declared, tried; no chat messages
         self.capabilities = Capabilities(per_request_cache_bypass=True, cached_token_telemetry=True, token_ids=True,
                                          restartable=restartable, raw_prompts=True, prompt_rendering=True,
                                          tokenization=True)
@@ -222,6 +232,29 @@ class LlamaCppEngine:
             raise EngineError(f"llama-server could not apply its chat template (HTTP {response.status_code})",
                               "use a model whose GGUF carries a chat template")
         return answer(response, TemplateAnswer, who=self._who, what="POST /apply-template", fix=NOT_LLAMA).prompt
+
+    def reset_cache(self) -> CacheReset:
+        """Empty every slot (`POST /slots/{id}?action=erase`). A server started without `--slot-save-path`
+        refuses with HTTP 501, one without slot actions with another status: the reset is then refused, naming
+        the option; only a server that does not answer at all raises (EngineError)."""
+        slots = self.props().total_slots or 1
+        if slots > SLOTS_ERASED_MAX:
+            raise InvalidAnswer(f"{self._who} says it has {slots} slots", f"the kit erases at most {SLOTS_ERASED_MAX}")
+        method = "POST /slots/0?action=erase" if slots == 1 else f"POST /slots/{{0..{slots - 1}}}?action=erase"
+        erased = []
+        for slot in range(slots):
+            path = f"/slots/{slot}?action=erase"
+            response = send(self._http, "POST", path, who=self._who, fix=STILL_RUNNING)
+            if response.status_code == 501:
+                return CacheReset(method, False, f"llama-server refused it (HTTP 501: "
+                                  f"{error_text(response, 'error', 'message')[:160]}); start llama-server with "
+                                  "--slot-save-path DIR to let the kit empty its slots between passes")
+            if response.status_code != 200:  # a build or a proxy without slot actions: no reset, not a crash
+                return CacheReset(method, False, f"llama-server answered HTTP {response.status_code} "
+                                  f"({error_text(response, 'error', 'message')[:160]}): this server has no slot "
+                                  "erase; a llama-server of a recent build started with --slot-save-path DIR has one")
+            erased.append(answer(response, EraseAnswer, who=self._who, what=f"POST {path}", fix=NOT_LLAMA).n_erased)
+        return CacheReset(method, True, f"llama-server erased {sum(erased)} tokens from {slots} slot(s)", HOST_CACHE)
 
     def props(self) -> PropsAnswer:
         return self._get("/props", PropsAnswer)

@@ -71,9 +71,10 @@ VLLM = EngineKind(
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)
+SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True)
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
 
-ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, OPENAI)}
+ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}
 DEFAULT = LLAMACPP.name  # what `kit run` and a protocol file without engine.kind use
 
 

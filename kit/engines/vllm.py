@@ -38,6 +38,7 @@ from kit.engines.base import (
     TokenLogprob,
     refuse_unsupported,
 )
+from kit.engines.cache_reset import CacheReset
 from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import ModelsAnswer, Usage
 from kit.core.errors import EngineError, InvalidAnswer
@@ -261,7 +262,7 @@ class VllmEngine:
         return _with_cached(completion, telemetry)
 
     def reset_prefix_cache(self) -> None:
-        """Ask the server to drop its prefix cache (dev mode only).
+        """Ask the server to drop its prefix cache (dev mode only); EngineError where it refuses.
 
         vLLM's 200 does not show that anything was dropped: confirm with the next request's
         cached tokens (a cold request should show 0).
@@ -271,12 +272,20 @@ class VllmEngine:
                 "this vLLM server has no reset endpoint",
                 "start it with VLLM_SERVER_DEV_MODE=1 and pass dev_mode=True, or restart the server",
             )
+        reset = self.reset_cache()
+        if not reset.accepted:
+            raise EngineError(reset.detail)
+
+    def reset_cache(self) -> CacheReset:
+        """`POST /reset_prefix_cache` as a CacheReset: refused, naming VLLM_SERVER_DEV_MODE=1, where the
+        server answers anything but 200 (the endpoint exists only in its development mode)."""
+        method = "POST /reset_prefix_cache"
         response = send(self._http, "POST", "/reset_prefix_cache", who=self._who, fix=RUNNING)
         if response.status_code != 200:
-            raise EngineError(
-                f"POST /reset_prefix_cache answered HTTP {response.status_code}",
-                "the server needs VLLM_SERVER_DEV_MODE=1 for this endpoint",
-            )
+            return CacheReset(method, False, f"{method} answered HTTP {response.status_code}: the server needs "
+                              "VLLM_SERVER_DEV_MODE=1 for this endpoint (start vLLM with it to let the kit reset "
+                              "its prefix cache between passes)")
+        return CacheReset(method, True, "a 200 proves nothing")
 
     def info(self) -> dict[str, Any]:
         version_response = self._get("/version")

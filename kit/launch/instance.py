@@ -5,6 +5,9 @@
 - `VllmResetProvider`: every session begins with `POST /reset_prefix_cache` (vLLM dev mode); the
   endpoint's 200 proves nothing, so the reload counts as confirmed only once the session's first
   request shows 0 cached tokens (the protocol checks that from telemetry).
+- `ResetProvider`: the same for any engine whose adapter has `reset_cache()` (kit.engines.cache_reset):
+  llama.cpp's slot erase (with `--slot-save-path`), SGLang's `/flush_cache`. A refused reset (HTTP 501
+  without `--slot-save-path`) leaves the session unconfirmed, its reason naming the option.
 - `ChatUrlProvider`: any OpenAI-compatible URL; the kit cannot reload it, and says so.
 
 Each session's `launch["reload"]` says what was done and whether it was confirmed. `url_provider` picks the
@@ -19,9 +22,11 @@ from typing import Any, Callable, Iterator
 
 from kit.core.errors import ConfigError
 from kit.engines import registry
+from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
-from kit.launch.provider import EngineSession, ExternalProvider
+from kit.engines.sglang import SglangEngine
+from kit.launch.provider import EngineSession
 from kit.core.secret_urls import redact_url
 
 
@@ -69,14 +74,32 @@ class VllmResetProvider:
         control = VllmEngine(self.url, model=self.model, dev_mode=True, transport=self.transport)
         engine = OpenAICompatEngine(self.url, model=self.model, transport=self.transport, metrics=control)
         try:
-            control.reset_prefix_cache()
-            reload = {"method": "POST /reset_prefix_cache", "confirmed": None,
-                      "detail": "a 200 proves nothing: confirmed only if the next request shows 0 cached tokens",
-                      "confirm_by_telemetry": True}
-            yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
+            yield EngineSession(engine=engine, launch={"reload": control.reset_cache().reload(), **engine.info()})
         finally:
             engine.close()
             control.close()
+
+
+class ResetProvider:
+    """A running server whose adapter resets its own cache (`reset_cache()`); each session starts with that
+    reset, confirmed only by the session's first request showing 0 cached tokens."""
+
+    fresh_servers = False
+
+    def __init__(self, url: str, kind: str, make_engine: Callable[[], Any]):
+        self.url, self.kind, self._make = url, kind, make_engine
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "url": redact_url(self.url),
+                "reload": "the engine's own cache reset, confirmed by 0 cached tokens on the next request"}
+
+    @contextmanager
+    def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
+        engine = self._make()
+        try:
+            yield EngineSession(engine=engine, launch={"reload": engine.reset_cache().reload(), **engine.info()})
+        finally:
+            engine.close()
 
 
 class ChatUrlProvider:
@@ -95,7 +118,7 @@ class ChatUrlProvider:
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
         engine = OpenAICompatEngine(self.url, model=self.model)
         try:
-            reload = {"method": "none", "confirmed": False,
+            reload = {"method": "none", "confirmed": False, "without_reset": True,
                       "detail": "the OpenAI protocol has no reload; the instance's history is unknown"}
             yield EngineSession(engine=engine, launch={"reload": reload, **engine.info()})
         finally:
@@ -109,11 +132,15 @@ def _ollama(url: str, model: str | None, unload_timeout: float) -> Any:
 
 
 # how a server at a URL (`kit check URL`) is brought back to a cold cache, by engine (kit.engines.registry
-# names): Ollama confirms an unload, vLLM resets its prefix cache (dev mode), the others are not reloaded
+# names): Ollama confirms an unload, vLLM resets its prefix cache (dev mode), llama.cpp erases its slots
+# (--slot-save-path), SGLang flushes its radix cache; a plain OpenAI-compatible URL is not reloaded
 URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
     registry.OLLAMA.name: _ollama,
     registry.VLLM.name: lambda url, model, _: VllmResetProvider(url, model),
-    registry.LLAMACPP.name: lambda url, _model, _: ExternalProvider(url),
+    registry.LLAMACPP.name: lambda url, _model, _: ResetProvider(url, registry.LLAMACPP.name,
+                                                                 lambda: LlamaCppEngine(url)),
+    registry.SGLANG.name: lambda url, model, _: ResetProvider(url, registry.SGLANG.name,
+                                                              lambda: SglangEngine(url, model)),
     registry.OPENAI.name: lambda url, model, _: ChatUrlProvider(url, model),
 }
 

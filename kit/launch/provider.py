@@ -200,6 +200,7 @@ class ExternalProvider:
     """An engine someone else started: the kit cannot restart it, so sessions share its history."""
 
     fresh_servers = False
+    by_url = True  # a llama-server reached by URL: the ladder runs its rungs that need no restart on it
 
     def __init__(self, url: str):
         self.url = url

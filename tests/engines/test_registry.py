@@ -60,7 +60,7 @@ def test_what_each_engine_runs_is_declared_once():
 def test_an_unknown_engine_is_one_line_naming_the_known_ones():
     with pytest.raises(ConfigError) as found:
         registry.named("tgi", "--engine")
-    assert found.value.line() == "--engine 'tgi' is not an engine this kit knows; give one of llamacpp, ollama, vllm, openai"
+    assert found.value.line() == "--engine 'tgi' is not an engine this kit knows; give one of llamacpp, ollama, vllm, sglang, openai"
     with pytest.raises(ConfigError, match="not an engine the kit runs"):
         preflight.check_engine_choice(SimpleNamespace(engine="ollama", engine_url=None, engine_urls={},
                                                       launcher="native"))

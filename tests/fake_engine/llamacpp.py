@@ -15,7 +15,7 @@ from typing import Any, Literal
 import httpx
 
 from kit.engines.llamacpp import LlamaCppEngine
-from tests.fake_engine.core import FakeEngine
+from tests.fake_engine.core import FakeEngine, recorded
 
 CRASH_LINE = b"CUDA error: an illegal memory access was encountered\n"
 
@@ -33,8 +33,13 @@ class LlamaCpp(FakeEngine):
     """llama-server's answers, for one fake container when `container` is given; `failure` applies when the
     container is its session's. A prompt seen before is answered as a cache hit of all its tokens but one."""
 
-    def __init__(self, container: Any = None, failure: Failure | None = None):
+    def __init__(self, container: Any = None, failure: Failure | None = None, slot_save_path: bool = False,
+                 host_cache: bool = False):
+        """`slot_save_path`: started with `--slot-save-path` (the slot erase then empties the slot; without it,
+        the erase answers the recorded 501, tests/fixtures/llamacpp_slots). `host_cache`: a host-memory prompt
+        cache (`--cache-ram`) keeps the prompts the erase empties from the slot."""
         super().__init__()
+        self.slot_save_path, self.host_cache = slot_save_path, host_cache
         self.container = container
         self.failure = failure if failure and container and container.name.endswith(f"-{failure.session}") else None
         self.completions = 0
@@ -53,6 +58,12 @@ class LlamaCpp(FakeEngine):
             return httpx.Response(200, json={"tokens": list(range(len(body["content"].split())))})
         if path == "/completion":
             return self._completion(request, body)
+        if path == "/slots/0" and request.url.params.get("action") == "erase" and request.method == "POST":
+            if not self.slot_save_path:
+                return httpx.Response(501, json=recorded("llamacpp_slots", "erase_501.json"))
+            if not self.host_cache:
+                self.seen.clear()
+            return httpx.Response(200, json=recorded("llamacpp_slots", "erase_200.json"))
         return httpx.Response(404, json={"error": {"message": f"no endpoint {path}"}})
 
     def _completion(self, request: httpx.Request, body: dict[str, Any]) -> httpx.Response:

@@ -22,6 +22,7 @@ ENGINE_REASON = ("llama.cpp vs vLLM on one model needs vLLM (a GPU) serving this
                  "the ladder runs on one llama.cpp engine")
 MACHINE_REASON = ("another machine: `kit bundle` this run, replay it there (`kit replay BUNDLE`) and `kit compare` "
                   "the two bundles")
+NEEDS_START = "needs a server the kit starts"  # by --engine-url: the embedded engine or --server-bin runs it
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,15 @@ class Design:
     backend: str | None = None
     other_backend: str | None = None
     backend_reason: str | None = None
+    url_slots: int | None = None  # by --engine-url: the server's slots (its passes share it, nothing restarts)
 
 
 def passes(design: Design) -> list[LadderPass]:
-    """Every pass in run order."""
+    """Every pass in run order; by URL only those that need no server of their own: the baseline, and L1's
+    batch where the server already has `neighbours` slots."""
+    if design.url_slots is not None:
+        batch = [LadderPass(BATCH, ("alone", "alone"), batched=True)] if design.url_slots >= design.neighbours else []
+        return [LadderPass(BASE, ("miss",) * design.trials + ("hit",) * design.trials), *batch]
     plans = [LadderPass(BASE, ("miss",) * design.trials + ("hit",) * design.trials),
              LadderPass(CONTROL, ("miss",)),
              LadderPass(BATCH, ("alone", "alone"), batched=True, parallel=design.neighbours),
@@ -83,6 +89,25 @@ def format_pass(label: str) -> str:
 
 def backend_pass(name: str) -> str:
     return f"backend-{name}"
+
+
+def by_url(design: Design, contrasts: list[Contrast]) -> list[Contrast]:
+    """`contrasts` as a run by --engine-url measures them: one that needs a pass it does not run is not measured,
+    "needs a server the kit starts" (L1: naming the slots it lacks); a reason of its own is kept."""
+    if design.url_slots is None:
+        return contrasts
+    ran = {p.pass_id for p in passes(design)}
+    kept = (TP_REASON, ENGINE_REASON, MACHINE_REASON)
+    found = []
+    for c in contrasts:
+        used = {where[0] for where in (c.ref, c.treat, c.control, c.served) if where}
+        if c.not_measured in kept or (used and used <= ran):
+            found.append(c)
+            continue
+        why = NEEDS_START if BATCH not in used else (
+            f"{NEEDS_START} (or one started with -np {design.neighbours}: this one has {design.url_slots} slot(s))")
+        found.append(Contrast(c.rung, c.what, not_measured=why, fix=c.fix))
+    return found
 
 
 def rungs(design: Design) -> list[Contrast]:
@@ -120,7 +145,7 @@ def rungs(design: Design) -> list[Contrast]:
                               not_measured=design.backend_reason or "only one CPU backend runs here"))
     found += [Contrast("L6", "llama.cpp vs vLLM", not_measured=ENGINE_REASON),
               Contrast("L7", "the same run on other hardware", not_measured=MACHINE_REASON)]
-    return found
+    return by_url(design, found)
 
 
 def fixes(design: Design) -> list[Contrast]:
@@ -158,4 +183,4 @@ def fixes(design: Design) -> list[Contrast]:
         found.append(Contrast("L2", "portable backend", fix="portable backend", not_measured=(
             "the run already serves with the portable backend" if design.backend == "portable" else
             design.backend_reason or "the run's server is not the kit's embedded engine")))
-    return found
+    return by_url(design, found)

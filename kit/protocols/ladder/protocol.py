@@ -119,17 +119,30 @@ def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_pla
     return providers
 
 
+def url_design(protocol: LadderProtocol, ctx: RunContext) -> ladder_plan.Design:
+    """The design on a llama-server reached by --engine-url: the rungs that need no server of their own, on its
+    slots (read from its /props)."""
+    with ctx.provider.session("design", RunPaths(ctx.run_dir).logs) as live:
+        slots = live.launch.get("total_slots")
+    if not isinstance(slots, int):
+        raise ConfigError("the server at --engine-url did not say how many slots it has (/props total_slots)",
+                          "give the URL of a llama-server")
+    return ladder_plan.Design(protocol.trials, protocol.neighbours, protocol.chunk, tuple(protocol.formats), 0, 0,
+                              url_slots=slots)
+
+
 def run(protocol: LadderProtocol, prepared: Prepared, ctx: RunContext) -> None:
-    if not isinstance(ctx.provider, NativeProvider):
+    native = isinstance(ctx.provider, NativeProvider)
+    if not native and not getattr(ctx.provider, "by_url", False):
         raise ConfigError("the ladder starts llama-servers with their own -t, -np and --ubatch-size, which only the "
                           "kit's native launcher sets", "run it with the embedded engine or --server-bin")
-    shape = design(protocol, ctx.provider)
+    shape = design(protocol, ctx.provider) if native else url_design(protocol, ctx)  # type: ignore[arg-type]
     plans = ladder_plan.passes(shape)
     ctx.manifest.update(ladder={"design": shape.__dict__ | {"formats": list(shape.formats)},
                                 "rungs": [c.to_json() for c in ladder_plan.rungs(shape)],
                                 "fixes": [c.to_json() for c in ladder_plan.fixes(shape)]})
     todo = [p for p in plans if p.pass_id not in ctx.done]
-    providers = _providers(protocol, ctx, todo)
+    providers = _providers(protocol, ctx, todo) if native else {p.pass_id: ctx.provider for p in todo}
     for index, p in enumerate(todo, start=1):
         _pass(protocol, ctx, prepared.payload, p, providers[p.pass_id], index, len(todo))
 
@@ -156,7 +169,7 @@ def gate(step: str, cached: int | None, boundary: int | None = None) -> Gate:
 def _pass(protocol: LadderProtocol, ctx: RunContext, items: list[Item], p: ladder_plan.LadderPass, provider: Any,
           index: int, total: int) -> None:
     file = RunPaths.records_name(p.pass_id)
-    ctx.manifest.set_pass(p.pass_id, file=file, status="running", started=now(), fresh_server=True,
+    ctx.manifest.set_pass(p.pass_id, file=file, status="running", started=now(), fresh_server=provider.fresh_servers,
                           steps=list(p.labels()), settings=p.settings())
     labels = list(p.labels())
     with provider.session(p.pass_id, RunPaths(ctx.run_dir).logs) as live, \
@@ -245,11 +258,12 @@ KIND = Kind(
     launcher=Launcher(
         measures="the determinism ladder: L0 repeat, L1 batching, L2 cache hit vs miss, L3 chunk, L4 threads, "
                  "L5 formats, L6 backend; and what closes L2 at what cost",
-        needs="the kit's own llama-server (embedded or --server-bin; not --engine-url or docker)",
+        needs="the kit's own llama-server (embedded or --server-bin); by --engine-url a llama-server runs the rungs "
+              "that need no server of their own (L0, L2, L1 with enough slots)",
         estimate=estimate_on_cpu, size=Number("Items", "workload.items", 8, high=1000),
         repeats=Number("Trials", "trials", 3, high=100, placeholder="L0 repeats, L2 hits per prompt"),
         max_tokens=Number("Max tokens", "max_tokens", 48, high=4096, placeholder="per answer"),
-        started_engine_only=True),
+        started_engine_only=False),
     analysis=Analysis("ladder", table=Lazy("kit.protocols.ladder.results:ladder_table")), record=LadderRecord,
     note=Lazy("kit.protocols.ladder.view:ladder_note"), headline=Lazy("kit.protocols.ladder.view:headline"),
     plot_rows=Lazy("kit.protocols.ladder.view:plot_rows"))

@@ -229,13 +229,20 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
 
 def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tuple[str, str | None]:
     """OK when the reload before the pass is confirmed; a reset that only telemetry can confirm is confirmed
-    when the pass's first request reused nothing."""
+    when the pass's first request reused nothing. Cached tokens on that request despite an accepted reset mean
+    a cache the reset does not reach served it: the reason names that cache (`second_cache`) where one is known."""
     if reload.get("confirm_by_telemetry"):
         first = read_records(path).records[0]["completion"] if writer.count else {}
-        reload["confirmed"] = first.get("cached_tokens") == 0
+        cached = first.get("cached_tokens")
+        reload["confirmed"] = cached == 0
+        if cached is None:
+            return "VOID", ("the cache reset was not confirmed: the first request did not say how many prompt "
+                            "tokens it reused")
         if not reload["confirmed"]:
-            return "VOID", (f"the cache reset was not confirmed: the first request showed "
-                            f"{first.get('cached_tokens')!r} cached tokens, not 0")
+            survivor = f"; a second cache survived the reset: {reload['second_cache']}" \
+                if reload.get("second_cache") else ""
+            return "VOID", f"the cache reset was not confirmed: the first request showed {cached!r} cached tokens, " \
+                           f"not 0{survivor}"
         return "OK", None
     if not reload.get("confirmed"):
         return "VOID", f"reload not confirmed ({reload.get('method')}): {reload.get('detail')}"

@@ -4,6 +4,11 @@ States are re-derived here from each record's telemetry, or from its prefill tim
 calibration re-fitted from the calibration records, so every number can be recomputed from files.
 The manipulation endpoints (do the arms differ, where do the bytes flip) are withheld when the gate
 is VOID; state and regime determinism do not depend on the manipulation and are always reported.
+
+Where the engine has no reset (a managed OpenAI-compatible endpoint, a llama-server started without
+`--slot-save-path`), every pass is VOID, yet its calls were answered: `without_reset` reports what they measure
+without one (states, their determinism, whether a state change flips the bytes, steady-state repeats), and
+names each verdict that needs a reset as impossible, with the reason.
 """
 
 from __future__ import annotations
@@ -66,13 +71,28 @@ def load(run_dir: Path) -> tuple[Manifest, dict[str, PassInfo], dict[str, list[R
     return manifest, passes, records
 
 
+def no_reset(info: PassInfo) -> bool:
+    """A VOID pass the engine could not be reset before (no reset exists, or the engine refused it; its reload
+    says `without_reset`, which runs of earlier kits never wrote, so their results stay as they were): its calls
+    are answers on an instance of unknown history, not failures."""
+    return info.status == "VOID" and (info.reload or {}).get("without_reset") is True
+
+
 def fit_calibration(passes: dict[str, PassInfo], records: dict[str, list[RecordView]],
                     tolerance: int) -> Calibration | None:
-    samples = [(state, r.prefill_ms)
-               for pid, info in passes.items() if info.phase == "calibration" and info.status == "OK"
-               for r in records[pid]
-               if (state := calibration_state(r, tolerance)) and r.prefill_ms]
-    return calibrate(samples) if samples else None
+    """The timing classes fitted on the OK calibration passes; where none is OK because the engine has no reset,
+    on the calls whose label needs none (repeats and the call after the other prompt, never the "fresh" one)."""
+    def samples(passes_used: list[str], roles: tuple[str, ...]) -> list[tuple[str, float]]:
+        return [(state, r.prefill_ms) for pid in passes_used for r in records[pid]
+                if r.role in roles and (state := calibration_state(r, tolerance)) and r.prefill_ms]
+
+    calibration_passes = {pid: info for pid, info in passes.items() if info.phase == "calibration"}
+    found = samples([pid for pid, info in calibration_passes.items() if info.status == "OK"],
+                    tuple(CALIBRATION_HISTORY))
+    if not found:
+        found = samples([pid for pid, info in calibration_passes.items() if no_reset(info)],
+                        ("cal_repeat", "cal_after_other"))
+    return calibrate(found) if found else None
 
 
 def state_of(record: RecordView, calibration: Calibration | None, tolerance: int) -> tuple[str, float | None, str]:
@@ -143,7 +163,7 @@ def _cycle(pid: str, rows: list[Call], labels: dict[str, str]) -> dict[str, Any]
             "flips": flips, "flip_at_interposed_only": arm_flips == ["contaminated 1"]}
 
 
-def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, dict], dict[str, list[RecordView]]] | None = None,
+def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, PassInfo], dict[str, list[RecordView]]] | None = None,
                   ) -> dict[str, Any]:
     """The pinning results of a run folder (from `loaded`, what `load` gave, when the caller has read it)."""
     manifest, passes, records = loaded or load(run_dir)
@@ -173,6 +193,9 @@ def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, dict], dict[s
     table["arms"] = _arms(cycle_rows, labels, table["gate"])
     table["cycles"] = [_cycle(pid, by_pass[pid], labels) for pid in cycles if pid in ok]
     table["regimes"] = _regimes(passes, by_pass, ok, labels)
+    unreset = _without_reset(passes, by_pass, labels) if not ok else None
+    if unreset is not None:  # absent otherwise: the results of earlier runs recompute as they were written
+        table["without_reset"] = unreset
     from kit.protocols.pinning.verdict import verdict  # noqa: PLC0415 - keeps this module short
 
     table["verdict"] = verdict(table)
@@ -252,6 +275,36 @@ def _regimes(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], ok: se
         summary["void_passes"] = [pid for pid in pids if pid not in ok]
         result[phase] = summary
     return result
+
+
+def _without_reset(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]],
+                   labels: dict[str, str]) -> dict[str, Any] | None:
+    """What the calls of passes no reset preceded measure (see the module's documentation); None where no pass
+    is of that kind. A pass's first call has an unknown history: its state stands, its KV lineage is unnamed."""
+    unreset = [pid for pid, info in passes.items() if no_reset(info)]
+    if not unreset:
+        return None
+    why = str((passes[unreset[0]].reload or {}).get("detail") or passes[unreset[0]].reason)
+    rows = [c for pid in unreset if passes[pid].phase in ("cycle", "steady") for c in by_pass[pid] if c.record.measured]
+    states = _states(rows, labels)
+    modal_outputs = {s["modal_output"] for s in states if s["state"] != "unknown"}
+    steady = modal([str(c.record.output_sha256) for pid in unreset if passes[pid].phase == "steady"
+                    for c in by_pass[pid] if c.record.role == "steady"])
+    if steady["n"]:
+        steady["modal_output"] = labels[steady["modal_output"]]
+    cycles = [_cycle(pid, by_pass[pid], labels) for pid in unreset if passes[pid].phase == "cycle"]
+    impossible = [
+        {"verdict": "manipulation gate", "reason": "needs a confirmed reset before every cycle"},
+        {"verdict": "arms differ, fork", "reason": "the registered endpoints are withheld without the gate"},
+        {"verdict": "always-fresh regime", "reason": "needs a fresh instance before every call"}]
+    if not any(s["state"] == "full_eval" for s in states):
+        impossible.append({"verdict": "full_eval state (a fresh instance)",
+                           "reason": "only a reset (or an eviction the kit cannot cause) gives one"})
+    return {"passes": unreset, "why": why, "states": states,
+            "state_change_flips_bytes": len(modal_outputs) > 1 if len(modal_outputs) and len(states) > 1 else None,
+            "steady": steady, "cycles": cycles,
+            "flip_at_interposed_only": [sum(c["flip_at_interposed_only"] for c in cycles), len(cycles)],
+            "impossible": impossible}
 
 
 CSV_FIELDS = ("pass_id", "phase", "role", "arm_index", "state", "confidence", "source", "prefill_ms",

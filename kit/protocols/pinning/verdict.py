@@ -54,13 +54,37 @@ def verdict(table: dict[str, Any]) -> dict[str, Any]:
     elif flips is False:
         advice.append("Every state found gave the same output for this prompt and length: the state does not flip "
                       "these bytes here (a longer answer or a near-tie can still flip them).")
+    unreset = table.get("without_reset")
+    if unreset:
+        advice += _without_reset(unreset)
     if transient_interloper(table["cycles"]):
         advice.append("Only the first call after the different prompt shows a different prefill; later calls "
                       "reuse the KV that call built, so their prefill time looks like the pure arm's while their "
                       "cache lineage (and possibly their bytes) differs: judge the state by history, not by "
                       "prefill time alone.")
-    return {"states_found": len([s for s in states if s["state"] != "unknown"]),
+    result: dict[str, Any] = {"states_found": len([s for s in states if s["state"] != "unknown"]),
             "states": {s["state"]: {"modal_share": s["modal_share"], "n": s["n"], "output": s["modal_output"],
                                     "prefill_ms_median": (s.get("prefill_ms") or {}).get("median")} for s in states},
             "deterministic_states": deterministic, "state_change_flips_bytes": flips,
             "gate": gate["status"], "advice": advice}
+    if unreset:
+        result["impossible"] = [f"{i['verdict']}: {i['reason']}" for i in unreset["impossible"]]
+    return result
+
+
+def _without_reset(unreset: dict[str, Any]) -> list[str]:
+    """What the calls measured where the engine could not be reset, and what cannot be known without a reset."""
+    found = [s for s in unreset["states"] if s["state"] != "unknown"]
+    lines = [f"No cache reset before any pass ({unreset['why']}): the calls still measure what needs none."]
+    if found:
+        lines.append("Without a reset: " + ", ".join(f"{s['state']} {_share(s)} -> output {s['modal_output']}"
+                                                     for s in found) + ".")
+    flips = unreset["state_change_flips_bytes"]
+    if flips is not None:
+        lines.append("A state change flips the bytes here." if flips else
+                     "Every state found gave the same output here: a state change did not flip these bytes.")
+    lines.append(f"Steady state (repeats of one prompt) measured {_share(unreset['steady'])}; the flip at the "
+                 f"interposed call showed in {unreset['flip_at_interposed_only'][0]} of "
+                 f"{unreset['flip_at_interposed_only'][1]} cycles (no gate: not the registered endpoint).")
+    lines += [f"Impossible without a reset: {i['verdict']} ({i['reason']})." for i in unreset["impossible"]]
+    return lines

@@ -22,10 +22,14 @@ def _share(summary: dict[str, Any]) -> str:
 def pinning_verdict(table: dict[str, Any]) -> Group:
     """The short verdict of `kit check`: states with their prefill signatures, determinism per state,
     the gate, whether the arms differ and where they fork, the pinned regimes, and the advice."""
-    states = Table(title="Cache states found (cycle calls of the measured prompt)", title_justify="left")
+    unreset = table.get("without_reset")
+    rows = table["states"] or (unreset or {}).get("states") or []
+    title = "Cache states found (cycle calls of the measured prompt)" if table["states"] or not unreset else \
+        "Cache states found without a reset (cycle and steady calls of the measured prompt)"
+    states = Table(title=title, title_justify="left")
     for column in ("state", "calls", "prefill ms median [min–max]", "outputs", "modal share [95% CI]"):
         states.add_column(column)
-    for s in table["states"]:
+    for s in rows:
         ms = s.get("prefill_ms")
         sig = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
         states.add_row(str(s["state"]), ", ".join(s["roles"]), sig,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.core.errors import KitError
+from kit.core.terminal_text import echo
 
 BFCL_VERSION = "2026.3.23"
 
@@ -101,7 +102,7 @@ class BfclInstall:
 
 def to_stderr(line: str) -> None:
     """Where install progress goes when the caller names nowhere else: one line on stderr."""
-    print(line, file=sys.stderr, flush=True)
+    echo(line, err=True)
 
 
 def ensure_bfcl(cache_dir: Path | str | None = None, *, install: bool = True,

@@ -1,0 +1,29 @@
+"""Client for an SGLang server: its OpenAI-compatible chat endpoint, plus its radix-cache flush.
+
+SGLang serves `/v1/chat/completions` in the OpenAI shape (cached tokens in `usage.prompt_tokens_details`
+only when started with `--enable-cache-report`), and `POST /flush_cache` empties its radix cache without a
+restart (it answers 400 while requests are running or waiting). Shapes: tests/fixtures/sglang/README.md.
+"""
+
+from __future__ import annotations
+
+from kit.engines.cache_reset import CacheReset
+from kit.engines.http import error_text, send
+from kit.engines.openai_compat import RUNNING, OpenAICompatEngine
+
+FLUSH = "/flush_cache"
+
+
+class SglangEngine(OpenAICompatEngine):
+    """An SGLang server at `base_url` (without the `/v1`)."""
+
+    name = "SGLang"
+
+    def reset_cache(self) -> CacheReset:
+        """Flush the radix cache; a refusal (requests in flight) is a refused reset with SGLang's reason."""
+        response = send(self._http, "POST", FLUSH, who=self.base_url, fix=RUNNING)
+        if response.status_code != 200:
+            return CacheReset(f"POST {FLUSH}", False, f"SGLang refused it (HTTP {response.status_code}: "
+                              f"{error_text(response, 'detail')[:160]}); it flushes only while no request runs")
+        return CacheReset(f"POST {FLUSH}", True, "SGLang flushed its radix cache (the next call's cached tokens "
+                          "are read from usage, which SGLang gives only with --enable-cache-report)")
