@@ -49,6 +49,15 @@ ANSWER_BOUNDS = [
                       "the longer of 600 s and 1 s per token the request asks for). Recorded in the manifest."),
 ]
 
+FIX_OPTIONS = [
+    click.option("--fix", "fixes", multiple=True, metavar="NAME",
+                 help="Apply a named fix to every server the kit starts (repeatable): reuse-off, chunk-N, threads-N, "
+                      "f16, cpu-backend-portable, cpu-backend-wheel (docs/remedy.md). Recorded; resume re-applies it."),
+    click.option("--server-arg", "server_args", multiple=True, metavar="ARG",
+                 help="A llama-server flag the fix registry does not name (repeatable), e.g. --server-arg=-ub=32; "
+                      "only tuning flags (docs/remedy.md). Recorded."),
+]
+
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
                  "(default: the kit's generated arithmetic problems, nothing to download)."),
@@ -96,11 +105,13 @@ RUN_OPTIONS = [
     CPU_BACKEND,
     *ANSWER_BOUNDS,
     *EXECUTOR_OPTIONS,
+    *FIX_OPTIONS,
 ]
 # how `kit run --help` and `kit demo --help` list RUN_OPTIONS (kit.app.option_groups)
 RUN_HELP = {"cls": GroupedCommand, "option_groups": {
     "Workload and size": ("gsm8k", "items", "episodes", "sessions", "histories", "max_tokens", "out", "yes"),
     "Engine": ("engine", "model", "server_bin", "engine_url", "port", "threads", "cpu_backend"),
+    "Fixes (docs/remedy.md)": ("fixes", "server_args"),
     "Launcher (--launcher docker)": ("launcher", "image", "gpus"),
     "Executor (--executor ray)": ("executor", "ray_address", "cpus_per_task", "gpus_per_task"),
     "Limits": ("max_answer_bytes", "request_deadline"),
@@ -143,7 +154,7 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
          engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
-         yes=False, **where) -> None:
+         yes=False, fixes=(), server_args=(), **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
     from kit.run.long_runs import HOUR  # noqa: PLC0415
 
@@ -154,7 +165,8 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
                                 request_deadline=request_deadline, image=image, gpus=gpus,
-                                ask_over=None if yes else HOUR, **executor(**where))
+                                ask_over=None if yes else HOUR, fixes=tuple(fixes), server_args=tuple(server_args),
+                                **executor(**where))
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
@@ -277,9 +289,10 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
-@functools.partial(run_options, options=ANSWER_BOUNDS)
+@functools.partial(run_options, options=[*ANSWER_BOUNDS, *FIX_OPTIONS])
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline) -> None:
+          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline,
+          fixes=(), server_args=()) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -296,11 +309,14 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 
     if url is not None:
         check_url(url, "URL")
+        if fixes or server_args:  # before the server at URL is contacted
+            raise KitError("--fix and --server-arg set the servers the kit starts, but this check reaches a server "
+                           "at a URL", "check the embedded engine (no URL), or start your server with the flags")
     resolved, found = checking.resolve(url, kind)
     options = runner.RunOptions(
         protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
         max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
-        model=model if resolved == "embedded" else None,
+        fixes=tuple(fixes), server_args=tuple(server_args), model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
@@ -333,14 +349,17 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
               help="The server(s) of a run made against --engine-url, passed again as then: a resume never "
                    "contacts a URL the run folder names.")
 @executor_options
-def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...], **where) -> None:
+@functools.partial(run_options, options=FIX_OPTIONS)
+def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...],
+               fixes: tuple[str, ...] = (), server_args: tuple[str, ...] = (), **where) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit.run import runner  # noqa: PLC0415
 
     urls = engine_urls(engine_url)
     _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
-                                           server_bin=server_bin, engine_url=urls, executor=executor(**where)))
+                                           server_bin=server_bin, engine_url=urls, executor=executor(**where),
+                                           fixes=(tuple(fixes), tuple(server_args))))
 
 
 @cli.command()

@@ -101,7 +101,7 @@ def test_help_lists_every_option_under_a_section(command):
     ctx = click.Context(group.commands[command], info_name=command, parent=click.Context(group, info_name="kit"))
     command_object = group.commands[command]
     sections = command_object.sections(ctx)
-    assert list(sections) == ["Workload and size", "Engine", "Launcher (--launcher docker)",
+    assert list(sections) == ["Workload and size", "Engine", "Fixes (docs/remedy.md)", "Launcher (--launcher docker)",
                               "Executor (--executor ray)", "Limits", "Other options"]
     listed = [row[0] for rows in sections.values() for row in rows]
     options = [param.get_help_record(ctx)[0] for param in command_object.get_params(ctx)

@@ -123,6 +123,18 @@ def container_image_summary(engine: EngineInfo) -> dict[str, str]:
     return {"engine image": "; ".join(parts) + f"; --gpus {getattr(engine, 'gpus', None)}"}
 
 
+def fix_summary(manifest: dict[str, Any]) -> dict[str, str]:
+    """The fixes and extra server flags a run applied to every server (`kit run --fix`, `--server-arg`)."""
+    options = manifest.get("options")
+    options = options if isinstance(options, dict) else {}
+    found = {}
+    for key, label in (("fixes", "fixes"), ("server_args", "extra server flags")):
+        value = options.get(key)
+        if isinstance(value, list) and value:
+            found[label] = " ".join(str(v) for v in value)
+    return found
+
+
 def summary(run: BundledRun) -> dict[str, Any]:
     """The provenance a reviewer looks at first, from the typed manifest."""
     m = run.typed()
@@ -156,5 +168,6 @@ def summary(run: BundledRun) -> dict[str, Any]:
         "GPUs": "; ".join(host.get("gpus") or []) or "none",
         "CPU backend": cpu_backend_summary(run.manifest),
         **container_image_summary(engine),  # only runs in a container have the row: older reports render the same
+        **fix_summary(run.manifest),  # only runs with --fix or --server-arg have the rows
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.packages.items())),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -176,8 +177,11 @@ class LlamaCppEngine:
 
     name = "llama.cpp"
 
-    def __init__(self, base_url: str, restartable: bool = False, transport: httpx.BaseTransport | None = None):
-        """`transport` replaces the network (tests of paths a real server cannot be made to take here)."""
+    def __init__(self, base_url: str, restartable: bool = False, transport: httpx.BaseTransport | None = None,
+                 reuse_off: bool = False):
+        """`transport` replaces the network (tests of paths a real server cannot be made to take here);
+        `reuse_off` sends every request with cache_prompt false (the fix `reuse-off`, kit.launch.fixes)."""
+        self.reuse_off = reuse_off
         connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self._http = client(connect, transport, params)
         # the slot erase (reset_cache) exists only with --slot-save-path: not declared, tried; no chat messages
@@ -202,6 +206,8 @@ class LlamaCppEngine:
 
     def complete(self, request: CompletionRequest) -> Completion:
         refuse_unsupported(self, request)
+        if self.reuse_off:
+            request = replace(request, cache_prompt=False)
         response, sent = post_timed(self._http, "/completion", request_body(request), who=self._who, fix=STILL_RUNNING,
                                     tokens=request.max_tokens)
         if response.status_code != 200:

@@ -98,10 +98,12 @@ class NativeProvider:
 
     fresh_servers = True
 
-    def __init__(self, spec: ServerSpec, details: dict[str, Any] | None = None, cpu: CpuBackend | None = None):
+    def __init__(self, spec: ServerSpec, details: dict[str, Any] | None = None, cpu: CpuBackend | None = None,
+                 reuse_off: bool = False):
         self.spec = spec
         self.details = details or {}
         self.cpu = cpu
+        self.reuse_off = reuse_off  # every request with cache_prompt false (the fix reuse-off, kit.launch.fixes)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),
@@ -112,26 +114,27 @@ class NativeProvider:
                 details: dict[str, Any] | None = None) -> NativeProvider:
         spec = replace(self.spec, model=model or self.spec.model,
                        cache_ram=self.spec.cache_ram if cache_ram is KEEP else cache_ram)
-        return NativeProvider(spec, {**self.details, **(details or {})}, self.cpu)
+        return NativeProvider(spec, {**self.details, **(details or {})}, self.cpu, self.reuse_off)
 
     def tuned(self, threads: int | None = None, parallel: int | None = None,
-              extra_args: tuple[str, ...] = ()) -> NativeProvider:
+              extra_args: tuple[str, ...] = (), reuse_off: bool = False) -> NativeProvider:
         """The same servers with other launch settings: `-t`, `-np` (slots) and further llama-server flags
-        (e.g. `--ubatch-size`), for protocols that vary one server setting at a time."""
+        (e.g. `--ubatch-size`), for protocols that vary one server setting at a time; `reuse_off`: their
+        engines send every request with cache_prompt false."""
         spec = replace(self.spec, threads=threads or self.spec.threads, parallel=parallel or self.spec.parallel,
                        extra_args=(*self.spec.extra_args, *extra_args))
-        return NativeProvider(spec, dict(self.details), self.cpu)
+        return NativeProvider(spec, dict(self.details), self.cpu, self.reuse_off or reuse_off)
 
     def with_cpu(self, binary: Path, env: dict[str, str], cpu: CpuBackend) -> NativeProvider:
         """The same servers on another CPU backend."""
         return NativeProvider(replace(self.spec, binary=binary, env=env),
-                              {**self.details, "cpu_backend": cpu.name}, cpu)
+                              {**self.details, "cpu_backend": cpu.name}, cpu, self.reuse_off)
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
         server = NativeServer(self.spec, log_dir / f"server-{label}.log")
         server.start()
-        engine = LlamaCppEngine(server.url, restartable=True)
+        engine = LlamaCppEngine(server.url, restartable=True, reuse_off=self.reuse_off)
         try:
             launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid,
                       "startup_seconds": server.startup_seconds, "log": server.log_path.name, **engine.info()}

@@ -72,6 +72,7 @@ KINDS = Registry({
     "harness": "kit.protocols.harness",
     "ladder": "kit.protocols.ladder",
     "watch": "kit.protocols.watch",
+    "remedy": "kit.protocols.remedy",
 })
 
 

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kit.run import runner
+from kit.launch import fixes as fix_registry
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
 from kit.core.errors import ConfigError, KitError
@@ -159,12 +161,31 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                           "control character, or is over 50 characters)",
                           "a replay names its protocol file after it; restore the manifest from its bundle")
     engine = manifest.engine
+    recorded_fixes = _fixes(saved, where)
     run_options = runner.RunOptions(
         protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
         gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
         server_bin=server_bin, threads=engine.threads, out=options.out,
-        launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
+        launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say),
+        **recorded_fixes)
     return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
+
+
+def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+    """The recorded fixes and server flags (lists of strings), checked as typed ones are (kit.launch.fixes)
+    before anything is replayed: a run folder never adds a flag the allow-list refuses."""
+    found = {}
+    for key in ("fixes", "server_args"):
+        value = saved.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{where}: options.{key} is not a list of names", "restore the manifest from its bundle")
+        found[key] = tuple(value or ())
+    try:
+        fix_registry.parse(found["fixes"], found["server_args"])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: a recorded fix or server flag is refused: {exc.message}",
+                          "replay only runs that the kit's own checks accept") from exc
+    return found
 
 
 @contextmanager

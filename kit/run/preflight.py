@@ -124,6 +124,24 @@ def check_engine_choice(options: Any) -> None:
         parse_gpus(options.gpus)
 
 
+def check_fixes(options: Any) -> None:
+    """`--fix` and `--server-arg`: known, well-shaped, and applicable where this run's engine is started."""
+    from kit.launch import fixes  # noqa: PLC0415
+
+    applied = fixes.parse(getattr(options, "fixes", ()), getattr(options, "server_args", ()))
+    if applied.empty:
+        return
+    if applied.reuse_off:
+        raise ConfigError("--fix reuse-off leaves no cache hit, and every kind measures cache hits against "
+                          "recomputes, so its cache-on requests would only fail their gates",
+                          "hold it against the unfixed engine as an arm of a remedy protocol (docs/remedy.md)")
+    if options.provider is not None:
+        raise ConfigError("--fix and --server-arg set the servers the kit starts, but this run reaches its engine "
+                          "through a provider the caller made", "let the kit start the engine")
+    fixes.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or options.engine_urls),
+                 engine=options.engine, server_bin=options.server_bin is not None)
+
+
 def check_run_options(options: Any) -> None:
     """Every run option `kit run` takes from the machine; raises ConfigError before anything is written."""
     if options.threads is not None:
@@ -132,6 +150,7 @@ def check_run_options(options: Any) -> None:
         check_out(Path(options.out))
     if options.gsm8k is not None:
         check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
+    check_fixes(options)
     if options.provider is not None:
         return
     check_engine_choice(options)

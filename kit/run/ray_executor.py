@@ -119,13 +119,14 @@ def node_provider(provider: NativeProvider, shipment: Shipment | None = None) ->
         if not spec.binary.is_file():
             raise ConfigError(f"node {socket.gethostname()} has no server binary at {spec.binary}",
                               "install the same build at the same path on every node")
-        return NativeProvider(spec, provider.details, None)
+        return NativeProvider(spec, provider.details, None, provider.reuse_off)
     found = embedded.locate(provider.cpu.name, say=lambda _text: None)
     if found.backend.library_sha256 != provider.cpu.library_sha256:
         raise ConfigError(f"node {socket.gethostname()}'s {provider.cpu.name} CPU backend has library sha256 "
                           f"{found.backend.library_sha256[:12]}…, the run's {provider.cpu.library_sha256[:12]}…: "
                           "one run never mixes backends", "install the same kit and engine on every node")
-    return NativeProvider(replace(spec, binary=found.binary, env=found.env), provider.details, found.backend)
+    return NativeProvider(replace(spec, binary=found.binary, env=found.env), provider.details, found.backend,
+                          provider.reuse_off)
 
 
 def node_info(provider: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
 from kit.core.owned_file import open_append
 from kit.run.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
+from kit.launch import fixes as fix_registry
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.record.manifest import MANIFEST, EngineInfo, Manifest, ProtocolInfo, RunManifest, new_run_dir, not_plain, now
@@ -65,6 +66,11 @@ class RunOptions:
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
     ask_over: float | None = None  # rough CPU seconds past which the run is refused unconfirmed (kit.run.long_runs)
+    fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
+    server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
+
+    def applied(self) -> fix_registry.Applied:
+        return fix_registry.parse(self.fixes, self.server_args)
 
     def bounds(self) -> AnswerBounds:
         return AnswerBounds(self.max_answer_bytes, self.request_deadline)
@@ -124,7 +130,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return NativeProvider(spec, details, cpu)
+    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied(), say)
 
 
 def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EngineProvider) -> None:
@@ -159,6 +165,13 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
     preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
+    if kind.arm_fixes is not None:
+        if not options.applied().empty:
+            raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
+                              "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
+        for applied in kind.arm_fixes(protocol):  # where this run's engine is started as its arms need
+            fix_registry.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or
+                                options.engine_urls), engine=options.engine, server_bin=options.server_bin is not None)
     executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:
@@ -240,7 +253,7 @@ def _check_layout(run_dir: Path, run: RunManifest) -> None:
 # the options a manifest records, by the type each must have; others (of another kit version) are not used
 SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
                  "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str, "image": str,
-                 "gpus": str, **executors.SAVED_OPTIONS,
+                 "gpus": str, "fixes": list, "server_args": list, **executors.SAVED_OPTIONS,
                  CREDENTIALS_DROPPED: bool}
 
 
@@ -252,7 +265,8 @@ def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
     for key, value in kept.items():
         wanted = SAVED_OPTIONS[key]
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)) or \
-                (wanted is dict and not all(isinstance(v, str) for v in [*value, *value.values()])):
+                (wanted is dict and not all(isinstance(v, str) for v in [*value, *value.values()])) or \
+                (wanted is list and not all(isinstance(v, str) for v in value)):
             raise KitError(f"{run_dir}/manifest.json: options.{key} is {type(value).__name__} {str(value)[:80]!r}, "
                            f"not the {wanted.__name__} the kit records", "restore the manifest from its bundle")
     if kept.get("launcher", "native") not in ("native", "docker") or \
@@ -299,10 +313,23 @@ def _resumed_engine_urls(run_dir: Path, saved_options: dict[str, Any], given: tu
                    "contacts a URL on the run folder's word", f"to resume it, pass {' '.join(passed)}")
 
 
+def _resumed_fixes(run_dir: Path, saved_options: dict[str, Any], given: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    """A resume applies the fixes and server flags the run recorded; asking for others is refused (one run
+    never mixes settings). The recorded ones, as lists, become the options' tuples."""
+    recorded = (tuple(saved_options.get("fixes") or ()), tuple(saved_options.get("server_args") or ()))
+    saved_options["fixes"], saved_options["server_args"] = recorded
+    if any(given) and tuple(map(tuple, given)) != recorded:
+        shown = " ".join([*(f"--fix {n}" for n in recorded[0]), *(f"--server-arg={a}" for a in recorded[1])])
+        raise KitError(f"{run_dir} ran with {shown or 'no fix and no server flag'}; a resume applies exactly those "
+                       "again, and other ones would mix settings in one run",
+                       "resume without --fix and --server-arg (the recorded ones are applied)")
+
+
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
            stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None,
            engine_url: tuple[str | None, dict[str, str]] = (None, {}),
-           executor: dict[str, Any] | None = None) -> RunResult:
+           executor: dict[str, Any] | None = None,
+           fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.record.files.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
@@ -310,15 +337,17 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     Nothing the folder names is run: the server binary only when the user passes it (`server_bin`), with
     the recorded sha256 (docs/security.md, "Run folders and bundles"). The run folder is locked first
     (kit.run.lock): a second kit on it is refused. An engine reached by URL is contacted only when the
-    user passes the same `engine_url` again."""
+    user passes the same `engine_url` again. The recorded fixes and server flags are applied again; `fixes`
+    (--fix, --server-arg given now) must be none or the recorded ones."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock, executor or {})
+        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock, executor or {}, fixes)
 
 
 def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
             server_bin: Path | None, engine_url: tuple[str | None, dict[str, str]],
-            lock: run_lock.Held | None, executor_options: dict[str, Any]) -> RunResult:
+            lock: run_lock.Held | None, executor_options: dict[str, Any],
+            fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.run)
     odd = not_plain(run_dir)
@@ -347,6 +376,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                        f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
     _resumed_engine_urls(run_dir, saved_options, engine_url)
+    _resumed_fixes(run_dir, saved_options, fixes)
     engine = manifest.run.engine
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}

@@ -50,8 +50,19 @@ def _docker_protocols() -> dict[str, Callable[[Path], Path]]:
             "pinning": _on_docker(docker.PINNING), "ladder": _on_docker("ladder-cpu")}
 
 
+def _remedy(tmp: Path) -> Path:
+    """A remedy run folder of real record files written by hand, its results written by the kind (a remedy on
+    containers is refused before its folder exists: its arms' fixes need the kit's native launcher)."""
+    from kit.protocols.kinds import KINDS  # noqa: PLC0415
+    from tests.protocols.test_remedy_results import write_remedy_run  # noqa: PLC0415
+
+    run_dir = write_remedy_run(tmp / "remedy-run")
+    KINDS["remedy"].results(run_dir)
+    return run_dir
+
+
 def _builders() -> dict[str, Callable[[Path], Path]]:
-    return {**_docker_protocols(), "harness": harness_run, "watch": _watch}
+    return {**_docker_protocols(), "harness": harness_run, "watch": _watch, "remedy": _remedy}
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,8 @@ def toy(monkeypatch, tmp_path) -> Path:
 # --- the shipped kinds ---------------------------------------------------------------------------------
 
 def test_every_shipped_kind_is_registered_whole_under_its_own_name():
-    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder", "watch"]
+    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder", "watch",
+                                 "remedy"]
     tables = [kind.table for kind in kinds.KINDS.values()]
     assert len(set(tables)) == len(tables)
     for name, kind in kinds.KINDS.items():
@@ -129,7 +130,8 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
     # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
     assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
         "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
-        "flag_order": "BfclRecord", "harness": "HarnessRecord", "ladder": "LadderRecord", "watch": "WatchRecord"}
+        "flag_order": "BfclRecord", "harness": "HarnessRecord", "ladder": "LadderRecord", "watch": "WatchRecord",
+        "remedy": "ResetRecord"}
     assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
 
 

@@ -21,7 +21,7 @@ from kit.core.errors import ConfigError
 from kit.core.events import Notice, RequestDone, SessionEnded, SessionStarted
 from kit.core.paths import RunPaths
 from kit.engines.base import CompletionRequest, require
-from kit.launch import cpu_backend
+from kit.launch import cpu_backend, fixes
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
@@ -114,7 +114,7 @@ def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_pla
 
             found = embedded.locate(p.backend, say=lambda text: ctx.emit(Notice(text)))
             provider = provider.with_cpu(found.binary, found.env, found.backend)
-        chunk = ("--ubatch-size", str(p.chunk), "--batch-size", str(p.chunk)) if p.chunk else ()
+        chunk = fixes.chunk(p.chunk).server_args if p.chunk else ()
         providers[p.pass_id] = provider.tuned(threads=p.threads, parallel=p.parallel, extra_args=chunk)
     return providers
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -168,19 +169,32 @@ def run_session(ctx: RunContext, unit: Unit) -> None:
 
 def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system_prompt: str, index: int) -> None:
     pass_id = f"s{index}"
-    order = session_order(items, protocol.order_seed, index)
+    ctx.manifest.set_pass(pass_id, session=index)
+    serve_session(protocol, ctx, ctx.provider, pass_id, session_order(items, protocol.order_seed, index),
+                  system_prompt, (index, protocol.sessions))
+
+
+Check = Callable[[Phase, "int | None", Gates], "tuple[bool, str | None]"]
+
+
+def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: Any, pass_id: str, order: list[Item],
+                  system_prompt: str, numbered: tuple[int, int], check: Check = check_gate) -> None:
+    """One session on a fresh server of `provider`: each item of `order` through the protocol's phases, one
+    record per request (pass `pass_id`), gated by `check`; the pass ends OK or VOID. `numbered`: (this
+    session's number, the sessions in all) as the console shows it. The remedy kind serves its arms' items
+    through it too (kit.protocols.remedy)."""
     file = RunPaths.records_name(pass_id)
-    ctx.manifest.set_pass(pass_id, session=index, file=file, status="running", started=now(),
-                          order=[item.id for item in order], fresh_server=ctx.provider.fresh_servers)
+    ctx.manifest.set_pass(pass_id, file=file, status="running", started=now(),
+                          order=[item.id for item in order], fresh_server=provider.fresh_servers)
     gates = protocol.gates
     requests = violations = 0
     first_violation: str | None = None
     status, reason = "OK", None
     stamp = ctx.stamp(pass_id, "reset")
-    with ctx.provider.session(pass_id, RunPaths(ctx.run_dir).logs) as live, \
+    with provider.session(pass_id, RunPaths(ctx.run_dir).logs) as live, \
             ctx.records(file, **stamp) as writer:
         ctx.manifest.set_pass(pass_id, launch=live.launch)
-        ctx.emit(SessionStarted(pass_id, index, protocol.sessions, live.launch))
+        ctx.emit(SessionStarted(pass_id, numbered[0], numbered[1], live.launch))
         template = renderer(live.engine)
         for done, item in enumerate(order, start=1):
             with live.engine_calls(f"session {pass_id} (item {item.id})"):
@@ -193,7 +207,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
                                             seed=protocol.seed)
                 with live.engine_calls(f"session {pass_id} (item {item.id}, {phase.name})"):
                     completion = live.engine.complete(request)
-                ok, why = check_gate(phase, completion.cached_tokens, gates)
+                ok, why = check(phase, completion.cached_tokens, gates)
                 writer.answered(ResetRecord, completion, unit=item.id, step=0, gate=Gate(ok, why),
                                 reference=item.answer, phase=phase.name, phase_index=phase_index, expect=phase.expect)
                 requests += 1

@@ -14,7 +14,7 @@ from kit.record.files import read_records
 from kit.workloads.answers import is_correct
 
 
-def _paths(records: list[dict]) -> dict[str, dict[str, Any]]:
+def item_paths(records: list[dict]) -> dict[str, dict[str, Any]]:
     """unit -> {"cold": [outputs in phase order], "warm": [...], "texts": {path: first text},
     "reference": answer} for units whose phases all succeeded."""
     units: dict[str, dict[str, Any]] = defaultdict(lambda: {"cold": [], "warm": [], "texts": {}})
@@ -66,7 +66,7 @@ def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
         if info.status != "OK" or not info.file or not file.exists():
             rows.append(row)
             continue
-        units = _paths(read_records(file).records)
+        units = item_paths(read_records(file).records)
         paths_by_session[pass_id] = units
         firsts = [first_difference(p["cold"][0], p["warm"][0]) for p in units.values()]
         row.update(

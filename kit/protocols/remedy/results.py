@@ -1,0 +1,186 @@
+"""The remedy's results, computed from its records and manifest only (kit verify recomputes them).
+
+Per arm: the paper's divergence measures with Wilson 95% intervals (Table IV: GSM8K items whose recompute
+and cache-hit outputs differ; Table VII: items whose answer is right on one path and wrong on the other;
+Table V: BFCL episodes whose cache-on and cache-off passes take different paths), whether the fix closed
+each (0 on the fixed arm where the unfixed arm had > 0), and its cost per prompt-length bin (time to first
+token, prefill and decode tokens per second, end-to-end latency, each with the bin's request count, and
+as a ratio to the unfixed arm's value in the same bin). Only passes that ended OK count.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kit.core.paths import RunPaths
+from kit.protocols.reset.results import counts, item_paths, outcomes
+from kit.protocols.results_files import write_results
+from kit.record.divergence import emitted, episode_divergence
+from kit.record.files import read_records
+from kit.record.manifest import Manifest
+
+BINS = ((256, "<=256"), (1024, "257-1k"), (4096, "1k-4k"), (None, ">4k"))  # prompt tokens, upper bound inclusive
+MEASURES = {"IV": "GSM8K paths differ (recompute vs cache hit)", "VII": "GSM8K correctness flips",
+            "V": "BFCL path divergence (cache-on vs cache-off pass)"}
+COSTS = ("ttft_ms", "prefill_tps", "decode_tps", "latency_s")
+HIGHER_IS_BETTER = {"prefill_tps", "decode_tps"}
+
+
+def bin_of(prompt_tokens: int) -> str:
+    return next(label for bound, label in BINS if bound is None or prompt_tokens <= bound)
+
+
+def _passes(run_dir: Path) -> list[tuple[dict[str, Any], Any]]:
+    """(the pass's remedy entry, its manifest entry) for every pass that ended OK."""
+    manifest = Manifest.load(run_dir)
+    found = []
+    for info in manifest.run.passes.values():
+        entry = getattr(info, "remedy", None)
+        if info.status == "OK" and isinstance(entry, dict) and info.file:
+            found.append((entry, info))
+    return found
+
+
+def rate(k: int, n: int) -> dict[str, Any]:
+    """k of n with its Wilson 95% interval (None where nothing was measured)."""
+    from kit.stats.intervals import wilson_interval  # noqa: PLC0415 - numpy only when computing
+
+    if n == 0:
+        return {"k": 0, "n": 0, "rate": None, "lo": None, "hi": None}
+    lo, hi = wilson_interval(k, n)
+    return {"k": k, "n": n, "rate": k / n, "lo": lo, "hi": hi}
+
+
+def divergence(run_dir: Path, arm: str, passes: list[tuple[dict[str, Any], Any]]) -> dict[str, dict[str, Any]]:
+    """The arm's Table IV, VII and V measures from its OK passes' records."""
+    records: list[dict] = []
+    walks: dict[str, dict[str, list]] = defaultdict(dict)
+    for entry, info in passes:
+        if entry.get("arm") != arm:
+            continue
+        read = read_records(run_dir / info.file).records
+        if entry.get("workload") == "gsm8k":
+            records += read
+        elif entry.get("workload") == "bfcl":
+            steps = sorted((r for r in read if r.get("action") != "sentinel"), key=lambda r: r["step"])
+            walks[entry["unit"]][entry.get("cache")] = [(r["prompt_sha256"], emitted(r)) for r in steps]
+    found: dict[str, dict[str, Any]] = {}
+    if records:
+        units = item_paths(records)
+        tally = counts(units)
+        found["IV"] = rate(tally["paths_differ"], tally["items"])
+        scored = outcomes(units)
+        if scored is not None:
+            found["VII"] = rate(scored["recompute_right_hit_wrong"] + scored["recompute_wrong_hit_right"],
+                                scored["items"])
+    episodes = [pair for pair in walks.values() if "on" in pair and "off" in pair]
+    if walks:
+        found["V"] = rate(sum(episode_divergence(p["on"], p["off"]).diverged for p in episodes), len(episodes))
+    return found
+
+
+def cost(run_dir: Path, arm: str, passes: list[tuple[dict[str, Any], Any]]) -> dict[str, dict[str, Any]]:
+    """Per prompt-length bin: requests, mean time to first token (ms), prefill and decode tokens per second
+    (tokens over time, summed), mean end-to-end latency (s)."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for entry, info in passes:
+        if entry.get("arm") != arm:
+            continue
+        for record in read_records(run_dir / info.file).records:
+            completion = record["completion"]
+            prompt = completion.get("prompt_tokens")
+            if completion.get("outcome") != "ok" or not isinstance(prompt, int) or record.get("action") == "sentinel":
+                continue
+            s = sums[bin_of(prompt)]
+            s["requests"] += 1
+            s["prefill_ms"] += completion.get("prefill_ms") or 0.0
+            s["prefill_tokens"] += completion.get("prefill_tokens") or 0
+            s["decode_ms"] += completion.get("decode_ms") or 0.0
+            s["decode_tokens"] += completion.get("decode_tokens") or 0
+            s["wall_seconds"] += record.get("wall_seconds") or 0.0
+    found = {}
+    for _, label in BINS:
+        s = sums.get(label)
+        if not s:
+            continue
+        n = int(s["requests"])
+        found[label] = {"requests": n, "ttft_ms": s["prefill_ms"] / n,
+                        "prefill_tps": s["prefill_tokens"] / (s["prefill_ms"] / 1000) if s["prefill_ms"] else None,
+                        "decode_tps": s["decode_tokens"] / (s["decode_ms"] / 1000) if s["decode_ms"] else None,
+                        "latency_s": s["wall_seconds"] / n}
+    return found
+
+
+def ratios(mine: dict[str, dict[str, Any]], unfixed: dict[str, dict[str, Any]]) -> None:
+    """Each bin's cost as a ratio to the unfixed arm's in the same bin (None where either lacks it)."""
+    for label, row in mine.items():
+        base = unfixed.get(label) or {}
+        row["ratio"] = {key: (row[key] / base[key] if row.get(key) and base.get(key) else None) for key in COSTS}
+
+
+def closed(mine: dict[str, Any] | None, unfixed: dict[str, Any] | None) -> str:
+    """closed (0 on the fix, > 0 unfixed), not closed (> 0 on the fix), nothing to close (0 on both), or
+    not measured."""
+    if not mine or not unfixed or not mine["n"] or not unfixed["n"]:
+        return "not measured"
+    if mine["k"]:
+        return "not closed"
+    return "closed" if unfixed["k"] else "nothing to close"
+
+
+def slowdown(arm: dict[str, Any]) -> float | None:
+    """The arm's worst slowdown over the bins: the largest of its time-to-first-token and latency ratios to the
+    unfixed arm (None where no bin has one). The cheapest fix is the one whose worst slowdown is least."""
+    found = [row["ratio"][key] for row in arm["cost"].values() for key in ("ttft_ms", "latency_s")
+             if row["ratio"][key] is not None]
+    return max(found) if found else None
+
+
+def remedy_table(run_dir: Path) -> dict[str, Any]:
+    manifest = Manifest.load(run_dir)
+    design = (getattr(manifest.run, "remedy", None) or {}).get("arms") or []
+    passes = _passes(run_dir)
+    arms = []
+    for entry in design:
+        name = entry["name"]
+        arms.append({"name": name, "fixes": [f["name"] for f in entry.get("fixes") or []],
+                     "server_args": list(entry.get("server_args") or []),
+                     "divergence": divergence(run_dir, name, passes), "cost": cost(run_dir, name, passes)})
+    unfixed = arms[0] if arms else None
+    cheapest: dict[str, Any] = {}
+    for arm in arms:
+        ratios(arm["cost"], unfixed["cost"] if unfixed else {})
+        arm["closed"] = {m: closed(arm["divergence"].get(m), unfixed["divergence"].get(m) if unfixed else None)
+                         for m in MEASURES} if arm is not unfixed else {}
+        arm["worst_slowdown"] = slowdown(arm) if arm is not unfixed else None
+    for measure in MEASURES:
+        closing = [a for a in arms[1:] if a["closed"].get(measure) == "closed"]
+        closing.sort(key=lambda a: (a["worst_slowdown"] is None, a["worst_slowdown"] or 0.0))
+        cheapest[measure] = closing[0]["name"] if closing else None
+    void = sorted(pid for pid, info in manifest.run.passes.items() if info.status != "OK")
+    return {"table": "remedy", "run_id": manifest.run_id, "files": {"remedy": RunPaths.result_name("remedy")},
+            "measures": MEASURES, "bins": [label for _, label in BINS], "arms": arms, "cheapest_closing": cheapest,
+            "not_ok_passes": void}
+
+
+CSV_FIELDS = ("arm", "bin", "requests", "ttft_ms", "prefill_tps", "decode_tps", "latency_s", "ttft_ratio",
+              "prefill_ratio", "decode_ratio", "latency_ratio")
+
+
+def csv_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for arm in table["arms"]:
+        for label, row in arm["cost"].items():
+            r = row.get("ratio") or {}
+            rows.append({"arm": arm["name"], "bin": label, **{k: row[k] for k in ("requests", *COSTS)},
+                         "ttft_ratio": r.get("ttft_ms"), "prefill_ratio": r.get("prefill_tps"),
+                         "decode_ratio": r.get("decode_tps"), "latency_ratio": r.get("latency_s")})
+    return rows
+
+
+def write(run_dir: Path) -> dict[str, Any]:
+    """Compute the table and write results/remedy.json and .csv into the run folder."""
+    table = remedy_table(run_dir)
+    return write_results(run_dir, table, "remedy", "remedy", CSV_FIELDS, csv_rows(table))
