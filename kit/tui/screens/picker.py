@@ -39,10 +39,10 @@ class PickerScreen(Screen):
                 Binding("r", "app.open_replay", "Replay"),
                 Binding("w", "app.open_watch", "Watch"), Binding("question_mark", "app.help", "Help"),
                 Binding("q", "app.quit", "Quit")]
-    # The list takes the rows it needs, up to 60% of the screen (every protocol file at 120x40, twelve rows
-    # at 80x24); the description gets the rest and scrolls when it must.
+    # The list takes the rows it needs, up to 62% of the screen (every protocol file at 120x40; at 80x24
+    # the list scrolls); the description gets the rest and scrolls when it must.
     DEFAULT_CSS = """
-    PickerScreen #protocols { height: auto; max-height: 60%; border: round $primary; }
+    PickerScreen #protocols { height: auto; max-height: 62%; border: round $primary; }
     PickerScreen #details { height: 1fr; border: round $secondary; padding: 0 1; }
     PickerScreen #machine { height: auto; color: $text-muted; padding: 0 1; }
     """
