@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kit.run import engine_build
 from kit.run import runner
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
@@ -41,6 +42,7 @@ class ReplayOptions:
     gsm8k: Path | None = None
     different_engine_ok: bool = False
     server_bin: Path | None = None  # the reviewer's own llama-server (the one a run recorded is never run)
+    engine_build: int | None = None  # llama.cpp build N built here (--engine-build); the run's is never implied
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,19 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                                     "or " if options.server_bin is None else "pass ") +
                           "--different-engine-ok to replay on the engine given here (the difference is listed "
                           "beside the result)")
+    build_problem = engine_build.same_build(manifest.engine.to_json(), options.engine_build)
+    recorded_build = engine_build.recorded_build(manifest.engine.to_json())
+    say(f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
+        + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
+           "the embedded engine (the paper's build)") + (": the same build" if build_problem is None else
+                                                         ": a different build"))
+    if build_problem and not options.different_engine_ok:
+        raise ConfigError(f"{where}: {build_problem}", (f"pass --engine-build {recorded_build} (built here by `kit "
+                                                        f"engines build llamacpp --build {recorded_build}`), or "
+                                                        if recorded_build is not None else "") +
+                          "pass --different-engine-ok to replay on the build given here (the difference is listed "
+                          "beside the result)")
+    problem = "; ".join(p for p in (problem, build_problem) if p) or None
     protocol = manifest.protocol
     runner.check_stored_protocol(run_dir, protocol, "replay")
     name = protocol.name or "replay"
@@ -162,7 +177,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     run_options = runner.RunOptions(
         protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
         gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
-        server_bin=server_bin, threads=engine.threads, out=options.out,
+        server_bin=server_bin, engine_build=options.engine_build, threads=engine.threads, out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say))
     return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
 
