@@ -183,7 +183,8 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
 
 
 @contextmanager
-def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) -> Iterator[list[Path]]:
+def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None,
+                  purpose: str = "replaying it") -> Iterator[list[Path]]:
     """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
     if RunPaths(source).manifest.is_file():
         yield [source]
@@ -194,7 +195,7 @@ def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) 
     from kit.bundle.limits import DEFAULT  # noqa: PLC0415
     from kit.bundle.verify import check, keep  # noqa: PLC0415
 
-    say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
+    say(f"verifying {source} (checksums, then its results recomputed from its records) before {purpose}")
     with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:
         verdict = check(bundle)
         if not verdict.ok:
