@@ -71,12 +71,14 @@ def build_engine(engine: str, build_number: int | None, jobs: int | None, archs:
     """Build llama-server: of llama.cpp build N for the CPU (--build N), or at the paper's commit with CUDA 12
     (needs nvcc 12.x and cmake)."""
     if build_number is not None:
-        from kit.launch import llamacpp_build  # noqa: PLC0415
+        from kit.launch import llamacpp_build, llamacpp_probe  # noqa: PLC0415
+        from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 
         if prefix is not None:
             raise click.UsageError("--prefix applies to the CUDA build; a --build N lives in the kit's cache")
         binary = llamacpp_build.build(build_number, say=click.echo, jobs=jobs)
         llamacpp_build.refuse_undrivable(binary, build_number)
+        llamacpp_probe.probed(binary, ensure_model(DEFAULT_MODEL).path, build_number, say=click.echo)
         click.echo(f"built: {binary} (run with it: --engine-build {build_number})")
         return
     from kit.launch import gpu_setup  # noqa: PLC0415

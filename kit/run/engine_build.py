@@ -9,10 +9,10 @@ replay compares the build it is given with the one recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kit.core.errors import ConfigError, KitError
-from kit.launch import llamacpp_build, llamacpp_sdist
+from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
 
 OPTION = "--engine-build"
 
@@ -43,12 +43,15 @@ def check(options: Any) -> None:
     backend_for(options.cpu_backend)
 
 
-def locate(build: int, cpu_backend: str) -> tuple[Path, dict[str, Any]]:
-    """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable."""
+def locate(build: int, cpu_backend: str, model: Path,
+           say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+    """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
+    (its flags, then its API on `model`: kit.launch.llamacpp_probe)."""
     backend = backend_for(cpu_backend)
     record = llamacpp_build.record(build, backend)
     binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY
     llamacpp_build.refuse_undrivable(binary, build)
+    llamacpp_probe.probed(binary, model, build, say)
     identity = {key: record.get(key) for key in ("build", "source", "sdist", "sdist_sha256", "cpu_backend",
                                                  "binary_sha256")}
     return binary, {"engine": f"llama-server of llama.cpp build {build} (built here from "

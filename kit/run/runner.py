@@ -98,7 +98,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
 
         return llamacpp_provider(options, model.path, protocol, details, say)
     if options.engine_build is not None:
-        binary, built = engine_build.locate(options.engine_build, options.cpu_backend)
+        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, say)
         env, cpu = None, None
         details.update(built)
         say(f"engine: {built['engine']}")
