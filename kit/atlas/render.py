@@ -38,12 +38,13 @@ def terminal(atlas: Atlas) -> Table:
             group = column.group
             view.add_row(Text(group, style="underline"), *["" for _ in atlas.rows])
         cells = [atlas.cell(row, column) for row in atlas.rows]
-        view.add_row(Text(column.label), *[Text(one_line(c.shown), style="dim italic" if c.why else "")
+        view.add_row(Text(column.label), *[Text(one_line(c.brief), style="dim italic" if c.why else "")
                                            for c in cells])
     return view
 
 
 def legend(atlas: Atlas) -> list[str]:
+    """The ladder columns' contrasts, then the notes (n/a in the terminal: the cell cannot be compared)."""
     return [f"{c.group} {c.label}: {c.what}" for c in atlas.columns if c.group == "ladder"] + atlas.notes
 
 

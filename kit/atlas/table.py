@@ -17,6 +17,7 @@ from kit.compare.run_rows import FindingsShape, read_rows
 from kit.run import engine_build
 
 PAPER_TABLES = ("IV", "V", "VI", "VII")
+ISA_SHOWN = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16")  # what tells machine code apart
 KEY_NAMES = ("engine", "build", "machine", "CPU backend", "weight format", "cache setting")
 
 
@@ -30,6 +31,10 @@ class Cell:
     @property
     def shown(self) -> str:
         return self.text if self.why is None else f"cannot be compared: {self.why}"
+
+    @property
+    def brief(self) -> str:
+        return self.text if self.why is None else f"n/a: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def _backend(run: AtlasRun) -> str:
     cpu = run.manifest.provenance.cpu_backend
     built = (run.manifest.engine.to_json().get("engine_build") or {})
     if isinstance(cpu, dict):
-        isa = " ".join(cpu.get("isa") or [])
+        isa = " ".join(flag for flag in cpu.get("isa") or [] if flag in ISA_SHOWN)
         return f"{cpu.get('name')} (libggml-cpu {str(cpu.get('library_sha256'))[:12]}…{'; ' + isa if isa else ''})"
     if isinstance(built, dict) and built.get("cpu_backend"):
         return f"{built['cpu_backend']} (static llama-server {str(built.get('binary_sha256'))[:12]}…)"
