@@ -11,12 +11,13 @@ from typing import Any
 import click
 
 from kit import __version__
-from kit.core.errors import KitError, RunInterrupted
+from kit.app.option_groups import GroupedCommand
+from kit.core.errors import KitError, NoVerdict, RunInterrupted
 from kit.core import limits
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.launch.engines_cli import CPU_BACKEND
-from kit.core.terminal_text import one_line
+from kit.core.terminal_text import echo, one_line
 from kit.run.executor_cli import OPTIONS as EXECUTOR_OPTIONS, chosen as executor, executor_options
 
 
@@ -94,10 +95,22 @@ RUN_OPTIONS = [
     click.option("--threads", type=_within(1, limits.THREADS_MAX),
                  help="CPU threads for the server (default: all cores)."),
     click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/)."),
+    click.option("--yes", "-y", is_flag=True,
+                 help="Start it even where its rough duration on this machine's CPU engine is past an hour (without "
+                      "--yes such a run is refused before anything is fetched or written, naming the CPU-sized "
+                      "protocol, e.g. grid-cpu)."),
     CPU_BACKEND,
     *ANSWER_BOUNDS,
     *EXECUTOR_OPTIONS,
 ]
+# how `kit run --help` and `kit demo --help` list RUN_OPTIONS (kit.app.option_groups)
+RUN_HELP = {"cls": GroupedCommand, "option_groups": {
+    "Workload and size": ("gsm8k", "items", "episodes", "sessions", "histories", "max_tokens", "out", "yes"),
+    "Engine": ("engine", "model", "server_bin", "engine_url", "port", "threads", "cpu_backend"),
+    "Launcher (--launcher docker)": ("launcher", "image", "gpus"),
+    "Executor (--executor ray)": ("executor", "ray_address", "cpus_per_task", "gpus_per_task"),
+    "Limits": ("max_answer_bytes", "request_deadline"),
+}}
 
 
 def run_options(func, options=RUN_OPTIONS):
@@ -136,8 +149,9 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
 
 def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, engine_build,
          launcher, engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
-         **where) -> None:
+         yes=False, **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
+    from kit.run.long_runs import HOUR  # noqa: PLC0415
 
     url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
@@ -146,7 +160,8 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 engine_build=engine_build, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
-                                request_deadline=request_deadline, image=image, gpus=gpus, **executor(**where))
+                                request_deadline=request_deadline, image=image, gpus=gpus,
+                                ask_over=None if yes else HOUR, **executor(**where))
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
 
@@ -164,7 +179,7 @@ def _report(execute) -> None:
     if view is not None:
         reporter.console.print(view)
     if (note := console.results_note(result.run_dir, result.table)) is not None:
-        reporter.console.print(note, style="dim", markup=False, highlight=False)
+        reporter.console.print(note, style="dim")
     if reporter.first_verdict is not None:
         reporter.console.print(f"first verdict after {reporter.first_verdict:.1f} s; "
                                f"total {time.monotonic() - started:.1f} s")
@@ -178,6 +193,16 @@ def _report(execute) -> None:
                              f"continue it with `kit resume {result.run_dir}`")
     if result.status != "finished":
         raise KitError(f"the run {result.status}: {result.reason}", f"fix that, then `kit resume {result.run_dir}`")
+    _verdict_given(result)
+
+
+def _verdict_given(result) -> None:
+    """A finished run none of whose passes is OK measured nothing: it ends with NoVerdict's own exit code and a
+    last line saying why, so that a job against a broken engine does not pass for one that ran."""
+    why = result.no_verdict()
+    if why is not None:
+        raise NoVerdict(f"no verdict: {why}", f"the run folder {result.run_dir} keeps what the engine answered; "
+                        f"fix what the reasons say, then run again (exit {NoVerdict.exit_code}: no verdict)")
 
 
 def _bundle_after_run(run_dir: Path, say) -> None:
@@ -203,10 +228,10 @@ def cli(ctx: click.Context) -> None:
 
             launcher()
             return
-        click.echo(ctx.get_help())
+        echo(ctx.get_help())
 
 
-@cli.command()
+@cli.command(**RUN_HELP)
 @run_options
 def demo(**kwargs) -> None:
     """Show path divergence on this machine in a few minutes (embedded engine, nothing to set up).
@@ -217,7 +242,7 @@ def demo(**kwargs) -> None:
     _run("demo", **kwargs)
 
 
-@cli.command()
+@cli.command(**RUN_HELP)
 @click.argument("protocol")
 @run_options
 def run(protocol: str, **kwargs) -> None:
@@ -226,6 +251,10 @@ def run(protocol: str, **kwargs) -> None:
     Writes a run folder (manifest.json, records/*.jsonl, logs/, results/) and prints the results.
     The engine is the embedded llama-server with the pinned SmolLM2 model unless --server-bin,
     --model or --engine-url says otherwise.
+
+    Exits 0 when the run finished with a verdict; 4 (no verdict) when it finished but no pass is OK
+    (every pass VOID: the engine answered nothing usable), its last line saying why; 2 when the input is
+    refused or the run failed; 3 when the engine could not be started; 130 when stopped.
     """
     _run(protocol, **kwargs)
 
@@ -263,15 +292,16 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
     protocols/pinning.yaml and prints the states with their prefill-time signatures, determinism per
     state, the manipulation gate, whether a state change flips the output bytes, and pinning advice.
+    A URL where nothing listens is refused before anything is written; a check none of whose passes is
+    OK (e.g. an engine the kit cannot reload) exits 4, no verdict, as `kit run` does.
     """
     from kit.app import check as checking  # noqa: PLC0415 - keep `kit --help` fast
     from kit.app import console  # noqa: PLC0415
     from kit.launch.instance import url_provider  # noqa: PLC0415
     from kit.run import runner  # noqa: PLC0415
+    from kit.run.preflight import check_listening, check_url  # noqa: PLC0415
 
     if url is not None:
-        from kit.run.preflight import check_url  # noqa: PLC0415
-
         check_url(url, "URL")
     resolved = checking.resolve_kind(url, kind)
     options = runner.RunOptions(
@@ -282,6 +312,8 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         overrides={**checking.kind_overrides(resolved),
                    **checking.overrides(cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram)},
         provider=None if resolved == "embedded" else url_provider(url, resolved, model, unload_timeout))
+    if url is not None:  # last of the checks: an engine that is not there is refused before a run folder exists
+        check_listening(url, "URL")
     reporter = console.PinningReporter()
     try:
         result = runner.run(options, emit=reporter, say=reporter.say)
@@ -294,6 +326,7 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
         raise RunInterrupted(f"the check was interrupted: {result.reason}", f"the run folder is {result.run_dir}")
     if result.status != "finished":
         raise KitError(f"the check {result.status}: {result.reason}")
+    _verdict_given(result)
 
 
 @cli.command("resume")
@@ -357,42 +390,40 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
     settings = findings.Settings(block_bootstrap_replicates=block_replicates, sweep_replicates=sweep_replicates,
                                  cluster_replicates=cluster_replicates, workers=workers, harness_thresholds=thresholds)
     result = findings.analyze(list(run_dirs), target, settings, figures=not no_figures)
-    click.echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
+    echo(f"runs: {len(result.runs)} ({', '.join(sorted({r.kind for r in result.runs})) or 'none'})")
     for path in sorted({str(run.path) for run in result.runs}):
         problem = Manifest.load(Path(path)).run.unfinished_problem()
         if problem:
-            click.echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
+            echo(f"unfinished run {path} ({problem}): only its OK passes are analysed; "
                        f"`kit resume {path}` finishes it")
     if result.comparability:
-        click.echo(f"warning: {result.comparability}")
+        echo(f"warning: {result.comparability}")
     for item in result.skipped_inputs:
-        click.echo(one_line(f"skipped {item['path']}: {item['reason']}"))
+        echo(one_line(f"skipped {item['path']}: {item['reason']}"))
     for item in result.excluded_passes:  # a VOID pass's reason may quote its engine
-        click.echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
+        echo(one_line(f"excluded pass {item['run']}/{item['pass']} ({item['status']}): {item['reason']}"))
     for name, table in result.tables.items():
-        click.echo(f"table {name}: {len(table.rows)} rows" +
+        echo(f"table {name}: {len(table.rows)} rows" +
                    "".join(f"; skipped: {s['reason']}" for s in table.skipped[:1]))
     for found in result.harness or []:
         gate = found["gates"]["manipulation"]
-        click.echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
+        echo(f"harness run {found['run']}: {len(found['arms'])} arms, manipulation gate "
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
                    f"arms differ: {found['arms_differ']}")
-        from rich.console import Console  # noqa: PLC0415
-
+        from kit.core.safe_console import SafeConsole  # noqa: PLC0415
         from kit.protocols.harness.view import harness_table  # noqa: PLC0415
 
-        Console().print(harness_table(found))
+        SafeConsole().print(harness_table(found))
     for name, found_runs in (result.kinds or {}).items():  # kinds whose findings are their own results table
-        from rich.console import Console  # noqa: PLC0415
-
+        from kit.core.safe_console import SafeConsole  # noqa: PLC0415
         from kit.protocols.kinds import KINDS  # noqa: PLC0415
 
         for found in found_runs:
-            click.echo(f"{name} run {found['run']}:")
-            Console().print(KINDS[name].render(found))
+            echo(one_line(f"{name} run {found['run']}:"))
+            SafeConsole().print(KINDS[name].render(found))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
-        click.echo(f"{name} skipped: {reason}")
-    click.echo(f"written: {target}/findings.json, tables/, figures/")
+        echo(f"{name} skipped: {reason}")
+    echo(f"written: {target}/findings.json, tables/, figures/")
 
 
 @cli.command()
@@ -423,14 +454,14 @@ def bundle(run_dirs: tuple[Path, ...], output: Path | None, allow_unfinished: bo
     with run_lock.readers(run_dirs, "bundle"):  # never packs a run another kit is writing
         written = write_bundle(list(run_dirs), output, allow_unfinished=allow_unfinished)
     for line in written.unfinished:
-        click.echo(f"unfinished run packed (--allow-unfinished): {line}")
+        echo(f"unfinished run packed (--allow-unfinished): {line}")
     for line in written.skipped:
-        click.echo(f"left out: {line}")
+        echo(f"left out: {line}")
     for redaction in written.redactions:
-        click.echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
+        echo(f"redacted {redaction.count} secret-looking value(s) ({redaction.what}) in {redaction.file}")
     # as `kit verify` counts them: the files the checksum list holds, and the list itself
-    click.echo(f"bundle: {written.path}  ({len(written.files)} files: {len(written.files) - 1} and their checksum "
-               f"list {CHECKSUMS})")
+    echo(f"bundle: {written.path}  ({len(written.files)} files: {len(written.files) - 1} and their checksum "
+         f"list {CHECKSUMS})")
 
 
 @cli.command()
@@ -445,7 +476,7 @@ def verify(bundle_file: Path) -> None:
 
     verdict = verify_bundle(bundle_file)
     for line in verdict.lines():
-        click.echo(line)
+        echo(line)
     if not verdict.ok:
         sys.exit(1)
 
@@ -464,7 +495,7 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
     from kit.bundle.show import describe  # noqa: PLC0415
 
     for line in describe(bundle_file, verify=not no_verify, report_to=report_to):
-        click.echo(line)
+        echo(line)
 
 
 def _attach_subcommands() -> None:
@@ -501,20 +532,20 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("kit: stopped", err=True)
+        echo("kit: stopped", err=True)
         sys.exit(130)
     except click.UsageError as exc:  # a bad option or argument: one line naming it, and where help is
         command = exc.ctx.command_path if exc.ctx else "kit"
-        click.echo(f"kit: error: {one_line(exc.format_message()).rstrip('.')}; see `{command} --help`", err=True)
+        echo(f"kit: error: {one_line(exc.format_message()).rstrip('.')}; see `{command} --help`", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except KitError as exc:
-        click.echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
+        echo(f"kit: error: {one_line(exc.line())}", err=True)  # may quote a file from anyone
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("kit: stopped", err=True)
+        echo("kit: stopped", err=True)
         sys.exit(130)
 
 

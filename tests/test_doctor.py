@@ -248,6 +248,27 @@ def test_nothing_runnable_when_every_engine_path_is_missing(tmp_path):
     assert doctor.report(checks)["can_run"] == []
 
 
+def test_a_cpu_machine_names_what_only_a_gpu_needs_on_one_line_and_keeps_its_exit_status(tmp_path):
+    checks = doctor.run_checks(make_probes(tmp_path, engine=FakeEngine(), commands={"nvcc": CommandResult(0, NVCC_13)}))
+    assert set(doctor.GPU_ONLY) <= {c.name for c in checks}  # every name the list holds is a check the doctor makes
+    lines = doctor.lines(checks)
+    aside = [line for line in lines if doctor.NOT_NEEDED in line]
+    assert aside == [f"-       {doctor.NOT_NEEDED}: {', '.join(doctor.GPU_ONLY)} (each with its fix: kit doctor --json)"]
+    shown = [line.split(":")[0].split(None, 1)[1] for line in lines if line[:8].strip() in (OK, MISSING, WARN)]
+    assert set(shown).isdisjoint(doctor.GPU_ONLY) and "docker daemon" in shown and "embedded engine" in shown
+    assert sorted(shown + list(doctor.GPU_ONLY)) == sorted(c.name for c in checks)  # each check, once
+    assert lines[-1] == doctor.can_run_line(checks) == "can run: embedded CPU engine"
+    assert [c["name"] for c in doctor.report(checks)["checks"]] == [c.name for c in checks]  # --json keeps all
+    nothing = doctor.run_checks(make_probes(tmp_path / "bare", tools=()))
+    assert doctor.report(nothing)["can_run"] == [] and doctor.NOT_NEEDED in doctor.lines(nothing)[-2]
+
+
+def test_a_gpu_machine_shows_every_check_on_its_own_line(tmp_path):
+    probes = make_probes(tmp_path, docker=lambda: GPU_DOCKER, commands={"nvidia-smi": CommandResult(0, NVIDIA_SMI)})
+    checks = doctor.run_checks(probes)
+    assert doctor.not_needed(checks) == [] and len(doctor.lines(checks)) == len(checks) + 1
+
+
 def test_check_line_shows_fix_only_when_not_ok():
     assert "->" in doctor.Check("gpu", MISSING, "none", "install it").line()
     assert "->" not in doctor.Check("gpu", OK, "one", "unused").line()

@@ -6,25 +6,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from kit import cli
 from kit.run import runner
 from kit.record.manifest import Manifest
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
+from tests.cli_main import run_main
 from tests.stopped_run import stopped_run
 
 
-def _kit(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["kit", *args])
-    with pytest.raises(SystemExit) as ended:
-        cli.main()
-    out, err = capsys.readouterr()
-    return ended.value.code, out, err
+_kit = run_main
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -102,7 +96,7 @@ def test_ctrl_c_while_writing_results_still_ends_the_manifest(tmp_path, monkeypa
 
 def test_the_cli_exits_non_zero_with_one_line_when_results_fail(tmp_path, monkeypatch, capsys):
     _failing_results(monkeypatch, RuntimeError("disk full"))
-    code, _, err = _kit(monkeypatch, capsys, "run", "reset", "--out", str(tmp_path))
+    code, _, err = _kit(monkeypatch, capsys, "run", "reset", "--yes", "--out", str(tmp_path))  # full size: it fails at once
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("kit: error: the run failed: writing the results failed")
     run_dir = next(p for p in tmp_path.iterdir() if p.name.startswith("reset-"))

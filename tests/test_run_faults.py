@@ -73,7 +73,7 @@ def test_a_full_disk_ends_the_run_failed_with_that_cause_and_the_manifest_final(
 
 def test_the_command_line_says_a_full_disk_in_one_line_and_how_to_go_on(tmp_path, monkeypatch, capsys):
     _procedure(monkeypatch, _disk_full)
-    monkeypatch.setattr(sys, "argv", ["kit", "run", "reset", "--out", str(tmp_path)])
+    monkeypatch.setattr(sys, "argv", ["kit", "run", "reset", "--yes", "--out", str(tmp_path)])
     with pytest.raises(SystemExit) as ended:
         cli.main()
     err = capsys.readouterr().err

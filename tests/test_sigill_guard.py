@@ -44,6 +44,7 @@ def test_native_server_reports_sigill_as_illegal_instruction(tmp_path, mode, smo
 
 
 @pytest.mark.engine
+@pytest.mark.cpu_backends  # the wheel's backend is played by a fake, the switch always lands on the portable one
 @pytest.mark.parametrize("mode", ["start", "request"])
 def test_sigill_before_the_first_record_switches_to_the_portable_backend(tmp_path, monkeypatch, mode):
     if not embedded.available():

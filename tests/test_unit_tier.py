@@ -1,12 +1,16 @@
-"""The unit tier's guard can fail: inside a unit test, starting the real llama-server is an error, while a
-program that only shares its name (a toy build's output) still runs."""
+"""The tiers' guards can fail: inside a unit test, starting the real llama-server is an error, while a
+program that only shares its name (a toy build's output) still runs; the engine tier is collected once per
+CPU backend (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_starting_the_embedded_server_fails_a_unit_test(tmp_path):
@@ -26,3 +30,28 @@ def test_other_programs_still_run_in_a_unit_test(tmp_path):
     toy.chmod(0o755)
     assert subprocess.run([str(toy)], capture_output=True, text=True).stdout == "42\n"
     assert subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True, text=True).stdout == "1\n"
+
+
+def _collected(*options: str) -> list[str]:
+    files = ["tests/protocols/test_ladder_run.py", "tests/watch/test_watch_engine.py", "tests/test_sigill_guard.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m",
+                           "engine", *options, *files], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_engine_tier_runs_once_per_cpu_backend_unless_told_one():
+    """CI's and the README's one command runs each engine test on the portable and on the wheel's CPU backend
+    (the one this CPU cannot run is skipped with its reason); `--cpu-backend` picks one; a test that picks its
+    backends itself runs once."""
+    each = _collected()
+    ladder = [line for line in each if "test_a_tiny_ladder_on_the_real_engine" in line]
+    assert [line.rsplit("[", 1)[1] for line in ladder] == ["portable]", "wheel]"]
+    streamed = [line for line in each if "test_streamed_bytes" in line]
+    assert len(streamed) == 4 and all("[portable-" in line or "[wheel-" in line for line in streamed)
+    assert sorted(line.split("::")[1] for line in each if "test_sigill_guard" in line) == [
+        "test_sigill_before_the_first_record_switches_to_the_portable_backend[request]",
+        "test_sigill_before_the_first_record_switches_to_the_portable_backend[start]"]
+    portable = _collected("--cpu-backend", "portable")
+    assert not [line for line in portable if "wheel" in line.rsplit("[", 1)[-1]]
+    assert len(portable) == len(each) - len([line for line in each if "[wheel" in line])

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli import cli
+from kit.core.errors import NoVerdict
 
 pytestmark = pytest.mark.engine
 
@@ -26,7 +27,7 @@ def checked(llama_server_url, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     result = CliRunner().invoke(cli, ["check", url, "--kind", "openai", "--cycles", "1", "--per-arm", "2",
                                       "--max-tokens", "4", "--calibration-rounds", "1", "--always-fresh", "1",
-                                      "--steady", "1", "--out", str(out)], catch_exceptions=False)
+                                      "--steady", "1", "--out", str(out)])
     [run_dir] = [p for p in out.iterdir() if (p / "manifest.json").is_file()]  # bundles/ is beside it
     bundle = tmp_path_factory.mktemp("bundles") / "check.tar.gz"
     bundled = CliRunner().invoke(cli, ["bundle", str(run_dir), "-o", str(bundle)], catch_exceptions=False)
@@ -35,9 +36,12 @@ def checked(llama_server_url, tmp_path_factory):
 
 def test_the_check_ran_through_the_url_and_recorded_it_without_secrets(checked):
     result, run_dir, _, _, netloc = checked
-    assert result.exit_code == 0, result.output
     manifest = (run_dir / "manifest.json").read_bytes()
     assert json.loads(manifest)["status"] == "finished", result.output  # the run folder, not wrapped console text
+    if any(info["status"] == "OK" for info in json.loads(manifest)["passes"].values()):
+        assert result.exit_code == 0, result.output
+    else:  # an OpenAI-compatible URL cannot be reloaded: every pass VOID, no verdict (kit.core.errors.NoVerdict)
+        assert isinstance(result.exception, NoVerdict), (result.output, result.exception)
     assert f'"url": "http://{netloc}?api_key=[REDACTED]&model=x"'.encode() in manifest
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.findings_model import Findings, GridRun, SweepFindings
-from kit.core.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic, writing
 
 FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
@@ -30,7 +30,8 @@ def _pyplot():
 def _save(fig, folder: Path, stem: str) -> list[str]:
     files = []
     for ext in ("png", "pdf"):
-        fig.savefig(folder / f"{stem}.{ext}", dpi=150, bbox_inches="tight")
+        with writing(folder / f"{stem}.{ext}", "wb") as fh:
+            fig.savefig(fh, format=ext, dpi=150, bbox_inches="tight")
         files.append(f"figures/{stem}.{ext}")
     return files
 

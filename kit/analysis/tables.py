@@ -11,6 +11,7 @@ from typing import Any
 
 from kit.analysis.findings_model import (Findings, Table, TableIIIRow, TableIVRow, TableVIIRow, TableVIRow,
                                          TableVRow)
+from kit.core.atomic_file import write_text_atomic
 from kit.core.layout import DASH, Layout, ci, pct
 
 def _skips(table: Table) -> list[str]:
@@ -207,7 +208,6 @@ def write_all(findings: Findings, folder: Path) -> dict[str, list[str]]:
     for name in LAYOUTS:
         stem = f"table_{name}"
         for ext, text in render(name, findings.tables[name]).items():
-            with (folder / f"{stem}.{ext}").open("w", newline="") as fh:
-                fh.write(text)
+            write_text_atomic(folder / f"{stem}.{ext}", text)
         written[name] = [f"tables/{stem}.{ext}" for ext in ("csv", "md", "tex")]
     return written

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -15,6 +14,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from kit.core.events import (
     EpisodeDone,
@@ -32,35 +32,37 @@ from kit.core.events import (
     SessionStarted,
     UnitProgress,
 )
-from kit.core.terminal_text import shown
+from kit.core.safe_console import SafeConsole
 
 
 def _plain(value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
-def _mark(ok: bool) -> str:
-    return "[green]reproduces[/]" if ok else "[red]NOT reproduced[/]"
+def _mark(ok: bool) -> tuple[str, str]:
+    return ("reproduces", "green") if ok else ("NOT reproduced", "red")
 
 
-def units_line(event: UnitProgress) -> str:
+def units_line(event: UnitProgress) -> Text:
     """A Ray run's unit placed on a node, or ended there with the overall ETA (units done / total × elapsed)."""
-    where = f"node {shown(event.node)}" + (f" ({shown(event.node_ip)})" if event.node_ip else "")
+    where = f"node {event.node}" + (f" ({event.node_ip})" if event.node_ip else "")
     again = f", attempt {event.attempt}" if event.attempt > 1 else ""
     if event.state == "running":
-        return f"[dim]unit {shown(event.unit)} runs on {where}{again}[/]"
+        return Text(f"unit {event.unit} runs on {where}{again}", style="dim")
     eta = event.eta_s()
     left = f"eta {eta / 60:.1f} min" if eta is not None and event.done < event.total else "all units done"
-    return f"unit {shown(event.unit)} done on {where}: {event.done}/{event.total} units, {left}"
+    return Text(f"unit {event.unit} done on {where}: {event.done}/{event.total} units, {left}")
 
 
 class ConsoleReporter:
     """Shows a run as it happens. Call it with each event; close() when done."""
 
-    def __init__(self, console: Console | None = None):
-        self.console = console or Console(highlight=False)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+    def __init__(self, console: SafeConsole | None = None):
+        if console is not None and not isinstance(console, SafeConsole):
+            raise TypeError("a reporter prints on a SafeConsole (kit.core.safe_console)")
+        self.console = console or SafeConsole()
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("eta", markup=False), TimeRemainingColumn(),
                                  console=self.console, transient=True)
         self.task = None
         self.started = time.monotonic()
@@ -74,7 +76,7 @@ class ConsoleReporter:
         if isinstance(event, RunStarted):
             plan = event.plan
             summary = ", ".join(f"{k.replace('_', ' ')} {_plain(v)}" for k, v in plan.items() if v not in (None, []))
-            print_(f"[bold]{shown(event.protocol)}[/]: {shown(summary)}\nrun folder: {shown(event.run_dir)}")
+            print_(Text.assemble((str(event.protocol), "bold"), f": {summary}\nrun folder: {event.run_dir}"))
             self.unit = "requests" if "requests" in plan else "episodes"
             total = plan.get("requests") or plan.get("episodes", 0) * len(plan.get("passes", [])) or None
             self.progress.start()
@@ -87,45 +89,45 @@ class ConsoleReporter:
             if self.unit == "episodes":
                 self.progress.advance(self.task)
             valid = {True: "valid", False: "invalid", None: "unscored"}[event.valid]
-            print_(f"{shown(event.pass_id)} {event.done}/{event.total} {event.unit}: {event.requests} requests, "
-                   f"{shown(event.outcome)}, BFCL {valid}")
+            print_(f"{event.pass_id} {event.done}/{event.total} {event.unit}: {event.requests} requests, "
+                   f"{event.outcome}, BFCL {valid}")
         elif isinstance(event, EpisodeVerdict):
             a, b = event.passes
-            where = (f"[yellow]DIVERGED[/] at request {event.request_index}"
-                     + (f", token {event.token_index}" if event.token_index is not None else f" ({event.kind})")
+            where = (Text.assemble(("DIVERGED", "yellow"), f" at request {event.request_index}",
+                                   f", token {event.token_index}" if event.token_index is not None else f" ({event.kind})")
                      if event.diverged else "identical")
-            print_(f"  {event.comparison} ({a} vs {b}) {event.unit}: {where}")
+            print_(Text.assemble(f"  {event.comparison} ({a} vs {b}) {event.unit}: ", where))
         elif isinstance(event, SessionStarted):
             launch = event.launch
             build = launch.get("build_info") or " ".join(str(launch[k]) for k in ("engine", "version") if launch.get(k))
             startup = launch.get("startup_seconds")
             how = (f", started in {startup:.1f} s" if startup is not None
                    else ", in a container" if "container" in launch else " (external)")
-            print_(f"session {shown(event.session)} ({event.index}/{event.total}): engine {shown(build or '?')}{how}")
+            print_(f"session {event.session} ({event.index}/{event.total}): engine {build or '?'}{how}")
             self.progress.update(self.task, description=f"session {event.session}")
         elif isinstance(event, RequestDone):
             if self.unit == "requests":
                 self.progress.advance(self.task)
             self.progress.update(self.task, description=f"{event.session} {event.unit} {event.phase}")
         elif isinstance(event, ItemVerdict):
-            differ = (f"[yellow]paths differ at token {event.first_difference}[/]" if event.paths_differ
+            differ = ((f"paths differ at token {event.first_difference}", "yellow") if event.paths_differ
                       else "paths identical")
-            print_(f"{event.session} {event.done}/{event.total} {event.unit}: recompute "
-                   f"{_mark(event.recompute_reproduces)}, hit {_mark(event.hit_reproduces)}; {differ}")
+            print_(Text.assemble(f"{event.session} {event.done}/{event.total} {event.unit}: recompute ",
+                                 _mark(event.recompute_reproduces), ", hit ", _mark(event.hit_reproduces), "; ", differ))
         elif isinstance(event, SessionEnded):
             style = "green" if event.status == "OK" else "red"
-            why = f" — {shown(event.reason)}" if event.reason else ""
-            print_(f"{shown(event.session)}: [{style}]{shown(event.status)}[/]{why}")
+            why = f" — {event.reason}" if event.reason else ""
+            print_(Text.assemble(f"{event.session}: ", (str(event.status), style), why))
         elif isinstance(event, Notice):
-            print_(f"[dim]{shown(event.text, fold=False)}[/]")
+            print_(Text(str(event.text), style="dim"))
         elif isinstance(event, UnitProgress):
             print_(units_line(event))
         elif isinstance(event, RunEnded):
             self.close()
 
     def say(self, text: object) -> None:
-        """Print a line of the kit's that may quote a file, a path or an engine (escaped, see `shown`)."""
-        self.console.print(shown(text, fold=False))
+        """Print a line of the kit's that may quote a file, a path or an engine (literal text: a SafeConsole)."""
+        self.console.print(str(text))
 
     def close(self) -> None:
         if self.progress.live.is_started:  # stopping a bar never started prints a stray blank line
@@ -136,10 +138,10 @@ class PinningReporter(ConsoleReporter):
     """Shows a pinning run: one line per pass with its measured outputs (A, B, ... in order of first
     appearance) and the cache state of each call."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: SafeConsole | None = None):
         super().__init__(console)
         self.names: dict[str, str] = {}
-        self.calls: list[str] = []
+        self.calls: list[Text] = []
 
     def _name(self, digest: str) -> str:
         return self.names.setdefault(digest, chr(ord("A") + len(self.names)) if len(self.names) < 26 else "?")
@@ -148,10 +150,10 @@ class PinningReporter(ConsoleReporter):
         print_ = self.progress.console.print
         if isinstance(event, RunStarted):
             plan = event.plan
-            print_(f"[bold]{shown(event.protocol)}[/]: {plan['calibration_rounds']} calibration round(s), {plan['cycles']} "
-                   f"cycle(s) × 2 arms × {plan['per_arm']} calls, {plan['always_fresh']} always-fresh call(s), "
-                   f"{plan['steady']} steady-state call(s); up to {plan['max_tokens']} tokens each\n"
-                   f"run folder: {shown(event.run_dir)}")
+            print_(Text.assemble((str(event.protocol), "bold"), f": {plan['calibration_rounds']} calibration round(s), "
+                                 f"{plan['cycles']} cycle(s) × 2 arms × {plan['per_arm']} calls, {plan['always_fresh']} "
+                                 f"always-fresh call(s), {plan['steady']} steady-state call(s); up to "
+                                 f"{plan['max_tokens']} tokens each\nrun folder: {event.run_dir}"))
             self.progress.start()
             self.task = self.progress.add_task("starting engine", total=plan["requests"])
         elif isinstance(event, PinningCall):
@@ -159,16 +161,16 @@ class PinningReporter(ConsoleReporter):
             self.progress.update(self.task, description=f"{event.session} {event.role}")
             ms = f"{event.prefill_ms:.0f}ms" if event.prefill_ms is not None else "?ms"
             label = self._name(event.output_sha256) if event.output_sha256 else "·"
-            self.calls.append(f"{label}[dim]({shown(event.state or '?')} {ms})[/]")
+            self.calls.append(Text.assemble(label, (f"({event.state or '?'} {ms})", "dim")))
         elif isinstance(event, PassSummary):
-            reload = "[green]reload confirmed[/]" if event.reload_confirmed else "[red]reload NOT confirmed[/]"
-            print_(f"{shown(event.session)} ({shown(event.phase)}, {reload}): " + " ".join(self.calls))
+            reload = ("reload confirmed", "green") if event.reload_confirmed else ("reload NOT confirmed", "red")
+            print_(Text.assemble(f"{event.session} ({event.phase}, ", reload, "): ", Text(" ").join(self.calls)))
             self.calls = []
         elif isinstance(event, SessionStarted):
             self.progress.update(self.task, description=f"{event.session}")
         elif isinstance(event, SessionEnded):
             if event.status != "OK":
-                print_(f"{shown(event.session)}: [red]{shown(event.status)}[/] — {shown(event.reason)}")
+                print_(Text.assemble(f"{event.session}: ", (str(event.status), "red"), f" — {event.reason}"))
         elif isinstance(event, RunEnded):
             self.close()
 

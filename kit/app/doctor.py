@@ -343,8 +343,34 @@ def can_run_line(checks: Sequence[Check]) -> str:
     return f"can run: {', '.join(ways) or 'nothing'}"
 
 
+# The checks that only the GPU ways need (a GPU engine in Docker, a native CUDA build, native vLLM): on a
+# machine with no GPU they do not matter, and the text report names them on one line instead of a line each.
+GPU_ONLY = ("nvidia runtime", "vllm image", "gpu request", "gpu", "nvcc", "vllm executable")
+NOT_NEEDED = "not needed here (no GPU)"
+
+
+def not_needed(checks: Sequence[Check]) -> list[Check]:
+    """The checks that do not matter on this machine: the GPU-only ones where no GPU is visible (and none of
+    them is OK: a machine with a working GPU runtime but no GPU listed still shows them)."""
+    gpu = next((c for c in checks if c.name == "gpu"), None)
+    if gpu is None or gpu.status == OK:
+        return []
+    found = [c for c in checks if c.name in GPU_ONLY]
+    return [] if any(c.status == OK and c.name != "nvcc" for c in found) else found
+
+
+def lines(checks: Sequence[Check]) -> list[str]:
+    """The text report: a line per check that matters here, one line naming those that do not, and what
+    can run."""
+    aside = not_needed(checks)
+    shown = [check.line() for check in checks if check not in aside]
+    if aside:
+        shown.append(f"{'-':<8}{NOT_NEEDED}: {', '.join(c.name for c in aside)} (each with its fix: kit doctor --json)")
+    return [*shown, can_run_line(checks)]
+
+
 def report(checks: Sequence[Check]) -> dict[str, Any]:
-    """The --json form: every check, the ways open, and which of them are not proven yet."""
+    """The --json form: every check (those `not_needed` too), the ways open, and which of them are not proven yet."""
     return {"checks": [asdict(c) for c in checks], "can_run": runnable(checks), "unproven": unproven_ways(checks)}
 
 

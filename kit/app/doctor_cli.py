@@ -7,6 +7,7 @@ import sys
 import click
 
 from kit.launch.engines_cli import CPU_BACKEND
+from kit.core.terminal_text import echo
 
 
 @click.command()
@@ -33,10 +34,9 @@ def doctor(as_json: bool, models: tuple[str, ...], no_start: bool, recheck: bool
     checks = doc.run_checks(doc.default_probes(cpu_backend), models, start_engine=not no_start, recheck=recheck)
     result = doc.report(checks)
     if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
+        echo(json.dumps(result, indent=2, default=str))
     else:
-        for check in checks:
-            click.echo(check.line())
-        click.echo(doc.can_run_line(checks))
+        for line in doc.lines(checks):
+            echo(line)
     if not result["can_run"]:
         sys.exit(1)

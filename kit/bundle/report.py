@@ -15,11 +15,11 @@ this kit's own rendering.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 from typing import Any
 from urllib.parse import quote
 
+from kit.core.digests import sha256_base64
 from kit.core.layout import Layout
 from kit.bundle.content import BundledRun, summary
 from kit.bundle.headline import FINDINGS, Headline, headline, paper_tables
@@ -59,7 +59,7 @@ code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.
 def content_security_policy(style: str) -> str:
     """The policy of a page the kit renders: its own style sheet `style` (by its sha256) and data: images."""
     return ("default-src 'none'; img-src data:; style-src "
-            f"'sha256-{base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()}'; "
+            f"'sha256-{sha256_base64(style)}'; "
             "base-uri 'none'; form-action 'none'")
 
 

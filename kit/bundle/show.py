@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -29,6 +28,7 @@ from kit.bundle.verify import NewerBundle, check, keep, schema_version
 from kit.core.errors import ConfigError
 from kit.record.manifest import PLAIN_NAME
 from kit.core.paths import RunPaths
+from kit.core.safe_console import SafeConsole
 from kit.core.terminal_text import one_line
 
 SHOWN_SUFFIXES = (".json", ".csv")
@@ -48,7 +48,7 @@ def rich_table(layout: Layout, title: str) -> Table:
 
 def _rendered(tables: list[Table], width: int) -> list[str]:
     out = io.StringIO()
-    console = Console(file=out, width=width, color_system=None, highlight=False, emoji=False)
+    console = SafeConsole(file=out, width=width, color_system=None)
     for table in tables:
         console.print(table)
     return [line.rstrip() for line in out.getvalue().rstrip("\n").splitlines()]

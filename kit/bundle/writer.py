@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
-from kit.core.atomic_file import STAGING_SUFFIX
+from kit.core.atomic_file import STAGING_SUFFIX, publish, staging_path
 from kit.bundle import (
     CHECKSUMS,
     CRATE,
@@ -204,7 +203,7 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping
     skipped: list[str] = []
     redactions: list[Redaction] = []
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
+    tmp = staging_path(out.parent, out.name)  # made anew: a name already there (a link) is never written through
     stamp = int(time.time())
     try:
         with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=stamp,
@@ -234,7 +233,7 @@ def write_bundle(run_dirs: list[Path], out: Path | None = None, environ: Mapping
         if too_big:
             raise ConfigError(f"the bundle is not written: {too_big}, which kit verify refuses",
                               "leave the largest logs out of the run folders and bundle again")
-        os.replace(tmp, out)
+        publish(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     unfinished = [f"{r.run_id} ({problem})" for r in runs if (problem := r.typed().unfinished_problem())]

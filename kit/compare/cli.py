@@ -61,10 +61,9 @@ def compare(target: Path, reference: str) -> None:
     the difference is the cache state's, ...) are judged on this run whatever its model or scale: holds, does
     not hold, inconclusive or not measured, with the counts. Writes them as compare-claims.md and .json.
     """
-    from rich.console import Console  # noqa: PLC0415
-
     from kit.compare import claims, outputs  # noqa: PLC0415
     from kit.compare.evidence import EvidenceShape, from_findings  # noqa: PLC0415
+    from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.compare.published import load_reference  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
     from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
@@ -83,7 +82,7 @@ def compare(target: Path, reference: str) -> None:
     claims_doc = claims.document(judged, evidence, doc["created"], str(path), findings.created)
     check_out(path.parent, "RUN_OR_ANALYSIS")
     written = outputs.write_all(path.parent, doc, claims_doc)
-    console = Console()
+    console = SafeConsole()
     console.print(outputs.terminal_table(comparison))
     for line in outputs.absent_lines(comparison):
         console.print(line, markup=False, highlight=False)

@@ -39,6 +39,14 @@ class InvalidAnswer(EngineError):
     type): the pass it served is VOID with this reason, never recorded as an empty `ok`."""
 
 
+class NoVerdict(KitError):
+    """A run ended, but no pass of it is OK: the engine answered nothing a verdict can rest on (every pass
+    VOID). Its own exit code (the README's exit codes), so that a job against a broken engine fails
+    without being mistaken for a run that failed."""
+
+    exit_code = 4
+
+
 class RunInterrupted(KitError):
     """The user stopped the run (Ctrl-C); records written so far are kept."""
 

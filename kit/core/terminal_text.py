@@ -5,9 +5,10 @@ retitle the reviewer's terminal, clear it or hide the lines above. `printable` d
 sequences (CSI, OSC, DCS/SOS/PM/APC strings and two-byte escapes, in their 7-bit and 8-bit forms)
 and every other C0 control but newline and tab, DEL and every C1 control.
 
-`shown` is the one way engine- or file-supplied text enters anything that reads Rich markup (the console
-reporters and tables, the launcher's widgets): printable, and with its markup escaped, so an engine's
-`build_info` of ``b1-fake[/]`` is shown as written instead of ending the run with a MarkupError.
+Nothing at a call site has to remember this: the kit prints through a `SafeConsole`
+(kit.core.safe_console), on which a plain string is literal text and every segment is made printable, and the
+launcher draws every line through the same filter (kit.tui.app.PrintableLines); `one_line` is for the plain
+lines the command line echoes.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ def one_line(text: str) -> str:
     return re.sub(r"[\n\t]+", " ", printable(text))
 
 
-def shown(value: object, *, fold: bool = True) -> str:
-    """`value` as text for a Rich or Textual markup string: printable (on one line unless `fold` is False)
-    and with Rich markup escaped."""
-    from rich.markup import escape  # noqa: PLC0415 - `kit --help` and the error line need no Rich
 
-    text = str(value)
-    return escape(one_line(text) if fold else printable(text))
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Write one plain line of the command line's (stdout, or stderr with `err`), made printable whatever it
+    quotes: the one way the kit writes a line outside a SafeConsole. A leading carriage return (a progress
+    line redrawn in place) is the kit's own and kept."""
+    import click  # noqa: PLC0415 - only where a line is written
+
+    text = str(message)
+    click.echo(("\r" if text.startswith("\r") else "") + printable(text), err=err, nl=nl)

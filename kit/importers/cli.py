@@ -37,7 +37,7 @@ def _progress(console) -> Iterator[Callable[[str, int, int], None]]:
         return
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn  # noqa: PLC0415
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=console,
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), console=console,
                   transient=True) as bar:
         tasks: dict[str, int] = {}
 
@@ -71,19 +71,17 @@ def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds
     Prints per box and arm the calls, outputs and prefill times, the gates, the boxes compared with each
     other, and with --report how many of the report's values the kit's own numbers agree with.
     """
-    from rich.console import Console  # noqa: PLC0415
-
+    from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.protocols.harness.view import harness_table  # noqa: PLC0415
     from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
     from kit.core.paths import outputs_dir  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
     from kit.protocols.kinds import KINDS  # noqa: PLC0415
-    from kit.core.terminal_text import shown  # noqa: PLC0415
 
     target = out or outputs_dir()
     check_out(target, "--out")
-    console = Console()
+    console = SafeConsole()
     with _progress(console) as progress:
         run_dir = import_run([HarnessFiles.beside(path, report) for path in calls], target, thresholds, progress)
     console.print(harness_table(KINDS["harness"].results(run_dir)))
-    console.print(shown(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)"))
+    console.print(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kit.protocols.harness.calls import DERIVATION, FIX, LINE_BYTES, NAME, PASS, box_of_call, check_call, derive, lines
+from kit.protocols.harness.report import COMPARED
 from kit.protocols.harness.results import DEFINITIONS
 from kit.core.errors import ConfigError, KitError
 from kit.core.limits import IMPORT_BOXES_MAX as BOXES_MAX
@@ -78,6 +79,23 @@ def _json_file(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
     if not isinstance(value, dict):
         raise ConfigError(f"{path} holds a {type(value).__name__}, not the harness's {what} object", FIX)
     return value, data
+
+
+def _report_file(path: Path) -> bytes:
+    """The bytes of the harness's report: a JSON object holding at least one of the blocks the kit compares
+    (kit.protocols.harness.report.COMPARED), each an object, as the harness's analyzer writes them."""
+    report, data = _json_file(path, "report")
+    expected = ", ".join(COMPARED)
+    found = [key for key in COMPARED if key in report]
+    if not found:
+        keys = ", ".join(sorted(map(str, report))[:8]) or "none"
+        raise ConfigError(f"--report {path} holds none of the values the kit compares (top-level keys {expected}; "
+                          f"it has {keys})", "give the harness analyzer's report of this study, or leave out --report")
+    for key in found:
+        if not isinstance(report[key], dict):
+            raise ConfigError(f"--report {path}: `{key}` is {json.dumps(report[key])[:40]}, not an object",
+                              "give the harness analyzer's report of this study, or leave out --report")
+    return data
 
 
 @dataclass
@@ -251,7 +269,7 @@ def import_run(files: HarnessFiles | Sequence[HarnessFiles], out: Path, threshol
         raise ConfigError(f"{len(study)} calls files given; a study has 1 to {FILES_MAX}", "give each box's file once")
     report_path = next((f.report for f in study if f.report), None)
     _names(study, report_path)
-    report = (report_path, _json_file(report_path, "report")[1]) if report_path else None
+    report = (report_path, _report_file(report_path)) if report_path else None
     with ExitStack() as stack:
         handles, scanned = [], []
         for harness_files in study:

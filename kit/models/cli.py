@@ -16,6 +16,7 @@ from kit.core.errors import KitError
 from kit.models.fetch import default_cache_dir, ensure_model
 from kit.models.progress import FetchProgress
 from kit.models.registry import load_registry
+from kit.core.terminal_text import echo
 
 FORMAT_CHOICES = ("F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 
@@ -32,7 +33,7 @@ def _one_line_errors(command):
         try:
             return command(*args, **kwargs)
         except KitError as err:
-            click.echo(f"error: {err.line()}", err=True)
+            echo(f"error: {err.line()}", err=True)
             sys.exit(err.exit_code)
 
     return wrapper
@@ -51,18 +52,18 @@ class _ProgressLine:
         pct = int(100 * event.done / event.total) if event.total else -1
         if key != self.last:
             if self.tty and self.last is not None:
-                click.echo("", err=True)
+                echo("", err=True)
             if not self.tty:
-                click.echo(f"{event.stage}: {event.detail}", err=True)
+                echo(f"{event.stage}: {event.detail}", err=True)
             self.last, self.last_pct = key, -1
         if self.tty and pct != self.last_pct:
             shown = f" {pct:3d}%" if pct >= 0 else ""
-            click.echo(f"\r{event.stage}: {event.detail}{shown}", err=True, nl=False)
+            echo(f"\r{event.stage}: {event.detail}{shown}", err=True, nl=False)
             self.last_pct = pct
 
     def close(self) -> None:
         if self.tty and self.last is not None:
-            click.echo("", err=True)
+            echo("", err=True)
 
 
 def _size(n: int | None) -> str:
@@ -88,14 +89,14 @@ def list_models(cache_dir: Path | None, registry_path: Path | None) -> None:
     """Show the registry's GGUF files and vLLM checkpoints."""
     registry = load_registry(registry_path)
     cache = cache_dir or default_cache_dir()
-    click.echo(f"GGUF files (cache: {cache})")
+    echo(f"GGUF files (cache: {cache})")
     for name, entry in registry.models.items():
         here = "cached" if (cache / entry.file).exists() else ""
         kinds = ",".join(s.kind for s in entry.sources) or "none"
-        click.echo(f"  {name:38} {entry.quant:7} {entry.family:7} {_size(entry.size):>9}  sources={kinds:12} {here}")
-    click.echo("vLLM checkpoints (downloaded by vLLM)")
+        echo(f"  {name:38} {entry.quant:7} {entry.family:7} {_size(entry.size):>9}  sources={kinds:12} {here}")
+    echo("vLLM checkpoints (downloaded by vLLM)")
     for name, ckpt in registry.checkpoints.items():
-        click.echo(f"  {name:38} {ckpt.repo}@{ckpt.revision}  family={ckpt.family}")
+        echo(f"  {name:38} {ckpt.repo}@{ckpt.revision}  family={ckpt.family}")
 
 
 @models.command()
@@ -126,7 +127,7 @@ def pull(name: str, formats: str, cache_dir: Path | None, registry_path: Path | 
     finally:
         progress.close()
     for item in results:
-        click.echo(f"{item.sha256}  {item.path}  ({item.source})")
+        echo(f"{item.sha256}  {item.path}  ({item.source})")
 
 
 @models.command()
@@ -148,4 +149,4 @@ def dequant(src: str, dst: Path, target: str, cache_dir: Path | None, registry_p
         digest = convert(model.path, dst, target.upper(), progress)
     finally:
         progress.close()
-    click.echo(f"{digest}  {dst}")
+    echo(f"{digest}  {dst}")

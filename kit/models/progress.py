@@ -10,8 +10,8 @@ from dataclasses import dataclass
 class FetchProgress:
     """One report: a stage ("download", "hash", "copy", "convert"), what it is about, done and total.
 
-    `done`/`total` count bytes for downloads, hashing and copies, and tensors for conversions;
-    `total` is None when unknown.
+    `done`/`total` count bytes for downloads, hashing and copies, tensors for conversions and percent
+    for builds; `total` is None when unknown.
     """
 
     stage: str
@@ -29,8 +29,9 @@ def report(progress: Progress | None, stage: str, detail: str, done: int = 0, to
         progress(FetchProgress(stage, detail, done, total))
 
 
+BYTE_STAGES = ("download", "hash", "copy")  # stages whose done/total count bytes (a conversion's: tensors; a build's: %)
 STAGE_WORDS = {"download": "downloading", "hash": "checking the sha256 of", "copy": "copying",
-               "convert": "converting"}
+               "convert": "converting", "build": "building"}
 
 
 def said(say: Callable[[str], None], step: int = 10) -> Progress:
@@ -42,7 +43,7 @@ def said(say: Callable[[str], None], step: int = 10) -> Progress:
         key = (event.stage, event.detail)
         if key != shown["key"]:
             shown.update(key=key, percent=0)
-            size = f" ({event.total / 1e6:.0f} MB)" if event.total and event.stage != "convert" else ""
+            size = f" ({event.total / 1e6:.0f} MB)" if event.total and event.stage in BYTE_STAGES else ""
             say(f"{STAGE_WORDS.get(event.stage, event.stage)} {event.detail}{size}…")
         if event.total:
             percent = min(100, 100 * event.done // event.total) // step * step

@@ -109,6 +109,18 @@ class Number:
 
 
 @dataclass(frozen=True)
+class CpuEstimate:
+    """A rough duration of a protocol file on the embedded CPU engine (two cores), stated before anything runs:
+    what it counts ("16 requests") and how long; printed as "16 requests, about 40 s on a CPU"."""
+
+    what: str
+    seconds: float
+
+    def __str__(self) -> str:
+        return f"{self.what}, about {rough_duration(self.seconds)} on a CPU"
+
+
+@dataclass(frozen=True)
 class Launcher:
     """What the launcher's catalog says about a kind (what it measures, what it needs, a rough CPU
     duration from the file) and the numbers its setup form asks for: the run's size, and where the kind
@@ -116,7 +128,7 @@ class Launcher:
 
     measures: str
     needs: str
-    estimate: Callable[[FileData], str] | None  # "16 requests, about 40 s on a CPU"; None: duration unknown
+    estimate: Callable[[FileData], CpuEstimate] | None  # "16 requests, about 40 s on a CPU"; None: duration unknown
     size: Number
     repeats: Number | None = None
     max_tokens: Number | None = None

@@ -23,6 +23,7 @@ class RunInputs:
     """What a person supplied besides the protocol file (paths to data the kit does not ship)."""
 
     gsm8k: Path | None = None
+    say: Callable[[str], None] | None = None  # where an install step tells its progress (None: stderr)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.core.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic, writing
 from kit.core.paths import RunPaths
 
 
@@ -17,7 +17,7 @@ def write_results(run_dir: Path, table: dict[str, Any], json_name: str, csv_name
     out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
     write_json_atomic(out / f"{json_name}.json", table)
-    with (out / f"{csv_name}.csv").open("w", newline="") as fh:
+    with writing(out / f"{csv_name}.csv") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)

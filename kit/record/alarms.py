@@ -14,10 +14,16 @@ seen in each cache state (a state the call could not be classified in counts as 
   up is expected; a warm instance losing its state is the jump seed 002 measured).
 
 An alarm is raised once per new output of a request (an output already seen for it raises nothing again).
+
+The tracker remembers at most `cap` requests (None: all; a live proxy must bound its memory, about 1 KiB a
+request): past it, the request seen least recently is forgotten (`forgotten` counts them), and a later call
+of a forgotten request starts afresh, as its first. The cap is part of the definition: the watch kind's
+results recompute the alarms with the cap the proxy ran with (its manifest's `bounds.alarm_requests`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 KINDS = ("state_mixture", "determinism", "unexplained", "state_jump")
@@ -45,14 +51,23 @@ class Tracker:
     """Alarms over calls in answer order (`see` one call at a time)."""
 
     pinned: bool = False
-    seen: dict[str, _Seen] = field(default_factory=dict)
+    cap: int | None = None  # requests remembered (None: all), the least recently seen forgotten first
+    seen: OrderedDict[str, _Seen] = field(default_factory=OrderedDict)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    forgotten: int = 0
 
     def see(self, call: Call) -> list[str]:
         """The alarms this call raises (and counts them)."""
         if call.decoding is None or call.output is None:
             return []
-        entry = self.seen.setdefault(call.request_sha256, _Seen())
+        entry = self.seen.get(call.request_sha256)
+        if entry is None:
+            entry = self.seen[call.request_sha256] = _Seen()
+            if self.cap is not None and len(self.seen) > self.cap:
+                self.seen.popitem(last=False)
+                self.forgotten += 1
+        else:
+            self.seen.move_to_end(call.request_sha256)
         state = call.state or UNKNOWN
         raised = []
         known = {output for outputs in entry.outputs.values() for output in outputs}

@@ -33,6 +33,7 @@ import orjson
 
 from kit.record.completion import Completion
 from kit.core.errors import ConfigError
+from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
@@ -218,13 +219,16 @@ class RecordWriter:
         self.sync_each = sync_each  # False: one sync at close (an importer writing a whole file it can redo)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.count = 0  # records in the file: one opened again goes on counting (seq) from its last record
-        if path.is_file():
+        self._fh = open_append(path)  # a file the kit made (no link, one name, ours), checked before it is read
+        try:
             count, torn_tail = _count(path)
             if torn_tail:
                 raise CutShort(f"{path}:{count + 1} is a torn record; records are never appended after one",
                                _resume_fix(path))
-            self.count = count
-        self._fh = path.open("ab")
+        except BaseException:
+            self._fh.close()
+            raise
+        self.count = count
 
     def write(self, record: RequestRecord | EpisodeSummary) -> None:
         """Append one record and make it durable (written, flushed, its data and the file's size synced)."""

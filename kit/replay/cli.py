@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from kit.core.terminal_text import echo
+
 
 @click.command("replay")
 @click.argument("source", type=click.Path(path_type=Path, exists=True))
@@ -43,19 +45,19 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
     check_out(target, "--out")
     options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok, server_bin,
                             engine_build)
-    replayed = run_replay(options, say=click.echo, watch=printer(click.echo))  # a line per pass as it goes
+    replayed = run_replay(options, say=echo, watch=printer(echo))  # a line per pass as it goes
     for done in replayed:
         comparison = done.comparison
-        click.echo(f"replay of {done.original}: {comparison.summary()}")
+        echo(f"replay of {done.original}: {comparison.summary()}")
         for item in comparison.passes:
             first = item.first_difference
-            click.echo(f"  pass {item.pass_id}: {item.identical}/{item.requests[0]} byte-identical"
+            echo(f"  pass {item.pass_id}: {item.identical}/{item.requests[0]} byte-identical"
                        + (f", first difference at seq {first['seq']} token {first['token']}" if first else ""))
         for line in comparison.differences:
-            click.echo(f"  different {line}")
+            echo(f"  different {line}")
         for line in comparison.values_differ[:10]:
-            click.echo(f"  value differs: {line}")
-        click.echo(f"  new run folder: {done.result.run_dir} (status: {done.result.status}); "
+            echo(f"  value differs: {line}")
+        echo(f"  new run folder: {done.result.run_dir} (status: {done.result.status}); "
                    f"comparison in {RunPaths(done.result.run_dir).replay / 'comparison.md'}")
     ended = [done for done in replayed if done.result.status != "finished"]
     if ended:

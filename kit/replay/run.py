@@ -235,7 +235,7 @@ def replay(options: ReplayOptions, say: Callable[[str], None] = print,
             folder = Path(tmp) / str(number)  # runs of one bundle may share a protocol name
             folder.mkdir()
             protocol_file = folder / f"{item.protocol_name}.yaml"  # a plain name (plan): stays in `folder`
-            protocol_file.write_text(item.protocol_text, encoding="utf-8")
+            write_text_atomic(protocol_file, item.protocol_text)
             for note in item.notes:
                 say(one_line(f"note: {note}"))
             say(one_line(f"replaying {item.run_dir.name} ({number + 1} of {len(planned)}): protocol "

@@ -24,6 +24,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kit.core.errors import KitError
+from kit.core.owned_file import open_owned
 from kit.core.paths import RunPaths
 
 LOCK = ".kit-lock"
@@ -93,13 +94,12 @@ def _open_locked(path: Path, run_dir: Path) -> int:
     """A descriptor of the lock file at `path`, locked; RunFolderBusy when another process holds it.
     PermissionError when the folder cannot be written to."""
     for _ in range(100):
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:  # a lock file a stranger's folder holds (a link, another user's) is refused before it is written
+            fd = open_owned(path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise PermissionError(exc.errno, exc.strerror, str(path)) from exc
-            why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
-            raise KitError(f"cannot open the lock file {path} ({why})",
+            raise KitError(f"cannot open the lock file {path} ({exc.strerror or exc})",
                            "check that the run folder is one the kit wrote and that you can write to it") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -44,6 +44,12 @@ class NeedsModel(ConfigError):
         self.path, self.sha256 = path, sha256
 
 
+def _hashes() -> HashCache:
+    """The sha256 memo of the node's model cache, for every file it hashes: a run's recorded model path names a
+    folder the kit did not make (a user's, or one a stranger's manifest chose), so no side file goes there."""
+    return HashCache.in_folder(default_cache_dir())
+
+
 def shipped_path(sha256: str, suffix: str = ".gguf") -> Path:
     """Where a shipped model is kept in this machine's model cache (KIT_CACHE_DIR/models/by-sha256). The sha256
     and the suffix come from a run folder's manifest, which may be a stranger's: a name that is not 64 hex digits
@@ -60,7 +66,7 @@ def local_copy(path: Path, sha256: str) -> Path | None:
     """This machine's file with `sha256`: at `path`, shipped here before, or the registry's (its model cache,
     an installed copy, or fetched); None where it has none."""
     for candidate in (path, shipped_path(sha256, path.suffix or ".gguf")):
-        if candidate.is_file() and HashCache.in_folder(candidate.parent).sha256(candidate) == sha256:
+        if candidate.is_file() and _hashes().sha256(candidate) == sha256:
             return candidate
     entry = load_registry().find_by_sha256(sha256)
     if entry is None:
@@ -104,7 +110,7 @@ def receive(shipment: Shipment) -> Path:
     target = shipped_path(shipment.sha256, shipment.suffix)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(target.parent.parent / ".by-sha256.lock"):
-        if target.is_file() and HashCache.in_folder(target.parent).sha256(target) == shipment.sha256:
+        if target.is_file() and _hashes().sha256(target) == shipment.sha256:
             return target  # received by another task of this node meanwhile
         return _write(shipment, target)
 
@@ -126,5 +132,5 @@ def _write(shipment: Shipment, target: Path) -> Path:
         publish(staging, target)
     finally:
         staging.unlink(missing_ok=True)
-    HashCache.in_folder(target.parent).remember(target, shipment.sha256)
+    _hashes().remember(target, shipment.sha256)
     return target

@@ -31,6 +31,23 @@ def check_url(url: str, option: str = "--engine-url") -> None:
                           "give the port the server listens on")
 
 
+LISTENING_PROBE_S = 5.0  # seconds a TCP connection to an engine URL may take before a run is refused
+
+
+def check_listening(url: str, option: str = "URL") -> None:
+    """Something accepts TCP connections at `url`'s host and port (checked with check_url first): a URL where
+    nothing listens is refused before a run folder is written, not found out as a failed run."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=LISTENING_PROBE_S):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise ConfigError(f"{option} {url}: nothing answers at {parts.hostname}:{port} ({why})",
+                          "start the engine first, or give the URL it listens on") from None
+
+
 def check_port(port: int, option: str = "--port") -> None:
     """In range and free on this machine's loopback interface."""
     if isinstance(port, bool) or not isinstance(port, int) or not PORT_MIN <= port <= PORT_MAX:

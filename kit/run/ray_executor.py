@@ -35,7 +35,7 @@ import ray
 from ray import exceptions as ray_errors
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from kit.core.atomic_file import publish, staging_path
+from kit.core.atomic_file import write_bytes_atomic
 from kit.core.errors import ConfigError, EngineError
 from kit.core.events import Notice, UnitProgress
 from kit.core.paths import RunPaths
@@ -436,9 +436,7 @@ class RayExecutor:
         elif what == "log":
             _, name, data = message
             logs = RunPaths(ctx.run_dir).logs
-            staging = staging_path(logs, name)
-            staging.write_bytes(data)
-            publish(staging, logs / name)
+            write_bytes_atomic(logs / name, data)
 
     def _progress(self, attempt: _Attempt, state: str) -> UnitProgress:
         """Which node runs (or ran) the attempt's unit, and how far the map's units are."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.run import executors, preflight, faults as run_faults, lock as run_lock
+from kit.run import executors, long_runs, preflight, faults as run_faults, lock as run_lock
 from kit.record import files as records
 from kit.launch import sigill_guard
 from kit.core.digests import sha256_text
@@ -20,6 +20,7 @@ from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds, bounded
 from kit.core.errors import ConfigError, IllegalInstruction, InvalidAnswer, KitError
 from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded, ignore
+from kit.core.owned_file import open_append
 from kit.run.gc_pacing import fewer_collections
 from kit.launch import embedded, leftover_servers
 from kit.launch.native import ServerSpec
@@ -65,6 +66,7 @@ class RunOptions:
     ray_address: str | None = None  # --executor ray: the cluster (None: a local one; auto; ray://HOST:PORT)
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
+    ask_over: float | None = None  # rough CPU seconds past which the run is refused unconfirmed (kit.run.long_runs)
 
     def bounds(self) -> AnswerBounds:
         return AnswerBounds(self.max_answer_bytes, self.request_deadline)
@@ -80,6 +82,22 @@ class RunResult:
     status: str
     reason: str | None
     table: dict[str, Any] | None
+
+    def no_verdict(self) -> str | None:
+        """Why this finished run gives no verdict: none of its passes is OK (every pass VOID, with the reasons,
+        passes of one reason together); None when one is, or when the run did not finish."""
+        if self.status != "finished":
+            return None
+        passes = Manifest.load(self.run_dir).run.passes
+        if any(info.status == "OK" for info in passes.values()):
+            return None
+        if not passes:
+            return "no pass ran"
+        why: dict[str, list[str]] = {}
+        for pass_id, info in passes.items():
+            why.setdefault(info.reason or str(info.status), []).append(pass_id)
+        every = "every pass was VOID" if all(info.status == "VOID" for info in passes.values()) else "no pass is OK"
+        return f"{every} ({'; '.join(', '.join(ids) + f': {reason}' for reason, ids in why.items())})"
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
@@ -157,7 +175,8 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                           "(grid, grid-cpu)")
     if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
         kinds.refuse_on_vllm(protocol, starts_servers=options.provider is None and not options.engine_urls)
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    long_runs.refuse_unconfirmed(options, protocol, path)  # before BFCL, a model or a backend is fetched or built
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them
     if sha256_text(content) != digest:
         raise KitError(f"{path} changed while it was being read", "run again once nothing is editing it")
@@ -351,13 +370,14 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
     options = RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
-                            "container_label": _container_label(engine.to_json())})
+                            "container_label": _container_label(engine.to_json()),
+                            **_resumed_image(saved_options, engine.to_json())})
     try:
         preflight.check_run_options(options)
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc
-    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k))
+    prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     _same_inputs(run_dir, manifest.run.workload.to_json(), prepared.workload, "workload")
     provider = provider_for(options, protocol, say)
     _same_inputs(run_dir, engine.to_json(), provider.describe(), "model")
@@ -396,6 +416,15 @@ def _container_label(engine: dict[str, Any]) -> str | None:
     return recorded_label(engine)
 
 
+def _resumed_image(saved_options: dict[str, Any], engine: dict[str, Any]) -> dict[str, str]:
+    """A docker run recorded without --image resumes on the kit image it ran (its default has changed:
+    --gpus none now picks the cpu image), never on an image only the run folder names."""
+    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+
+    image = None if saved_options.get("image") else recorded_kit_image(engine)
+    return {"image": image} if image else {}
+
+
 def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, Any], what: str) -> None:
     """A resumed run reads the same data and serves the same model: found again, they must have the sha256
     the run recorded (a path the folder names is read, never trusted)."""
@@ -430,7 +459,7 @@ def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: s
 def _options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items()
-             if key not in ("protocol", "overrides", "provider", "stop", "container_label")}
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
@@ -449,7 +478,7 @@ def _void_passes(manifest: Manifest, pass_ids: list[str], reason: str, emit: Emi
         path = manifest.run_dir / info.file if info.file else None
         if path is not None and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            open_append(path).close()  # never through a link (a dangling one included)
         count = len(records.read_records(path, logprobs=False, torn="report").records) if path else None
         manifest.set_pass(pass_id, status="VOID", reason=reason, records=count, ended=now())
         emit(SessionEnded(pass_id, "VOID", reason))

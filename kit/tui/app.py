@@ -9,10 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from rich.segment import Segment
 from textual.app import App
 from textual.binding import Binding
+from textual.color import Color
+from textual.filter import LineFilter
 
 from kit.core.paths import outputs_dir
+from kit.core.safe_console import SafeConsole, printable_segments
 from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
@@ -24,8 +28,19 @@ from kit.tui.screens.setup import SetupScreen
 DEFAULT_THEME = "ansi-dark"  # the terminal's own palette and background
 
 
+class PrintableLines(LineFilter):
+    """Every line the launcher draws, made printable (kit.core.terminal_text): Textual draws Rich Text and
+    its own Content without a console, so this is where no control character of an engine's, a file's or a
+    run's text reaches the terminal, whichever widget shows it."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        return list(printable_segments(segments))
+
+
 class KitApp(App):
-    """The launcher. Tests pass `caps` (skip the doctor), `clock`, `run_fn` and folders."""
+    """The launcher. Tests pass `caps` (skip the doctor), `clock`, `run_fn` and folders. Its Rich console is a
+    SafeConsole (strings in the kit's tables are literal text), its notifications never read markup, and
+    every line it draws passes PrintableLines."""
 
     TITLE = "kit"
     BINDINGS: ClassVar[list[Binding]] = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
@@ -34,6 +49,8 @@ class KitApp(App):
                  clock: Callable[[], float] = time.monotonic, protocols_folder: Path | None = None,
                  outputs: Path | None = None, watch_logs: bool = True):
         super().__init__()
+        SafeConsole.adopt(self.console)
+        self._printable = PrintableLines()
         self.caps = caps or Capabilities((), checked=False)
         self._look = caps is None
         self.run_fn = run_fn
@@ -43,6 +60,14 @@ class KitApp(App):
         self.watch_logs = watch_logs
         self.live: LiveScreen | None = None
         self.quit_after_run = False
+
+    def get_line_filters(self):
+        return [*super().get_line_filters(), self._printable]
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """A notification, its text always literal (it often quotes an error, a path or an engine)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def on_mount(self) -> None:
         self.theme = os.environ.get("KIT_TUI_THEME", DEFAULT_THEME)

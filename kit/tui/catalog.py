@@ -133,7 +133,7 @@ def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
     if engine == "vllm":
         needs = kind_needs(kind, known, engine)
     runnable, ready, why_not = readiness(kind, known, caps, engine)
-    cost = launcher.estimate(data) if launcher and launcher.estimate else "duration unknown"
+    cost = str(launcher.estimate(data)) if launcher and launcher.estimate else "duration unknown"
     if engine == "vllm" and launcher and launcher.estimate:
         cost += CPU_FIGURE
     return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready, engine)

@@ -421,6 +421,19 @@ def run_options(setup: Setup):
                       **chosen(setup.executor, setup.ray_address.strip() or None, 1.0, 0.0))
 
 
+def long_run(options: Any):
+    """What makes these RunOptions ask first (kit.run.long_runs: past an hour on the CPU engine here), or None;
+    a protocol that does not load is left to the run, which names what is wrong with it."""
+    from kit.protocols import kinds  # noqa: PLC0415
+    from kit.run import long_runs  # noqa: PLC0415
+
+    try:
+        protocol, path, _ = kinds.load(options.protocol, options.overrides)
+    except KitError:
+        return None
+    return long_runs.asking(options, protocol, path)
+
+
 def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup:
     """A form that runs as it is: the protocol file's own numbers, the embedded engine, outputs/."""
     numbers = {name: str(number.value(data)) for name, number in kind_launcher(kind).numbers().items()}

@@ -16,7 +16,10 @@ from urllib.parse import urlsplit
 import click
 
 from kit.core.errors import ConfigError
-from kit.core.limits import PORT_MAX, PORT_MIN, WATCH_ROTATE_MAX
+from kit.core.limits import (
+    PORT_MAX, PORT_MIN, WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX, WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX,
+    WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT, WATCH_ROTATE_MAX, WATCH_TIMEOUT_MAX, WATCH_TIMEOUT_MIN,
+    WATCH_UPSTREAM_CONNECTIONS)
 from kit.core.paths import outputs_dir
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
@@ -69,6 +72,22 @@ def _none(run_dir: Path) -> Calibration:
                       "pass the run folder of a `kit check` run that calibrated (it prints its timing classes)")
 
 
+def open_files(connections: int) -> None:
+    """Room for `--max-connections` open connections, those to the upstream and the run's own files: the
+    soft limit on open files raised as far as needed (up to the hard one), else refused."""
+    import resource  # noqa: PLC0415 - Unix only, and only here
+
+    need = connections + WATCH_UPSTREAM_CONNECTIONS + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise ConfigError(f"--max-connections {connections} needs {need} open files and this process may open "
+                          f"{hard}", f"pass --max-connections {max(1, hard - need + connections)} or less, or "
+                          "raise the limit (ulimit -n)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
 def bind(host: str, port: int) -> socket.socket:
     from kit.watch.serve import listening  # noqa: PLC0415 - loads the proxy's libraries
 
@@ -94,13 +113,27 @@ def bind(host: str, port: int) -> socket.socket:
 @click.option("--rotate", type=click.IntRange(1, WATCH_ROTATE_MAX), default=10_000, show_default=True,
               help="Calls per records file.")
 @click.option("--quiet", is_flag=True, help="Print alarms and the summary only, not every call.")
+@click.option("--idle-timeout", type=click.FloatRange(WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX),
+              default=WATCH_IDLE_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="Close a client connection that sends nothing (before or between requests, or within a body) "
+                   "or reads nothing of its answer for this long.")
+@click.option("--header-timeout", type=click.FloatRange(WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX),
+              default=WATCH_HEADER_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="A request's line and headers must be whole this long after its first byte (else 408, closed).")
+@click.option("--max-connections", type=click.IntRange(1, WATCH_CONNECTIONS_MAX), default=WATCH_CONNECTIONS,
+              show_default=True, help="Client connections at once; past it every new request is answered 503.")
+@click.option("--alarm-requests", type=click.IntRange(1, WATCH_ALARM_REQUESTS_MAX), default=WATCH_ALARM_REQUESTS,
+              show_default=True, help="Distinct requests the alarms remember (about 1 KiB each); past it the least "
+                                      "recently seen is forgotten (counted; recorded in the run's manifest).")
 def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path | None, store_bodies: bool,
-          calibration: Path | None, pinned: bool, rotate: int, quiet: bool) -> None:
+          calibration: Path | None, pinned: bool, rotate: int, quiet: bool, idle_timeout: float,
+          header_timeout: float, max_connections: int, alarm_requests: int) -> None:
     """Proxy an engine and watch its cache states: every generation call is classified (full_eval, partial,
     full_kv) and recorded as hashes in a run folder; the same greedy or seeded request answered differently
     raises an alarm. `/metrics` on the proxy serves Prometheus metrics. Stop it with Ctrl-C; then
     `kit analyze`, `kit bundle` and `kit show` read the run folder."""
     from kit.run.preflight import check_out  # noqa: PLC0415
+    from kit.watch.connections import Bounds  # noqa: PLC0415
     from kit.watch.serve import serve  # noqa: PLC0415
 
     url = upstream_url(upstream)
@@ -108,6 +141,7 @@ def watch(upstream: str, kind: str, listen: str, allow_remote: bool, out: Path |
     fitted = calibration_of(calibration) if calibration is not None else None
     out = out or outputs_dir()
     check_out(out)
+    open_files(max_connections)
     sock = bind(host, port)
     serve(url, kind, sock, out, store_bodies=store_bodies, calibration=fitted, pinned=pinned, rotate=rotate,
-          quiet=quiet)
+          quiet=quiet, bounds=Bounds(idle_timeout, header_timeout, max_connections), alarm_requests=alarm_requests)

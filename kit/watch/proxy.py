@@ -1,9 +1,15 @@
-"""The pass-through proxy: a Starlette (ASGI) app served by uvicorn, an aiohttp client session to the upstream
-(aiohttp rather than httpx.AsyncClient: a quarter of the CPU time per call here, bench/bench_watch.py).
+"""The pass-through proxy: an ASGI app (Starlette's responses) served by uvicorn, an aiohttp client session to
+the upstream (aiohttp rather than httpx.AsyncClient: a quarter of the CPU time per call here, bench/bench_watch.py).
 
-Every request goes upstream unchanged (method, path, query, headers less the hop-by-hop ones, body bytes)
-and every answer comes back unchanged (status, headers less hop-by-hop, the exact bytes, streamed as they
-arrive). Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
+Every request goes upstream unchanged (method, the request target byte for byte as the client sent it, headers
+less the hop-by-hop ones, body bytes) and every answer comes back unchanged (status, headers less hop-by-hop,
+the exact bytes, streamed as they arrive). Credentials in the upstream URL are the proxy's own: they are sent
+as the Authorization header, in place of any the client sent. A request the proxy cannot forward as sent (a
+header that is not UTF-8, which aiohttp would re-encode) gets a 400, one the upstream does not answer a 502,
+each a one-line JSON error and one line in the server's log; nothing raises out of a request, and the count
+of requests in flight is given back on every path. A client that leaves while the upstream has not begun
+its answer makes the proxy give the request up (`_ClientWatch`). The bounds on clients themselves (time,
+sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
 ANSWER_BYTES_DEFAULT; past that, passed on unread) and, once the last byte is in, normalized, classified,
 checked for alarms, counted in the metrics and handed to the recorder. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
@@ -11,40 +17,43 @@ whose deltas stand for its cached tokens where its usage does not say (only if n
 meanwhile: kit.engines.vllm's rule). An upstream that fails before
 answering gets the client a 502 with a one-line JSON error; one that dies mid-answer cuts the client's
 connection too (a truncated body is never made to look whole), and the call is recorded with its error.
-`/metrics` answers the proxy's own Prometheus metrics (kit.watch.metrics); everything else is the upstream's.
+`GET /metrics` answers the proxy's own Prometheus metrics (kit.watch.metrics); everything else is the
+upstream's. The alarm tracker remembers at most `Settings.alarm_requests` requests (kit.record.alarms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from urllib.parse import urlencode
-
-from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 from yarl import URL
 
-from kit.core.limits import ANSWER_BYTES_DEFAULT, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX
+from kit.core.limits import (
+    ANSWER_BYTES_DEFAULT, WATCH_ALARM_REQUESTS, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX, WATCH_UPSTREAM_CONNECTIONS)
 from kit.core.secret_urls import connection_parts
 from kit.record.cache_state import Calibration
 from kit.record.manifest import now
 from kit.record.model import RequestSent
 from kit.watch import observe
 from kit.record.alarms import Call, Tracker
+from kit.watch.connections import sendable
 from kit.watch.metrics import CONTENT_TYPE, Metrics
 
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
                         b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+PASSED_BACK = HOP_BY_HOP - {b"content-length"}  # an answer's headers less these go back (its length is kept)
+METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+CLIENT_CHECK_S = 1.0  # seconds of waiting for the upstream's answer before the client's connection is listened to
+LOG = logging.getLogger("uvicorn.error")  # the server's own log (uvicorn configures it: one line each, on stderr)
 
 
 @dataclass(frozen=True)
@@ -60,14 +69,30 @@ class Settings:
     counters: bool = False  # read vLLM's /metrics prefix-cache counters around a call alone in flight
     read_timeout: float = 600.0  # seconds the upstream may stay silent within one answer
     answer_bytes: int = ANSWER_BYTES_DEFAULT  # answer bytes kept to observe (more pass through unread)
+    alarm_requests: int = WATCH_ALARM_REQUESTS  # requests the alarm tracker remembers (least recent forgotten)
 
 
 def _streamed(content_type: str) -> bool:
     return content_type in ("text/event-stream", "application/x-ndjson")
 
 
+def _answered(data: bytes, status: int, headers: list[Any]) -> Response:
+    """An answer with exactly these headers (Starlette's own, such as its Content-Length, replaced)."""
+    response = Response(data, status_code=status)
+    response.raw_headers = headers
+    return response
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": {"message": f"kit watch: {message}"}}, status)
+
+
 class UpstreamCut(Exception):
     """The upstream stopped mid-answer: the client's connection is cut as well."""
+
+
+class ClientGone(Exception):
+    """The client went away before its request was in."""
 
 
 async def _cut(data: bytes, error: str) -> AsyncIterator[bytes]:
@@ -75,12 +100,43 @@ async def _cut(data: bytes, error: str) -> AsyncIterator[bytes]:
     raise UpstreamCut(error)
 
 
-class _Relay(StreamingResponse):
+class _Cuttable(StreamingResponse):
     async def stream_response(self, send: Send) -> None:
         try:
             await super().stream_response(send)
         except UpstreamCut:
             return  # no final empty chunk: the server closes the connection, the client sees the cut
+
+
+class _ClientWatch:
+    """While the proxy waits for the upstream's answer to begin: if it has not begun CLIENT_CHECK_S seconds
+    on, the client's connection is listened to, and the wait is given up (the task cancelled) if the client
+    goes away. A call answered sooner costs one timer and nothing else."""
+
+    def __init__(self, receive: Receive):
+        self.receive, self.task = receive, asyncio.current_task()
+        self.listener: asyncio.Task[None] | None = None
+        self.left = False
+        self.timer = asyncio.get_running_loop().call_later(CLIENT_CHECK_S, self._listen)
+
+    def _listen(self) -> None:
+        self.listener = asyncio.get_running_loop().create_task(self._await_leaving())
+
+    async def _await_leaving(self) -> None:
+        if (await self.receive())["type"] == "http.disconnect" and self.task is not None:
+            self.left = True
+            self.task.cancel()
+
+    def gone(self) -> bool:
+        """Whether the cancellation is this watch's (the client left), not the server's; undone if so."""
+        if self.left and self.task is not None:
+            self.task.uncancel()
+        return self.left
+
+    def stop(self) -> None:
+        self.timer.cancel()
+        if self.listener is not None:
+            self.listener.cancel()
 
 
 @dataclass
@@ -102,25 +158,46 @@ class Proxy:
     """The ASGI app (`app`) and what it keeps: the alarm tracker, the metrics, calls in flight."""
 
     def __init__(self, settings: Settings, record: Sink | None = None, report: Sink | None = None):
+        from aiohttp import BasicAuth  # noqa: PLC0415 - the proxy's upstream client, loaded when it is made
+
         self.settings = settings
-        self.base, params, _ = connection_parts(settings.upstream)
+        base, params, _ = connection_parts(settings.upstream)
+        parts = urlsplit(base)
+        self.base = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
         self.query = urlencode(params)  # the upstream URL's own query, sent with every request
+        credentials = BasicAuth.from_url(URL(base))  # the upstream URL's own, sent in place of the client's
+        self.auth = [("Authorization", credentials.encode())] if credentials else []
+        self.dropped = HOP_BY_HOP | {b"authorization"} if credentials else HOP_BY_HOP
         self.record, self.report = record, report
-        self.tracker = Tracker(pinned=settings.pinned)
-        self.metrics = Metrics()
+        self.tracker = Tracker(pinned=settings.pinned, cap=settings.alarm_requests)
         self.in_flight = 0
+        self.metrics = Metrics(self.tracker, lambda: self.in_flight)
         self.forwarded = 0  # requests forwarded so far (a call is alone if none started while it ran)
         self.calls = 0
         self._tasks: set[asyncio.Task[None]] = set()  # observations waiting on vLLM's counters
         self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
-        routes = [Route("/metrics", self.metrics_text, methods=["GET"]),
-                  Route("/{path:path}", self.forward, methods=METHODS)]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
 
-    @asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI application: `GET /metrics` is the proxy's own, every other request is forwarded."""
+        if scope["type"] == "http":
+            if scope["path"] == "/metrics":
+                response: Response | None = Response(self.metrics.text(), media_type=CONTENT_TYPE) \
+                    if scope["method"] == "GET" else _error(405, "/metrics is the proxy's own: GET only")
+            elif scope["method"] not in METHODS:
+                response = _error(405, f"method not forwarded (only {', '.join(sorted(METHODS))})")
+            else:
+                response = await self.forward(scope, receive)
+            if response is not None:
+                await response(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
         async with self.upstream():
-            yield
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
 
     @asynccontextmanager
     async def upstream(self) -> AsyncIterator[None]:
@@ -128,69 +205,111 @@ class Proxy:
         import aiohttp  # noqa: PLC0415 - the proxy's upstream client, loaded when it serves
 
         # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
-        connector = aiohttp.TCPConnector(limit=256, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                          skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False) as session:
             self.session = session
             yield
 
-    async def metrics_text(self, _request: Request) -> Response:
-        return Response(self.metrics.text(), media_type=CONTENT_TYPE)
-
-    async def _body(self, request: Request) -> bytes | None:
+    async def _body(self, receive: Receive) -> bytes | None:
+        """The request's body (None: over WATCH_REQUEST_BYTES_MAX); ClientGone if the client left first."""
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            data += message.get("body", b"")
             if len(data) > WATCH_REQUEST_BYTES_MAX:
                 return None
-        return bytes(data)
+            if not message.get("more_body"):
+                return bytes(data)
 
-    async def forward(self, request: Request) -> Response:
+    def _target(self, scope: Scope) -> str:
+        """The request target as the client sent it (the raw path and query bytes, never decoded and encoded
+        again), with the upstream URL's own query after the client's. UnicodeDecodeError if not UTF-8."""
+        raw = scope.get("raw_path") or scope["path"].encode()
+        query = "&".join(part for part in (scope["query_string"].decode(), self.query) if part)
+        return self.base + raw.decode() + (f"?{query}" if query else "")
+
+    def _refused(self, scope: Scope, call: _Call | None, status: int, error: str) -> Response:
+        """The proxy's own answer to a request it could not relay: one line in the log (no text the client or
+        the upstream chose), the call recorded with its error, a one-line JSON error to the client."""
+        LOG.warning("kit watch: a %s request answered %d: %s", scope["method"], status, error)
+        if call is not None:
+            self._done(call, b"", error)
+        return _error(status, error)
+
+    async def forward(self, scope: Scope, receive: Receive) -> Response | None:
+        """The upstream's answer to this request (None: the client left before its request was in)."""
         import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
 
-        data = await self._body(request)
+        try:
+            data = await self._body(receive)
+        except ClientGone:
+            return None
         if data is None:
-            return JSONResponse({"error": {"message": f"kit watch: the request body is over "
-                                           f"{WATCH_REQUEST_BYTES_MAX >> 20} MiB; nothing was forwarded"}}, 413)
-        path = request.url.path
-        call = _Call(observe.asked(path, data), now(), time.perf_counter()) if observe.watched(request.method, path) \
-            else None
+            self.metrics.refused.labels("body_too_large").inc()
+            return _error(413, f"the request body is over {WATCH_REQUEST_BYTES_MAX >> 20} MiB; nothing was forwarded")
+        method, path = scope["method"], scope["path"]
+        try:
+            url = URL(self._target(scope), encoded=True)
+            headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k not in self.dropped] + self.auth
+        except UnicodeDecodeError:
+            self.metrics.refused.labels("not_utf8").inc()
+            return _error(400, "the request target or a header is not UTF-8 text, which the upstream client would "
+                               "not send byte for byte; nothing was forwarded")
+        call = _Call(observe.asked(path, data), now(), time.perf_counter()) if observe.watched(method, path) else None
         if call is None:
             self.metrics.passed.inc()
-        query = "&".join(part for part in (request.url.query, self.query) if part)
-        url = self.base + path + (f"?{query}" if query else "")
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw
-                   if k.lower() not in HOP_BY_HOP]
         assert self.session is not None
         self.forwarded += 1
         alone = self.in_flight == 0
         self.in_flight += 1  # before any await: a request arriving meanwhile sees this one in flight
-        if call is not None:
-            call.number = self.forwarded
-            if self.settings.counters and alone:
-                call.counters = await self._counters()
+        relayed = False  # from then on the relay gives the in-flight count back, however it ends
         try:
-            upstream = await self.session.request(request.method, URL(url, encoded=True), headers=headers,
-                                                  data=data or None, allow_redirects=False)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.in_flight -= 1
-            error = f"the upstream did not answer ({type(exc).__name__})"
             if call is not None:
-                self._done(call, b"", error)
-            return JSONResponse({"error": {"message": f"kit watch: {error}"}}, 502)
-        if call is not None:
-            call.status = upstream.status
-            call.content_type = upstream.headers.get("content-type", "")
-            encoding = upstream.headers.get("content-encoding", "identity").lower()
-            call.encoded = None if encoding == "identity" else encoding
-        back = [(k.lower(), v) for k, v in upstream.raw_headers if k.lower() not in HOP_BY_HOP - {b"content-length"}]
-        length = upstream.content_length
-        if length is not None and length <= self.settings.answer_bytes and not _streamed(upstream.content_type):
-            return await self._whole(upstream, call, length, back)
-        response = _Relay(self._relay(upstream, call), status_code=upstream.status)
-        response.raw_headers = back
-        return response
+                call.number = self.forwarded
+                if self.settings.counters and alone:
+                    call.counters = await self._counters()
+            watch = _ClientWatch(receive)
+            try:
+                upstream = await self.session.request(method, url, headers=headers, data=data or None,
+                                                      allow_redirects=False)
+            except ValueError as exc:  # the request cannot be sent as it is (aiohttp checks it before sending)
+                self.metrics.refused.labels("unsendable").inc()
+                return self._refused(scope, call, 400, f"the request cannot be forwarded as sent ({type(exc).__name__})")
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                return self._refused(scope, call, 502, f"the upstream did not answer ({type(exc).__name__})")
+            except asyncio.CancelledError:
+                if not watch.gone():
+                    raise
+                if call is not None:
+                    self._done(call, b"", "the client went away before the upstream answered")
+                return None
+            finally:
+                watch.stop()
+            if call is not None:
+                call.status = upstream.status
+                call.content_type = upstream.headers.get("content-type", "")
+                encoding = upstream.headers.get("content-encoding", "identity").lower()
+                call.encoded = None if encoding == "identity" else encoding
+            back = [(k.lower(), v) for k, v in upstream.raw_headers if k.lower() not in PASSED_BACK]
+            if not sendable(upstream.status, back):
+                upstream.close()
+                return self._refused(scope, call, 502, f"the upstream's answer cannot be relayed (HTTP "
+                                                       f"{upstream.status}, or a header HTTP does not allow)")
+            if method == "HEAD":  # headers only (its Content-Length is that of the GET)
+                upstream.release()
+                return _answered(b"", upstream.status, back)
+            length = upstream.content_length
+            if length is not None and length <= self.settings.answer_bytes and not _streamed(upstream.content_type):
+                return await self._whole(upstream, call, length, back)
+            relayed = True
+            return _Relay(self, upstream, call, back)
+        finally:
+            if not relayed:
+                self.in_flight -= 1
 
     async def _whole(self, upstream: Any, call: _Call | None, length: int, headers: list[Any]) -> Response:
         """An answer of known length read whole and sent in one piece (then observed like a relayed one). One
@@ -208,46 +327,28 @@ class Proxy:
             upstream.release()
         else:
             upstream.close()
-        self.in_flight -= 1
         if call is not None:
             asyncio.get_running_loop().call_soon(self._done, call, data, error)
-        response: Response = Response(data, status_code=upstream.status) if error is None \
-            else _Relay(_cut(data, error), status_code=upstream.status)
+        if error is None:
+            return _answered(data, upstream.status, headers)
+        response = _Cuttable(_cut(data, error), status_code=upstream.status)
         response.raw_headers = headers
         return response
 
-    async def _relay(self, upstream: Any, call: _Call | None) -> AsyncIterator[bytes]:
-        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
-
-        kept: bytearray | None = bytearray() if call is not None else None
-        error: str | None = None
-        try:
-            async for chunk in upstream.content.iter_any():
-                if kept is not None:
-                    if len(kept) + len(chunk) > self.settings.answer_bytes:
-                        kept, error = None, f"the answer is over {self.settings.answer_bytes} bytes: passed on unread"
-                    else:
-                        kept += chunk
-                yield chunk
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            error = f"the upstream cut the answer short ({type(exc).__name__})"
-            raise UpstreamCut(error) from exc
-        except BaseException:
-            error = "the client went away before the answer was in"
-            raise
-        finally:
-            if error is None:
-                upstream.release()
+    def relayed(self, upstream: Any, call: _Call | None, data: bytes, error: str | None) -> None:
+        """A relayed answer ended (once, however it ended): the upstream's connection is given back (or closed,
+        if the answer did not end whole), the in-flight count too, and the call is observed."""
+        if error is None:
+            upstream.release()
+        else:
+            upstream.close()
+        self.in_flight -= 1
+        if call is not None:  # observed once the client has the answer's end (the loop's next turn)
+            if call.counters is not None and self.forwarded == call.number and error is None:
+                self._tasks.add(task := asyncio.get_running_loop().create_task(self._after_counters(call, data)))
+                task.add_done_callback(self._tasks.discard)
             else:
-                upstream.close()
-            self.in_flight -= 1
-            if call is not None:  # observed once the client has the answer's end (the loop's next turn)
-                data = bytes(kept) if kept is not None else b""
-                if call.counters is not None and self.forwarded == call.number and error is None:
-                    self._tasks.add(task := asyncio.get_running_loop().create_task(self._after_counters(call, data)))
-                    task.add_done_callback(self._tasks.discard)
-                else:
-                    asyncio.get_running_loop().call_soon(self._done, call, data, error)
+                asyncio.get_running_loop().call_soon(self._done, call, data, error)
 
     async def _after_counters(self, call: _Call, data: bytes) -> None:
         self._done(call, data, None, await self._counters())
@@ -262,7 +363,7 @@ class Proxy:
         data = bytearray()
         try:
             async with self.session.get(URL(self.base + "/metrics" + (f"?{self.query}" if self.query else ""),
-                                            encoded=True)) as response:
+                                            encoded=True), headers=self.auth) as response:
                 if response.status != 200:
                     return None
                 async for chunk in response.content.iter_any():
@@ -308,6 +409,55 @@ class Proxy:
             self.record(fields)
         if self.report is not None:
             self.report(fields)
+
+
+class _Relay(_Cuttable):
+    """An answer relayed chunk by chunk as it arrives (the first `answer_bytes` kept to observe). However the
+    relay ends (the answer's end, the upstream cutting it, the client going away, or the response never
+    started because the client left first), `Proxy.relayed` runs once."""
+
+    def __init__(self, proxy: Proxy, upstream: Any, call: _Call | None, headers: list[Any]):
+        super().__init__(self._chunks(), status_code=upstream.status)
+        self.raw_headers = headers
+        self.proxy, self.upstream, self.call = proxy, upstream, call
+        self.kept: bytearray | None = bytearray() if call is not None else None
+        self.error: str | None = None
+        self.whole = False
+        self.ended = False
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
+        limit = self.proxy.settings.answer_bytes
+        try:
+            async for chunk in self.upstream.content.iter_any():
+                if self.kept is not None:
+                    if len(self.kept) + len(chunk) > limit:
+                        self.kept, self.error = None, f"the answer is over {limit} bytes: passed on unread"
+                    else:
+                        self.kept += chunk
+                yield chunk
+            self.whole = True
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.error = f"the upstream cut the answer short ({type(exc).__name__})"
+            raise UpstreamCut(self.error) from exc
+        finally:
+            self.end()
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if not self.whole and self.error is None:
+            self.error = "the client went away before the answer was in"
+        data = bytes(self.kept) if self.kept is not None else b""
+        self.proxy.relayed(self.upstream, self.call, data, self.error)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.end()
 
 
 def gen_ai(asked: observe.Asked, answer: observe.Answered) -> dict[str, Any]:

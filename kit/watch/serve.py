@@ -18,18 +18,25 @@ from kit.engines import registry
 from kit.record.cache_state import Calibration
 from kit.record.provenance import collect
 from kit.run import faults
+from kit.core.limits import WATCH_ALARM_REQUESTS, WATCH_REQUEST_BYTES_MAX
+from kit.watch.connections import Bounds, protocol, server_settings
 from kit.watch.console import Live
 from kit.watch.proxy import Proxy, Settings
 from kit.watch.recorder import PROTOCOL, ROTATE_DEFAULT, Recorder
 from kit.watch.upstream import probe
 
 
-def settings_json(settings: Settings, kind: str, rotate: int) -> dict[str, Any]:
-    """What the run's manifest keeps of the proxy's settings (`protocol.resolved`): no credentials."""
+def settings_json(settings: Settings, kind: str, rotate: int, bounds: Bounds) -> dict[str, Any]:
+    """What the run's manifest keeps of the proxy's settings (`protocol.resolved`): no credentials. `bounds`
+    holds every bound the proxy ran with; `bounds.alarm_requests` is part of how its alarms are computed
+    (the watch kind's results recompute them with it)."""
     return {"protocol": PROTOCOL, "upstream": redact_url(settings.upstream), "engine_kind": kind,
             "store_bodies": settings.store_bodies, "pinned": settings.pinned, "rotate": rotate,
             "reuse_tolerance": settings.reuse_tolerance,
-            "calibration": settings.calibration.to_json() if settings.calibration else None}
+            "calibration": settings.calibration.to_json() if settings.calibration else None,
+            "bounds": {**bounds.to_json(), "alarm_requests": settings.alarm_requests,
+                       "request_bytes": WATCH_REQUEST_BYTES_MAX, "answer_bytes_observed": settings.answer_bytes,
+                       "upstream_silence_s": settings.read_timeout}}
 
 
 @dataclass
@@ -50,7 +57,8 @@ class Watch:
     def stop(self, status: str = "finished", reason: str | None = None, stopped_by: str | None = None) -> None:
         """Write what is queued and end the run (its manifest says why, the console sums it up)."""
         self.recorder.manifest.update(watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
-                                             "alarms": dict(self.proxy.tracker.counts)})
+                                             "alarms": dict(self.proxy.tracker.counts),
+                                             "alarm_requests_forgotten": self.proxy.tracker.forgotten})
         self.recorder.close(status, reason)
         self.sock.close()
         self.live.console.print(f"kit watch: stopped; {self.live.summary()}; run folder {self.recorder.run_dir}",
@@ -59,7 +67,8 @@ class Watch:
 
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,
           calibration: Calibration | None = None, pinned: bool = False, rotate: int = ROTATE_DEFAULT,
-          quiet: bool = False, live: Live | None = None) -> Watch:
+          quiet: bool = False, live: Live | None = None, bounds: Bounds = Bounds(),
+          alarm_requests: int = WATCH_ALARM_REQUESTS) -> Watch:
     """Probe the upstream, make the run folder and the proxy's server (not yet serving)."""
     import uvicorn  # noqa: PLC0415
 
@@ -70,16 +79,17 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
     engine = registry.ENGINES[engine_kind]
     settings = Settings(url, store_bodies=store_bodies, calibration=calibration, pinned=pinned, engine_build=build,
                         reuse_tolerance=int(engine.check_overrides.get("reuse_tolerance", 8)),
-                        counters=engine is registry.VLLM)
+                        counters=engine is registry.VLLM, alarm_requests=alarm_requests)
     recorder = Recorder.open(out, rotate, protocol={"name": PROTOCOL, "kind": PROTOCOL,
-                                                    "resolved": settings_json(settings, engine_kind, rotate)},
+                                                    "resolved": settings_json(settings, engine_kind, rotate, bounds)},
                              engine={"kind": "url", "engine_kind": engine.label, "url": redact_url(url),
                                      "engine": build},
                              options={"listen": "%s:%d" % sock.getsockname()[:2]}, provenance=collect())
     live = live or Live(quiet=quiet)
     proxy = Proxy(settings, record=recorder.add, report=live.call)
-    config = uvicorn.Config(proxy.app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=10)
+    config = uvicorn.Config(proxy.app, interface="asgi3", log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=10, **server_settings(bounds),
+                            http=protocol(bounds, lambda reason: proxy.metrics.refused.labels(reason).inc()))
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
     live.console.print(f"kit watch: {redact_url(url)} ({engine_kind}{f', {build}' if build else ''}) proxied at "
                        f"{watch.url}; recording into {recorder.run_dir}; Ctrl-C stops", soft_wrap=True)

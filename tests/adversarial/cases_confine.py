@@ -202,11 +202,13 @@ def _refused(name: str, make: Callable[[Scratch], list[str]], command: str, need
 
 
 _ABSOLUTE = lambda s: str(s.home / ".ssh" / "id_ed25519")  # noqa: E731
+REPLAY_PROGRESS = ("verifying ", "verified: ")  # kit replay says what it does while it verifies a bundle
 _DOTS = lambda s: "../../outside/keep.txt"  # noqa: E731 - from inbox/demo-run up to the scratch folder
 
 CASES = [
     Case(cls="bundle", name="replay of a bundle naming the canary as its server binary",
-         make=_replay_bundle_naming_the_canary, needle="never chooses a program to run"),
+         make=_replay_bundle_naming_the_canary, needle="never chooses a program to run",
+         progress=REPLAY_PROGRESS),
     Case(cls="bundle", name="replay --different-engine-ok of a bundle naming the canary", expect="handled",
          make=_replay_bundle_naming_the_canary_anyway, check=_ran_on_the_kits_engine, timeout=300,
          engine=True),

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults", "browser")
+CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults",
+           "browser", "proxy client")
 OUTCOMES = ("clear", "traceback", "hang", "accepted", "touched", "executed")
 _WATCHED_SOURCE = (REPO / "kit", REPO / "protocols")
 
@@ -35,6 +36,7 @@ class Case:
     check: Callable[[Scratch, Ending], str | None] | None = None
     timeout: float = 60.0
     engine: bool = False  # the kit starts the real llama-server in this case (the `engine` test tier)
+    progress: tuple[str, ...] = ()  # starts of the progress lines a long step prints before its refusal
 
     def __post_init__(self) -> None:
         if self.cls not in CLASSES or self.expect not in ("refused", "handled"):
@@ -142,8 +144,9 @@ def _judge(case: Case, scratch: Scratch, ending: Ending, before: dict[str, str])
     if "Traceback (most recent call last)" in ending.text:
         return "traceback", ending.text[-400:]
     if case.expect == "refused":
-        clear = (ending.code != 0 and len(ending.lines) == 1 and ending.lines[0].startswith("kit: error: ")
-                 and case.needle in ending.lines[0])
+        said = [line for line in ending.lines if not (case.progress and line.startswith(case.progress))]
+        clear = (ending.code != 0 and len(said) == 1 and said[0].startswith("kit: error: ")
+                 and case.needle in said[0])
         if not clear:
             return "accepted", f"exit {ending.code}: " + " | ".join(ending.lines)[-400:]
     problem = case.check(scratch, ending) if case.check else None

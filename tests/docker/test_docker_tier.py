@@ -136,14 +136,25 @@ def test_a_killed_kit_leaves_no_container_after_resume(docker_env, cpu_image, tm
         process.wait()
     assert _containers(docker_env, "kit.managed=true") == left  # the killed kit stopped nothing
     run_dir = _run_dir(out)
-    resumed = kit(docker_env, "resume", str(run_dir))
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
-    assert _containers(docker_env, "kit.managed=true") == []
+    label = json.loads((run_dir / "manifest.json").read_text())["engine"]["run_id"]
+    decoy = docker(docker_env, "create", "--label", "kit.managed=true", "--label", f"kit.run_id={label}",
+                   "--label", f"kit.token={'0' * 64}", cpu_image)  # the run's labels, written by someone else
+    assert decoy.returncode == 0, decoy.stderr
+    decoy_id = decoy.stdout.strip()[:12]
+    try:
+        resumed = kit(docker_env, "resume", str(run_dir))
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+        assert _containers(docker_env, "kit.managed=true") == [decoy_id]  # only what this kit started is gone
+    finally:
+        docker(docker_env, "rm", "-f", decoy_id)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished"
-    removed = manifest["resumed"][-1]["leftover_servers"]
+    found = manifest["resumed"][-1]["leftover_servers"]
+    removed = [entry for entry in found if entry["outcome"].startswith("removed")]
     assert [entry["id"][:12] for entry in removed] == left
     assert all((run_dir / "logs" / entry["log"]).is_file() for entry in removed)
+    assert [(entry["id"][:12], entry["outcome"]) for entry in found if entry not in removed] == \
+        [(decoy_id, "left: not started by this kit (no matching kit.token)")]
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="no docker-compose (apt-get install -y docker-compose)")

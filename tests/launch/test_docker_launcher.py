@@ -13,6 +13,7 @@ import pytest
 
 from kit.core.errors import EngineError
 from kit.launch.container_spec import LABEL_RUN_ID, llamacpp_spec, vllm_spec
+from kit.launch.container_token import LABEL_TOKEN, token_for
 from kit.launch.docker_launcher import DockerLauncher
 from tests.fake_engine.clock import Clock
 
@@ -97,11 +98,12 @@ def test_pull_refused_when_not_allowed(client, clock):
         make_launcher(client, clock).ensure_image("kit/vllm:0.11.0", pull=False)
 
 
-def test_start_passes_the_spec_and_finds_an_assigned_port(client, clock, gguf):
+def test_start_passes_the_spec_and_finds_an_assigned_port(client, clock, gguf, fresh_kit_cache):
     spec = llamacpp_spec(run_id="run-7", model_file=gguf, host_port=0)
     running = make_launcher(client, clock).start(spec)
     (call,) = client.called("containers.run")
-    assert call[1] == spec.run_kwargs()
+    expected = spec.run_kwargs()
+    assert call[1] == {**expected, "labels": {**expected["labels"], LABEL_TOKEN: token_for("run-7")}}
     assert call[1]["detach"] is True
     assert running.host_port == 49151
     assert running.base_url == "http://127.0.0.1:49151"
@@ -191,7 +193,7 @@ def test_describe_gives_image_and_config_without_secrets(client, clock):
     assert "hf_very_secret" not in json.dumps(info)
 
 
-def test_cleanup_removes_only_this_runs_containers(client, clock, gguf):
+def test_cleanup_removes_only_this_runs_containers(client, clock, gguf, fresh_kit_cache):
     launcher = make_launcher(client, clock)
     launcher.start(llamacpp_spec(run_id="crashed", model_file=gguf, host_port=18080))
     launcher.start(vllm_spec(run_id="crashed", model="m", prefix_caching=True, host_port=18000))
@@ -203,6 +205,46 @@ def test_cleanup_removes_only_this_runs_containers(client, clock, gguf):
     assert f"{LABEL_RUN_ID}=crashed" in list_call[1]["filters"]["label"]
     assert [c.removed for c in client.containers_made] == [True, True, False]
     assert launcher.cleanup("crashed") == []
+
+
+def _labelled_by_someone_else(client, gguf, token=None):
+    """A container carrying the run's labels (kit.managed=true, kit.run_id) that this kit did not start: what
+    anyone who can run `docker run --label ...` makes; `token`: a kit.token of their own choosing."""
+    kwargs = llamacpp_spec(run_id="crashed", model_file=gguf, host_port=18090).run_kwargs()
+    if token is not None:
+        kwargs["labels"] = {**kwargs["labels"], LABEL_TOKEN: token}
+    return client.containers.run(**kwargs)
+
+
+@pytest.mark.parametrize("token", [None, "", "0" * 64])
+def test_cleanup_leaves_containers_that_only_carry_the_labels(client, clock, gguf, fresh_kit_cache, token):
+    launcher = make_launcher(client, clock)
+    stranger = _labelled_by_someone_else(client, gguf, token)
+    ours = launcher.start(llamacpp_spec(run_id="crashed", model_file=gguf, host_port=18080))
+    assert launcher.leftovers("crashed") == ([ours.container], [stranger])
+    assert launcher.cleanup("crashed") == [ours.container.name]
+    assert ours.container.removed and not stranger.removed
+    assert not [call for call in client.called("container.remove") if call[1] == stranger.id]
+
+
+def test_a_token_is_only_good_for_its_own_run_and_its_own_key(client, clock, gguf, fresh_kit_cache):
+    launcher = make_launcher(client, clock)
+    other_run = launcher.start(llamacpp_spec(run_id="other", model_file=gguf, host_port=18081)).container
+    copied = _labelled_by_someone_else(client, gguf, other_run.labels[LABEL_TOKEN])  # another run's token
+    assert launcher.leftovers("crashed") == ([], [copied])
+    started = launcher.start(llamacpp_spec(run_id="crashed", model_file=gguf, host_port=18080)).container
+    (fresh_kit_cache / "container-key").unlink()  # a new key: what the old one signed is no longer ours
+    assert launcher.leftovers("crashed") == ([], [copied, started])
+    assert (fresh_kit_cache / "container-key").stat().st_mode & 0o077 == 0  # readable by its user only
+
+
+def test_the_token_never_reaches_the_record(client, clock, gguf, fresh_kit_cache):
+    launcher = make_launcher(client, clock)
+    running = launcher.start(llamacpp_spec(run_id="r", model_file=gguf, host_port=18080))
+    token = running.container.labels[LABEL_TOKEN]
+    assert len(token) == 64
+    info = launcher.describe(running)
+    assert info["config"]["Labels"][LABEL_TOKEN] == "<redacted>" and token not in json.dumps(info)
 
 
 def test_from_env_without_daemon_says_how_to_fix(monkeypatch):

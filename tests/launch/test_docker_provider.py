@@ -14,6 +14,7 @@ import pytest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.vllm import VllmEngine
 from kit.core.errors import EngineError
+from kit.launch.container_token import LABEL_TOKEN, token_for
 from kit.launch.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
 from kit.launch.docker_launcher import DockerLauncher
 from kit.launch.docker_provider import DockerProvider, container_name
@@ -138,17 +139,19 @@ def test_container_is_removed_when_the_session_body_fails(client, gguf, tmp_path
     assert client.containers_made[0].removed and made[0]._http.is_closed
 
 
-def test_failed_start_cleans_up_by_run_label(client, gguf, tmp_path):
+def test_failed_start_cleans_up_by_run_label(client, gguf, tmp_path, fresh_kit_cache):
     made = []
     provider = llamacpp_provider(client, gguf, made)
     client.next_states = [{"Status": "running", "Health": {"Status": "healthy"}}]
-    leftover = client.containers.run(**DockerProvider.llamacpp(None, "run42", gguf).make_spec("old").run_kwargs())
+    kwargs = DockerProvider.llamacpp(None, "run42", gguf).make_spec("old").run_kwargs()
+    leftover = client.containers.run(**{**kwargs, "labels": {**kwargs["labels"], LABEL_TOKEN: token_for("run42")}})
+    labelled_only = client.containers.run(**kwargs)  # the run's labels without this kit's token: not ours
     other = client.containers.run(**DockerProvider.llamacpp(None, "other", gguf).make_spec("x").run_kwargs())
     client.run_error = RuntimeError("could not select device driver \"nvidia\"")
     with pytest.raises(EngineError, match="could not start"):
         with provider.session("s1", tmp_path):
             pass
-    assert leftover.removed and not other.removed
+    assert leftover.removed and not other.removed and not labelled_only.removed
     assert provider.cleanup() == []
 
 

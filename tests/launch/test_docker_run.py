@@ -149,3 +149,65 @@ def test_bundles_show_the_image_only_for_container_runs(tmp_path):
     assert line.startswith(f"{images.CPU_IMAGE} (sha256:") and "target cpu" in line and line.endswith("--gpus none")
     assert f"wheel sha256 {images.WHEEL_SHA256}" in line and "CPU backend portable" in line
     assert container_image_summary(EngineInfo(kind="native")) == {}  # a native run's report gains no row
+
+
+def test_gpus_none_without_an_image_runs_the_kits_cpu_image(tmp_path):
+    client = FakeDockerClient()
+    client.add_image(images.CPU_IMAGE).attrs["Config"] = {"Labels": CPU_LABELS}
+    described = _provider(tmp_path, client, gpus="none").describe()
+    assert described["spec"]["image"] == images.CPU_IMAGE and described["gpus"] == "none"
+    assert described["image_identity"]["target"] == "cpu"
+    assert not any(call[0].startswith("api.") for call in client.calls)  # nothing built, nothing pulled
+
+
+def test_gpus_none_without_the_cpu_image_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    client = FakeDockerClient()
+    client.add_image(images.LLAMACPP_IMAGE)  # the CUDA image being here changes nothing: no GPU was asked for
+    client.run_error = AssertionError("a container was started")  # fails fast where the refusal is missing
+    monkeypatch.setattr(DockerLauncher, "from_env", classmethod(lambda cls, **kw: DockerLauncher(client)))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(60))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(EngineError) as caught:
+        runner.run(runner.RunOptions(protocol="reset", launcher="docker", gpus="none", model=str(model), out=out),
+                   say=lambda _: None)
+    line = caught.value.line()
+    assert "kit images build llamacpp --target cpu" in line and images.CPU_IMAGE in line and "\n" not in line
+    assert not any(out.iterdir())
+    assert not any(call[0].startswith("api.") for call in client.calls)
+
+
+def test_resume_removes_only_the_containers_this_kit_started(tmp_path, monkeypatch, fresh_kit_cache):
+    from kit.launch.container_spec import LABEL_RUN_ID  # noqa: PLC0415
+    from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
+
+    client = FakeDockerClient()
+    monkeypatch.setattr(DockerLauncher, "from_env", classmethod(lambda cls, **kw: DockerLauncher(client)))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    client.next_logs = b"ours\n"
+    ours = DockerLauncher(client).start(llamacpp_spec(run_id="crashed", model_file=model, host_port=18080)).container
+    client.next_logs = b"theirs\n"
+    theirs = client.containers.run(**llamacpp_spec(run_id="crashed", model_file=model, host_port=18081).run_kwargs())
+    assert theirs.labels[LABEL_RUN_ID] == "crashed"  # the same labels, without the token
+    said = []
+    found = remove_leftovers("crashed", tmp_path / "logs", said.append)
+    assert ours.removed and not theirs.removed
+    assert not [call for call in client.calls if call[0] in {"container.stop", "container.remove"} and call[1] == theirs.id]
+    assert (tmp_path / "logs" / f"leftover-{ours.name}.log").read_bytes() == b"ours\n"
+    assert not (tmp_path / "logs" / f"leftover-{theirs.name}.log").exists()
+    outcomes = {entry["container"]: entry["outcome"] for entry in found}
+    assert outcomes[ours.name].startswith("removed") and outcomes[theirs.name].startswith("left: not started")
+    (warning,) = [line for line in said if theirs.name in line]
+    assert "not this kit's token" in warning and "\n" not in warning
+
+
+def test_a_resume_keeps_the_kit_image_the_run_recorded_and_no_other():
+    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+
+    for image in (images.LLAMACPP_IMAGE, images.CPU_IMAGE):  # a run from before --gpus none chose the cpu image
+        assert recorded_kit_image({"kind": "docker", "spec": {"image": image}}) == image
+    assert recorded_kit_image({"kind": "docker", "spec": {"image": "evil/miner:latest"}}) is None
+    assert recorded_kit_image({"kind": "native", "spec": {"image": images.CPU_IMAGE}}) is None
+    assert recorded_kit_image({"kind": "docker", "spec": "x"}) is None

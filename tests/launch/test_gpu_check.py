@@ -233,9 +233,13 @@ def test_tiny_gguf_loads_in_the_embedded_server_and_passes_the_reset_check(tmp_p
             time.sleep(0.5)
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.splitlines()[-1].startswith("PASS reset: 2 items; gate violations 0")
-        summary = json.loads((tmp_path / "reset.json").read_text())["summary"]
-        assert summary["cold_cached_max"] == 0 and summary["warm_cached_min"] > 0
-        assert summary["cold_reproduces"] == 2 and summary["tokens_per_answer"] == [16]
+        checked = json.loads((tmp_path / "reset.json").read_text())
+        summary = checked["summary"]
+        assert summary["cold_cached_max"] == 0 and summary["warm_cached_min"] > 0 and summary["cold_reproduces"] == 2
+        # 16 tokens each, unless the random weights' argmax (the CPU backend's arithmetic) met the end token first
+        colds = [item["phases"]["cold"] for item in checked["items"]]
+        assert all(len(cold["tokens"]) == 16 or cold["stop_type"] == "eos" for cold in colds), colds
+        assert summary["tokens_per_answer"] == sorted({len(cold["tokens"]) for cold in colds})
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,8 +18,20 @@ from kit.launch import leftover_servers as ls
 
 
 def _start(*argv: str, token: bool = True) -> tuple[subprocess.Popen, str]:
+    """A process started as the kit starts a server, once /proc shows the program it runs: Popen returns when
+    the exec has begun, and the kernel sets /proc/<pid>/cmdline and environ only once the program is loaded (a
+    read in between finds this process's or nothing, which made the tests here fail at random under load)."""
     env, secret = ls.launch_env(None) if token else (dict(os.environ), "")
-    return subprocess.Popen(list(argv), start_new_session=True, env=env), secret
+    proc = subprocess.Popen(list(argv), start_new_session=True, env=env)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() is None:  # one that ended at once has nothing to show
+        try:
+            if Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
+                break
+        except OSError:  # a process that ended at once (or was reaped): nothing to wait for
+            break
+        time.sleep(0.01)
+    return proc, secret
 
 
 @pytest.fixture

@@ -91,7 +91,8 @@ def test_outcomes_and_flips_recompute_from_episode_records(grid_run):
         mine = episodes[row["pass"]]
         assert row["outcomes"]["episodes"] == len(mine)
         assert row["outcomes"]["valid"] == sum(e["score"]["valid"] for e in mine)
-        assert all(e["outcome"] == "request_cap" and e["requests"] == 2 for e in mine)
+        # the cap of 2 requests ends every episode that the model's own answers (the backend's arithmetic) did not
+        assert all(1 <= e["requests"] <= 2 and (e["outcome"] == "request_cap") == (e["requests"] == 2) for e in mine)
     flips = result.table["flips"]["path"]
     on = {e["unit"]: e["score"]["valid"] for e in episodes["on1"]}
     off = {e["unit"]: e["score"]["valid"] for e in episodes["off1"]}

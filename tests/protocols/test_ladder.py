@@ -203,4 +203,4 @@ def test_the_launchers_estimate_counts_the_requests_the_design_sends():
     items = data["workload"]["items"]
     sent = sum(len(p.steps) * items + (len(groups(["x"] * items, design.neighbours)) * design.neighbours
                                        if p.batched else 0) for p in plan.passes(design))
-    assert estimate_on_cpu(data).startswith(f"{sent} requests on {len(plan.passes(design))} servers")
+    assert str(estimate_on_cpu(data)).startswith(f"{sent} requests on {len(plan.passes(design))} servers")

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from kit.launch import cpu_backend
 from kit.protocols import kinds
 from kit.record.files import read_records
 from kit.run import runner
@@ -41,7 +42,14 @@ def test_a_tiny_ladder_on_the_real_engine(tmp_path):
     run_dir = result.run_dir
     manifest = json.loads((run_dir / "manifest.json").read_text())
     passes = manifest["passes"]
-    assert list(passes) == ["base", "control", "batch", "chunk", "threads", "format-F16"]
+    # L6 adds a pass on the other CPU backend where this CPU runs both (the manifest names the run's backend)
+    ran_on = manifest["provenance"]["cpu_backend"]["name"]
+    other = "portable" if ran_on == "wheel" else "wheel"
+    lacking = cpu_backend.missing(other, cpu_backend.cpu_flags())
+    both = [] if lacking else [f"backend-{other}"]
+    assert list(passes) == ["base", "control", "batch", "chunk", "threads", "format-F16", *both]
+    assert {info["launch"]["cpu_backend"] for name, info in passes.items() if name not in both} == {ran_on}
+    assert all(passes[name]["launch"]["cpu_backend"] == other for name in both)
     assert len({info["launch"]["pid"] for info in passes.values()}) == len(passes)  # a fresh server each
     argv = {name: info["launch"]["argv"] for name, info in passes.items()}
     assert argv["batch"][argv["batch"].index("-np") + 1] == "2"
@@ -72,6 +80,11 @@ def test_a_tiny_ladder_on_the_real_engine(tmp_path):
     assert l2["status"] == ("holds" if l2["identical"] == l2["pairs"] else "diverges")
     assert {row["rung"] for row in table["rungs"]} == {f"L{k}" for k in range(8)}
     assert [row["status"] for row in table["rungs"] if row["rung"] == "L7"] == ["not measured"]
+    l6 = next(row for row in table["rungs"] if row["rung"] == "L6" and "CPU backend" in row["what"])
+    if lacking:
+        assert l6["status"] == "not measured" and all(flag in l6["reason"] for flag in lacking), l6
+    else:
+        assert l6["status"] in ("holds", "diverges") and l6["what"].startswith(f"the {other} CPU backend vs"), l6
     assert table["headline"]["text"].startswith(("invariant through", "not invariant"))
     assert table["fixes"][0]["fix"] == "none (unfixed)" and table["fixes"][0]["cost"]["tokens_per_s"] > 0
 

@@ -110,6 +110,20 @@ def test_a_sha256_that_is_not_64_hex_digits_never_names_a_path(sha256, tmp_path,
     assert model_shipping.shipped_path(good, ".gguf").parent.is_relative_to(tmp_path / "cache")
 
 
+def test_a_users_model_folder_gets_no_side_file(tmp_path, monkeypatch):
+    # the recorded model path names a folder the kit did not make (a user's, or a stranger's manifest's choice):
+    # the sha256 memo goes into the kit's own model cache, nothing is written beside the model
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "cache"))
+    users = tmp_path / "users-models"
+    _, sha256 = _model(users / "mine.gguf", size=1000)
+    keep = tmp_path / "keep.txt"
+    keep.write_text("keep\n")
+    (users / "hashes.json").hardlink_to(keep)  # a side file a stranger placed: neither read as ours nor written
+    assert model_shipping.local_copy(users / "mine.gguf", sha256) == users / "mine.gguf"
+    assert sorted(p.name for p in users.iterdir()) == ["hashes.json", "mine.gguf"] and keep.read_text() == "keep\n"
+    assert sha256 in (tmp_path / "cache" / "models" / "hashes.json").read_text()
+
+
 def report_node_copy(ctx: RunContext, unit: Unit) -> None:
     """The unit records its node's model cache, the file its node gave it (its inode: a file received
     again would be a new one) and that file's sha256 as read there; it lasts long enough that the units of

@@ -8,9 +8,8 @@ import io
 import threading
 from pathlib import Path
 
-from rich.console import Console
-
 from kit.app.console import ConsoleReporter
+from kit.core.safe_console import SafeConsole
 from kit.core.events import RunEnded, RunStarted, UnitProgress, units_eta
 from kit.run.runner import RunOptions, RunResult
 from kit.tui.app import KitApp
@@ -43,7 +42,7 @@ def test_the_overall_eta_is_the_pace_of_the_units_done():
 
 def test_the_console_says_which_node_runs_which_unit_and_the_eta():
     out = io.StringIO()
-    reporter = ConsoleReporter(Console(file=out, width=200, highlight=False, color_system=None))
+    reporter = ConsoleReporter(SafeConsole(file=out, width=200, color_system=None))
     reporter(RunStarted(RUN_DIR, "sweep", PLAN))
     for event in (*EVENTS, ended("q8-h1-on", "node-2", 2, 90.0)):
         reporter(event)

@@ -155,8 +155,7 @@ def test_metrics_deltas_are_not_taken_for_calls_that_overlap():
 def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_console_line(tmp_path):
     import io
 
-    from rich.console import Console
-
+    from kit.core.safe_console import SafeConsole
     from kit.watch.console import Live
 
     secrets = {"authorization": "Bearer sk-proj-Wq3tZ81xKc", "x-api-key": "sk-ant-Hx7Pq2", "cookie": "sid=c00k1e-9f"}
@@ -164,7 +163,7 @@ def test_a_clients_authorization_reaches_the_upstream_and_no_record_file_or_cons
                     answer(401, jsonb({"error": {"message": "invalid api key", "type": "auth"}}))])
     received: list[Any] = []
     console = io.StringIO()
-    live = Live(Console(file=console, width=200))
+    live = Live(SafeConsole(file=console, width=200))
     send, records = _proxy(lambda path: next(answers), received=received, also=live.call, store_bodies=True)
     body = {"model": "m", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
     replies = send([("/v1/completions", body), ("/v1/completions", body)], headers=secrets)
@@ -411,6 +410,7 @@ def test_an_answer_of_known_length_cut_short_reaches_the_client_cut_and_is_recor
         with in_thread(upstream, tmp_path, quiet=True) as watch:
             with pytest.raises(httpx.HTTPError):
                 httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=30)
+        sock.shutdown(socket.SHUT_RDWR)  # else the thread blocked in accept() keeps the closed socket listening
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert "cut the answer short" in record["error"] and record["output_sha256"] is None
 

@@ -34,7 +34,7 @@ from kit.protocols.grid.protocol import (
     prepare_bfcl,
     rerun_whole,
 )
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
 from kit.record.model import BfclRecord
@@ -144,7 +144,7 @@ def prepare(protocol: FlagOrderProtocol, inputs: RunInputs) -> Prepared:
         "arms": {a.name: {"cache_ram": a.cache_ram, "passes": list(a.passes), "server": a.server}
                  for a in protocol.arms},
         "server": "fresh server per arm (per pass where an arm says so)", "order": "canonical",
-        "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))})
+        "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))}, inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:
@@ -182,7 +182,7 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
           estimate_provider=None if per_arm_servers(ctx.provider) else ctx.provider.variant(cache_ram=0))
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a flag × order file on the embedded CPU engine: a fresh server per arm."""
     arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
     passes = sum(len(arm.get("passes") or ()) for arm in arms)

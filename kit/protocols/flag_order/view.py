@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from kit.protocols.grid.view import rate_cells
-from kit.core.terminal_text import shown
 from kit.core.layout import Layout
 from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
 
@@ -23,24 +23,24 @@ def flag_order_table(table: dict[str, Any]) -> Table:
         r2r = cell["run_to_run"]
         quartiles = r2r.get("quartiles") or {}
         path = cell.get("path")
-        view.add_row(shown(cell["prompt_cache"]), shown(cell["order"]), *rate_cells(r2r),
+        view.add_row(str(cell["prompt_cache"]), str(cell["order"]), *rate_cells(r2r),
                      " ".join(map(str, quartiles.get("diverged") or [])) or "—",
                      f"{quartiles['trend']['p']:.2g}" if quartiles else "—",
                      "—" if path is None else rate_cells(path)[0] if "skipped" not in path else "skipped",
                      str(cell["requests_first_pass"] if cell["requests_first_pass"] is not None else "—"))
     notes = []
     for name, check in table["orders"].items():
-        verdict = {True: "identical token for token", False: "[yellow]differ[/]", None: "not compared"}[
+        verdict = {True: "identical token for token", False: Text("differ", style="yellow"), None: "not compared"}[
             check["identical"]]
         counts = "; ".join(f"{k} {c['episodes_identical']}/{c['episodes']} episodes, {c['tokens']} tokens"
                            for k, c in check["cache_on"].items() if "skipped" not in c)
-        notes.append(f"{shown(name)}: cache-on passes {verdict}" + (f" ({shown(counts)})" if counts else ""))
+        notes.append(Text.assemble(f"{name}: cache-on passes ", verdict, f" ({counts})" if counts else ""))
     servers = table.get("fresh_server_per_arm")
-    notes.append({True: "every arm ran on its own fresh server", False: "[red]arms did not each run on one "
-                  "fresh server of their own[/]", None: "no servers recorded"}[servers])
+    notes.append({True: Text("every arm ran on its own fresh server"), None: Text("no servers recorded"),
+                  False: Text("arms did not each run on one fresh server of their own", style="red")}[servers])
     if table["void_passes"]:
-        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
-    view.caption, view.caption_justify = "\n".join(notes), "left"
+        notes.append(Text("not analysed: " + ", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
+    view.caption, view.caption_justify = Text("\n").join(notes), "left"
     return view
 
 

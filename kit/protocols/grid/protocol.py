@@ -33,7 +33,7 @@ from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols.spec import ProtocolBase, Strict
 from kit.record.model import BfclRecord
@@ -132,9 +132,10 @@ def episode_order(episodes: list, order: int, seed: int) -> list:
     return [episodes[i] for i in np.random.default_rng([seed, order]).permutation(len(episodes))]
 
 
-def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any]) -> Prepared:
-    """BFCL installed and described, and the plan every BFCL protocol shows (`plan` adds its own keys)."""
-    install = ensure_bfcl()
+def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: RunInputs) -> Prepared:
+    """BFCL installed (its progress told to `inputs.say`) and described, and the plan every BFCL protocol
+    shows (`plan` adds its own keys)."""
+    install = ensure_bfcl(say=inputs.say)
     workload = protocol.workload
     count = workload.count
     plan = {"episodes": count, **plan, "sentinel": protocol.sentinel, "top_logprobs": protocol.top_logprobs,
@@ -149,7 +150,8 @@ def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
     passes = pass_plan(protocol)
     return prepare_bfcl(protocol, {"passes": [p.pass_id for p in passes], "orders": list(protocol.orders),
                                    "server": protocol.server,
-                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))})
+                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))},
+                        inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:
@@ -396,15 +398,14 @@ def bfcl_episodes(data: dict[str, Any]) -> int:
 BFCL_EPISODES = Number("Episodes", "workload.episodes", bfcl_episodes)  # the size of every BFCL protocol
 
 
-def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> str:
+def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> CpuEstimate:
     """The launcher's rough duration of a BFCL file on the embedded CPU engine (two cores): about two
     minutes per episode and pass, five seconds per server started; `how` says how passes are served."""
     episodes = bfcl_episodes(data)
-    return (f"{episodes} episodes x {passes} passes{how}, about "
-            f"{rough_duration(episodes * passes * 120 + servers * 5)} on a CPU")
+    return CpuEstimate(f"{episodes} episodes x {passes} passes{how}", episodes * passes * 120 + servers * 5)
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a grid file on the embedded CPU engine (one server)."""
     return bfcl_estimate(data, len(data.get("passes") or ()) or 4)
 

@@ -7,7 +7,6 @@ from typing import Any
 from rich.table import Table
 
 from kit.protocols.kind import PlotRow
-from kit.core.terminal_text import shown
 from kit.core.layout import Layout
 from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
 
@@ -15,7 +14,7 @@ from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line,
 def rate_cells(comparison: dict[str, Any]) -> tuple[str, str, str]:
     """A comparison's diverged/episodes, rate and Wilson interval as table cells."""
     if "skipped" in comparison:
-        return "—", "—", shown(comparison["skipped"])
+        return "—", "—", str(comparison["skipped"])
     interval = comparison["interval"]
     if interval is None:
         return "0/0", "—", ""
@@ -30,15 +29,15 @@ def grid_table(table: dict[str, Any]) -> Table:
         view.add_column(column)
     for name, comparison in table["comparisons"].items():
         firsts = comparison.get("first_request_index") or []
-        view.add_row(shown(name), shown(" vs ".join(comparison["passes"])), *rate_cells(comparison),
+        view.add_row(str(name), " vs ".join(comparison["passes"]), *rate_cells(comparison),
                      ", ".join(map(str, firsts[:8])) + (" …" if len(firsts) > 8 else ""))
     outcomes = []
     for row in table["passes"]:
         if "outcomes" in row:
-            outcomes.append(f"{shown(row['pass'])} {row['outcomes']['valid']}/{row['outcomes']['episodes']} valid")
+            outcomes.append(f"{row['pass']} {row['outcomes']['valid']}/{row['outcomes']['episodes']} valid")
         else:
-            outcomes.append(f"{shown(row['pass'])} {shown(row['status'])}"
-                            + (f" ({shown(row['reason'])})" if row.get("reason") else ""))
+            outcomes.append(f"{row['pass']} {row['status']}"
+                            + (f" ({row['reason']})" if row.get("reason") else ""))
     identity = table["comparisons"].get("run-to-run cache-off", {}).get("identity")
     caption = "BFCL outcomes: " + "; ".join(outcomes)
     if identity:

@@ -55,7 +55,8 @@ def _because(path: tuple[str, ...], not_computed: dict[str, str]) -> str:
 def compare(table: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     """Rows for every compared value of the report, the counts over all and per box, and what was not."""
     rows = []
-    for path, value in _flat({key: report[key] for key in COMPARED if key in report}):
+    leaves = [leaf for key in COMPARED if key in report for leaf in _flat(report[key], (key,))]
+    for path, value in leaves:  # each path starts with its block's key: never the table itself
         ours = _get(table, path)
         name = ".".join(path)
         if ours is not MISSING:

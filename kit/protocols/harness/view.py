@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from kit.core.terminal_text import shown
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline, few
 
@@ -17,7 +17,7 @@ def harness_table(table: dict[str, Any]) -> Group:
     estimator, the boxes compared, the report's verdict (a run imported before several boxes: its first table)."""
     if table.get("definitions") is None:
         return _harness_table_v1(table)
-    arms = Table(title=f"Imported harness study ({shown(table.get('mode'))}): measured calls per box and arm",
+    arms = Table(title=f"Imported harness study ({table.get('mode')}): measured calls per box and arm",
                  title_justify="left")
     for column in ("box", "arm", "n (of raw)", "distinct outputs", "modal share", "modal output",
                    "prefill ms median [min–max]"):
@@ -27,39 +27,39 @@ def harness_table(table: dict[str, Any]) -> Group:
         for arm, entry in block["arms"].items():
             m, ms = entry.get("metrics") or {}, entry.get("prefill_ms") or {}
             prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms.get("median") is not None else "—"
-            arms.add_row(shown(box), shown(arm), f"{m.get('n', 0)} ({entry['n_raw']})", str(m.get("distinct_count", 0)),
-                         f"{m['modal_share']:.3f}" if m else "—", shown((m.get("modal_sha256") or "—")[:12]), prefill)
-    lines = []
+            arms.add_row(str(box), str(arm), f"{m.get('n', 0)} ({entry['n_raw']})", str(m.get("distinct_count", 0)),
+                         f"{m['modal_share']:.3f}" if m else "—", str((m.get("modal_sha256") or "—")[:12]), prefill)
+    lines: list[str | Text] = []
     for box, block in table["boxes"].items():
         gate = block["gates"]["manipulation"]
-        line = (f"box {shown(box)}: manipulation gate {_verdict(gate.get('pass'))} ({shown(gate['rule'])}); "
-                f"arms differ: {_arms_differ(block.get('arms_differ'), gate.get('pass'))}")
+        line = Text.assemble(f"box {box}: manipulation gate ", _verdict(gate.get("pass")), f" ({gate['rule']}); "
+                             f"arms differ: {_arms_differ(block.get('arms_differ'), gate.get('pass'))}")
         if block.get("churn_minus_blocked"):
             est = block["churn_minus_blocked"]
-            line += f"; churn − blocked {est['diff']:+.4f} (95% CI {est['ci95'][0]:+.4f} to {est['ci95'][1]:+.4f})"
+            line.append(f"; churn − blocked {est['diff']:+.4f} (95% CI {est['ci95'][0]:+.4f} to {est['ci95'][1]:+.4f})")
         if block.get("cycles"):
             flips = sum(1 for c in block["cycles"] if c["flip_at_flusher"])
-            line += f"; cycles: {len(block['cycles'])}, flip at the flusher in {flips}"
+            line.append(f"; cycles: {len(block['cycles'])}, flip at the flusher in {flips}")
         lines.append(line)
     if table.get("arms_left_out"):
-        lines.append(f"left out, not arms of mode {shown(table.get('kind'))}: " + shown(", ".join(
-            f"{arm} ({n} calls)" for arm, n in table["arms_left_out"].items())))
+        lines.append(f"left out, not arms of mode {table.get('kind')}: " + ", ".join(
+            f"{arm} ({n} calls)" for arm, n in table["arms_left_out"].items()))
     crossed = table.get("cross_box") or {}
     if crossed.get("arms"):
-        lines.append("boxes compared: " + shown("; ".join(
+        lines.append("boxes compared: " + "; ".join(
             f"{arm} {'same' if c['same_modal_bytes'] else 'different'} modal bytes, {c['shared_variants']} shared "
-            "outputs" for arm, c in crossed["arms"].items())))
+            "outputs" for arm, c in crossed["arms"].items()))
     report = table.get("report_comparison")
     if report:
         lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
-                     + (f"; differ: {shown(', '.join(report['differ']))}" if report["differ"] else "")
+                     + (f"; differ: {', '.join(report['differ'])}" if report["differ"] else "")
                      + (f"; {len(report['not_computed'])} not computed (see results/harness.json)"
                         if report["not_computed"] else ""))
     return Group(arms, *lines)
 
 
 def _harness_table_v1(table: dict[str, Any]) -> Group:
-    arms = Table(title=f"Imported harness run ({shown(table.get('mode'))}): measured calls per arm",
+    arms = Table(title=f"Imported harness run ({table.get('mode')}): measured calls per arm",
                  title_justify="left")
     for column in ("arm", "n (of raw)", "distinct outputs", "modal share", "modal output",
                    "prefill ms median [min–max]"):
@@ -68,8 +68,8 @@ def _harness_table_v1(table: dict[str, Any]) -> Group:
         ms = m.get("prefill_ms")
         share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
         prefill = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
-        arms.add_row(shown(arm), f"{m['n']} ({m['n_raw']})", str(m["distinct_count"]), share,
-                     shown((m["modal_sha256"] or "—")[:12]), prefill)
+        arms.add_row(str(arm), f"{m['n']} ({m['n_raw']})", str(m["distinct_count"]), share,
+                     str((m["modal_sha256"] or "—")[:12]), prefill)
     parts: list[Any] = [arms]
     if table.get("by_state"):
         low, high = table["thresholds_ms"]
@@ -80,19 +80,19 @@ def _harness_table_v1(table: dict[str, Any]) -> Group:
             for state, m in by_state.items():
                 median = f"{m['prefill_ms']['median']:.1f}" if m.get("prefill_ms") else "—"
                 share = f"{m['modal_share']:.3f}" if m["modal_share"] is not None else "—"
-                states.add_row(shown(arm), shown(state), str(m["n"]), str(m["distinct_count"]), share, median)
+                states.add_row(str(arm), str(state), str(m["n"]), str(m["distinct_count"]), share, median)
         parts.append(states)
     gate = table["gates"]["manipulation"]
-    lines = [f"manipulation gate: {_verdict(gate.get('pass'))} ({shown(gate['rule'])})",
+    lines = [Text.assemble("manipulation gate: ", _verdict(gate.get("pass")), f" ({gate['rule']})"),
              f"arms differ: {_arms_differ(table['arms_differ'], gate.get('pass'))}",
-             "prefill classes (kit): " + shown("; ".join("+".join(c) for c in table["prefill_classes"]["classes"]))]
+             "prefill classes (kit): " + "; ".join("+".join(c) for c in table["prefill_classes"]["classes"])]
     if table.get("cycles"):
         flips = sum(1 for c in table["cycles"] if c["flips"])
         lines.append(f"cycles: {len(table['cycles'])}, output flips at the interposed call in {flips}")
     report = table.get("report_comparison")
     if report:
         lines.append(f"the harness's report: {report['agree']} of {report['compared']} values agree"
-                     + (f"; differ: {shown(', '.join(report['differ']))}" if report["differ"] else ""))
+                     + (f"; differ: {', '.join(report['differ'])}" if report["differ"] else ""))
     return Group(*parts, *lines)
 
 
@@ -102,8 +102,8 @@ def _arms_differ(differ: bool | None, passed: bool | None) -> str:
     return "not judged (" + ("the gate did not pass)" if passed is False else "no manipulation gate for this mode)")
 
 
-def _verdict(passed: bool | None) -> str:
-    return "not evaluated" if passed is None else "[green]PASS[/]" if passed else "[red]FAIL[/]"
+def _verdict(passed: bool | None) -> str | tuple[str, str]:
+    return "not evaluated" if passed is None else ("PASS", "green") if passed else ("FAIL", "red")
 
 
 def headline(t: dict[str, Any], h: Headline) -> None:

@@ -24,7 +24,7 @@ from kit.engines.base import CompletionRequest, require
 from kit.launch import cpu_backend
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.ladder import plan as ladder_plan
 from kit.protocols.ladder import results as ladder_results
 from kit.protocols.ladder.aligned import aligned_prefix
@@ -228,7 +228,7 @@ def _batched(protocol: LadderProtocol, ctx: RunContext, live: Any, writer: Recor
                                      completion.prefill_ms, checked.ok))
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration on the embedded CPU engine (135M model, two cores)."""
     items = (data.get("workload") or {}).get("items", 8)
     trials = data.get("trials", 3)
@@ -236,7 +236,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> str:
     requests = items * (2 * trials + 1 + 3 + 4 + 2 + formats + 1)  # base, control, batch, chunk, threads, formats
     servers = 5 + formats
     seconds = servers * 6 + requests * (0.3 + data.get("max_tokens", 48) / 30)  # measured: ladder-cpu, 7.4 min
-    return f"{requests} requests on {servers} servers, about {rough_duration(seconds)} on a CPU"
+    return CpuEstimate(f"{requests} requests on {servers} servers", seconds)
 
 
 KIND = Kind(

@@ -8,17 +8,18 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
+from kit.core.atomic_file import writing
 from kit.core.layout import DASH, Layout
-from kit.core.terminal_text import shown
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 
 STATUS_STYLE = {"holds": "green", "diverges": "red", "VOID": "yellow", "not measured": "dim"}
 
 
-def _status(row: dict[str, Any]) -> str:
-    return f"[{STATUS_STYLE.get(row['status'], 'white')}]{shown(row['status'])}[/]"
+def _status(row: dict[str, Any]) -> Text:
+    return Text(str(row["status"]), style=STATUS_STYLE.get(row["status"], "white"))
 
 
 def _share(row: dict[str, Any]) -> str:
@@ -30,7 +31,7 @@ def _share(row: dict[str, Any]) -> str:
 
 def _first(row: dict[str, Any]) -> str:
     first = row.get("first_difference")
-    return f"{shown(first['unit'])}#{first['trial']} @{first['token']}" if first else "—"
+    return f"{first['unit']}#{first['trial']} @{first['token']}" if first else "—"
 
 
 def _gap(row: dict[str, Any]) -> str:
@@ -38,25 +39,25 @@ def _gap(row: dict[str, Any]) -> str:
     return "—" if gap is None else f"{gap:.3g}"
 
 
-def _control(row: dict[str, Any]) -> str:
-    return {True: "yes", False: "[red]no[/]", None: "—"}[row.get("control")]
+def _control(row: dict[str, Any]) -> str | Text:
+    return {True: "yes", False: Text("no", style="red"), None: "—"}[row.get("control")]
 
 
 def rungs_table(table: dict[str, Any]) -> Table:
-    view = Table(title=f"Determinism ladder: {shown(table['headline']['text'])}", title_justify="left")
+    view = Table(title=f"Determinism ladder: {table['headline']['text']}", title_justify="left")
     for column in ("rung", "contrast", "status", "identical (95% CI)", "unique/prompt", "logprobs equal",
                    "first difference", "max |Δlogprob|", "control"):
         view.add_column(column, justify="left" if column in ("rung", "contrast", "status") else "right")
     for row in table["rungs"]:
         if row["status"] == "not measured":
-            view.add_row(row["rung"], shown(row["what"]), _status(row), f"[dim]{shown(row['reason'])}[/]",
+            view.add_row(row["rung"], str(row["what"]), _status(row), Text(str(row["reason"]), style="dim"),
                          "", "", "", "", "")
             continue
         unique = f"{row['unique_max']} (mean {row['unique_mean']:.2f})" if row.get("pairs") else "—"
         equal = f"{row['logprobs_equal']}/{row['pairs']}" if row.get("pairs") else "—"
-        view.add_row(row["rung"], shown(row["what"]), _status(row), _share(row), unique, equal, _first(row),
+        view.add_row(row["rung"], str(row["what"]), _status(row), _share(row), unique, equal, _first(row),
                      _gap(row), _control(row))
-    voided = [f"{row['rung']} {shown(row['what'])}: {shown(row['reason'])}" for row in table["rungs"]
+    voided = [f"{row['rung']} {row['what']}: {row['reason']}" for row in table["rungs"]
               if row["status"] == "VOID"]
     view.caption = "\n".join(["holds: every request byte-identical in tokens; unique/prompt: distinct outputs per "
                               "prompt over the trials (SGLang's and vLLM's measure)", *voided])
@@ -67,20 +68,20 @@ def rungs_table(table: dict[str, Any]) -> Table:
 def fixes_table(table: dict[str, Any]) -> Table:
     closing = table.get("closes_L2") or []
     answer = f"closes L2: {', '.join(closing)}" if closing else "no fix measured here closes L2"
-    view = Table(title=f"Fixes for L2 (cache hit vs miss): {shown(answer)}", title_justify="left")
+    view = Table(title=f"Fixes for L2 (cache hit vs miss): {answer}", title_justify="left")
     for column in ("fix", "status after the fix", "identical (95% CI)", "latency s", "tokens/s", "latency ×",
                    "throughput Δ"):
         view.add_column(column, justify="left" if column in ("fix", "status after the fix") else "right")
     for row in table["fixes"]:
         if row["status"] == "not measured":
-            view.add_row(shown(row["fix"]), _status(row), f"[dim]{shown(row['reason'])}[/]", "", "", "", "")
+            view.add_row(str(row["fix"]), _status(row), Text(str(row["reason"]), style="dim"), "", "", "", "")
             continue
         cost = row.get("cost") or {}
-        view.add_row(shown(row["fix"]), _status(row), _share(row),
+        view.add_row(str(row["fix"]), _status(row), _share(row),
                      f"{cost['latency_s']:.2f}" if cost else "—", f"{cost['tokens_per_s']:.1f}" if cost else "—",
                      f"{row['latency_ratio']:.2f}" if "latency_ratio" in row else "—",
                      f"{row['throughput_change_pct']:+.1f}%" if "throughput_change_pct" in row else "—")
-    notes = [f"{shown(row['fix'])}: {shown(row['note'])}" for row in table["fixes"] if row.get("note")]
+    notes = [f"{row['fix']}: {row['note']}" for row in table["fixes"] if row.get("note")]
     view.caption = "\n".join(["cost: the served requests' mean latency and generated tokens per second, against "
                               "the unfixed arm's cache hits", *notes])
     view.caption_justify = "left"
@@ -129,7 +130,8 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     path = run_dir / "figures" / "ladder.png"
     try:
         path.parent.mkdir(exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        with writing(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
     except OSError:
         return None
     finally:
@@ -146,7 +148,7 @@ def ladder_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     parts = [table["headline"]["text"], f"L2 closed by: {', '.join(closing)}" if closing else "no fix closed L2"]
     if drawn is not None:
         parts.append(f"figure: {drawn}")
-    return "; ".join(shown(part) for part in parts)
+    return "; ".join(str(part) for part in parts)
 
 
 def headline(t: dict[str, Any], h: Headline) -> None:

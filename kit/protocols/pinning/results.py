@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kit.core.atomic_file import write_json_atomic
+from kit.core.atomic_file import write_json_atomic, writing
 from kit.record.cache_state import (
     HISTORY_STATE,
     Calibration,
@@ -267,7 +267,7 @@ def write(run_dir: Path) -> dict[str, Any]:
     write_json_atomic(out / "pinning.json", table)
     calibration = Calibration.from_json(table["calibration"]) if table["calibration"] else None
     names = {sha: label for label, sha in table["outputs"].items()}
-    with (out / "pinning_calls.csv").open("w", newline="") as fh:
+    with writing(out / "pinning_calls.csv") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for pid in passes:

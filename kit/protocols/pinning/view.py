@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from kit.core.terminal_text import shown
 from kit.core.layout import DASH, Layout, pct
 from kit.protocols.headline import Headline, few
 
@@ -28,30 +28,31 @@ def pinning_verdict(table: dict[str, Any]) -> Group:
     for s in table["states"]:
         ms = s.get("prefill_ms")
         sig = f"{ms['median']:.1f} [{ms['min']:.1f}–{ms['max']:.1f}]" if ms else "—"
-        states.add_row(shown(s["state"]), shown(", ".join(s["roles"])), sig,
-                       f"{s['distinct']} (modal {shown(s['modal_output'])})", _share(s))
+        states.add_row(str(s["state"]), ", ".join(s["roles"]), sig,
+                       f"{s['distinct']} (modal {s['modal_output']})", _share(s))
     gate = table["gate"]
     style = "green" if gate["status"] == "PASS" else "red"
-    lines = [f"gate: [{style}]{shown(gate['status'])}[/] — reloads confirmed {gate['reloads_confirmed'][0]}/"
-             f"{gate['reloads_confirmed'][1]}; arm states {shown(gate['arm_states'])}"
-             + (f"; {shown('; '.join(gate['reasons']))}" if gate["reasons"] else "")]
+    lines: list[str | Text] = [Text.assemble(
+        "gate: ", (str(gate["status"]), style), f" — reloads confirmed {gate['reloads_confirmed'][0]}/"
+        f"{gate['reloads_confirmed'][1]}; arm states {gate['arm_states']}"
+        + (f"; {'; '.join(map(str, gate['reasons']))}" if gate["reasons"] else ""))]
     arms = table["arms"]
     if arms.get("differ") is None:
-        lines.append(f"arms: {shown(arms.get('withheld', 'not measured'))}")
+        lines.append(f"arms: {arms.get('withheld', 'not measured')}")
     else:
         fork = arms.get("fork")
-        lines.append(f"arms: pure {_share(arms['pure'])} output {shown(arms['pure'].get('modal_output'))}, "
-                     f"contaminated {_share(arms['contaminated'])} output "
-                     f"{shown(arms['contaminated'].get('modal_output'))}; "
-                     + (f"[yellow]differ[/], fork at character {fork['char']}, token {fork['token']}"
-                        if arms["differ"] else "identical"))
+        lines.append(Text.assemble(f"arms: pure {_share(arms['pure'])} output {arms['pure'].get('modal_output')}, "
+                                   f"contaminated {_share(arms['contaminated'])} output "
+                                   f"{arms['contaminated'].get('modal_output')}; ",
+                                   *((("differ", "yellow"), f", fork at character {fork['char']}, token {fork['token']}")
+                                     if arms["differ"] else ("identical",))))
         flips = [c for c in table["cycles"] if c["flip_at_interposed_only"]]
         lines.append(f"flip at the interposed call (and nowhere else in the arms): {len(flips)} of "
                      f"{len(table['cycles'])} cycles")
     regimes = table["regimes"]
     lines.append(f"pinned regimes: always-fresh {_share(regimes['always_fresh'])}, "
                  f"steady-state {_share(regimes['steady'])}")
-    lines += [f"• {shown(line)}" for line in table["verdict"]["advice"]]
+    lines += [f"• {line}" for line in table["verdict"]["advice"]]
     return Group(states, *lines)
 
 

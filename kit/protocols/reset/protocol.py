@@ -18,7 +18,7 @@ from kit.record.manifest import now
 from kit.models.hashing import sha256_file
 from kit.core.paths import RunPaths
 from kit.protocols.estimate import Speed, probe
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
@@ -217,14 +217,14 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
     ctx.emit(SessionEnded(pass_id, status, reason))
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a reset file on the embedded CPU engine (two cores)."""
     items = (data.get("workload") or {}).get("items", 100)
     sessions = data.get("sessions", 3)
     phases = len(data.get("phases") or ()) or 4
     tokens = data.get("max_tokens", 1024)
     seconds = sessions * (5 + items * phases * (0.3 + tokens / 60))
-    return f"{sessions * items * phases} requests, about {rough_duration(seconds)} on a CPU"
+    return CpuEstimate(f"{sessions * items * phases} requests", seconds)
 
 
 KIND = Kind(

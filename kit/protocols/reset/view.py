@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from kit.protocols.kind import PlotRow
-from kit.core.terminal_text import shown
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline, rate
 
@@ -22,22 +22,22 @@ def reset_table(table: dict[str, Any]) -> Table:
     answers = []
     for row in table["sessions"]:
         if row["status"] == "OK":
-            view.add_row(shown(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
+            view.add_row(str(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
                          str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
             if row.get("outcomes"):
                 o = row["outcomes"]
-                answers.append(f"{shown(row['session'])}: correct recompute {o['recompute_correct']}/{o['items']}, "
+                answers.append(f"{row['session']}: correct recompute {o['recompute_correct']}/{o['items']}, "
                                f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
                                f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
                                f"(exact McNemar p={o['mcnemar']['p']:.3g})")
         else:
-            view.add_row(shown(row["session"]), f"[red]{shown(row['status'])}[/]", "—", "—", "—", "—", "—")
+            view.add_row(str(row["session"]), Text(str(row["status"]), style="red"), "—", "—", "—", "—", "—")
     across = table["across_sessions"]
     if "items" in across:
         view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
                         f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
     else:
-        view.caption = f"across sessions: {shown(across['note'])}"
+        view.caption = f"across sessions: {across['note']}"
     view.caption = "\n".join([view.caption, *answers])
     view.caption_justify = "left"
     return view

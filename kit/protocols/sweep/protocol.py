@@ -30,7 +30,7 @@ from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.grid.bfcl_pass import run_pass
 from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, BfclUnit, EpisodeFinished, LiveComparer,
                                          PassPlan, bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
+from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.record.model import BfclRecord
 
@@ -122,7 +122,7 @@ def prepare(protocol: SweepProtocol, inputs: RunInputs) -> Prepared:
         "format_rows": [list(protocol.row(h)) for h in range(protocol.histories)],
         "reference_orders": list(protocol.reference_orders), "replicate": protocol.replicate,
         "server": "fresh server per pass", "passes": [p.pass_id for p in pass_plan(protocol)],
-        "comparisons": list(comparisons(protocol))})
+        "comparisons": list(comparisons(protocol))}, inputs)
 
 
 def results(run_dir: Path) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
         ctx.executor.map(replace(ctx, emit=compared(comparer, ctx.emit)), run_sweep_pass, units)
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> str:
+def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a sweep file on the embedded CPU engine: every pass on a fresh server."""
     formats = len(data.get("formats") or {}) or 1
     histories = data.get("histories", 11)

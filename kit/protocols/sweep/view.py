@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
-from kit.core.terminal_text import shown
 from kit.core.layout import DASH, Layout, pct
 from kit.protocols.headline import Headline, comparison_line, few
 
@@ -19,25 +19,25 @@ def sweep_table(table: dict[str, Any]) -> Table:
         view.add_column(column)
     for label, row in table["formats"].items():
         if "skipped" in row:
-            view.add_row(shown(label), shown(row["skipped"]), "—", "—", "—", "—")
+            view.add_row(str(label), str(row["skipped"]), "—", "—", "—", "—")
             continue
         cells = {c["history"]: c for c in table["cells"].values() if c["format"] == label and "skipped" not in c}
         per_history = "  ".join(f"h{h} {c['diverged']}/{c['episodes']}" for h, c in sorted(cells.items()))
-        view.add_row(shown(label), shown(per_history), f"{100 * row['mean']:.1f}%", f"{100 * row['sd']:.1f}",
+        view.add_row(str(label), str(per_history), f"{100 * row['mean']:.1f}%", f"{100 * row['sd']:.1f}",
                      f"{100 * row['min']:.0f}–{100 * row['max']:.0f}%", f"{row['episodes_status_varies']}/{row['episodes']}")
     notes = []
     for label, check in table["reference_check"].items():
         if "skipped" in check:
-            notes.append(f"{shown(label)} reference: {shown(check['skipped'])}")
+            notes.append(Text(f"{label} reference: {check['skipped']}"))
         else:
-            verdict = "identical" if check["identical"] else f"[yellow]{check['diverged']} episodes differ[/]"
-            notes.append(f"{shown(label)} reference under two orders: {verdict}")
+            verdict = "identical" if check["identical"] else (f"{check['diverged']} episodes differ", "yellow")
+            notes.append(Text.assemble(f"{label} reference under two orders: ", verdict))
     for label, check in table["replicates"].items():
         if "diverged" in check:
-            notes.append(f"{shown(label)} second process, canonical history: {check['diverged']}/{check['episodes']} differ")
+            notes.append(Text(f"{label} second process, canonical history: {check['diverged']}/{check['episodes']} differ"))
     if table["void_passes"]:
-        notes.append("not analysed: " + shown(", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
-    view.caption, view.caption_justify = "\n".join(notes), "left"
+        notes.append(Text("not analysed: " + ", ".join(f"{v['pass']} ({v['status']})" for v in table["void_passes"])))
+    view.caption, view.caption_justify = Text("\n").join(notes), "left"
     return view
 
 

@@ -1,7 +1,8 @@
 """The results of a watch run, from its records only: calls by cache state, endpoint and decoding, upstream
 latency, the requests asked more than once and how many outputs each got in which state, and the alarms
-recomputed with the proxy's own tracker (kit.record.alarms) in the order the calls were answered, held
-against the alarms the proxy recorded live.
+recomputed with the proxy's own tracker (kit.record.alarms) in the order the calls were answered, with the
+cap on remembered requests the proxy ran with (its manifest's `bounds.alarm_requests`; none before it had
+one), held against the alarms the proxy recorded live.
 
 results/watch.json holds the table; results/watch.csv one row per repeated request.
 """
@@ -12,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kit.core.errors import KitError
 from kit.core.paths import RunPaths
 from kit.protocols.results_files import write_results
 from kit.record.files import read_records
@@ -29,9 +31,10 @@ def _quantile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
 
 
-def compute(records: list[dict[str, Any]], pinned: bool) -> dict[str, Any]:
-    """The table of a watch run's records, in answer order (pass after pass, seq within)."""
-    tracker = Tracker(pinned=pinned)
+def compute(records: list[dict[str, Any]], pinned: bool, cap: int | None = None) -> dict[str, Any]:
+    """The table of a watch run's records, in answer order (pass after pass, seq within); `cap`: the requests
+    the alarm tracker remembers (the table then says how many it forgot)."""
+    tracker = Tracker(pinned=pinned, cap=cap)
     by_state: Counter[str] = Counter()
     requests: dict[str, dict[str, Any]] = {}
     alarm_calls: list[dict[str, Any]] = []
@@ -54,6 +57,7 @@ def compute(records: list[dict[str, Any]], pinned: bool) -> dict[str, Any]:
                  "distinct_outputs": len(set().union(*e["outputs"].values())) if e["outputs"] else 0,
                  "alarms": dict(e["alarms"])} for digest, e in requests.items() if e["calls"] > 1]
     seconds = [r["wall_seconds"] for r in records if isinstance(r.get("wall_seconds"), (int, float))]
+    forgotten = {} if cap is None else {"alarm_requests": {"cap": cap, "forgotten": tracker.forgotten}}
     return {
         "calls": len(records), "by_state": dict(by_state.most_common()),
         "by_endpoint": dict(Counter(str(r.get("endpoint")) for r in records).most_common()),
@@ -63,19 +67,26 @@ def compute(records: list[dict[str, Any]], pinned: bool) -> dict[str, Any]:
         "latency_ms": {"p50": _quantile(seconds, 0.5), "p99": _quantile(seconds, 0.99)},
         "requests": len(requests), "repeated": repeated,
         "alarms": {kind: tracker.counts[kind] for kind in KINDS}, "alarm_calls": alarm_calls,
-        "recorded_alarms_agree": disagree == 0, "pinned": pinned,
+        "recorded_alarms_agree": disagree == 0, "pinned": pinned, **forgotten,
     }
 
 
-def read(run_dir: Path) -> tuple[list[dict[str, Any]], bool]:
-    """(the records of every OK pass in pass order, whether the proxy watched a pinned instance)."""
+def read(run_dir: Path) -> tuple[list[dict[str, Any]], bool, int | None]:
+    """(the records of every OK pass in pass order, whether the proxy watched a pinned instance, the cap on
+    the requests its alarm tracker remembered)."""
     manifest = Manifest.load(run_dir).run
     records: list[dict[str, Any]] = []
     for pass_id in sorted(manifest.passes):
         info = manifest.passes[pass_id]
         if info.status == "OK" and info.file:
             records.extend(read_records(run_dir / info.file, logprobs=False).records)
-    return records, bool(manifest.protocol.resolved.get("pinned"))
+    resolved = manifest.protocol.resolved
+    bounds = resolved.get("bounds")
+    cap = bounds.get("alarm_requests") if isinstance(bounds, dict) else None
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise KitError(f"{run_dir}: the manifest's protocol.resolved.bounds.alarm_requests is not a positive "
+                       "whole number", "this run folder was changed after `kit watch` wrote it")
+    return records, bool(resolved.get("pinned")), cap
 
 
 def watch_table(run_dir: Path) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from rich.console import Group
 from rich.table import Table
 
 from kit.core.layout import Layout
-from kit.core.terminal_text import shown
 from kit.protocols.headline import Headline
 
 REPEATED_SHOWN = 20
@@ -16,24 +15,28 @@ REPEATED_SHOWN = 20
 
 def watch_table(table: dict[str, Any]) -> Group:
     """Calls by state, the repeated requests with their outputs per state, and the alarms."""
-    states = Table(title=f"Watched calls ({table['calls']}) of {shown(table.get('upstream') or 'the upstream')}",
+    states = Table(title=f"Watched calls ({table['calls']}) of {table.get('upstream') or 'the upstream'}",
                    title_justify="left")
     for column in ("cache state", "calls"):
         states.add_column(column)
     for state, n in table["by_state"].items():
-        states.add_row(shown(state), str(n))
+        states.add_row(str(state), str(n))
     repeated = Table(title=f"Requests asked more than once ({len(table['repeated'])})", title_justify="left")
     for column in ("request", "calls", "outputs per state", "distinct outputs", "alarms"):
         repeated.add_column(column)
     for row in table["repeated"][:REPEATED_SHOWN]:
         repeated.add_row(row["request_sha256"][:12], str(row["calls"]),
-                         shown(", ".join(f"{s} {n}" for s, n in row["states"].items())), str(row["distinct_outputs"]),
-                         shown(", ".join(f"{k} {n}" for k, n in row["alarms"].items())) or "—")
+                         ", ".join(f"{s} {n}" for s, n in row["states"].items()), str(row["distinct_outputs"]),
+                         ", ".join(f"{k} {n}" for k, n in row["alarms"].items()) or "—")
     alarms = ", ".join(f"{kind} {n}" for kind, n in table["alarms"].items() if n) or "none"
     latency = table["latency_ms"]
     lines = [f"alarms: {alarms}" + ("" if table["recorded_alarms_agree"] else
                                     " (the records' live alarms DIFFER from these, recomputed)"),
              f"upstream latency p50 {latency['p50']} ms, p99 {latency['p99']} ms; failed calls {table['failed']}"]
+    store = table.get("alarm_requests")
+    if isinstance(store, dict) and store.get("forgotten"):
+        lines.append(f"the alarms remembered at most {store.get('cap')} requests: {store['forgotten']} forgotten, "
+                     "their later calls compared with nothing earlier (kit watch --alarm-requests)")
     return Group(states, repeated, *lines)
 
 

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Sta
 
 from kit.core.events import Event, RunEnded
 from kit.core.paths import RunPaths
-from kit.core.terminal_text import one_line, printable, shown
+from kit.core.terminal_text import one_line, printable
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
 
@@ -137,7 +137,7 @@ class LiveScreen(Screen):
             row = self.state.verdicts[-1]
             verdict = Text(row.verdict, style="yellow" if row.diverged else "green")
             table = self.query_one("#divergence", DataTable)
-            table.add_row(shown(row.where), shown(row.unit), verdict)
+            table.add_row(Text(str(row.where)), Text(str(row.unit)), verdict)
             table.move_cursor(row=table.row_count - 1)
             diverged, compared = self.state.diverged_count()
             table.border_subtitle = f"{diverged} of {compared} differ"
@@ -147,7 +147,7 @@ class LiveScreen(Screen):
         self.render_state()
 
     def on_say(self, line: str) -> None:
-        self.query_one("#log", RichLog).write(f"kit: {printable(str(line))}")
+        self.query_one("#log", RichLog).write(Text(f"kit: {line}"))
 
     def name_of_run(self) -> str:
         return Path(self.options.protocol).stem
@@ -157,7 +157,7 @@ class LiveScreen(Screen):
         self.state.stop_clock()
         self.refresh_bindings()
         self.sub_title = f"{self.name_of_run()} failed"
-        self.notify(shown(message, fold=False), title="the run failed", severity="error", timeout=30)
+        self.notify(message, title="the run failed", severity="error", timeout=30)
         self.render_state()
 
     def on_finished(self, result) -> None:
@@ -173,8 +173,8 @@ class LiveScreen(Screen):
         plan = ", ".join(f"{k.replace('_', ' ')} {', '.join(map(str, v)) if isinstance(v, list) else v}"
                          for k, v in state.plan.items() if v not in (None, []))
         where = f"\nrun folder: {state.run_dir}" if state.run_dir else ""
-        self.query_one("#plan", Static).update(f"[b]{shown(state.protocol or Path(self.options.protocol).stem)}[/b]: "
-                                               f"{shown(plan or 'preparing')}{shown(where, fold=False)}")
+        self.query_one("#plan", Static).update(Text.assemble(
+            (str(state.protocol or Path(self.options.protocol).stem), "bold"), f": {plan or 'preparing'}{where}"))
         self.query_one("#bar", ProgressBar).update(total=state.total, progress=state.done)
         self.query_one("#strip", CacheStrip).show(state.requests)
         gates = Text("gates: ", style="bold")
@@ -201,13 +201,13 @@ class LiveScreen(Screen):
         else:
             status = state.stage
         self.query_one("#numbers", Static).update(
-            f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}")
+            Text(f"{state.done}/{state.total or '?'} {state.unit_name}  eta {_clock(state.eta_seconds())}"))
         self.query_one("#stage", Static).update(
-            f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {shown(status)}")
+            Text(f"elapsed {_clock(state.elapsed())} · diverged {diverged}/{compared} · {status}"))
         if units := state.units_line():
             units_view = self.query_one("#units", Static)
             units_view.display = True
-            units_view.update(f"{shown(units)} · eta {_clock(state.units_eta_seconds())}")
+            units_view.update(Text(f"{units} · eta {_clock(state.units_eta_seconds())}"))
 
     def show_log(self) -> None:
         path = newest_log(self.state.run_dir)

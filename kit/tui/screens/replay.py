@@ -51,7 +51,7 @@ class ReplayScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"checking {self.source} and what it needs…", id="status")
+        yield Static(Text(f"checking {self.source} and what it needs…"), id="status")
         yield DataTable(id="passes", zebra_stripes=True)
         yield RichLog(id="log", max_lines=500, wrap=False, markup=False)
         yield Footer()
@@ -91,10 +91,10 @@ class ReplayScreen(Screen):
         table.clear()
         for follower in self.followers:
             for pass_id, so_far in follower.passes.items():
-                table.add_row(follower.original_dir.name, pass_id, f"{so_far.replayed}/{so_far.original}",
-                              str(so_far.identical), so_far.first_difference or "none so far")
+                table.add_row(*map(Text, (follower.original_dir.name, str(pass_id), f"{so_far.replayed}/{so_far.original}",
+                                          str(so_far.identical), str(so_far.first_difference or "none so far"))))
         if self.done is None and self.error is None and self.followers:
-            self.query_one("#status", Static).update(f"replaying {self.source.name}…")
+            self.query_one("#status", Static).update(Text(f"replaying {self.source.name}…"))
 
     def on_finished(self, done: list) -> None:
         self.done = done

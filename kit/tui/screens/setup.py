@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import yaml
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -14,9 +15,11 @@ from textual.screen import Screen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
+from kit.core.errors import KitError
 from kit.engines import registry as engines
 from kit.tui import form
 from kit.tui.catalog import Capabilities, Entry
+from kit.tui.widgets.ask import AskScreen
 
 FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
     "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
@@ -31,6 +34,16 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
     "out": ("Output folder", "the run folder goes inside"),
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
+
+
+def confirm_long_run(found) -> AskScreen[bool]:
+    """The question before a run past an hour on the CPU engine (kit.run.long_runs.LongRun): yes starts it."""
+    def validate(answer: str) -> bool:
+        if answer.lower() in ("y", "yes"):
+            return True
+        raise KitError("type yes to start it, or press Esc to go back to the form")
+
+    return AskScreen(f"{found.message()}.\n{found.fix('type yes')} (Esc: back to the form).", "yes", validate)
 
 
 class SetupScreen(Screen):
@@ -107,7 +120,7 @@ class SetupScreen(Screen):
             yield Static(classes="problem -ok", id=f"p-{name}")
 
     def on_mount(self) -> None:
-        self.query_one("#summary", Static).update(f"{self.entry.name}: {self.entry.measures}.")
+        self.query_one("#summary", Static).update(Text(f"{self.entry.name}: {self.entry.measures}."))
         self.refresh_form()
         self.query_one("#f-engine").focus()
 
@@ -135,7 +148,7 @@ class SetupScreen(Screen):
         found = form.problems(self.setup, self.app.caps, self.models)
         for widget in self.query(".problem"):
             problem = found.get(widget.id.removeprefix("p-"))
-            widget.update(f"✗ {problem}" if problem else "")
+            widget.update(Text(f"✗ {problem}" if problem else ""))
             widget.set_class(problem is None, "-ok")
         for name in FIELDS:
             inputs = self.query(f"#f-{name}")
@@ -143,7 +156,7 @@ class SetupScreen(Screen):
                 inputs.first().set_class(name in found, "-invalid")
         self.query_one("#start", Button).disabled = bool(found)
         self.query_one("#estimate", Static).update(
-            form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run")
+            Text(form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run"))
         return found
 
     def show_model_for(self, engine: str) -> None:
@@ -173,7 +186,12 @@ class SetupScreen(Screen):
             name, problem = next(iter(found.items()))
             self.notify(problem, title=f"cannot start: {name.replace('_', ' ')}", severity="error")
             return
-        self.app.start_run(form.run_options(self.setup))
+        options = form.run_options(self.setup)
+        found = form.long_run(options)
+        if found is None:
+            self.app.start_run(options)
+            return
+        self.app.push_screen(confirm_long_run(found), lambda yes: self.app.start_run(options) if yes else None)
 
     def action_back(self) -> None:
         self.app.pop_screen()

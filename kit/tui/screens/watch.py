@@ -4,12 +4,10 @@ of states and alarms; Esc stops the proxy (the run ends `finished`, as after Ctr
 
 from __future__ import annotations
 
-import io
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from kit.core.errors import shown_line
+from kit.core.safe_console import SafeConsole
 from kit.tui.widgets.ask import AskScreen
 
 ROWS_KEPT = 500  # calls the table keeps (the records keep them all)
@@ -58,7 +57,7 @@ class WatchScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"asking {self.upstream} what it is…", id="status")
+        yield Static(Text(f"asking {self.upstream} what it is…"), id="status")
         yield Static("", id="counts")
         yield DataTable(id="calls", zebra_stripes=True)
         yield Footer()
@@ -80,7 +79,7 @@ class WatchScreen(Screen):
                 super().call(fields)
                 screen.app.call_from_thread(screen.on_call, fields, self.summary())
 
-        live = ToScreen(Console(file=io.StringIO()), quiet=True)
+        live = ToScreen(SafeConsole(quiet=True), quiet=True)
         try:
             with in_thread(self.upstream, self.outputs, live=live) as watch:
                 self.app.call_from_thread(self.on_started, watch.url, watch.recorder.run_dir)
@@ -101,9 +100,10 @@ class WatchScreen(Screen):
         if table.row_count >= ROWS_KEPT:
             table.remove_row(next(iter(table.rows)))
         alarms = ", ".join(fields["alarms"])
-        table.add_row(fields["started"][11:23], fields["endpoint"], fields["state"].get("state") or "unknown",
-                      f"{fields['wall_seconds'] * 1000:.1f}", fields["request_sha256"][:12],
-                      (fields["output_sha256"] or "—")[:12], Text(alarms, style="bold red") if alarms else "")
+        table.add_row(*map(Text, (str(fields["started"])[11:23], str(fields["endpoint"]),
+                                  str(fields["state"].get("state") or "unknown"), f"{fields['wall_seconds'] * 1000:.1f}",
+                                  str(fields["request_sha256"])[:12], str(fields["output_sha256"] or "—")[:12])),
+                      Text(alarms, style="bold red"))
         self.query_one("#counts", Static).update(Text(summary))
 
     def on_failed(self, message: str) -> None:

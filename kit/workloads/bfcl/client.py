@@ -23,6 +23,7 @@ from typing import Any
 
 import kit
 from kit.core.errors import KitError
+from kit.core.owned_file import open_append
 from kit.workloads.bfcl.call_policy import Refusal
 from kit.workloads.bfcl.provision import BfclInstall
 
@@ -172,7 +173,7 @@ class BfclWorker:
                                   "start a new BfclWorker (environment state does not survive)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._home = Path(tempfile.mkdtemp(prefix="kit-bfcl-worker-"))
-        log = open(self.log_path, "ab")
+        log = open_append(self.log_path)
         try:
             self._proc = subprocess.Popen(
                 [self.python, "-S", "-m", "kit.workloads.bfcl.worker"],

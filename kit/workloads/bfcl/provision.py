@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,10 +99,16 @@ class BfclInstall:
         }
 
 
+def to_stderr(line: str) -> None:
+    """Where install progress goes when the caller names nowhere else: one line on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def ensure_bfcl(cache_dir: Path | str | None = None, *, install: bool = True,
-                python: str | None = None) -> BfclInstall:
+                python: str | None = None, say: Callable[[str], None] | None = None) -> BfclInstall:
     """Return the pinned BFCL install under `cache_dir` (default `kit_cache_dir()`), installing it
-    first if it is missing or was made with other pins, and verify its dataset files by sha256.
+    first if it is missing or was made with other pins (its progress told to `say`, a line per step of
+    pip's; None: on stderr), and verify its dataset files by sha256.
 
     With `install=False` a missing install is an error instead (for commands that must not touch
     the network). Raises `KitError` when pip fails or a dataset file has the wrong hash.
@@ -113,7 +120,7 @@ def ensure_bfcl(cache_dir: Path | str | None = None, *, install: bool = True,
     if not _marker_matches(site):
         if not install:
             raise KitError(f"BFCL {BFCL_VERSION} is not installed in {site}", INSTALL_FIX)
-        _install(site, python or sys.executable)
+        _install(site, python or sys.executable, say or to_stderr)
     project_root.mkdir(parents=True, exist_ok=True)
     hashes = verify_dataset(site)
     return BfclInstall(site_dir=site, project_root=project_root, pins=BFCL_PINS,
@@ -149,20 +156,39 @@ def _marker_matches(site: Path) -> bool:
     return marker.get("pins") == list(BFCL_PINS)
 
 
-def _install(site: Path, python: str) -> None:
+PIP_STEPS = ("Collecting ", "Downloading ", "Installing ", "Successfully ")  # pip's lines shown as progress
+
+
+def _pip(cmd: list[str], say: Callable[[str], None]) -> tuple[int, list[str]]:
+    """Run pip, telling `say` each of its steps as it prints them (what it fetches, with sizes, and what
+    it installs); (exit status, its output's lines)."""
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if line.lstrip().startswith(PIP_STEPS):
+                say(f"  pip: {' '.join(line.split())}")
+    return proc.returncode, lines
+
+
+def _install(site: Path, python: str, say: Callable[[str], None]) -> None:
     """pip-install the pins into a fresh folder next to `site`, then swap it in."""
     site.parent.mkdir(parents=True, exist_ok=True)
     partial = site.parent / f"site.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
+    say(f"Installing BFCL {BFCL_VERSION} into {site} once ({len(BFCL_PINS)} pinned packages from PyPI, without "
+        "their dependencies; about a minute)…")
     cmd = [python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
-           "--only-binary", ":all:", "--target", str(partial), *BFCL_PINS]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
+           "--progress-bar", "off", "--only-binary", ":all:", "--target", str(partial), *BFCL_PINS]
+    code, lines = _pip(cmd, say)
+    if code != 0:
         shutil.rmtree(partial, ignore_errors=True)
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        raise KitError(f"installing BFCL failed (pip exit {proc.returncode}): {tail}",
+        tail = " ".join(line for line in lines if line.strip())[-400:] or "no output"
+        raise KitError(f"installing BFCL failed (pip exit {code}): {tail}",
                        "check network access to PyPI and retry `kit workloads install bfcl`")
     (partial / MARKER_NAME).write_text(json.dumps({"pins": list(BFCL_PINS)}, indent=2) + "\n")
+    say(f"BFCL {BFCL_VERSION} installed.")
     if site.exists():
         shutil.rmtree(site)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from kit.core.errors import KitError
 from kit.workloads.bfcl import BFCL_PINS, BfclWorker, ensure_bfcl, kit_cache_dir
 from kit.workloads.bfcl.client import BfclWorkerError, worker_environment
-from kit.workloads.bfcl.provision import DATASET_SHA256, MARKER_NAME, verify_dataset
+from kit.workloads.bfcl.provision import BFCL_VERSION, DATASET_SHA256, MARKER_NAME, verify_dataset
 
 
 def test_cache_dir_follows_env(monkeypatch, tmp_path):
@@ -111,7 +112,15 @@ def test_worker_that_hangs_is_killed_after_the_timeout(bfcl_install, tmp_path):
 
 def test_fresh_install_into_an_empty_cache(tmp_path):
     # Runs pip for real (PyPI or pip's own cache); the same path `kit workloads install bfcl` takes.
-    install = ensure_bfcl(tmp_path)
+    said: list[str] = []
+    install = ensure_bfcl(tmp_path, say=said.append)
+    assert said[0].startswith(f"Installing BFCL {BFCL_VERSION} into {tmp_path / 'bfcl' / 'site'} once")
+    assert said[-1] == f"BFCL {BFCL_VERSION} installed."
+    steps = [line for line in said if line.startswith("  pip: ")]
+    assert any(line.startswith("  pip: Downloading bfcl_eval-") for line in steps)  # what it fetches, with sizes
+    (done,) = [line for line in steps if line.startswith("  pip: Successfully installed ")]
+    assert all(pin.replace("==", "-") in done for pin in BFCL_PINS)
+    assert ensure_bfcl(tmp_path, say=said.append) and len(said) == len(steps) + 2  # installed: nothing more said
     assert install.site_dir == tmp_path / "bfcl" / "site"
     assert (install.site_dir / "bfcl_eval").is_dir()
     assert not list((tmp_path / "bfcl").glob("site.partial-*"))
@@ -127,3 +136,29 @@ def test_an_ended_worker_is_not_silently_restarted(bfcl_install):
         assert worker.hello()["bfcl_eval"] == "2026.3.23"
     with pytest.raises(BfclWorkerError, match="has ended"):
         worker.execute("p", "multi_turn_base_0", ["pwd()"])
+
+
+def test_each_pip_step_is_shown_as_it_happens_and_a_failure_names_pips_last_words(tmp_path):
+    """pip as the kit runs it (`python -m pip install ...`), played by a script that prints pip's lines one at a
+    time: each step reaches `say` before pip ends, and its failure is one error with pip's own output."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n"
+                    "echo 'Collecting bfcl-eval==2026.3.23'\n"
+                    "echo '  Downloading bfcl_eval-2026.3.23-py3-none-any.whl (12.3 MB)'\n"
+                    "echo 'some detail pip prints'\n"
+                    "sleep 1\n"
+                    "echo 'ERROR: Could not install packages due to an OSError: no space left' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    said: list[tuple[float, str]] = []
+    started = time.monotonic()
+    with pytest.raises(KitError) as failed:
+        ensure_bfcl(tmp_path / "cache", python=str(fake), say=lambda line: said.append((time.monotonic(), line)))
+    ended = time.monotonic()
+    lines = [line for _, line in said]
+    assert lines[0].startswith(f"Installing BFCL {BFCL_VERSION}") and lines[1:] == [
+        "  pip: Collecting bfcl-eval==2026.3.23", "  pip: Downloading bfcl_eval-2026.3.23-py3-none-any.whl (12.3 MB)"]
+    assert said[2][0] - started < ended - started - 0.5  # shown while pip was still running, not after it ended
+    assert failed.value.line().startswith("installing BFCL failed (pip exit 1): Collecting bfcl-eval==2026.3.23")
+    assert "no space left" in failed.value.line() and "retry `kit workloads install bfcl`" in failed.value.line()
+    assert not list((tmp_path / "cache" / "bfcl").glob("site*"))  # nothing half-installed is left

@@ -1,0 +1,260 @@
+"""kit watch under a hostile client or upstream, on real loopback sockets (uvicorn serving the proxy in a
+thread, a raw-socket upstream keeping the bytes it got): the request target reaches the upstream byte for
+byte; credentials in the upstream URL replace a client's Authorization; every failure is a one-line JSON
+answer, never a traceback, and gives the in-flight count back; a client that is silent, slow with its
+headers or body, or does not read is cut within its bound; past the connection cap new requests get 503;
+the alarm tracker remembers at most its cap, recorded in the manifest, exported on /metrics and used by the
+results' recomputation."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kit.protocols import kinds
+from kit.record.alarms import Call, Tracker
+from kit.watch.connections import Bounds
+from kit.watch.serve import Watch, in_thread
+from tests.watch.raw_upstream import RawUpstream, exchange, until
+
+FAST = Bounds(idle_timeout=0.6, header_timeout=0.6, max_connections=8)
+GET = b"GET %s HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
+
+
+@contextmanager
+def watching(tmp_path: Path, scenario: str = "ok", url: Callable[[str], str] = str, bounds: Bounds = FAST,
+             **options: Any) -> Iterator[tuple[Watch, RawUpstream, int]]:
+    """A watch (in a thread) in front of a raw upstream (at `url(its URL)`); (the watch, the upstream, the
+    proxy's port)."""
+    raw = RawUpstream(scenario)
+    try:
+        with in_thread(url(raw.url), tmp_path, quiet=True, bounds=bounds, **options) as watch:
+            yield watch, raw, int(watch.url.rsplit(":", 1)[1])
+    finally:
+        raw.stop()
+
+
+def metric(watch: Watch, name: str) -> float:
+    """A metric's value as GET /metrics on the proxy serves it."""
+    text = httpx.get(watch.url + "/metrics", timeout=10).text
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert found, f"{name} not exported: {text[:300]!r}"
+    return float(found.group(1))
+
+
+def status(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+
+
+TARGETS = [b"/a%20b", b"/a%0d%0ab", b"/a%00b", b"/completion%00", b"/a%2Fb/%2e%2e/c", b"//x//y/./z/../w",
+           b"/v1/x?q=%20&r=%0d%0a&s=%00&t=a+b", b"/p;x=1,y?k=%E2%82%AC&&=", b"/" + b"a" * 8000]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t[:24].decode())
+def test_the_request_target_reaches_the_upstream_byte_for_byte(tmp_path, capfd, target):
+    with watching(tmp_path) as (watch, raw, port):
+        answer, _ = exchange(port, GET % target)
+        assert status(answer) == 200
+        assert raw.heads[0].split(b"\r\n")[0] == b"GET " + target + b" HTTP/1.1"
+        assert metric(watch, "kit_watch_in_flight") == 0
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_upstream_urls_own_query_follows_the_clients(tmp_path):
+    with watching(tmp_path, url=lambda url: url + "/?api_key=k%2B1") as (_, raw, port):
+        exchange(port, GET % b"/a?x=%20")
+        exchange(port, GET % b"/b")
+    assert [head.split(b"\r\n")[0] for head in raw.heads] == [b"GET /a?x=%20&api_key=k%2B1 HTTP/1.1",
+                                                             b"GET /b?api_key=k%2B1 HTTP/1.1"]
+
+
+def test_credentials_in_the_upstream_url_replace_the_clients_authorization(tmp_path, capfd):
+    with watching(tmp_path, url=lambda url: url.replace("http://", "http://watch%20user:p%40ss@")) as \
+            (watch, raw, port):
+        answers = [exchange(port, b"POST /completion HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer sk-client\r\n"
+                                  b"Content-Length: 17\r\nConnection: close\r\n\r\n{\"temperature\":0}")[0],
+                   exchange(port, GET % b"/v1/models")[0]]
+        assert [status(a) for a in answers] == [200, 200]
+        assert metric(watch, "kit_watch_in_flight") == 0
+    expected = b"authorization: Basic " + base64.b64encode(b"watch user:p@ss")
+    for head in raw.heads:
+        assert [line.lower() for line in head.split(b"\r\n") if line.lower().startswith(b"authorization:")] == \
+            [expected.lower()]
+    manifest = (watch.recorder.run_dir / "manifest.json").read_text()
+    assert "p@ss" not in manifest and "p%40ss" not in manifest and "sk-client" not in manifest
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("scenario, request_bytes, expected", [
+    ("status-999", GET % b"/x", 502),
+    ("ctl-header", GET % b"/x", 502),
+    ("long-header", GET % b"/x", 502),
+    ("garbage", GET % b"/x", 502),
+    ("ok", b"OPTIONS * HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", 400),
+    ("ok", b"GET /x HTTP/1.1\r\nHost: p\r\nX-Name: caf\xe9\r\nConnection: close\r\n\r\n", 400),
+    ("ok", b"TRACE /x HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", 405),
+    ("ok", b"POST /metrics HTTP/1.1\r\nHost: p\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 405),
+    ("ok", b"HEAD /x HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", 200),
+])
+def test_a_request_that_cannot_be_relayed_is_answered_in_one_json_line_and_leaves_nothing_in_flight(
+        tmp_path, capfd, scenario, request_bytes, expected):
+    with watching(tmp_path, scenario) as (watch, _, port):
+        answer, _ = exchange(port, request_bytes)
+        assert status(answer) == expected, answer[:200]
+        if expected != 200:
+            body = answer.partition(b"\r\n\r\n")[2]
+            assert json.loads(body)["error"]["message"].startswith("kit watch: ") and b"\n" not in body
+        assert metric(watch, "kit_watch_in_flight") == 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "\x1b" not in err
+
+
+def test_a_watched_call_the_upstream_cannot_answer_is_recorded_with_its_error(tmp_path):
+    with watching(tmp_path, "status-999") as (watch, _, port):
+        answer, _ = exchange(port, b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n"
+                                   b"Connection: close\r\n\r\n{}")
+        assert status(answer) == 502
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert "cannot be relayed" in record["error"] and record["output_sha256"] is None
+
+
+def test_a_client_silent_slow_with_its_headers_or_its_body_is_cut_within_its_bound(tmp_path):
+    with watching(tmp_path) as (watch, raw, port):
+        silent, silent_s = exchange(port, b"")
+        empty_lines, empty_s = exchange(port, b"\r\n" * 40, drip=0.05)  # 2 s of bytes that begin no request
+        slowloris, slowloris_s = exchange(port, GET % b"/x", drip=0.1)  # 5 s of headers, a byte at a time
+        body, body_s = exchange(port, b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 100\r\n\r\n{\"a\"")
+        assert (silent, status(slowloris), status(body)) == (b"", 408, 408)
+        assert empty_lines == b""
+        assert max(silent_s, empty_s, slowloris_s, body_s) < 3  # 0.6 s bounds; uncut, each takes 4 s or more
+        assert raw.heads == []  # nothing was forwarded
+        assert metric(watch, 'kit_watch_refused_total{reason="header_timeout"}') == 1
+        assert metric(watch, 'kit_watch_refused_total{reason="body_timeout"}') == 1
+        assert metric(watch, "kit_watch_in_flight") == 0
+
+
+def test_headers_past_the_limit_are_refused_with_431(tmp_path):
+    with watching(tmp_path) as (watch, raw, port):
+        answer, _ = exchange(port, b"GET /x HTTP/1.1\r\nHost: p\r\n" + b"X-Pad: " + b"a" * 1000 + b"\r\n" * 1
+                             + b"".join(b"X-%d: %s\r\n" % (n, b"b" * 1000) for n in range(1000)) + b"\r\n")
+        assert status(answer) == 431 and raw.heads == []
+        assert metric(watch, 'kit_watch_refused_total{reason="header_too_large"}') == 1
+
+
+def test_a_client_that_does_not_read_its_answer_is_cut_and_the_upstream_let_go(tmp_path):
+    with watching(tmp_path, "endless") as (watch, raw, port):
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
+            assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
+            assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert record["error"] == "the client went away before the answer was in"
+
+
+def test_a_client_that_leaves_before_the_upstream_answers_lets_the_upstream_go(tmp_path):
+    with watching(tmp_path, "silent") as (watch, raw, port):
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
+            assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
+        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)  # the listen starts after 1 s
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert record["error"] == "the client went away before the upstream answered"
+
+
+def test_past_the_connection_cap_new_requests_get_503(tmp_path):
+    with watching(tmp_path, bounds=Bounds(idle_timeout=30, header_timeout=30, max_connections=3)) as (_, _, port):
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        try:
+            assert until(lambda: status(exchange(port, GET % b"/x")[0]) == 503)
+        finally:
+            for conn in held:
+                conn.close()
+        assert until(lambda: status(exchange(port, GET % b"/x")[0]) == 200)
+
+
+def test_the_alarm_tracker_forgets_the_least_recently_seen_request_past_its_cap():
+    tracker = Tracker(cap=2)
+    calls = [Call(request, "greedy", "full_kv", output) for request, output in
+             [("a", "x"), ("b", "x"), ("a", "x"), ("c", "x"),  # b is the least recently seen: forgotten
+              ("a", "y"), ("b", "y")]]  # a remembered: determinism; b forgotten: its first call again
+    assert [tracker.see(call) for call in calls] == [[], [], [], [], ["determinism"], []]
+    assert list(tracker.seen) == ["a", "b"] and tracker.forgotten == 2
+
+
+def test_many_distinct_calls_stay_within_the_cap_recorded_in_the_manifest_and_recomputed(tmp_path):
+    body = b'{"prompt": "q%d", "temperature": 0}'
+    with watching(tmp_path, alarm_requests=5) as (watch, _, port):
+        with httpx.Client(base_url=watch.url, timeout=30) as client:
+            for n in [*range(12), 0]:  # request 0 again, after it was forgotten: no alarm for it
+                assert client.post("/completion", content=body % n).status_code == 200
+        assert until(lambda: watch.proxy.calls == 13)
+        assert len(watch.proxy.tracker.seen) == 5 and watch.proxy.tracker.forgotten == 8
+        assert metric(watch, "kit_watch_alarm_requests") == 5 and metric(watch, "kit_watch_alarm_requests_cap") == 5
+        assert metric(watch, "kit_watch_alarm_requests_forgotten_total") == 8
+    manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
+    assert manifest["protocol"]["resolved"]["bounds"]["alarm_requests"] == 5
+    assert manifest["protocol"]["resolved"]["bounds"]["idle_timeout_s"] == FAST.idle_timeout
+    assert manifest["watch"]["alarm_requests_forgotten"] == 8
+    table = kinds.of_run(watch.recorder.run_dir).results(watch.recorder.run_dir)
+    assert table["recorded_alarms_agree"] and table["alarm_requests"] == {"cap": 5, "forgotten": 8}
+
+
+def test_the_results_recompute_alarms_with_the_recorded_cap(tmp_path):
+    from kit.watch.recorder import Recorder
+
+    def run(cap: int | None) -> dict[str, Any]:
+        resolved = {"bounds": {"alarm_requests": cap}} if cap else {}
+        recorder = Recorder.open(tmp_path, protocol={"name": "watch", "kind": "watch", "resolved": resolved})
+        tracker = Tracker(cap=2)  # the proxy's, live
+        for n, (request, output) in enumerate([("a", "x"), ("b", "x"), ("c", "x"), ("a", "y")]):
+            fields = {"prompt_sha256": "p" * 64, "endpoint": "/completion", "request_sha256": request,
+                      "stream": False, "status": 200, "decoding": "greedy", "output_sha256": output,
+                      "tokens_sha256": None, "model": "m", "engine_build": None, "gen_ai": {}, "wall_seconds": 0.01,
+                      "state": {"state": "full_kv", "confidence": 1.0, "source": "telemetry", "detail": ""},
+                      "started": "2026-01-01T00:00:00.000+00:00"}
+            fields["alarms"] = tracker.see(Call(request, "greedy", "full_kv", output))
+            recorder.add(fields)
+        recorder.close()
+        return kinds.of_run(recorder.run_dir).results(recorder.run_dir)
+
+    capped, uncapped = run(2), run(None)  # `a` was forgotten before its second output: no alarm, live
+    assert capped["recorded_alarms_agree"] and capped["alarms"]["determinism"] == 0
+    assert capped["alarm_requests"] == {"cap": 2, "forgotten": 2}
+    assert not uncapped["recorded_alarms_agree"] and uncapped["alarms"]["determinism"] == 1
+    assert "alarm_requests" not in uncapped  # a run recorded before the cap: its table as before
+    from rich.console import Console
+
+    from kit.protocols.watch.view import watch_table
+
+    console = Console(record=True, width=200)
+    console.print(watch_table(capped))
+    assert "at most 2 requests: 2 forgotten" in console.export_text()
+
+
+def test_a_connection_cap_past_the_open_file_limit_is_refused_before_anything_is_written(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (500, 600))
+
+    result = subprocess.run([sys.executable, "-m", "kit.cli", "watch", "--upstream", "http://127.0.0.1:9",
+                             "--max-connections", "2000", "--out", str(tmp_path / "out")], capture_output=True,
+                            text=True, timeout=120, preexec_fn=limited)
+    assert result.returncode != 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert result.stderr.startswith("kit: error: --max-connections 2000 needs 2320 open files and this process "
+                                    "may open 600; pass --max-connections 280 or less")
