@@ -500,7 +500,7 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
 
 def _attach_subcommands() -> None:
     from kit.app.doctor_cli import doctor  # noqa: PLC0415
-    from kit.atlas.cli import atlas  # noqa: PLC0415
+    from kit.atlas.cli import atlas, bisect  # noqa: PLC0415
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.launch.images_cli import images  # noqa: PLC0415
@@ -515,6 +515,7 @@ def _attach_subcommands() -> None:
     cli.add_command(replay)
     cli.add_command(compare)
     cli.add_command(atlas)
+    cli.add_command(bisect)
     cli.add_command(images)
     cli.add_command(watch)
     cli.add_command(engines)

@@ -43,3 +43,27 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
     if csv_out is not None:
         write_text_atomic(csv_out, render.csv_text(built))
         click.echo(f"written: {csv_out}")
+
+
+@click.command("bisect")
+@click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--good", type=click.IntRange(1, 999_999), required=True, metavar="N",
+              help="A llama.cpp build whose result is the old one (e.g. the paper's, 10435).")
+@click.option("--bad", type=click.IntRange(1, 999_999), required=True, metavar="M",
+              help="A later build whose result changed.")
+@click.option("--protocol", default="ladder-cpu", show_default=True, help="The protocol each step runs.")
+@click.option("--rung", default="L2", show_default=True, help="The result that changed: a ladder rung or a measure.")
+@click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")
+def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool) -> None:
+    """Find the first llama.cpp build between --good and --bad where a result changes (the dry --plan only,
+    so far: steps, the first midpoint, and rough build and run times on this machine)."""
+    from kit.atlas import bisect as bisecting  # noqa: PLC0415
+    from kit.core.errors import ConfigError  # noqa: PLC0415
+    from kit.launch import llamacpp_sdist  # noqa: PLC0415
+
+    if not dry:
+        raise ConfigError("the full bisect is not built yet; only its dry plan is",
+                          "add --plan to see the steps and their rough time; build and run midpoints by hand with "
+                          "`kit engines build llamacpp --build N` and `--engine-build N`, then `kit atlas` them")
+    for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
+        click.echo(line)

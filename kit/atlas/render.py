@@ -17,6 +17,7 @@ from kit.core.terminal_text import one_line
 
 PAGE_STYLE = STYLE + """
 .atlas td,.atlas th{min-width:7rem;max-width:18rem}
+.atlas td:first-child,.atlas th:first-child{min-width:2rem}
 .atlas td.why{color:#7a5b00;font-style:italic}
 .atlas th.group{background:#d3deec}
 """

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -118,6 +119,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     jobs = jobs or os.cpu_count() or 2
     configure = cmake_configure(source, tree, backend)
     say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs; log: {log}) ...")
+    started = time.monotonic()
     what = f"llama-server of llama.cpp build {build}"
     run_step(configure, log, "cmake configure", label=what)
     run_step(cmake_build(tree, jobs), log, "cmake build", said(say), what)
@@ -131,7 +133,8 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     write_json_atomic(staging / BUILD_RECORD, {
         **sdist.identity(), "cpu_backend": backend, "cmake_configure": configure[5:],
         "binary": BINARY, "binary_sha256": sha256_file(staging / BINARY),
-        "instructions": cpu_isa.scan(staging / BINARY), "kit_version": __version__})
+        "instructions": cpu_isa.scan(staging / BINARY), "build_seconds": round(time.monotonic() - started),
+        "jobs": jobs, "kit_version": __version__})
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     say(f"built {target / BINARY}")
