@@ -33,10 +33,10 @@ def _check(lacks: list[str], what: str, step: Callable[[], Any]) -> Any:
         return None
 
 
-def probe(binary: Path, model: Path, log: Path) -> list[str]:
+def probe(binary: Path, model: Path, log: Path, env: dict[str, str] | None = None) -> list[str]:
     """What the kit needs that this server does not answer; empty when it can drive it."""
     lacks: list[str] = []
-    spec = ServerSpec(binary=binary, model=model, ctx_size=512, threads=1, cache_ram=0)
+    spec = ServerSpec(binary=binary, model=model, ctx_size=512, threads=1, cache_ram=0, env=env)
     with NativeServer(spec, log, startup_timeout=300) as server:
         engine = LlamaCppEngine(server.url)
         try:

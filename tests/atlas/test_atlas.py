@@ -24,6 +24,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ZEN4_DEMO = FIXTURES / "bundles" / "demo-20261201-191112.tar.gz"  # AMD EPYC (Zen 4), commit 6d600ca
 XEON_DEMO = FIXTURES / "records_v1" / "bundles" / "demo-20261201-070851.tar.gz"
 XEON_GRID = FIXTURES / "records_v1" / "bundles" / "grid-tiny-20261201-070919.tar.gz"
+HOSTILE_CPU = "Another CPU <img src=x onerror=alert(1)>"  # a run folder's manifest is untrusted input
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
 
@@ -48,7 +49,7 @@ def _run_folder(tmp: Path, cpu: str, change_output: bool = False) -> Path:
 @pytest.fixture(scope="module")
 def atlas(tmp_path_factory) -> table.Atlas:
     tmp = tmp_path_factory.mktemp("atlas")
-    inputs = [ZEN4_DEMO, XEON_GRID, _run_folder(tmp, "Another CPU"), _run_folder(tmp, "Third CPU", True)]
+    inputs = [ZEN4_DEMO, XEON_GRID, _run_folder(tmp, HOSTILE_CPU), _run_folder(tmp, "Third CPU", True)]
     with sources.verified(inputs) as runs:
         return table.build(runs)
 
@@ -65,7 +66,7 @@ def test_rows_are_engine_build_machine_backend_format_cache(atlas):
     assert keys["weight format"] == "Q4_1" and keys["cache setting"] == "--cache-ram 0"
     assert table.key_cells(grid)["machine"].startswith("Intel(R) Xeon(R)")
     assert table.key_cells(grid)["CPU backend"].startswith("wheel (libggml-cpu ")
-    assert [table.key_cells(r)["machine"].split(",")[0] for r in atlas.rows[2:]] == ["Another CPU", "Third CPU"]
+    assert [table.key_cells(r)["machine"].split(",")[0] for r in atlas.rows[2:]] == [HOSTILE_CPU, "Third CPU"]
 
 
 def test_the_papers_measures_with_their_intervals(atlas):
@@ -108,6 +109,7 @@ def test_html_escapes_every_value_and_carries_the_strict_policy(atlas):
     assert "<b>atlas</b>" not in page and "&lt;b&gt;atlas&lt;/b&gt;" in page
     assert f'<meta http-equiv="Content-Security-Policy" content="{render.PAGE_CSP}">' in page
     assert "<script" not in page and "default-src 'none'" in render.PAGE_CSP
+    assert "<img" not in page and "Another CPU &lt;img src=x onerror=alert(1)&gt;" in page
     assert page.count("<tr>") == 2 + len(atlas.rows)
 
 
@@ -142,7 +144,8 @@ document.body.insertAdjacentHTML('beforeend', '<pre id="measure">' + JSON.string
 </script>"""
 
 
-@pytest.mark.engine
+@pytest.mark.engine  # Chromium: the tier of real outside programs (no engine: once, not once per CPU backend)
+@pytest.mark.cpu_backends
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install chromium)")
 @pytest.mark.parametrize("width", [1280, 800])
 def test_the_page_never_scrolls_sideways_in_headless_chromium(atlas, tmp_path, width):
