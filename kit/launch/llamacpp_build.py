@@ -141,8 +141,9 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     return target / BINARY
 
 
-# the llama-server flags the kit's launcher passes (kit.launch.native.ServerSpec.argv)
-KIT_FLAGS = ("--host", "--port", "-m", "-np", "-c", "--seed", "-t", "--slots", "--metrics", "--cache-ram")
+# the llama-server flags the kit's launcher passes (kit.launch.native.ServerSpec.argv; the ladder's L3 chunk)
+KIT_FLAGS = ("--host", "--port", "-m", "-np", "-c", "--seed", "-t", "--slots", "--metrics", "--cache-ram",
+             "--ubatch-size", "--batch-size")
 
 
 def lacking_flags(help_text: str) -> list[str]:

@@ -104,7 +104,8 @@ def test_a_bad_backend_is_refused_before_anything_is_fetched(cache):
 
 
 HELP_OK = ("-m, --model FNAME\n-c, --ctx-size N\n-t, --threads N\n-np, --parallel N\n--seed SEED\n--host HOST\n"
-           "--port PORT\n--slots\n--metrics\n--cache-ram N  set the maximum cache size in MiB\n")
+           "--port PORT\n--slots\n--metrics\n--cache-ram N  set the maximum cache size in MiB\n"
+           "-b, --batch-size N\n-ub, --ubatch-size N\n")
 
 
 def test_the_flags_the_kit_passes_are_looked_for_as_whole_words():
