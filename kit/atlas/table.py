@@ -106,7 +106,7 @@ def _cache(run: AtlasRun) -> str:
 def row_key(run: AtlasRun) -> tuple[str, ...]:
     engine = run.manifest.engine
     name = str(engine.engine_kind or engine.engine or engine.kind or "unknown")
-    return (name.split(" (")[0], _build(run), _machine(run), _backend(run), weight_format(run.manifest), _cache(run))
+    return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run), weight_format(run.manifest), _cache(run))
 
 
 def _rate(m: Measured, kind: str = "rate") -> str:
