@@ -57,6 +57,10 @@ FIX_OPTIONS = [
                  help="A llama-server flag the fix registry does not name (repeatable), e.g. --server-arg=-ub=32; "
                       "only tuning flags (docs/remedy.md). Recorded."),
 ]
+ENGINE_BUILD = click.option(
+    "--engine-build", type=click.IntRange(1, 999_999), metavar="N",
+    help="Run llama-server of llama.cpp build N, built here by `kit engines build llamacpp --build N`, instead of "
+         "the embedded engine (the paper's build, the default). Recorded in the manifest and engine record.")
 
 RUN_OPTIONS = [
     click.option("--gsm8k", type=click.Path(path_type=Path), help="GSM8K test.jsonl to serve items from "
@@ -82,6 +86,7 @@ RUN_OPTIONS = [
     click.option("--server-bin", type=click.Path(path_type=Path),
                  help="A llama-server binary to launch instead of the embedded one (with --engine vllm: a `vllm` "
                       "executable instead of the venv `kit engines install vllm` makes)."),
+    ENGINE_BUILD,
     click.option("--launcher", type=click.Choice(["native", "docker"]), default="native", show_default=True,
                  help="How the kit starts the engine: native (the embedded llama-server, --server-bin, or `vllm "
                       "serve` from its venv) or docker (an image built from Dockerfile.llamacpp or Dockerfile.vllm, "
@@ -110,7 +115,7 @@ RUN_OPTIONS = [
 # how `kit run --help` and `kit demo --help` list RUN_OPTIONS (kit.app.option_groups)
 RUN_HELP = {"cls": GroupedCommand, "option_groups": {
     "Workload and size": ("gsm8k", "items", "episodes", "sessions", "histories", "max_tokens", "out", "yes"),
-    "Engine": ("engine", "model", "server_bin", "engine_url", "port", "threads", "cpu_backend"),
+    "Engine": ("engine", "model", "server_bin", "engine_build", "engine_url", "port", "threads", "cpu_backend"),
     "Fixes (docs/remedy.md)": ("fixes", "server_args"),
     "Launcher (--launcher docker)": ("launcher", "image", "gpus"),
     "Executor (--executor ray)": ("executor", "ray_address", "cpus_per_task", "gpus_per_task"),
@@ -152,8 +157,8 @@ def engine_urls(given: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
     return (plain[0] if plain else None), by_arm
 
 
-def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, launcher,
-         engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
+def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens, engine, model, server_bin, engine_build,
+         launcher, engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
          yes=False, fixes=(), server_args=(), **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
     from kit.run.long_runs import HOUR  # noqa: PLC0415
@@ -161,7 +166,8 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
     url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
                                 overrides=_overrides(items, episodes, sessions, max_tokens, histories),
-                                gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin, launcher=launcher,
+                                gsm8k=gsm8k, engine=engine, model=model, server_bin=server_bin,
+                                engine_build=engine_build, launcher=launcher,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
                                 request_deadline=request_deadline, image=image, gpus=gpus,
@@ -285,14 +291,15 @@ def run(protocol: str, **kwargs) -> None:
 @click.option("--unload-timeout", type=Seconds(limits.UNLOAD_TIMEOUT_MAX),
               default=30.0, show_default=True, help="Seconds to wait for Ollama's /api/ps to confirm an unload.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="A llama-server binary instead of the embedded one.")
+@ENGINE_BUILD
 @click.option("--port", type=_within(limits.PORT_MIN, limits.PORT_MAX), help="Port for the server the kit starts.")
 @click.option("--threads", type=_within(1, limits.THREADS_MAX), help="CPU threads for the server the kit starts.")
 @click.option("--out", type=click.Path(path_type=Path), help="Parent folder of the run folder (default: outputs/).")
 @CPU_BACKEND
 @functools.partial(run_options, options=[*ANSWER_BOUNDS, *FIX_OPTIONS])
 def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, always_fresh, steady, cache_ram,
-          unload_timeout, server_bin, port, threads, out, cpu_backend, max_answer_bytes, request_deadline,
-          fixes=(), server_args=()) -> None:
+          unload_timeout, server_bin, engine_build, port, threads, out, cpu_backend, max_answer_bytes,
+          request_deadline, fixes=(), server_args=()) -> None:
     """How many prompt-cache states does an engine have, is each deterministic, and how to pin one.
 
     Without URL the embedded llama-server is checked (restarted before every pass). Runs
@@ -314,7 +321,8 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
                            "at a URL", "check the embedded engine (no URL), or start your server with the flags")
     resolved, found = checking.resolve(url, kind)
     options = runner.RunOptions(
-        protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, cpu_backend=cpu_backend,
+        protocol="pinning", out=out, port=port, threads=threads, server_bin=server_bin, engine_build=engine_build,
+        cpu_backend=cpu_backend,
         max_answer_bytes=max_answer_bytes, request_deadline=request_deadline,
         fixes=tuple(fixes), server_args=tuple(server_args), model=model if resolved == "embedded" else None,
         overrides={**checking.kind_overrides(resolved),
@@ -345,21 +353,25 @@ def check(url, kind, model, cycles, per_arm, max_tokens, calibration_rounds, alw
 @click.option("--server-bin", type=click.Path(path_type=Path),
               help="The server binary of a run that used one: a resume never runs the path the run folder names; "
                    "this binary's sha256 must be the one recorded.")
+@click.option("--engine-build", type=click.IntRange(1, 999_999), metavar="N",
+              help="The llama.cpp build of a run made with --engine-build, passed again: a resume never runs a build "
+                   "on the run folder's word; the built binary's sha256 must be the one recorded.")
 @click.option("--engine-url", "engine_url", multiple=True, metavar="[ARM=]URL",
               help="The server(s) of a run made against --engine-url, passed again as then: a resume never "
                    "contacts a URL the run folder names.")
 @executor_options
 @functools.partial(run_options, options=FIX_OPTIONS)
-def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_url: tuple[str, ...],
-               fixes: tuple[str, ...] = (), server_args: tuple[str, ...] = (), **where) -> None:
+def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_build: int | None,
+               engine_url: tuple[str, ...], fixes: tuple[str, ...] = (), server_args: tuple[str, ...] = (),
+               **where) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
     from kit.run import runner  # noqa: PLC0415
 
     urls = engine_urls(engine_url)
     _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
-                                           server_bin=server_bin, engine_url=urls, executor=executor(**where),
-                                           fixes=(tuple(fixes), tuple(server_args))))
+                                           server_bin=server_bin, engine_build=engine_build, engine_url=urls,
+                                           executor=executor(**where), fixes=(tuple(fixes), tuple(server_args))))
 
 
 @cli.command()
@@ -506,6 +518,7 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
 
 def _attach_subcommands() -> None:
     from kit.app.doctor_cli import doctor  # noqa: PLC0415
+    from kit.atlas.cli import atlas, bisect  # noqa: PLC0415
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
     from kit.launch.images_cli import images  # noqa: PLC0415
@@ -519,6 +532,8 @@ def _attach_subcommands() -> None:
     cli.add_command(import_group)
     cli.add_command(replay)
     cli.add_command(compare)
+    cli.add_command(atlas)
+    cli.add_command(bisect)
     cli.add_command(images)
     cli.add_command(watch)
     cli.add_command(engines)

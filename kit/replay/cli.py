@@ -23,10 +23,13 @@ from kit.core.terminal_text import echo
 @click.option("--server-bin", type=click.Path(path_type=Path),
               help="Your own llama-server, for a run that used a server binary of its own: the binary a bundle or "
                    "run folder names is never run; this one's sha256 is compared with the recorded one.")
+@click.option("--engine-build", type=click.IntRange(1, 999_999), metavar="N",
+              help="Replay on llama-server of llama.cpp build N built here (`kit engines build llamacpp --build N`); "
+                   "a run made on build N replays only with it (or --different-engine-ok).")
 @click.option("--different-engine-ok", is_flag=True,
               help="Replay even when this machine's engine build differs from the recorded one.")
 def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path | None, gsm8k: Path | None,
-           server_bin: Path | None, different_engine_ok: bool) -> None:
+           server_bin: Path | None, engine_build: int | None, different_engine_ok: bool) -> None:
     """Re-execute the runs of SOURCE (a bundle, verified first, or a run folder) with their recorded
     protocol, overrides, seeds and engine settings, and compare each new run with its original: request
     by request (byte-identical, or where the first token differs), pass by pass, and every value of the
@@ -40,7 +43,8 @@ def replay(source: Path, out: Path | None, cpu_backend: str | None, model: Path 
 
     target = out or outputs_dir()
     check_out(target, "--out")
-    options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok, server_bin)
+    options = ReplayOptions(source, target, cpu_backend, model, gsm8k, different_engine_ok, server_bin,
+                            engine_build)
     replayed = run_replay(options, say=echo, watch=printer(echo))  # a line per pass as it goes
     for done in replayed:
         comparison = done.comparison

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.run import engine_build
 from kit.bundle.value_diff import compare_json
 from kit.record.manifest import Manifest, PassInfo, RunManifest
 from kit.core.paths import RunPaths
@@ -156,6 +157,8 @@ def environment(old: RunManifest, new: RunManifest) -> list[str]:
     checks = {
         "CPU backend": (backend(old), backend(new)),
         "engine build": (launch(old).get("build_info"), launch(new).get("build_info")),
+        "llama.cpp build (sdist)": (engine_build.identity_line(old.engine.to_json()),
+                                    engine_build.identity_line(new.engine.to_json())),
         "model": (old.engine.model_sha256, new.engine.model_sha256),
         "engine image": (image(old), image(new)),
         "workload": ({k: v for k, v in old.workload.to_json().items() if k != "file"},

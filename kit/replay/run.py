@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kit.run import engine_build
 from kit.run import runner
 from kit.launch import fixes as fix_registry
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
@@ -43,6 +44,7 @@ class ReplayOptions:
     gsm8k: Path | None = None
     different_engine_ok: bool = False
     server_bin: Path | None = None  # the reviewer's own llama-server (the one a run recorded is never run)
+    engine_build: int | None = None  # llama.cpp build N built here (--engine-build); the run's is never implied
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,19 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                                     "or " if options.server_bin is None else "pass ") +
                           "--different-engine-ok to replay on the engine given here (the difference is listed "
                           "beside the result)")
+    build_problem = engine_build.same_build(manifest.engine.to_json(), options.engine_build)
+    recorded_build = engine_build.recorded_build(manifest.engine.to_json())
+    say(f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
+        + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
+           "the embedded engine (the paper's build)") + (": the same build" if build_problem is None else
+                                                         ": a different build"))
+    if build_problem and not options.different_engine_ok:
+        raise ConfigError(f"{where}: {build_problem}", (f"pass --engine-build {recorded_build} (built here by `kit "
+                                                        f"engines build llamacpp --build {recorded_build}`), or "
+                                                        if recorded_build is not None else "") +
+                          "pass --different-engine-ok to replay on the build given here (the difference is listed "
+                          "beside the result)")
+    problem = "; ".join(p for p in (problem, build_problem) if p) or None
     protocol = manifest.protocol
     runner.check_stored_protocol(run_dir, protocol, "replay")
     name = protocol.name or "replay"
@@ -165,7 +180,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     run_options = runner.RunOptions(
         protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
         gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
-        server_bin=server_bin, threads=engine.threads, out=options.out,
+        server_bin=server_bin, engine_build=options.engine_build, threads=engine.threads, out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say),
         **recorded_fixes)
     return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
@@ -189,7 +204,8 @@ def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
 
 
 @contextmanager
-def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) -> Iterator[list[Path]]:
+def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None,
+                  purpose: str = "replaying it") -> Iterator[list[Path]]:
     """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
     if RunPaths(source).manifest.is_file():
         yield [source]
@@ -201,7 +217,7 @@ def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None) 
     from kit.bundle.verify import check, keep  # noqa: PLC0415
 
     with safe_tar.unpack(source, keep(DEFAULT), DEFAULT) as bundle:  # a file that is no bundle: refused first
-        say(f"verifying {source} (checksums, then its results recomputed from its records) before replaying it")
+        say(f"verifying {source} (checksums, then its results recomputed from its records) before {purpose}")
         verdict = check(bundle)
         if not verdict.ok:
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from kit.engines import registry
 from kit.core.errors import ConfigError
 from kit.core.limits import PORT_MAX, PORT_MIN, THREADS_MAX
+from kit.run import engine_build
 
 
 def check_url(url: str, option: str = "--engine-url") -> None:
@@ -151,6 +152,7 @@ def check_run_options(options: Any) -> None:
     if options.gsm8k is not None:
         check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
     check_fixes(options)
+    engine_build.check(options)
     if options.provider is not None:
         return
     check_engine_choice(options)

@@ -34,6 +34,7 @@ from kit.protocols.kind import Kind
 from kit.protocols.procedure import LOCAL, Executor, RunContext, RunInputs, RunStopped
 from kit.protocols.spec import ProtocolBase
 from kit.record.provenance import collect
+from kit.run import engine_build
 from kit.core.secret_urls import redact_url
 
 
@@ -46,6 +47,7 @@ class RunOptions:
     gsm8k: Path | None = None
     model: str | None = None
     server_bin: Path | None = None
+    engine_build: int | None = None  # llama.cpp build N built here (kit.run.engine_build); None: the paper's
     engine_url: str | None = None
     engine_urls: dict[str, str] = field(default_factory=dict)  # cache arm -> URL: a server per arm (vLLM)
     engine: str = registry.DEFAULT  # an engine `kit run` runs (kit.engines.registry.run_choices)
@@ -119,7 +121,12 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
 
         return llamacpp_provider(options, model.path, protocol, details, say)
-    if options.server_bin:
+    if options.engine_build is not None:
+        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, say)
+        env, cpu = None, None
+        details.update(built)
+        say(f"engine: {built['engine']}")
+    elif options.server_bin:
         binary, env, cpu = options.server_bin, None, None
         details["engine"] = "llama-server (user binary)"
     else:
@@ -251,7 +258,7 @@ def _check_layout(run_dir: Path, run: RunManifest) -> None:
 
 
 # the options a manifest records, by the type each must have; others (of another kit version) are not used
-SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_url": str, "engine_urls": dict, "engine": str,
+SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_build": int, "engine_url": str, "engine_urls": dict, "engine": str,
                  "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str, "image": str,
                  "gpus": str, "fixes": list, "server_args": list, **executors.SAVED_OPTIONS,
                  CREDENTIALS_DROPPED: bool}
@@ -327,6 +334,7 @@ def _resumed_fixes(run_dir: Path, saved_options: dict[str, Any], given: tuple[tu
 
 def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = print,
            stop: threading.Event | None = None, cpu_backend: str = "auto", server_bin: Path | None = None,
+           engine_build: int | None = None,
            engine_url: tuple[str | None, dict[str, str]] = (None, {}),
            executor: dict[str, Any] | None = None,
            fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
@@ -341,13 +349,15 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     (--fix, --server-arg given now) must be none or the recorded ones."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, server_bin, engine_url, lock, executor or {}, fixes)
+        return _resume(run_dir, emit, say, stop, cpu_backend, (server_bin, engine_build), engine_url, lock,
+                       executor or {}, fixes)
 
 
 def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
-            server_bin: Path | None, engine_url: tuple[str | None, dict[str, str]],
+            given_engine: tuple[Path | None, int | None], engine_url: tuple[str | None, dict[str, str]],
             lock: run_lock.Held | None, executor_options: dict[str, Any],
             fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
+    server_bin, given_build = given_engine
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.run)
     odd = not_plain(run_dir)
@@ -379,6 +389,8 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     _resumed_fixes(run_dir, saved_options, fixes)
     engine = manifest.run.engine
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
+    saved_options.pop("engine_build", None)  # the build runs only as passed again, checked against the record
+    saved_options["engine_build"] = engine_build.resumed(run_dir, engine.to_json(), given_build)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = manifest.run.provenance.cpu_backend
     if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")

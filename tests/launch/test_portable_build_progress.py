@@ -1,4 +1,4 @@
-"""The portable CPU backend's build shows its progress: the sdist's bytes as they arrive (the package index
+"""The portable CPU backend's build (and any llama.cpp build's: kit.launch.llamacpp_build) shows its progress: the sdist's bytes as they arrive (the package index
 played by an httpx transport with the index's recorded JSON shape) and CMake's percentage as it builds (CMake
 played by a script printing its `[ NN%]` lines), each step in a line as it starts, then every tenth."""
 
@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from kit.core.errors import EngineError
-from kit.launch import portable_backend
+from kit.launch import llamacpp_sdist, portable_backend
 from kit.models.progress import said
 
 SIZE = 3 * 2**20
@@ -23,10 +23,10 @@ def test_the_sdist_download_says_its_size_then_every_tenth_as_the_bytes_arrive(t
         return httpx.Response(200, content=b"x" * SIZE, headers={"content-length": str(SIZE)})
 
     real = httpx.Client
-    monkeypatch.setattr(portable_backend.httpx, "Client",
+    monkeypatch.setattr(llamacpp_sdist.httpx, "Client",
                         lambda **kwargs: real(**kwargs, transport=httpx.MockTransport(answer)))
     lines: list[str] = []
-    portable_backend._download_sdist(tmp_path / "sdist.tar.gz", said(lines.append))
+    llamacpp_sdist.download(llamacpp_sdist.PAPER_BUILD, tmp_path / "sdist.tar.gz", progress=said(lines.append))
     assert (tmp_path / "sdist.tar.gz").stat().st_size == SIZE
     assert lines == [f"downloading {portable_backend.SDIST} (llama.cpp sources) (3 MB)…",
                      "  download 30%", "  download 60%", "  download 100%"]
@@ -41,7 +41,7 @@ def test_the_build_says_cmakes_percentage_as_it_goes_and_keeps_its_whole_output_
     cmake.chmod(0o755)
     log = tmp_path / "build.log"
     lines: list[str] = []
-    portable_backend._run([str(cmake), "--build", "x"], log, "cmake build", said(lines.append))
+    portable_backend.run_step([str(cmake), "--build", "x"], log, "cmake build", said(lines.append))
     assert lines == [f"building {portable_backend.BUILDING}…", "  build 10%", "  build 20%", "  build 50%",
                      "  build 80%", "  build 100%"]
     kept = log.read_text()
@@ -54,5 +54,5 @@ def test_a_failed_step_names_its_log(tmp_path):
     failing.write_text("#!/bin/sh\necho '[ 10%] Building'\nexit 2\n")
     failing.chmod(0o755)
     with pytest.raises(EngineError) as failed:
-        portable_backend._run([str(failing)], tmp_path / "build.log", "cmake build", said(lambda line: None))
+        portable_backend.run_step([str(failing)], tmp_path / "build.log", "cmake build", said(lambda line: None))
     assert failed.value.line() == f"cmake build failed (exit 2); see {tmp_path / 'build.log'}"

@@ -80,7 +80,8 @@ def design(protocol: LadderProtocol, provider: NativeProvider) -> ladder_plan.De
     cpu = provider.cpu
     other, reason = None, None
     if cpu is None:
-        reason = "the run's server is a user's binary (--server-bin): the kit knows one backend of it"
+        reason = ("the run's server is one binary (--server-bin, or a llama.cpp build by --engine-build): the kit "
+                  "knows one backend of it")
     else:
         other = "portable" if cpu.name == "wheel" else "wheel"
         lacking = cpu_backend.missing(other, cpu_backend.cpu_flags())

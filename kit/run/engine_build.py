@@ -1,0 +1,111 @@
+"""`--engine-build N`: a run on llama-server of llama.cpp build N, built here by `kit engines build llamacpp
+--build N` (kit.launch.llamacpp_build), instead of the embedded engine (the paper's build).
+
+What may combine with it is checked before anything is written; the build's identity (the sdist's name
+and sha256, the CPU backend, the binary's sha256) goes into the manifest's engine record, and a resume or
+replay compares the build it is given with the one recorded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.core.errors import ConfigError, KitError
+from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
+
+OPTION = "--engine-build"
+
+
+def backend_for(cpu_backend: str) -> str:
+    """The build's CPU backend for a run's `--cpu-backend` (auto: portable, the same machine code as the paper's
+    build runs with on a CPU the wheel cannot serve); wheel is refused: a build from source has no wheel."""
+    if cpu_backend == "wheel":
+        raise ConfigError(f"{OPTION} runs a llama-server built here; --cpu-backend wheel names the embedded "
+                          "engine's own backend", "use --cpu-backend portable or auto with --engine-build")
+    return "portable" if cpu_backend == "auto" else cpu_backend
+
+
+def check(options: Any) -> None:
+    """Refuse what cannot combine with --engine-build (before anything is fetched or written)."""
+    build = getattr(options, "engine_build", None)
+    if build is None:
+        return
+    llamacpp_sdist.check_build(build)
+    clash = [name for name, given in (("--server-bin", options.server_bin),
+                                      ("--engine-url", options.engine_url or options.engine_urls),
+                                      ("an engine reached by URL", getattr(options, "provider", None) is not None),
+                                      ("--launcher docker", options.launcher == "docker"),
+                                      (f"--engine {options.engine}", options.engine != "llamacpp")) if given]
+    if clash:
+        raise ConfigError(f"{OPTION} {build} chooses the engine the kit starts, so it cannot combine with "
+                          f"{' and '.join(clash)}", f"drop {' and '.join(clash)}, or drop {OPTION}")
+    backend_for(options.cpu_backend)
+
+
+def locate(build: int, cpu_backend: str, model: Path,
+           say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+    """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
+    (its flags, then its API on `model`: kit.launch.llamacpp_probe)."""
+    backend = backend_for(cpu_backend)
+    record = llamacpp_build.record(build, backend)
+    binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY
+    llamacpp_build.refuse_undrivable(binary, build)
+    llamacpp_probe.probed(binary, model, build, say)
+    identity = {key: record.get(key) for key in ("build", "source", "sdist", "sdist_sha256", "cpu_backend",
+                                                 "binary_sha256")}
+    return binary, {"engine": f"llama-server of llama.cpp build {build} (built here from "
+                              f"{llamacpp_sdist.PROJECT}=={build}.0.0, {backend} CPU backend)",
+                    "engine_build": identity, "cpu_backend": backend}
+
+
+def recorded_build(engine: dict[str, Any]) -> int | None:
+    """The build a run's engine record names (None: the embedded engine or another engine)."""
+    entry = engine.get("engine_build")
+    build = entry.get("build") if isinstance(entry, dict) else None
+    return build if isinstance(build, int) and not isinstance(build, bool) else None
+
+
+def describe(engine: dict[str, Any]) -> str:
+    """One phrase naming the llama.cpp build a run's engine record shows."""
+    build = recorded_build(engine)
+    if build is not None:
+        return f"llama.cpp build {build}"
+    name = str(engine.get("engine") or "")
+    return f"the paper's llama.cpp build ({name})" if "embedded" in name else (name or "an unrecorded engine")
+
+
+def identity_line(engine: dict[str, Any]) -> str:
+    """A run's llama.cpp build as compared between runs: the build and its sdist's sha256 (the sdist's own
+    build-info says "build 0, commit unknown", so /props cannot tell two sdist builds apart)."""
+    entry = engine.get("engine_build")
+    if recorded_build(engine) is None or not isinstance(entry, dict):
+        return describe(engine)
+    return f"llama.cpp build {entry['build']} ({entry.get('sdist')}, sha256 {str(entry.get('sdist_sha256'))[:12]}…)"
+
+
+def same_build(engine: dict[str, Any], given: int | None) -> str | None:
+    """None when `given` (a resume's or replay's --engine-build) is the build the run recorded, else why not."""
+    recorded = recorded_build(engine)
+    if recorded == given:
+        return None
+    return f"the run was made on {describe(engine)}; this one is asked to use " + (
+        f"llama.cpp build {given}" if given is not None else "the embedded engine (the paper's build)")
+
+
+def resumed(run_dir: Path, engine: dict[str, Any], given: int | None) -> int | None:
+    """The build a resume runs: the recorded one, passed again (a run folder never chooses what runs)."""
+    problem = same_build(engine, given)
+    if problem is not None:
+        recorded = recorded_build(engine)
+        raise KitError(f"{run_dir}: {problem}; one run never mixes engine builds",
+                       f"resume with {OPTION} {recorded}" if recorded is not None else f"resume without {OPTION}")
+    if given is not None:
+        entry = engine.get("engine_build") or {}
+        backend = str(entry.get("cpu_backend") or "portable")
+        now = llamacpp_build.record(given, backend).get("binary_sha256")
+        if now != entry.get("binary_sha256"):
+            raise KitError(f"{run_dir}: llama.cpp build {given} here has binary sha256 {str(now)[:12]}…, but the run "
+                           f"recorded {str(entry.get('binary_sha256'))[:12]}…: a different binary of that build",
+                           "start a new run (one run never mixes engine binaries)")
+    return given
