@@ -157,10 +157,10 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                           "beside the result)")
     build_problem = engine_build.same_build(manifest.engine.to_json(), options.engine_build)
     recorded_build = engine_build.recorded_build(manifest.engine.to_json())
-    say(f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
-        + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
-           "the embedded engine (the paper's build)") + (": the same build" if build_problem is None else
-                                                         ": a different build"))
+    build_line = (f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
+                  + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
+                     "the embedded engine (the paper's build)") + (": the same build" if build_problem is None else
+                                                                   ": a different build"))  # said once all is checked
     if build_problem and not options.different_engine_ok:
         raise ConfigError(f"{where}: {build_problem}", (f"pass --engine-build {recorded_build} (built here by `kit "
                                                         f"engines build llamacpp --build {recorded_build}`), or "
@@ -183,7 +183,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
         server_bin=server_bin, engine_build=options.engine_build, threads=engine.threads, out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say),
         **recorded_fixes)
-    return Planned(run_dir, run_options, str(protocol.content), name, [problem] if problem else [])
+    return Planned(run_dir, run_options, str(protocol.content), name, [build_line, *([problem] if problem else [])])
 
 
 def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
