@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from kit.core.terminal_text import echo
+
 
 @click.command("atlas")
 @click.argument("inputs", metavar="BUNDLE_OR_RUN...", nargs=-1, required=True,
@@ -22,27 +24,26 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
     run folder by recomputing its results from its raw records (links refused). A cell that cannot be
     compared says why.
     """
-    from rich.console import Console  # noqa: PLC0415
-
     from kit.atlas import render, sources, table  # noqa: PLC0415
     from kit.core.atomic_file import write_text_atomic  # noqa: PLC0415
+    from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
 
     for target, option in ((html_out, "-o"), (csv_out, "--csv")):
         if target is not None:
             check_out(target.parent, option)
-    with sources.verified(list(inputs), say=click.echo) as runs:
+    with sources.verified(list(inputs), say=echo) as runs:
         built = table.build(runs)
-    console = Console()
+    console = SafeConsole()
     console.print(render.terminal(built))
     for line in render.legend(built):
         console.print(line, markup=False, highlight=False)
     if html_out is not None:
         write_text_atomic(html_out, render.html_page(built))
-        click.echo(f"written: {html_out}")
+        echo(f"written: {html_out}")
     if csv_out is not None:
         write_text_atomic(csv_out, render.csv_text(built))
-        click.echo(f"written: {csv_out}")
+        echo(f"written: {csv_out}")
 
 
 @click.command("bisect")
@@ -66,4 +67,4 @@ def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool
                           "add --plan to see the steps and their rough time; build and run midpoints by hand with "
                           "`kit engines build llamacpp --build N` and `--engine-build N`, then `kit atlas` them")
     for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
-        click.echo(line)
+        echo(line)

@@ -68,7 +68,7 @@ def _read(copy: Path, source: str) -> AtlasRun:
     fresh = recompute.recompute(copy)
     loaded = Manifest.load(copy)
     results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
-               if name.startswith("results/") and name.endswith(".json")}
+               if name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json")}
     run = AtlasRun(source, loaded.run_id, loaded.run, results, None)
     if loaded.run.protocol.kind in PAPER_KINDS:
         run.findings = analysis.compute([copy], FAST)

@@ -78,10 +78,10 @@ def build_engine(engine: str, build_number: int | None, jobs: int | None, archs:
 
         if prefix is not None:
             raise click.UsageError("--prefix applies to the CUDA build; a --build N lives in the kit's cache")
-        binary = llamacpp_build.build(build_number, say=click.echo, jobs=jobs)
+        binary = llamacpp_build.build(build_number, say=echo, jobs=jobs)
         llamacpp_build.refuse_undrivable(binary, build_number)
-        llamacpp_probe.probed(binary, ensure_model(DEFAULT_MODEL).path, build_number, say=click.echo)
-        click.echo(f"built: {binary} (run with it: --engine-build {build_number})")
+        llamacpp_probe.probed(binary, ensure_model(DEFAULT_MODEL).path, build_number, say=echo)
+        echo(f"built: {binary} (run with it: --engine-build {build_number})")
         return
     from kit.launch import gpu_setup  # noqa: PLC0415
 

@@ -28,6 +28,7 @@ REACHES_IN = {
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
     "kit/cli.py": {"harness"},  # `kit analyze` prints each imported harness run's table
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
+    "kit/atlas/bisect.py": {"ladder"},  # `kit bisect --rung` accepts the ladder's rung names
     "kit/protocols/remedy/protocol.py": {"grid", "reset"},  # the remedy's arms run the reset session and grid pass
     "kit/protocols/remedy/results.py": {"reset"},  # and count Tables IV and VII with the reset kind's own counts
 }
