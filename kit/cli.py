@@ -366,10 +366,10 @@ def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_
                **where) -> None:
     """Continue a run that was stopped or failed: finished passes are kept, a pass that was cut short
     is run again from its start (its earlier records are kept aside in records/superseded/)."""
-    from kit.run import runner  # noqa: PLC0415
+    from kit.run.resume import resume  # noqa: PLC0415
 
     urls = engine_urls(engine_url)
-    _report(lambda reporter: runner.resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
+    _report(lambda reporter: resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
                                            server_bin=server_bin, engine_build=engine_build, engine_url=urls,
                                            executor=executor(**where), fixes=(tuple(fixes), tuple(server_args))))
 

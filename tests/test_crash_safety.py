@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kit.run import runner
+from kit.run.resume import resume
 from kit.core.events import RequestDone, SessionStarted
 from kit.record.files import read_records
 from tests.console_text import printed
@@ -103,7 +104,7 @@ def test_kill_9_of_llama_server_mid_request_then_resume_gives_the_uninterrupted_
     kept = read_records(failed.run_dir / "records" / "s2.jsonl")
     assert len(kept.records) in (2, 3) and not kept.torn_tail  # 3 if that request beat the kill
 
-    resumed = runner.resume(failed.run_dir, say=lambda _: None)
+    resumed = resume(failed.run_dir, say=lambda _: None)
     assert resumed.status == "finished"
     history = json.loads((resumed.run_dir / "manifest.json").read_text())["resumed"][-1]
     assert history["passes_redone"] == ["s2"] and history["leftover_servers"] == []

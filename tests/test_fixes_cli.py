@@ -114,7 +114,7 @@ def test_the_shipped_remedy_files_load_as_the_remedy_kind():
 
 
 def test_resume_takes_the_recorded_fixes_as_the_runs_options(tmp_path):
-    from kit.run.runner import _resumed_fixes  # noqa: PLC0415
+    from kit.run.resume import _resumed_fixes  # noqa: PLC0415
 
     saved = {"fixes": ["chunk-16"], "server_args": ["--swa-full"]}
     _resumed_fixes(tmp_path, saved, ((), ()))  # none given: the recorded ones

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kit.run import runner
+from kit.run import execution, runner
 from kit.core.errors import InvalidAnswer
 from kit.core.events import ignore
 from kit.record.manifest import Manifest
@@ -71,7 +71,7 @@ def test_a_pass_voided_twice_fails_the_run_instead_of_looping(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     kind = _RerunsWhole()
-    result = runner._execute(None, kind, Prepared(plan={}, workload={}), None, Manifest.create(run_dir, protocol={"name": "shared"}), ignore,
+    result = execution.execute(None, kind, Prepared(plan={}, workload={}), None, Manifest.create(run_dir, protocol={"name": "shared"}), ignore,
                              lambda _: None)
     assert kind.entries == 2  # voided once and went on; the same pass again: the run stops
     assert result.status == "failed" and "without `content`" in result.reason

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kit.run import runner
+from kit.run.resume import resume
 from kit.core.errors import KitError
 from kit.core.events import RequestDone
 from kit.record.files import read_records
@@ -29,7 +30,7 @@ def test_interrupted_run_resumes_without_double_counting(tmp_path, embedded_bina
     s1_before = (stopped.run_dir / "records" / "s1.jsonl").read_bytes()
     assert len(read_records(stopped.run_dir / "records" / "s2.jsonl").records) == 3
 
-    resumed = runner.resume(stopped.run_dir, say=lambda _: None)
+    resumed = resume(stopped.run_dir, say=lambda _: None)
     assert resumed.status == "finished" and resumed.run_dir == stopped.run_dir
     manifest = json.loads((resumed.run_dir / "manifest.json").read_text())
     assert [manifest["passes"][p]["status"] for p in ("s1", "s2")] == ["OK", "OK"]
@@ -41,4 +42,4 @@ def test_interrupted_run_resumes_without_double_counting(tmp_path, embedded_bina
     assert [row["items"] for row in resumed.table["sessions"]] == [2, 2]
 
     with pytest.raises(KitError, match="already finished"):
-        runner.resume(resumed.run_dir)
+        resume(resumed.run_dir)

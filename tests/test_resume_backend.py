@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kit.run import runner
+from kit.run.resume import resume
 from kit.core.errors import KitError
 from kit.launch import embedded
 
@@ -34,10 +35,10 @@ def test_resume_keeps_the_backend_and_refuses_another(stopped_run):
     recorded = json.loads(before)["provenance"]["cpu_backend"]["name"]
     other = "portable" if recorded == "wheel" else "wheel"
     with pytest.raises(KitError) as caught:
-        runner.resume(stopped_run, say=lambda line: None, cpu_backend=other)
+        resume(stopped_run, say=lambda line: None, cpu_backend=other)
     assert f"ran on the {recorded} CPU backend; --cpu-backend {other} would mix backends" in caught.value.line()
     assert (stopped_run / "manifest.json").read_text() == before  # nothing touched before the refusal
-    result = runner.resume(stopped_run, say=lambda line: None)
+    result = resume(stopped_run, say=lambda line: None)
     assert result.status == "finished", result.reason
     data = json.loads((stopped_run / "manifest.json").read_text())
     assert data["provenance"]["cpu_backend"]["name"] == recorded
@@ -50,4 +51,4 @@ def test_resume_refuses_a_different_backend_library(stopped_run):
     data["provenance"]["cpu_backend"]["library_sha256"] = "0" * 64  # as if run on another build of it
     path.write_text(json.dumps(data))
     with pytest.raises(KitError, match="library sha256 000000000000…, but this machine's differs"):
-        runner.resume(stopped_run, say=lambda line: None)
+        resume(stopped_run, say=lambda line: None)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.run import runner
+from kit.run.resume import check_stored_protocol, resume
 from kit.record.manifest import Manifest
 from kit.protocols import kinds
 from kit.protocols.procedure import Prepared
@@ -52,11 +53,11 @@ def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
     manifest.run.protocol.content = None
     manifest.save()
     with pytest.raises(runner.KitError, match="no protocol text"):
-        runner.resume(run_dir)
+        resume(run_dir)
 
 
 def test_an_untampered_protocol_passes_the_check(tmp_path):
-    runner.check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).run.protocol)
+    check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).run.protocol)
 
 
 class _Provider:
@@ -110,7 +111,7 @@ def test_a_run_whose_engine_url_credentials_were_dropped_is_refused(tmp_path):
                                     **{runner.CREDENTIALS_DROPPED: True})
     manifest.save()
     with pytest.raises(runner.KitError, match="credentials were never stored"):
-        runner.resume(run_dir)
+        resume(run_dir)
 
 
 @pytest.mark.parametrize("options, needle", [
@@ -127,7 +128,7 @@ def test_recorded_options_of_the_wrong_type_or_range_are_refused_in_one_line(tmp
     manifest.save()
     monkeypatch.setattr(runner, "provider_for", lambda *a: pytest.fail("no engine may be provided"))
     with pytest.raises(runner.KitError, match=needle):
-        runner.resume(run_dir, say=lambda line: None)
+        resume(run_dir, say=lambda line: None)
 
 
 def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(tmp_path, monkeypatch):
@@ -141,7 +142,7 @@ def test_a_recorded_out_folder_that_cannot_be_made_here_does_not_stop_a_resume(t
         raise runner.KitError(f"provided, out {options.out}")
     monkeypatch.setattr(runner, "provider_for", provider_for)
     with pytest.raises(runner.KitError, match="provided, out None"):
-        runner.resume(run_dir, say=lambda line: None)
+        resume(run_dir, say=lambda line: None)
 
 
 @pytest.mark.parametrize("change, needle", [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.run import runner
+from kit.run.resume import resume
 from kit.core.errors import ConfigError, KitError
 from kit.record.manifest import Manifest, inside
 from tests.bundle.kit_cli import run_here as kit
@@ -120,7 +120,7 @@ def test_resume_refuses_a_folder_holding_a_link(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (run_dir / "logs").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(KitError, match="holds a link, logs -> .*elsewhere: a resume writes into the run folder"):
-        runner.resume(run_dir, say=lambda _: None)
+        resume(run_dir, say=lambda _: None)
     assert not list((tmp_path / "elsewhere").iterdir())
 
 
@@ -143,4 +143,4 @@ def test_resume_refuses_a_folder_holding_a_pipe_where_records_go(tmp_path):
     (run_dir / "records" / "s2.jsonl").unlink()
     os.mkfifo(run_dir / "records" / "s2.jsonl")
     with pytest.raises(KitError, match="holds records/s2.jsonl, which is not a regular file or folder"):
-        runner.resume(run_dir, say=lambda _: None)
+        resume(run_dir, say=lambda _: None)

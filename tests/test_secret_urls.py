@@ -97,9 +97,9 @@ def test_providers_describe_the_url_without_secrets(provider):
 
 
 def test_engine_url_option_is_stored_without_credentials_and_such_a_run_cannot_resume(tmp_path):
-    saved = runner._options_json(runner.RunOptions(protocol="reset", engine_url=URL))
+    saved = runner.options_json(runner.RunOptions(protocol="reset", engine_url=URL))
     assert saved["engine_url"] == SHOWN and saved[runner.CREDENTIALS_DROPPED] is True
-    plain = runner._options_json(runner.RunOptions(protocol="reset", engine_url="http://127.0.0.1:8080"))
+    plain = runner.options_json(runner.RunOptions(protocol="reset", engine_url="http://127.0.0.1:8080"))
     assert plain["engine_url"] == "http://127.0.0.1:8080" and runner.CREDENTIALS_DROPPED not in plain
 
 

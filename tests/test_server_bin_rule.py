@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kit.run import runner
+from kit.run.resume import resume
 from kit.bundle.show import not_honoured
 from kit.record.manifest import Manifest
 from tests.stopped_run import stopped_run
@@ -51,7 +52,7 @@ def test_resume_never_runs_the_recorded_binary_and_says_to_pass_it(tmp_path, mon
     run_dir = stopped_run(tmp_path, {"server_bin": str(program)})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError) as refused:
-        runner.resume(run_dir, say=lambda _: None)
+        resume(run_dir, say=lambda _: None)
     assert f"ran the server binary {program}, which is not run again" in refused.value.line()
     assert "pass --server-bin with your own build of that binary" in refused.value.line()
     assert not marker.exists() and Manifest.load(run_dir).run.status == "interrupted"
@@ -62,7 +63,7 @@ def test_a_binary_with_another_sha256_than_recorded_is_refused(tmp_path, monkeyp
     run_dir = stopped_run(tmp_path, {"server_bin": "/their/llama-server"}, {"server_bin_sha256": "ab" * 32})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError, match=r"has sha256 .*, but .* ran a server binary with sha256 abababababab…"):
-        runner.resume(run_dir, say=lambda _: None, server_bin=program)
+        resume(run_dir, say=lambda _: None, server_bin=program)
     assert not marker.exists()
 
 
@@ -72,7 +73,7 @@ def test_the_binary_with_the_recorded_sha256_is_the_one_started(tmp_path, monkey
     run_dir = stopped_run(tmp_path, {"server_bin": "/elsewhere/llama-server"}, {"server_bin_sha256": digest})
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(_Provided) as provided:
-        runner.resume(run_dir, say=lambda _: None, server_bin=program)
+        resume(run_dir, say=lambda _: None, server_bin=program)
     assert provided.value.args == (program,)
 
 
@@ -82,7 +83,7 @@ def test_a_run_recorded_before_the_sha256_takes_the_binary_passed_with_a_note(tm
     _stop_at_the_engine(monkeypatch)
     said = []
     with pytest.raises(_Provided) as provided:
-        runner.resume(run_dir, say=said.append, server_bin=program)
+        resume(run_dir, say=said.append, server_bin=program)
     assert provided.value.args == (program,)
     assert said == [f"note: {run_dir} did not record the sha256 of its server binary /elsewhere/llama-server; "
                     f"resuming with --server-bin {program}, as you asked"]
@@ -92,7 +93,7 @@ def test_a_binary_for_a_run_on_the_kits_own_engine_is_refused(tmp_path, monkeypa
     program, marker = _canary(tmp_path)
     _stop_at_the_engine(monkeypatch)
     with pytest.raises(runner.KitError, match="ran the kit's own engine, not a server binary; --server-bin would mix"):
-        runner.resume(stopped_run(tmp_path), say=lambda _: None, server_bin=program)
+        resume(stopped_run(tmp_path), say=lambda _: None, server_bin=program)
     assert not marker.exists()
 
 

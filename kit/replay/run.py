@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.run import engine_build
-from kit.run import runner
+from kit.run import resume, runner
 from kit.launch import fixes as fix_registry
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
@@ -148,7 +148,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
         raise ConfigError(f"{where} ran on {engine.label}, whose checkpoint has no single-file sha256 to find it "
                           "again by", f"run its protocol again with `kit run PROTOCOL --engine {engine.name}`"
                           + (f" ({engine.docs})" if engine.docs else ""))
-    server_bin, problem = runner.own_server_bin(saved.get("server_bin"), manifest.engine.server_bin_sha256,
+    server_bin, problem = resume.own_server_bin(saved.get("server_bin"), manifest.engine.server_bin_sha256,
                                                 options.server_bin, where)
     if problem and not options.different_engine_ok:
         raise ConfigError(problem, ("pass --server-bin PATH of your own build of that binary (its sha256 is compared), "
@@ -169,7 +169,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                           "beside the result)")
     problem = "; ".join(p for p in (problem, build_problem) if p) or None
     protocol = manifest.protocol
-    runner.check_stored_protocol(run_dir, protocol, "replay")
+    resume.check_stored_protocol(run_dir, protocol, "replay")
     name = protocol.name or "replay"
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise ConfigError(f"{where}: protocol name {name!r} is not a plain file name (it has a /, a leading dot or a "

@@ -17,7 +17,7 @@ from kit.protocols.kinds import KINDS
 from kit.protocols.procedure import LOCAL, Executor
 
 CHOICES = ("local", "ray")
-# what a manifest records of the executor (kit.run.runner.SAVED_OPTIONS), by type
+# what a manifest records of the executor (kit.run.resume.SAVED_OPTIONS), by type
 SAVED_OPTIONS: dict[str, type] = {"executor": str, "ray_address": str, "cpus_per_task": float,
                                   "gpus_per_task": float}
 INSTALL = "pip install -e '.[ray]' (ray==2.60.0), or run without --executor ray"

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from kit.run import runner
+from kit.run.resume import resume
 from kit.core.digests import canonical_json, sha256_text
 from kit.engines.ollama import OllamaEngine
 from kit.launch.instance import OllamaProvider
@@ -142,4 +143,4 @@ def test_a_check_against_a_url_records_its_provider_and_refuses_resume(tmp_path)
     assert manifest.run.engine.kind == "ollama" and manifest.run.engine.model == "llama3.2"
     manifest.update(status="failed")  # as if it had stopped half-way
     with pytest.raises(KitError, match="reached by URL"):
-        runner.resume(result.run_dir, say=lambda _: None)
+        resume(result.run_dir, say=lambda _: None)

@@ -13,6 +13,7 @@ import pytest
 
 from kit.record.manifest import Manifest
 from kit.run import runner
+from kit.run.resume import resume
 from tests.ray.same_run import assert_same, records
 
 pytestmark = pytest.mark.ray
@@ -107,6 +108,6 @@ def test_an_interrupted_ray_run_resumes_to_the_same_records(ray_cluster, local_d
     stopped = outcome["result"]
     assert stopped.status == "interrupted", stopped.reason
     assert records(stopped.run_dir) != records(local_demo)
-    resumed = runner.resume(stopped.run_dir, say=lambda _: None, executor={"executor": "ray"})
+    resumed = resume(stopped.run_dir, say=lambda _: None, executor={"executor": "ray"})
     assert resumed.status == "finished", resumed.reason
     assert_same(resumed.run_dir, local_demo, RESULTS)
