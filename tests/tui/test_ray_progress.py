@@ -78,7 +78,7 @@ async def stopped(app, pilot) -> None:
     """Stop the scripted run and wait until the screen has taken its result (not racing the app's exit)."""
     live = app.live
     live.stop.set()
-    await until(pilot, lambda: live.result is not None or live.error is not None)
+    await until(pilot, lambda: live.finished)
     await pilot.pause()
 
 
