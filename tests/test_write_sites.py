@@ -24,35 +24,50 @@ WRITING_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
 WHOLE_FILE_WRITES = {"write_text", "write_bytes", "touch"}
 FILE_COPIES = {"copy", "copy2", "copyfile", "copytree", "move"}
 
+# why a write site cannot write through a stranger's file, where several sites share the reason
+INTO_ATOMIC_FILE = "into the file object `atomic_file.writing` made"
+STAGING_FILE = "a staging file made anew by atomic_file.staging_path"
+CACHE_LOG = "a build's log in the kit's cache"
+CACHE_STAGING = "a built file into the cache's staging folder"
+
+
+def _reviewed(module: str, *sites: tuple[str, int, str]) -> dict[tuple[str, str], tuple[int, str]]:
+    """REVIEWED's entries for `module`, each site given as (what, how many such sites, why)."""
+    return {(module, what): (count, why) for what, count, why in sites}
+
+
 # (module, what) -> (how many such sites, why each writes only where no stranger's file can be)
 REVIEWED: dict[tuple[str, str], tuple[int, str]] = {
-    ("kit/analysis/figures.py", "savefig"): (1, "into the file object `atomic_file.writing` made"),
-    ("kit/protocols/ladder/view.py", "savefig"): (1, "into the file object `atomic_file.writing` made"),
-    ("kit/bundle/writer.py", ".open(wb)"): (1, "the bundle's staging file, made anew by atomic_file.staging_path"),
-    ("kit/bundle/recompute.py", "shutil.copy2"): (1, "into a temporary folder verify makes for the recomputation"),
-    ("kit/bundle/recompute.py", "shutil.copytree"): (1, "into the same temporary folder"),
-    ("kit/bundle/safe_tar.py", ".open(xb)"): (1, "O_CREAT|O_EXCL in the extraction's own new staging folder"),
-    ("kit/bundle/safe_tar.py", "shutil.move"): (1, "the checked staging folder moved to a destination that must "
-                                                   "not exist"),
-    ("kit/importers/determinism_harness.py", ".open(xb)"): (1, "O_CREAT|O_EXCL in the run folder the import "
-                                                              "makes (mkdir without exist_ok)"),
-    ("kit/importers/determinism_harness.py", "write_bytes"): (2, "into records/imported/, made new by the same "
-                                                                "import"),
-    ("kit/launch/images.py", ".open(w)"): (1, "the image build's log in the kit's cache"),
-    ("kit/launch/images.py", "shutil.copy2"): (4, "into a build context the kit makes in a new temporary folder"),
-    ("kit/launch/portable_backend.py", ".open(a)"): (1, "the backend build's log in the kit's cache"),
-    ("kit/launch/llamacpp_sdist.py", ".open(wb)"): (1, "an sdist download into the kit's cache (a .part file, "
-                                                     "renamed once whole)"),
-    ("kit/launch/llamacpp_build.py", "shutil.copy2"): (1, "the built llama-server into the cache's staging folder"),
-    ("kit/launch/portable_backend.py", "write_text"): (1, "the backend build's log in the kit's cache"),
-    ("kit/launch/portable_backend.py", "shutil.copy2"): (1, "the built library into the cache's staging folder"),
-    ("kit/models/sources.py", "open(wb)"): (1, "a model download into the model cache's staging file"),
-    ("kit/record/docs.py", "write_text"): (2, "the repository's generated docs (a maintainer's tool, not a run)"),
-    ("kit/run/model_shipping.py", ".open(wb)"): (1, "a shipped model into the node's model cache, staging file made "
-                                                   "anew by atomic_file.staging_path"),
-    ("kit/workloads/bfcl/confinement.py", "write_text"): (3, "/proc/self uid and gid maps of the confined worker"),
-    ("kit/workloads/bfcl/provision.py", "write_text"): (1, "BFCL's install marker in the cache's new staging folder"),
-    ("kit/workloads/bfcl/worker.py", "os.fdopen(w)"): (1, "the confined worker's own stdout"),
+    **_reviewed("kit/analysis/figures.py", ("savefig", 1, INTO_ATOMIC_FILE)),
+    **_reviewed("kit/protocols/ladder/view.py", ("savefig", 1, INTO_ATOMIC_FILE)),
+    **_reviewed("kit/bundle/writer.py", (".open(wb)", 1, f"the bundle's tar.gz, {STAGING_FILE}")),
+    **_reviewed("kit/bundle/recompute.py",
+                ("shutil.copy2", 1, "into a temporary folder verify makes for the recomputation"),
+                ("shutil.copytree", 1, "into the same temporary folder")),
+    **_reviewed("kit/bundle/safe_tar.py",
+                (".open(xb)", 1, "O_CREAT|O_EXCL in the extraction's own new staging folder"),
+                ("shutil.move", 1, "the checked staging folder moved to a destination that must not exist")),
+    **_reviewed("kit/importers/determinism_harness.py",
+                (".open(xb)", 1, "O_CREAT|O_EXCL in the run folder the import makes (mkdir without exist_ok)"),
+                ("write_bytes", 2, "into records/imported/, made new by the same import")),
+    **_reviewed("kit/launch/images.py",
+                (".open(w)", 1, CACHE_LOG),
+                ("shutil.copy2", 4, "into a build context the kit makes in a new temporary folder")),
+    **_reviewed("kit/launch/portable_backend.py",
+                (".open(a)", 1, CACHE_LOG), ("write_text", 1, CACHE_LOG), ("shutil.copy2", 1, CACHE_STAGING)),
+    **_reviewed("kit/launch/llamacpp_sdist.py",
+                (".open(wb)", 1, "an sdist download into the kit's cache (a .part file, renamed once whole)")),
+    **_reviewed("kit/launch/llamacpp_build.py", ("shutil.copy2", 1, CACHE_STAGING)),
+    **_reviewed("kit/models/sources.py", ("open(wb)", 1, "a model download into the model cache's staging file")),
+    **_reviewed("kit/record/docs.py",
+                ("write_text", 2, "the repository's generated docs (a maintainer's tool, not a run)")),
+    **_reviewed("kit/run/model_shipping.py", (".open(wb)", 1, f"a shipped model into the node's model cache, "
+                                                              f"{STAGING_FILE}")),
+    **_reviewed("kit/workloads/bfcl/confinement.py",
+                ("write_text", 3, "/proc/self uid and gid maps of the confined worker")),
+    **_reviewed("kit/workloads/bfcl/provision.py",
+                ("write_text", 1, "BFCL's install marker in the cache's new staging folder")),
+    **_reviewed("kit/workloads/bfcl/worker.py", ("os.fdopen(w)", 1, "the confined worker's own stdout")),
 }
 
 

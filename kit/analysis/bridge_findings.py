@@ -40,9 +40,7 @@ def table_iv_row(run: RunFolder, sessions: dict[str, PassData]) -> dict[str, Any
     paths = {pid: item_paths(session) for pid, session in sessions.items()}
     ok = [{"session": pid, **reset_table.counts(units)} for pid, units in paths.items()]
     return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": [c["session"] for c in ok],
-            "items": [c["items"] for c in ok], "recompute_reproduces": [c["recompute_reproduces"] for c in ok],
-            "hit_reproduces": [c["hit_reproduces"] for c in ok], "paths_differ": [c["paths_differ"] for c in ok],
-            "cache_caused": [c["cache_caused"] for c in ok],
+            **{key: [c[key] for c in ok] for key in reset_table.COUNT_KEYS},
             "across_sessions": reset_table.across_sessions(paths)}
 
 

@@ -133,7 +133,7 @@ class KitApp(App):
         self.live = None
 
     def running(self) -> bool:
-        return self.live is not None and self.live.result is None and self.live.error is None
+        return self.live is not None and not self.live.finished
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -18,7 +18,7 @@ def install_workload(workload: str) -> None:
     """Install BFCL (bfcl-eval 2026.3.23, without its ~150 dependencies) into the kit cache and verify its data."""
     from kit.workloads.bfcl import ensure_bfcl  # noqa: PLC0415
 
-    install = ensure_bfcl(say=lambda line: echo(line, err=True))  # progress on stderr, the result on stdout
+    install = ensure_bfcl()  # its progress on stderr (its default), the result on stdout
     echo(f"BFCL {install.version} in {install.site_dir}")
     for name, digest in sorted(install.dataset_sha256.items()):
         echo(f"  {digest}  {name}")

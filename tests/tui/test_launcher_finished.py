@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 
 from textual.widgets._footer import FooterKey
 
-from kit.run.runner import RunOptions, RunResult
+from kit.run.runner import RunResult
 from kit.tui.screens.help import HELP
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.results import ResultsScreen
-from tests.tui.conftest import PROTOCOLS, SetClock, static_text
-from tests.tui.test_snapshots import RESET_TABLE, RUN_DIR, _app, scripted_run
+from tests.tui.conftest import SetClock, static_text, until
+from tests.tui.scripted import RESET_TABLE, RUN_DIR, launcher_app, scripted_run_started
 
 
 def footer_keys(screen) -> list[tuple[str, str]]:
@@ -23,38 +22,27 @@ def footer_keys(screen) -> list[tuple[str, str]]:
     return [(key.key_display, key.description) for key in screen.query(FooterKey)]
 
 
-async def _wait(pilot, condition) -> None:
-    for _ in range(400):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out waiting for the launcher")
-
-
 def test_elapsed_stops_when_the_run_ends_and_esc_goes_back_to_the_picker(cpu_caps):
-    ready, clock = threading.Event(), SetClock()
+    clock = SetClock()
 
     async def drive():
-        app = _app(cpu_caps, run_fn=scripted_run(ready), clock=clock)
-        async with app.run_test(size=(100, 30)) as pilot:
-            app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
-            await _wait(pilot, ready.is_set)
+        async with scripted_run_started(cpu_caps, clock=clock) as (app, pilot):
             live = app.live
             clock.now += 95.0
             live.render_numbers()
             running = static_text(live, "#stage").strip()
             await pilot.press("s")
-            await _wait(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
             clock.now += 600.0  # ten minutes after the end: the counter must not move
             await pilot.pause(1.2)  # the screen's one-second timer has redrawn the numbers
             live.render_numbers()
             ended = static_text(live, "#stage").strip()
             await pilot.press("escape")  # the results screen: back to the finished run
-            await _wait(pilot, lambda: isinstance(app.screen, LiveScreen))
+            await until(pilot, lambda: isinstance(app.screen, LiveScreen))
             back_on_live = app.screen is live
             footer = footer_keys(live)
             await pilot.press("escape")  # the finished run screen: back to the picker
-            await _wait(pilot, lambda: isinstance(app.screen, PickerScreen))
+            await until(pilot, lambda: isinstance(app.screen, PickerScreen))
             return running, ended, back_on_live, footer, app.live
 
     running, ended, back_on_live, footer, live_after = asyncio.run(drive())
@@ -65,18 +53,13 @@ def test_elapsed_stops_when_the_run_ends_and_esc_goes_back_to_the_picker(cpu_cap
 
 
 def test_esc_does_nothing_while_the_run_is_still_going(cpu_caps):
-    ready = threading.Event()
-
     async def drive():
-        app = _app(cpu_caps, run_fn=scripted_run(ready))
-        async with app.run_test(size=(100, 30)) as pilot:
-            app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
-            await _wait(pilot, ready.is_set)
+        async with scripted_run_started(cpu_caps) as (app, pilot):
             await pilot.press("escape")
             await pilot.pause(0.2)
             still = app.screen is app.live
             await pilot.press("s")
-            await _wait(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
             return still
 
     assert asyncio.run(drive()) is True
@@ -84,7 +67,7 @@ def test_esc_does_nothing_while_the_run_is_still_going(cpu_caps):
 
 def test_the_picker_footer_shows_every_key_its_help_lists(cpu_caps):
     async def drive():
-        app = _app(cpu_caps)
+        app = launcher_app(cpu_caps)
         async with app.run_test(size=(160, 30)) as pilot:
             await pilot.pause()
             return footer_keys(app.screen)
@@ -99,7 +82,7 @@ def test_the_picker_footer_shows_every_key_its_help_lists(cpu_caps):
 
 def test_a_finished_run_s_results_say_whether_the_paper_s_findings_hold(cpu_caps):
     async def drive():
-        app = _app(cpu_caps)
+        app = launcher_app(cpu_caps)
         async with app.run_test(size=(100, 60)) as pilot:
             app.show_results(RunResult(RUN_DIR, "finished", None, RESET_TABLE))
             await pilot.pause()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import threading
 from pathlib import Path
 
 from kit.app import doctor
 from kit.app.doctor import CommandResult
-from kit.run.runner import RunOptions, RunResult
+from kit.run.runner import RunResult
 from kit.tui.app import KitApp
 from kit.tui.catalog import capabilities
 from kit.tui.screens import results
@@ -20,8 +19,8 @@ from kit.tui.screens.machine import MachineScreen
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.results import ResultsScreen
 from tests.test_doctor import NVCC_13, FakeEngine, make_probes
-from tests.tui.conftest import PROTOCOLS, static_text
-from tests.tui.test_snapshots import RESET_TABLE, scripted_run
+from tests.tui.conftest import PROTOCOLS, static_text, until
+from tests.tui.scripted import RESET_TABLE, scripted_run_started
 
 
 def _notes(app) -> list[str]:
@@ -172,20 +171,12 @@ def test_the_results_screen_finds_the_bundle_where_runs_write_it(tmp_path):
 
 
 def test_the_live_view_says_the_run_ended(cpu_caps):
-    ready = threading.Event()
-
     async def drive():
-        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=Path("/runs"), watch_logs=False,
-                     run_fn=scripted_run(ready))
-        async with app.run_test(size=(80, 24)) as pilot:
-            app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
-            while not ready.is_set():
-                await pilot.pause(0.05)
+        async with scripted_run_started(cpu_caps, size=(80, 24)) as (app, pilot):
             live = app.live
             running = live.sub_title
             await pilot.press("s")
-            while not isinstance(app.screen, ResultsScreen):
-                await pilot.pause(0.05)
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
             return running, live.sub_title
 
     running, ended = asyncio.run(drive())

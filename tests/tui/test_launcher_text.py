@@ -12,12 +12,15 @@ from rich.table import Table
 from textual.color import Color
 from textual.widgets import Static
 
+from kit.core.events import RunStarted
 from kit.core.safe_console import SafeConsole
 from kit.core.terminal_text import printable
 from kit.tui.app import KitApp, PrintableLines
+from kit.run.runner import RunOptions, RunResult
 from kit.tui.catalog import Capabilities
-from tests.adversarial.cases_console import HOSTILE
-from tests.tui.conftest import PROTOCOLS
+from tests.adversarial.cases_console import HOSTILE, SHOWN
+from tests.tui.conftest import PROTOCOLS, static_text, until
+from tests.tui.scripted import PLAN, launcher_app
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -49,3 +52,32 @@ def test_a_table_and_a_notification_quoting_hostile_text_show_it_as_written(tmp_
     drawn = "\n".join(lines)
     assert "b1-fake[/] [bold red]owned[/] \\[x] :smile:" in drawn and not CONTROL.search(drawn)
     assert notes == [f"the run failed: {HOSTILE}"]
+
+
+def test_the_live_screen_draws_an_engine_log_s_hostile_line_without_its_controls(cpu_caps, tmp_path):
+    """The engine log's tail is written to its RichLog as read; the app cleans it as it is drawn (its SafeConsole
+    renders the RichLog's lines, PrintableLines filters every drawn line), no widget cleans it again."""
+    run_dir = tmp_path / "reset-1"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "s1.log").write_text(f"loading model\n{HOSTILE}\n", encoding="utf-8")
+
+    def run(options, emit, say):
+        emit(RunStarted(run_dir, "reset", PLAN))
+        options.stop.wait(30)
+        return RunResult(run_dir, "interrupted", "stopped", None)
+
+    async def drive():
+        app = launcher_app(cpu_caps, run_fn=run)
+        async with app.run_test(size=(200, 30)) as pilot:
+            app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
+            await until(pilot, lambda: app.live.state.run_dir == run_dir)
+            app.live.show_log()
+            await pilot.pause()
+            drawn = static_text(app.live, "#log")
+            app.live.stop.set()
+            await until(pilot, lambda: app.live.finished)
+            return drawn
+
+    drawn = asyncio.run(drive())
+    assert "Engine log (s1.log)" in drawn and "loading model" in drawn
+    assert SHOWN.rstrip() in drawn and "red" in drawn and " end" in drawn and not CONTROL.search(drawn)

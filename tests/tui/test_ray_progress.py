@@ -12,9 +12,9 @@ from kit.app.console import ConsoleReporter
 from kit.core.safe_console import SafeConsole
 from kit.core.events import RunEnded, RunStarted, UnitProgress, units_eta
 from kit.run.runner import RunOptions, RunResult
-from kit.tui.app import KitApp
 from kit.tui.live_state import LiveState
-from tests.tui.conftest import PROTOCOLS, SetClock, static_text
+from tests.tui.conftest import PROTOCOLS, SetClock, static_text, until
+from tests.tui.scripted import launcher_app, scripted_run_started
 
 RUN_DIR = Path("/runs/sweep-20260101-000000")
 PLAN = {"episodes": 2, "passes": ["q8-h0-on", "q8-h1-on", "q4-h0-on", "q4-h1-on"]}
@@ -78,8 +78,7 @@ async def stopped(app, pilot) -> None:
     """Stop the scripted run and wait until the screen has taken its result (not racing the app's exit)."""
     live = app.live
     live.stop.set()
-    while live.result is None and live.error is None:
-        await pilot.pause(0.05)
+    await until(pilot, lambda: live.finished)
     await pilot.pause()
 
 
@@ -97,16 +96,11 @@ def ray_run(ready: threading.Event):
 
 
 def test_the_live_screen_shows_the_nodes_and_the_eta_only_for_a_ray_run(cpu_caps):
-    ready, clock = threading.Event(), SetClock()
+    clock = SetClock()
 
     async def drive():
-        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=Path("/runs"), watch_logs=False,
-                     run_fn=ray_run(ready), clock=clock)
-        async with app.run_test(size=(100, 30)) as pilot:
-            app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
-            await pilot.pause()
-            while not ready.is_set() or app.live.state.units != (1, 4):
-                await pilot.pause(0.05)
+        async with scripted_run_started(cpu_caps, clock=clock, run=ray_run) as (app, pilot):
+            await until(pilot, lambda: app.live.state.units == (1, 4))
             clock.now += 59.0  # the first unit was handed out 1 s before the first event: 60 s for 1 of 4
             app.live.render_state()
             await pilot.pause()
@@ -127,8 +121,7 @@ def local_run(options: RunOptions, emit, say) -> RunResult:
 
 def test_the_live_screen_hides_the_units_line_of_a_local_run(cpu_caps):
     async def drive():
-        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=Path("/runs"), watch_logs=False,
-                     run_fn=local_run)
+        app = launcher_app(cpu_caps, run_fn=local_run)
         async with app.run_test(size=(100, 30)) as pilot:
             app.start_run(RunOptions(protocol=str(PROTOCOLS / "reset.yaml")))
             while app.live.state.run_dir is None:

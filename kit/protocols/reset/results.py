@@ -56,6 +56,9 @@ def counts(units: dict[str, dict[str, Any]]) -> dict[str, int]:
                                 and p["cold"][0] != p["warm"][0] for p in units.values())}
 
 
+COUNT_KEYS = tuple(counts({}))  # the names of a session's counts, in their order (for lists of them per session)
+
+
 def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
     manifest = Manifest.load(run_dir)
     rows, paths_by_session = [], {}

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Sta
 
 from kit.core.events import Event, RunEnded
 from kit.core.paths import RunPaths
-from kit.core.terminal_text import one_line, printable
+from kit.core.terminal_text import one_line
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
 
@@ -221,7 +221,7 @@ class LiveScreen(Screen):
         log.clear()
         log.border_title = f"Engine log ({path.name})"
         for line in lines:
-            log.write(printable(line))  # the engine's own log: no escape sequence reaches the terminal
+            log.write(line)  # the engine's own log, drawn through the app's PrintableLines
 
     def action_stop(self) -> None:
         if self.state.ended is None and not self.stop.is_set():
@@ -232,15 +232,20 @@ class LiveScreen(Screen):
     def check_action(self, action: str, parameters) -> bool | None:
         """Stop only while running; Results only once there are some; Back (to the picker) once it is over."""
         if action == "stop":
-            return self.result is None and self.error is None and self.state.ended is None
+            return not self.finished and self.state.ended is None
         if action == "results":
             return self.result is not None
         if action == "back":
-            return self.result is not None or self.error is not None
+            return self.finished
         return True
 
+    @property
+    def finished(self) -> bool:
+        """The run's worker is over: it returned a result or failed with an error."""
+        return self.result is not None or self.error is not None
+
     def action_back(self) -> None:
-        if self.result is not None or self.error is not None:
+        if self.finished:
             self.app.back_to_picker()
 
     def action_results(self) -> None:
