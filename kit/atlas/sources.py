@@ -1,7 +1,8 @@
 """The atlas's inputs, each verified before anything is read from it, and read only from what was verified.
 
 A bundle is verified by `kit verify`'s own code (checksums, then every results file recomputed from the
-raw records: kit.replay.run.recorded_runs); one that does not verify is refused. A run folder is untrusted
+raw records: kit.replay.run.verified_runs); one that does not verify is refused, and what verify
+recomputed (the raw copies, their results, the findings of an analysis/ it held) is what the atlas reads. A run folder is untrusted
 input too: a link or special file in it is refused, its manifest is read through the typed model, and its
 results are never read from the folder: they are recomputed from its raw records in a copy (as verify
 does for a bundle), and the atlas reads that copy only. The paper's measures come from the analysis
@@ -20,13 +21,14 @@ from typing import Any, Callable, Iterator
 from kit.analysis import findings as analysis
 from kit.analysis.findings_model import Findings
 from kit.bundle import recompute
+from kit.bundle.verify import VerifiedRun
 from kit.core.digests import sha256_json
 from kit.core.errors import ConfigError, KitError
 from kit.core.paths import RunPaths
 from kit.record.divergence import emitted
 from kit.record.files import read_records
 from kit.record.manifest import Manifest, RunManifest, not_plain
-from kit.replay.run import recorded_runs
+from kit.replay.run import verified_runs
 
 PAPER_KINDS = ("reset", "grid", "sweep")  # the kinds whose runs feed the paper's Tables III-VII
 FAST = analysis.Settings(block_bootstrap_replicates=2_000, sweep_replicates=200, cluster_replicates=200, workers=1)
@@ -63,15 +65,17 @@ def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int,
     return found, total
 
 
-def _read(copy: Path, source: str) -> AtlasRun:
-    """An AtlasRun from a raw copy whose results were just recomputed from its records."""
-    fresh = recompute.recompute(copy)
+def _read(copy: Path, source: str, verified: VerifiedRun | None = None) -> AtlasRun:
+    """An AtlasRun from a raw copy: its results recomputed from its records (by verify when `verified`, else
+    here), its findings those verify recomputed, else computed here."""
+    fresh = verified.results if verified is not None else recompute.recompute(copy)
     loaded = Manifest.load(copy)
     results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
                if name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json")}
     run = AtlasRun(source, loaded.run_id, loaded.run, results, None)
     if loaded.run.protocol.kind in PAPER_KINDS:
-        run.findings = analysis.compute([copy], FAST)
+        run.findings = verified.findings if verified is not None and verified.findings is not None else \
+            analysis.compute([copy], FAST)
     run.outputs, run.requests = _outputs(copy, loaded.run)
     return run
 
@@ -106,6 +110,8 @@ def verified(inputs: list[Path], say: Callable[[str], None] = lambda line: None)
             if given.is_dir():
                 raise ConfigError(f"{given} is neither a run folder nor a bundle",
                                   "pass run folders (they hold manifest.json) or bundles (.tar.gz)")
-            for run_dir in stack.enter_context(recorded_runs(given, say, "reading it")):
-                runs.append(_from_folder(run_dir, place, f"{given}:{run_dir.name}"))
+            for run_dir, kept in stack.enter_context(verified_runs(given, say, "reading it")):
+                source = f"{given}:{run_dir.name}"
+                runs.append(_read(kept.copy, source, kept) if kept is not None else
+                            _from_folder(run_dir, place, source))
         yield runs

@@ -1,0 +1,59 @@
+"""What `kit atlas` reads from a bundle is what `kit verify` recomputed: each run's results and (where its
+analysis/ held them) its findings are computed once, by verify, and handed on (kit.replay.run.verified_runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kit.atlas import sources
+from kit.bundle import recompute
+from kit.replay.run import recorded_runs, verified_runs
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ANALYSED = FIXTURES / "bundles" / "analysed-eb721ab.tar.gz"  # a demo and a grid run, each with its analysis/
+ZEN4_DEMO = FIXTURES / "bundles" / "demo-20261201-191112.tar.gz"  # no analysis/
+
+
+def _counting(monkeypatch) -> dict[str, int]:
+    calls = {"results": 0, "findings": 0}
+    results, findings = recompute.recompute, sources.analysis.compute
+
+    def counted_results(copy):
+        calls["results"] += 1
+        return results(copy)
+
+    def counted_findings(*args, **kwargs):
+        calls["findings"] += 1
+        return findings(*args, **kwargs)
+
+    monkeypatch.setattr(recompute, "recompute", counted_results)
+    monkeypatch.setattr(sources.analysis, "compute", counted_findings)
+    return calls
+
+
+def test_verified_runs_hand_on_what_verify_recomputed():
+    with verified_runs(ANALYSED) as runs:
+        assert [folder.name for folder, _ in runs] == ["demo-20261201-070851", "grid-tiny-20261201-070919"]
+        for folder, kept in runs:
+            assert kept is not None and kept.copy.is_dir() and kept.copy.name == folder.name
+            assert sorted(kept.results) == sorted(p.relative_to(folder).as_posix()
+                                                  for p in (folder / "results").iterdir())
+            assert kept.findings is not None and kept.findings.to_json()["runs"][0]["run"].startswith(folder.name)
+            assert kept.settings.block_bootstrap_replicates == 10_000  # what its findings.json records
+    with recorded_runs(ANALYSED) as folders:
+        assert [folder.name for folder in folders] == ["demo-20261201-070851", "grid-tiny-20261201-070919"]
+
+
+def test_a_bundle_is_recomputed_once_and_its_verified_findings_are_read(monkeypatch):
+    calls = _counting(monkeypatch)
+    with sources.verified([ANALYSED]) as runs:
+        assert [run.run_id for run in runs] == ["demo-20261201-070851", "grid-tiny-20261201-070919"]
+        assert all(run.findings is not None and run.results for run in runs)
+    assert calls == {"results": 2, "findings": 2}  # verify's alone: each run's results, each run's analysis/
+
+
+def test_findings_are_computed_here_only_where_verify_did_not(monkeypatch):
+    calls = _counting(monkeypatch)
+    with sources.verified([ZEN4_DEMO]) as runs:  # no analysis/: verify recomputed its results only
+        assert len(runs) == 1 and runs[0].findings is not None
+    assert calls == {"results": 1, "findings": 1}
