@@ -3,10 +3,12 @@ analysis/ held them) its findings are computed once, by verify, and handed on (k
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from kit.atlas import sources
-from kit.bundle import recompute
+from kit.bundle import recompute, safe_tar
 from kit.replay.run import recorded_runs, verified_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -57,3 +59,39 @@ def test_findings_are_computed_here_only_where_verify_did_not(monkeypatch):
     with sources.verified([ZEN4_DEMO]) as runs:  # no analysis/: verify recomputed its results only
         assert len(runs) == 1 and runs[0].findings is not None
     assert calls == {"results": 1, "findings": 1}
+
+
+def _demo_folder(tmp: Path, replicates: int | None) -> Path:
+    """The analysed bundle's demo run folder; its findings.json recording `replicates` block-bootstrap
+    replicates (None: the folder without its analysis/)."""
+    run_dir = safe_tar.extract(ANALYSED, tmp / "unpacked") / "runs" / "demo-20261201-070851"
+    findings = run_dir / "analysis" / "findings.json"
+    if replicates is None:
+        shutil.rmtree(findings.parent)
+    else:
+        held = json.loads(findings.read_text())
+        held["settings"]["block_bootstrap_replicates"] = replicates
+        findings.write_text(json.dumps(held))
+    return run_dir
+
+
+def test_a_run_folders_findings_use_the_settings_its_own_findings_record(tmp_path):
+    with sources.verified([_demo_folder(tmp_path, 500)]) as runs:
+        assert runs[0].findings.to_json()["settings"]["block_bootstrap_replicates"] == 500
+        assert runs[0].notes == []
+
+
+def test_without_its_own_findings_a_run_folder_gets_the_papers_settings_and_a_note(tmp_path):
+    with sources.verified([_demo_folder(tmp_path, None)]) as runs:
+        settings = runs[0].findings.to_json()["settings"]
+    assert (settings["block_bootstrap_replicates"], settings["sweep_replicates"]) == (10_000, 2_000)
+    assert runs[0].notes == ["its findings were computed here with the paper's settings (seed 20261007, 10,000 "
+                             "block-bootstrap, 2,000 sweep and 2,000 cluster replicates): it holds no "
+                             "analysis/findings.json"]
+
+
+def test_findings_that_give_no_settings_fall_back_to_the_papers_with_the_reason(tmp_path):
+    run_dir = _demo_folder(tmp_path, 0)  # not a whole number from 1
+    with sources.verified([run_dir]) as runs:
+        assert runs[0].findings.to_json()["settings"]["block_bootstrap_replicates"] == 10_000
+    assert "settings.block_bootstrap_replicates is 0, not a whole number from 1" in runs[0].notes[0]
