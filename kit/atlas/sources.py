@@ -145,14 +145,8 @@ def verified(inputs: list[Path], say: Callable[[str], None] = lambda line: None)
         for number, given in enumerate(inputs):
             place = scratch / str(number)
             place.mkdir()
-            if RunPaths(given).manifest.is_file():
-                runs.append(_from_folder(given, place, str(given)))
-                continue
-            if given.is_dir():
-                raise ConfigError(f"{given} is neither a run folder nor a bundle",
-                                  "pass run folders (they hold manifest.json) or bundles (.tar.gz)")
             for run_dir, kept in stack.enter_context(verified_runs(given, say, "reading it")):
-                source = f"{given}:{run_dir.name}"
+                source = str(given) if run_dir == given else f"{given}:{run_dir.name}"
                 runs.append(_read(kept.copy, source, kept, _bundle_settings(kept)) if kept is not None else
                             _from_folder(run_dir, place, source))
         yield runs

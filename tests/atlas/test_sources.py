@@ -7,8 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from kit.atlas import sources
 from kit.bundle import recompute, safe_tar
+from kit.core.errors import ConfigError
 from kit.replay.run import recorded_runs, verified_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -95,3 +98,11 @@ def test_findings_that_give_no_settings_fall_back_to_the_papers_with_the_reason(
     with sources.verified([run_dir]) as runs:
         assert runs[0].findings.to_json()["settings"]["block_bootstrap_replicates"] == 10_000
     assert "settings.block_bootstrap_replicates is 0, not a whole number from 1" in runs[0].notes[0]
+
+
+def test_inputs_go_through_replays_verified_runs_and_are_labelled_by_where_they_came_from(tmp_path):
+    run_dir = _demo_folder(tmp_path, 500)
+    with sources.verified([run_dir, ZEN4_DEMO]) as runs:
+        assert [run.source for run in runs] == [str(run_dir), f"{ZEN4_DEMO}:demo-20261201-191112"]
+    with pytest.raises(ConfigError, match=f"{tmp_path} has no manifest.json"), sources.verified([tmp_path]):
+        pass
