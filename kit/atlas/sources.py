@@ -28,9 +28,9 @@ from kit.bundle.verify import VerifiedRun
 from kit.core.digests import sha256_json
 from kit.core.errors import ConfigError, KitError
 from kit.core.paths import RunPaths
-from kit.record.divergence import emitted
 from kit.record.files import read_records
 from kit.record.manifest import Manifest, RunManifest, not_plain
+from kit.replay.comparison import identity
 from kit.replay.run import verified_runs
 
 PAPER_KINDS = ("reset", "grid", "sweep")  # the kinds whose runs feed the paper's Tables III-VII
@@ -64,7 +64,8 @@ def folder_settings(run_dir: Path) -> tuple[analysis.Settings, str | None]:
 @dataclass
 class AtlasRun:
     """One verified run: where it came from, its manifest, its recomputed results and analysis, and the
-    digest of every output keyed by where and what was asked (pass, seq, request digest)."""
+    digest of every output keyed by where and what was asked (pass, seq, request digest): the digest of
+    what `kit replay` compares (kit.replay.comparison.identity: the prompt's sha256, tokens and text)."""
 
     source: str
     run_id: str
@@ -83,12 +84,12 @@ def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int,
         file = run_dir / (info.file or "")
         if not info.file or not file.is_file():
             continue
-        for record in read_records(file).records:
+        for record in read_records(file, logprobs=False).records:
             total += 1
             completion = record.get("completion") or {}
             if completion.get("outcome", "ok") != "ok":
                 continue
-            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(emitted(record))
+            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(identity(record))
     return found, total
 
 

@@ -215,7 +215,8 @@ def build(runs: list[AtlasRun]) -> Atlas:
     ordered = sorted(columns.values(), key=lambda c: (c.group != "ladder", c.group))
     ordered += [Column("identity", "replay identity", "same requests → identical outputs",
                        "against every other row: of the requests both asked (same pass, seq and request digest), "
-                       "how many got byte-identical outputs"),
+                       "how many got byte-identical outputs (the same prompt, tokens and text, as kit replay "
+                       "compares them)"),
                 Column("size", "size", "runs, requests, passes", "the runs behind the row and their size")]
     notes = [f"{run.source}: {note}" for run in runs for note in run.notes]
     return Atlas(rows, ordered, notes)

@@ -64,9 +64,16 @@ class Comparison:
                 "summary": self.summary()}
 
 
-def _answer(record: dict[str, Any]) -> tuple[Any, ...]:
+def answer(record: dict[str, Any]) -> tuple[Any, Any]:
+    """What a record answered: its token ids (token strings where an engine gives no ids) and its text."""
     completion = record.get("completion") or {}
     return completion.get("token_ids") or completion.get("tokens") or [], completion.get("text")
+
+
+def identity(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What two records share exactly when they asked and answered the same, byte for byte (`differs_at` is
+    None): the prompt's sha256, the answer's tokens and its text. `kit atlas` compares runs by it too."""
+    return (record.get("prompt_sha256"), *answer(record))
 
 
 def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
@@ -74,9 +81,9 @@ def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
     index (-1: the prompts differ)."""
     if a.get("prompt_sha256") != b.get("prompt_sha256"):
         return -1
-    if _answer(a) == _answer(b):
+    if identity(a) == identity(b):
         return None
-    left, right = _answer(a)[0], _answer(b)[0]
+    left, right = answer(a)[0], answer(b)[0]
     return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
 
 

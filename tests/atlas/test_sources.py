@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.atlas import sources
+from kit.atlas import sources, table
 from kit.bundle import recompute, safe_tar
 from kit.core.errors import ConfigError
+from kit.record.files import read_records
+from kit.replay import comparison
 from kit.replay.run import recorded_runs, verified_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -106,3 +108,32 @@ def test_inputs_go_through_replays_verified_runs_and_are_labelled_by_where_they_
         assert [run.source for run in runs] == [str(run_dir), f"{ZEN4_DEMO}:demo-20261201-191112"]
     with pytest.raises(ConfigError, match=f"{tmp_path} has no manifest.json"), sources.verified([tmp_path]):
         pass
+
+
+def _text_changed(tmp: Path) -> Path:
+    """The Zen 4 demo's run folder on another CPU (its own row) with its first answer's text changed, its
+    tokens not."""
+    run_dir = next((safe_tar.extract(ZEN4_DEMO, tmp / "text") / "runs").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["provenance"]["host"]["cpu"] = "Another CPU"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    records = run_dir / "records" / "s1.jsonl"
+    lines = records.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["completion"]["text"] += "!"
+    lines[0] = json.dumps(first)
+    records.write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def test_identity_is_replays_same_prompt_tokens_and_text(tmp_path):
+    changed = _text_changed(tmp_path)
+    with sources.verified([ZEN4_DEMO, changed]) as runs:
+        built = table.build(runs)
+    cell = built.cell(built.rows[0], next(c for c in built.columns if c.key == "identity"))
+    assert cell.text == "#2: 15/16 identical"  # the same tokens, another text: not identical, as for kit replay
+    records = read_records(changed / "records" / "s1.jsonl", logprobs=False).records
+    original = read_records(next((safe_tar.extract(ZEN4_DEMO, tmp_path / "original") / "runs").iterdir())
+                            / "records" / "s1.jsonl", logprobs=False).records
+    assert comparison.differs_at(original[0], records[0]) is not None
+    assert comparison.answer(original[0])[0] == comparison.answer(records[0])[0]
