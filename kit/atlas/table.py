@@ -1,4 +1,5 @@
-"""The atlas: one row per engine x build x machine x CPU backend x weight format x cache setting, its
+"""The atlas: one row per engine x build x machine x CPU backend x weight format x cache setting x server
+binary or image (the engine facets kit replay compares: kit.replay.comparison.engine_facets), its
 columns the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay identity
 with the other rows and the size of the runs behind it. A cell that cannot be compared says why.
 
@@ -14,11 +15,13 @@ from kit.analysis.collect import weight_format
 from kit.atlas.sources import AtlasRun
 from kit.compare.measures import MEASURES, ROWS, Measured
 from kit.compare.run_rows import FindingsShape, read_rows
+from kit.launch.gpu_setup import LLAMACPP_SHORT
+from kit.replay.comparison import cpu_backend, engine_facets, server_binary
 from kit.run import engine_build
 
 PAPER_TABLES = ("IV", "V", "VI", "VII")
 ISA_SHOWN = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16")  # what tells machine code apart
-KEY_NAMES = ("engine", "build", "machine", "CPU backend", "weight format", "cache setting")
+KEY_NAMES = ("engine", "build", "machine", "CPU backend", "weight format", "cache setting", "server binary or image")
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,20 @@ def _absent(row: Row, column: Column) -> str:
 
 
 def _build(run: AtlasRun) -> str:
-    engine = run.manifest.engine.to_json()
-    if engine_build.recorded_build(engine) is not None:
-        return engine_build.identity_line(engine)
-    launch = next((p.launch for p in run.manifest.passes.values() if p.launch), {}) or {}
-    info = launch.get("build_info")
-    return f"{info} (the paper's build)" if info and "7e4c0a9" in str(info) else str(info or "not recorded")
+    """The llama.cpp sdist build, else llama-server's build_info (the paper's marked): as kit replay compares
+    them (engine_facets)."""
+    facets = engine_facets(run.manifest)
+    if engine_build.recorded_build(run.manifest.engine.to_json()) is not None:
+        return str(facets["llama.cpp build (sdist)"])
+    info = facets["engine build"]
+    return f"{info} (the paper's build)" if info and LLAMACPP_SHORT in str(info) else str(info or "not recorded")
+
+
+def _binary(run: AtlasRun) -> str:
+    """The server binary and the container image the run recorded (engine_facets); the kit's own engine else."""
+    binary, label = server_binary(run.manifest)
+    image = engine_facets(run.manifest)["engine image"]
+    return "; ".join([*([label] if binary else []), *([f"image {image}"] if image else [])]) or label
 
 
 def _machine(run: AtlasRun) -> str:
@@ -88,11 +99,14 @@ def _machine(run: AtlasRun) -> str:
 
 
 def _backend(run: AtlasRun) -> str:
+    """The CPU backend as kit replay names it, with the extensions of its machine code that tell backends
+    apart; else the CPU backend a llama.cpp sdist build was made for."""
+    named = cpu_backend(run.manifest)
     cpu = run.manifest.provenance.cpu_backend
     built = (run.manifest.engine.to_json().get("engine_build") or {})
-    if isinstance(cpu, dict):
+    if named is not None and isinstance(cpu, dict):
         isa = " ".join(flag for flag in cpu.get("isa") or [] if flag in ISA_SHOWN)
-        return f"{cpu.get('name')} (libggml-cpu {str(cpu.get('library_sha256'))[:12]}…{'; ' + isa if isa else ''})"
+        return f"{named}{'; ' + isa if isa else ''}"
     if isinstance(built, dict) and built.get("cpu_backend"):
         return f"{built['cpu_backend']} (static llama-server {str(built.get('binary_sha256'))[:12]}…)"
     return "not recorded (a user's server binary or a container)"
@@ -106,7 +120,8 @@ def _cache(run: AtlasRun) -> str:
 def row_key(run: AtlasRun) -> tuple[str, ...]:
     engine = run.manifest.engine
     name = str(engine.engine_kind or engine.engine or engine.kind or "unknown")
-    return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run), weight_format(run.manifest), _cache(run))
+    return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run),
+            weight_format(run.manifest), _cache(run), _binary(run))
 
 
 def _rate(m: Measured, kind: str = "rate") -> str:

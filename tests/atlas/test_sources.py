@@ -137,3 +137,16 @@ def test_identity_is_replays_same_prompt_tokens_and_text(tmp_path):
                             / "records" / "s1.jsonl", logprobs=False).records
     assert comparison.differs_at(original[0], records[0]) is not None
     assert comparison.answer(original[0])[0] == comparison.answer(records[0])[0]
+
+
+def test_a_row_is_one_engine_as_kit_replay_tells_engines_apart(tmp_path):
+    run_dir = next((safe_tar.extract(ZEN4_DEMO, tmp_path / "binary") / "runs").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["engine"]["server_bin_sha256"] = "ab" * 32  # the same path, another binary
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with sources.verified([ZEN4_DEMO, run_dir]) as runs:
+        built = table.build(runs)
+        differences = comparison.environment(runs[0].manifest, runs[1].manifest)
+    assert len(built.rows) == 2 and [table.key_cells(r)["server binary or image"] for r in built.rows] == [
+        "/tmp/oldfx-bin/llama-server (sha256 not recorded)", "/tmp/oldfx-bin/llama-server (sha256 abababababab…)"]
+    assert [d.split(":")[0] for d in differences] == ["server binary"]
