@@ -16,7 +16,7 @@ from kit.core.terminal_text import echo
               help="Write the atlas as an HTML page (the kit's own rendering, no script, strict CSP).")
 @click.option("--csv", "csv_out", type=click.Path(path_type=Path, dir_okay=False), help="Write the atlas as CSV.")
 def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None) -> None:
-    """Set runs side by side: one row per engine x build x machine x CPU backend x weight format x cache
+    """Set runs side by side: one row per engine x build x machine x CPU backend x model x weight format x cache
     setting x server binary or image; columns: the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay
     identity with the other rows (same requests -> identical outputs?) and the size of the runs.
 

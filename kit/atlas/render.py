@@ -26,7 +26,7 @@ PAGE_CSP = content_security_policy(PAGE_STYLE)
 
 def terminal(atlas: Atlas) -> Table:
     """Transposed for the console: a line per key field and measure, a column per atlas row."""
-    view = Table(title="Atlas: engine x build x machine x CPU backend x weight format x cache setting x server "
+    view = Table(title="Atlas: engine x build x machine x CPU backend x model x weight format x cache setting x server "
                        "binary or image",
                  title_justify="left", show_lines=False)
     view.add_column("", style="bold", overflow="fold")

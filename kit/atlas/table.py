@@ -1,4 +1,4 @@
-"""The atlas: one row per engine x build x machine x CPU backend x weight format x cache setting x server
+"""The atlas: one row per engine x build x machine x CPU backend x model x weight format x cache setting x server
 binary or image (the engine facets kit replay compares: kit.replay.comparison.engine_facets), its
 columns the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay identity
 with the other rows and the size of the runs behind it. A cell that cannot be compared says why.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.analysis.collect import weight_format
+from kit.analysis.collect import model_label, weight_format
 from kit.atlas.sources import AtlasRun
 from kit.compare.measures import MEASURES, ROWS, Measured
 from kit.compare.run_rows import FindingsShape, read_rows
@@ -21,7 +21,8 @@ from kit.run import engine_build
 
 PAPER_TABLES = ("IV", "V", "VI", "VII")
 ISA_SHOWN = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16")  # what tells machine code apart
-KEY_NAMES = ("engine", "build", "machine", "CPU backend", "weight format", "cache setting", "server binary or image")
+KEY_NAMES = ("engine", "build", "machine", "CPU backend", "model", "weight format", "cache setting",
+             "server binary or image")
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,13 @@ def _backend(run: AtlasRun) -> str:
     return "not recorded (a user's server binary or a container)"
 
 
+def _model(run: AtlasRun) -> str:
+    """The model's short name (kit.analysis.collect.model_label) and the sha256 of the file served."""
+    digest = run.manifest.engine.model_sha256
+    return f"{model_label(run.manifest)} (sha256 {digest[:12]}…)" if digest else \
+        f"{model_label(run.manifest)} (sha256 not recorded)"
+
+
 def _cache(run: AtlasRun) -> str:
     ram = run.manifest.engine.cache_ram
     return f"--cache-ram {ram}" if ram is not None else "--cache-ram engine default"
@@ -121,7 +129,7 @@ def row_key(run: AtlasRun) -> tuple[str, ...]:
     engine = run.manifest.engine
     name = str(engine.engine_kind or engine.engine or engine.kind or "unknown")
     return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run),
-            weight_format(run.manifest), _cache(run), _binary(run))
+            _model(run), weight_format(run.manifest), _cache(run), _binary(run))
 
 
 def _rate(m: Measured, kind: str = "rate") -> str:
@@ -186,9 +194,16 @@ def _paper_cells(run: AtlasRun, columns: dict[str, Column]) -> dict[str, Cell]:
 
 
 def _merge(into: dict[str, Cell], cells: dict[str, Cell]) -> None:
+    """Cells of a row's runs side by side: values joined with " | "; where no run could compare the cell, it
+    stays one that cannot be compared, with each distinct reason."""
     for key, cell in cells.items():
         old = into.get(key)
-        into[key] = cell if old is None else Cell(f"{old.shown} | {cell.shown}")
+        if old is None:
+            into[key] = cell
+        elif old.why is not None and cell.why is not None:
+            into[key] = Cell(why=old.why if cell.why in old.why.split(" | ") else f"{old.why} | {cell.why}")
+        else:
+            into[key] = Cell(f"{old.shown} | {cell.shown}")
 
 
 def _identity(rows: list[Row]) -> None:

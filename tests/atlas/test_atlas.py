@@ -102,7 +102,7 @@ def test_csv_has_a_line_per_row_and_every_column(atlas):
     text = render.csv_text(atlas)
     lines = text.splitlines()
     assert len(lines) == 1 + len(atlas.rows)
-    assert lines[0].startswith("engine,build,machine,CPU backend,weight format,cache setting,server binary or image,"
+    assert lines[0].startswith("engine,build,machine,CPU backend,model,weight format,cache setting,server binary or image,"
                                "runs,")
     assert "cannot be compared: not measured by this row's runs (grid)" in lines[2]
 

@@ -150,3 +150,24 @@ def test_a_row_is_one_engine_as_kit_replay_tells_engines_apart(tmp_path):
     assert len(built.rows) == 2 and [table.key_cells(r)["server binary or image"] for r in built.rows] == [
         "/tmp/oldfx-bin/llama-server (sha256 not recorded)", "/tmp/oldfx-bin/llama-server (sha256 abababababab…)"]
     assert [d.split(":")[0] for d in differences] == ["server binary"]
+
+
+def test_two_models_of_one_weight_format_are_two_rows(tmp_path):
+    run_dir = next((safe_tar.extract(ZEN4_DEMO, tmp_path / "model") / "runs").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["engine"]["model_sha256"] = "cd" * 32
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with sources.verified([ZEN4_DEMO, run_dir]) as runs:
+        built = table.build(runs)
+    keys = [table.key_cells(row) for row in built.rows]
+    assert len(built.rows) == 2 and keys[0]["weight format"] == keys[1]["weight format"] == "Q4_1"
+    assert keys[1]["model"].endswith("(sha256 cdcdcdcdcdcd…)") and keys[0]["model"] != keys[1]["model"]
+
+
+def test_cells_of_one_row_merged_keep_what_cannot_be_compared():
+    into = {"a": table.Cell(why="VOID: no pairs"), "b": table.Cell("holds 2/2 identical"), "c": table.Cell(why="x")}
+    table._merge(into, {"a": table.Cell(why="not measured here: no GPU"), "b": table.Cell(why="VOID: y"),
+                        "c": table.Cell(why="x")})
+    assert into["a"] == table.Cell(why="VOID: no pairs | not measured here: no GPU")
+    assert into["b"] == table.Cell("holds 2/2 identical | cannot be compared: VOID: y")
+    assert into["c"] == table.Cell(why="x")  # one reason, said once
