@@ -46,8 +46,10 @@ def terminal(atlas: Atlas) -> Table:
 
 
 def legend(atlas: Atlas) -> list[str]:
-    """The ladder columns' contrasts, then the notes (n/a in the terminal: the cell cannot be compared)."""
-    return [f"{c.group} {c.label}: {c.what}" for c in atlas.columns if c.group == "ladder"] + atlas.notes
+    """The ladder columns' contrasts and the columns of a table's further rows (`IV:paths_differ·2`), then the
+    notes (n/a in the terminal: the cell cannot be compared)."""
+    return [f"{c.group} {c.label}: {c.what}" for c in atlas.columns if c.group == "ladder" or "·" in c.label] + \
+        atlas.notes
 
 
 def html_page(atlas: Atlas, title: str = "Cache-divergence atlas") -> str:

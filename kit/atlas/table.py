@@ -180,16 +180,18 @@ def _paper_cells(run: AtlasRun, columns: dict[str, Column]) -> dict[str, Cell]:
             for quantity in MEASURES[(table, ROWS)]:
                 cells[f"{table}:{quantity}"] = Cell(why=f"its analysis is malformed ({exc})")
             continue
-        for row in found[:1]:
+        for number, row in enumerate(found, 1):  # a table's further rows numbered as a rung's: IV:paths_differ·2
             for quantity, measure in MEASURES[(table, ROWS)].items():
-                key = f"{table}:{quantity}"
+                key = f"{table}:{quantity}" + (f"·{number}" if number > 1 else "")
                 if quantity in row.measures:
                     cells[key] = Cell(_rate(row.measures[quantity], measure.kind))
                 elif quantity in row.missing:
                     cells[key] = Cell(why=row.missing[quantity])
                 else:
                     continue
-                columns.setdefault(key, Column(key, f"Table {table}", quantity, measure.label))
+                columns.setdefault(key, Column(key, f"Table {table}", quantity if number == 1 else f"{quantity}·{number}",
+                                               measure.label if number == 1 else
+                                               f"{measure.label} (row {number} of the run's Table {table})"))
     return cells
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.atlas import sources, table
+from kit.atlas import render, sources, table
 from kit.bundle import recompute, safe_tar
 from kit.core.errors import ConfigError
 from kit.record.files import read_records
@@ -171,3 +171,21 @@ def test_cells_of_one_row_merged_keep_what_cannot_be_compared():
     assert into["a"] == table.Cell(why="VOID: no pairs | not measured here: no GPU")
     assert into["b"] == table.Cell("holds 2/2 identical | cannot be compared: VOID: y")
     assert into["c"] == table.Cell(why="x")  # one reason, said once
+
+
+def test_a_tables_further_rows_get_numbered_columns_said_in_the_legend():
+    xeon_demo = FIXTURES / "records_v1" / "bundles" / "demo-20261201-070851.tar.gz"
+    with verified_runs(ZEN4_DEMO) as [(_, zen4)], verified_runs(xeon_demo) as [(_, xeon)]:
+        assert zen4 is not None and xeon is not None
+        with sources.verified([ZEN4_DEMO]) as runs:
+            run = runs[0]
+        settings = sources.analysis.Settings(block_bootstrap_replicates=200, sweep_replicates=20,
+                                             cluster_replicates=20, workers=1)
+        run.findings = sources.analysis.compute([zen4.copy, xeon.copy], settings)  # Table IV: a row per run
+    built = table.build([run])
+    keys = [c.key for c in built.columns if c.group == "Table IV"]
+    assert "IV:paths_differ" in keys and "IV:paths_differ·2" in keys
+    second = next(c for c in built.columns if c.key == "IV:paths_differ·2")
+    assert second.label == "paths_differ·2" and "(row 2 of the run's Table IV)" in second.what
+    assert built.cell(built.rows[0], second).text.startswith("s1 ")
+    assert any(line.startswith("Table IV paths_differ·2: ") for line in render.legend(built))
