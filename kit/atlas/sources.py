@@ -67,14 +67,14 @@ class AtlasRun:
     digest of every output keyed by where and what was asked (pass, seq, request digest): the digest of
     what `kit replay` compares (kit.replay.comparison.identity: the prompt's sha256, tokens and text)."""
 
-    source: str
+    source: str  # the input, or input:run folder for a bundle's run
     run_id: str
     manifest: RunManifest
     results: dict[str, Any]
     findings: Findings | None
     outputs: dict[tuple[str, int, str], str] = field(default_factory=dict)
     requests: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # verify's on its files, and how its findings were computed
 
 
 def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int, str], str], int]:
@@ -102,7 +102,7 @@ def _read(copy: Path, source: str, verified: VerifiedRun | None = None,
     loaded = Manifest.load(copy)
     results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
                if name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json")}
-    run = AtlasRun(source, loaded.run_id, loaded.run, results, None)
+    run = AtlasRun(source, loaded.run_id, loaded.run, results, None, notes=list(verified.notes) if verified else [])
     if loaded.run.protocol.kind in PAPER_KINDS:
         if verified is not None and verified.findings is not None:
             run.findings = verified.findings

@@ -73,12 +73,13 @@ class VerifiedRun:
     atlas): the copy of its raw inputs, its results files recomputed from them (name within the run ->
     bytes), and the findings recomputed from its records alone where its analysis/findings.json was computed
     from this run only, with the settings that file records (`settings` also where the findings that name it
-    are of several runs)."""
+    are of several runs), and the notes verify made on its files."""
 
     copy: Path
     results: dict[str, bytes] = field(default_factory=dict)
     findings: Findings | None = None
     settings: Any = None
+    notes: list[str] = field(default_factory=list)  # the verdict's notes on this run's files
 
 
 @dataclass
@@ -444,6 +445,8 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     cover_reader_files(shown, verdict)
     verdict.coverage = coverage.classify(bundle.listing.files, verdict.covered)
     verdict.notes.extend(coverage.notes(verdict.coverage, verdict.noted))
+    for run_id, kept in verdict.runs.items():
+        kept.notes = [note for note in verdict.notes if note.startswith(f"{RUNS}/{run_id}/")]
     return verdict
 
 

@@ -189,3 +189,15 @@ def test_a_tables_further_rows_get_numbered_columns_said_in_the_legend():
     assert second.label == "paths_differ·2" and "(row 2 of the run's Table IV)" in second.what
     assert built.cell(built.rows[0], second).text.startswith("s1 ")
     assert any(line.startswith("Table IV paths_differ·2: ") for line in render.legend(built))
+
+
+def test_verifys_notes_on_a_run_reach_the_legend():
+    with verified_runs(ANALYSED) as runs:
+        said = {folder.name: kept.notes for folder, kept in runs}
+    assert all(said.values()) and all(note.startswith(f"runs/{run_id}/") for run_id, notes in said.items()
+                                      for note in notes)
+    with sources.verified([ANALYSED]) as atlas_runs:
+        built = table.build(atlas_runs)
+    demo = "demo-20261201-070851"
+    assert [f"{ANALYSED}:{demo}: {note}" for note in said[demo]] == \
+        [line for line in render.legend(built) if line.startswith(f"{ANALYSED}:{demo}: ")]
