@@ -32,8 +32,9 @@ def terminal(atlas: Atlas) -> Table:
     view.add_column("", style="bold", overflow="fold")
     for number in range(len(atlas.rows)):
         view.add_column(f"#{number + 1}", overflow="fold")
+    keys = [key_cells(row) for row in atlas.rows]
     for name in KEY_NAMES:
-        view.add_row(name, *[Text(one_line(key_cells(row)[name])) for row in atlas.rows])
+        view.add_row(name, *[Text(one_line(key[name])) for key in keys])
     group = None
     for column in atlas.columns:
         if column.group != group:

@@ -234,7 +234,8 @@ def build(runs: list[AtlasRun]) -> Atlas:
     by_key: dict[tuple[str, ...], Row] = {}
     columns: dict[str, Column] = {}
     for run in runs:
-        row = by_key.setdefault(row_key(run), Row(row_key(run)))
+        key = row_key(run)
+        row = by_key.setdefault(key, Row(key))
         row.runs.append(run)
         _merge(row.cells, _ladder_cells(run, columns))
         _merge(row.cells, _paper_cells(run, columns))
