@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass
 
 from kit.core.errors import ConfigError
-from kit.core.paths import cache_dir
 from kit.compare.measures import MEASURES
+from kit.launch import llamacpp_build
 from kit.protocols import kinds
 from kit.protocols.ladder.contrasts import RUNGS
 from kit.protocols.kind import rough_duration
@@ -62,7 +62,7 @@ class Plan:
 def measured_build_seconds() -> tuple[float, str]:
     """The median build time of the builds made here, else the idle two-core figure."""
     found = []
-    for record in (cache_dir() / "engines").glob("llama-server-b*/BUILD.json"):
+    for record in llamacpp_build.build_records():
         try:
             seconds = json.loads(record.read_text()).get("build_seconds")
         except (OSError, ValueError, AttributeError):
