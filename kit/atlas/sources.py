@@ -2,12 +2,14 @@
 
 A bundle is verified by `kit verify`'s own code (checksums, then every results file recomputed from the
 raw records: kit.replay.run.verified_runs); one that does not verify is refused, and what verify
-recomputed (the raw copies, their results, the findings of an analysis/ it held) is what the atlas reads. A run folder is untrusted
-input too: a link or special file in it is refused, its manifest is read through the typed model, and its
-results are never read from the folder: they are recomputed from its raw records in a copy (as verify
-does for a bundle), and the atlas reads that copy only. The paper's measures come from the analysis
-recomputed on the copy (kit.analysis.findings.compute): a bundle's those verify recomputed, else computed
-with the settings the run's own analysis/findings.json records, else the paper's (a note says so).
+recomputed (the raw copies, their results, the findings of an analysis/ it held) is what the atlas
+reads. A run folder is untrusted input too: a link or special file in it is refused, its manifest is
+read through the typed model, and its results are never read from the folder: they are recomputed from
+its raw records in a copy (as verify does for a bundle), and the atlas reads that copy only (of the
+folder's own analysis/findings.json, only the settings, checked as verify checks them). The paper's
+measures come from the analysis recomputed on the copy (kit.analysis.findings.compute): a bundle's those
+verify recomputed, else computed with the settings the run's own analysis/findings.json records, else
+the paper's (a note says so).
 """
 
 from __future__ import annotations
