@@ -1,7 +1,8 @@
-"""`kit bisect llamacpp --good N --bad M --protocol P --rung R --plan`: the dry plan of a bisect over the
+"""`kit bisect llamacpp --good N --bad M --protocol P --rung R`: the dry plan of a bisect over the
 llama.cpp builds the package index carries between two builds (how many steps, which build first, and
-roughly how long), before anything is built. Only the plan exists so far: the full bisect (build, run,
-verify and keep each midpoint in an atlas, resumable) is not built yet and is refused in one line.
+roughly how long), before anything is built. The plan is all `kit bisect` does so far (`--plan` is
+accepted for compatibility): the full bisect (build, run, verify and keep each midpoint in an atlas,
+resumable) is not built yet.
 
 A step is one build (kit.launch.llamacpp_build) and one run of the protocol on it; the build's time is
 the median of the builds made here before (BUILD.json's build_seconds), else the ~7 minutes of two idle
@@ -16,8 +17,8 @@ import statistics
 from dataclasses import dataclass
 
 from kit.core.errors import ConfigError
-from kit.core.paths import cache_dir
 from kit.compare.measures import MEASURES
+from kit.launch import llamacpp_build
 from kit.protocols import kinds
 from kit.protocols.ladder.contrasts import RUNGS
 from kit.protocols.kind import rough_duration
@@ -55,14 +56,14 @@ class Plan:
             f"each step: build llama-server (~{rough_duration(self.build_seconds)}, {self.build_basis}) and run "
             f"{self.protocol} ({self.run_what}, ~{rough_duration(self.run_seconds)})",
             f"plus the two ends ({self.good} and {self.bad}) built and run: roughly {rough_duration(self.total_seconds)}"
-            f" in all on this machine; nothing was built (--plan)",
+            f" in all on this machine; nothing was built (kit bisect only plans so far)",
         ]
 
 
 def measured_build_seconds() -> tuple[float, str]:
     """The median build time of the builds made here, else the idle two-core figure."""
     found = []
-    for record in (cache_dir() / "engines").glob("llama-server-b*/BUILD.json"):
+    for record in llamacpp_build.build_records():
         try:
             seconds = json.loads(record.read_text()).get("build_seconds")
         except (OSError, ValueError, AttributeError):

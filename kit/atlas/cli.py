@@ -16,8 +16,8 @@ from kit.core.terminal_text import echo
               help="Write the atlas as an HTML page (the kit's own rendering, no script, strict CSP).")
 @click.option("--csv", "csv_out", type=click.Path(path_type=Path, dir_okay=False), help="Write the atlas as CSV.")
 def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None) -> None:
-    """Set runs side by side: one row per engine x build x machine x CPU backend x weight format x cache
-    setting; columns: the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay
+    """Set runs side by side: one row per engine x build x machine x CPU backend x model x weight format x cache
+    setting x server binary or image; columns: the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay
     identity with the other rows (same requests -> identical outputs?) and the size of the runs.
 
     Every input is verified first: a bundle by `kit verify`'s code (one that does not verify is refused), a
@@ -54,17 +54,15 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
               help="A later build whose result changed.")
 @click.option("--protocol", default="ladder-cpu", show_default=True, help="The protocol each step runs.")
 @click.option("--rung", default="L2", show_default=True, help="The result that changed: a ladder rung or a measure.")
-@click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")
+@click.option("--plan", "dry", is_flag=True,
+              help="Accepted for compatibility: the plan is what kit bisect does (it builds nothing).")
 def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool) -> None:
-    """Find the first llama.cpp build between --good and --bad where a result changes (the dry --plan only,
-    so far: steps, the first midpoint, and rough build and run times on this machine)."""
+    """Plan a bisect for the first llama.cpp build between --good and --bad where a result changes: the
+    builds the index carries between them, the steps at most, the first midpoint, and rough build and run
+    times on this machine. This plan is all kit bisect does so far; it builds and runs nothing (do a step by
+    hand with `kit engines build llamacpp --build N`, `kit run --engine-build N` and `kit atlas`)."""
     from kit.atlas import bisect as bisecting  # noqa: PLC0415
-    from kit.core.errors import ConfigError  # noqa: PLC0415
     from kit.launch import llamacpp_sdist  # noqa: PLC0415
 
-    if not dry:
-        raise ConfigError("the full bisect is not built yet; only its dry plan is",
-                          "add --plan to see the steps and their rough time; build and run midpoints by hand with "
-                          "`kit engines build llamacpp --build N` and `--engine-build N`, then `kit atlas` them")
     for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
         echo(line)

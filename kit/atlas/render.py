@@ -26,13 +26,15 @@ PAGE_CSP = content_security_policy(PAGE_STYLE)
 
 def terminal(atlas: Atlas) -> Table:
     """Transposed for the console: a line per key field and measure, a column per atlas row."""
-    view = Table(title="Atlas: engine x build x machine x CPU backend x weight format x cache setting",
+    view = Table(title="Atlas: engine x build x machine x CPU backend x model x weight format x cache setting x server "
+                       "binary or image",
                  title_justify="left", show_lines=False)
     view.add_column("", style="bold", overflow="fold")
     for number in range(len(atlas.rows)):
         view.add_column(f"#{number + 1}", overflow="fold")
+    keys = [key_cells(row) for row in atlas.rows]
     for name in KEY_NAMES:
-        view.add_row(name, *[Text(one_line(key_cells(row)[name])) for row in atlas.rows])
+        view.add_row(name, *[Text(one_line(key[name])) for key in keys])
     group = None
     for column in atlas.columns:
         if column.group != group:
@@ -45,8 +47,10 @@ def terminal(atlas: Atlas) -> Table:
 
 
 def legend(atlas: Atlas) -> list[str]:
-    """The ladder columns' contrasts, then the notes (n/a in the terminal: the cell cannot be compared)."""
-    return [f"{c.group} {c.label}: {c.what}" for c in atlas.columns if c.group == "ladder"] + atlas.notes
+    """The ladder columns' contrasts and the columns of a table's further rows (`IV:paths_differ·2`), then the
+    notes (n/a in the terminal: the cell cannot be compared)."""
+    return [f"{c.group} {c.label}: {c.what}" for c in atlas.columns if c.group == "ladder" or "·" in c.label] + \
+        atlas.notes
 
 
 def html_page(atlas: Atlas, title: str = "Cache-divergence atlas") -> str:

@@ -1,11 +1,15 @@
 """The atlas's inputs, each verified before anything is read from it, and read only from what was verified.
 
 A bundle is verified by `kit verify`'s own code (checksums, then every results file recomputed from the
-raw records: kit.replay.run.recorded_runs); one that does not verify is refused. A run folder is untrusted
-input too: a link or special file in it is refused, its manifest is read through the typed model, and its
-results are never read from the folder: they are recomputed from its raw records in a copy (as verify
-does for a bundle), and the atlas reads that copy only. The paper's measures come from the analysis
-recomputed on the copy (kit.analysis.findings.compute).
+raw records: kit.replay.run.verified_runs); one that does not verify is refused, and what verify
+recomputed (the raw copies, their results, the findings of an analysis/ it held) is what the atlas
+reads. A run folder is untrusted input too: a link or special file in it is refused, its manifest is
+read through the typed model, and its results are never read from the folder: they are recomputed from
+its raw records in a copy (as verify does for a bundle), and the atlas reads that copy only (of the
+folder's own analysis/findings.json, only the settings, checked as verify checks them). The paper's
+measures come from the analysis recomputed on the copy (kit.analysis.findings.compute): a bundle's those
+verify recomputed, else computed with the settings the run's own analysis/findings.json records, else
+the paper's (a note says so).
 """
 
 from __future__ import annotations
@@ -19,32 +23,60 @@ from typing import Any, Callable, Iterator
 
 from kit.analysis import findings as analysis
 from kit.analysis.findings_model import Findings
-from kit.bundle import recompute
+from kit.bundle import recompute, recompute_analysis
+from kit.bundle.content import load_json
+from kit.bundle.limits import DEFAULT
+from kit.bundle.verify import VerifiedRun
 from kit.core.digests import sha256_json
 from kit.core.errors import ConfigError, KitError
 from kit.core.paths import RunPaths
-from kit.record.divergence import emitted
 from kit.record.files import read_records
 from kit.record.manifest import Manifest, RunManifest, not_plain
-from kit.replay.run import recorded_runs
+from kit.replay.comparison import identity
+from kit.replay.run import verified_runs
 
 PAPER_KINDS = ("reset", "grid", "sweep")  # the kinds whose runs feed the paper's Tables III-VII
-FAST = analysis.Settings(block_bootstrap_replicates=2_000, sweep_replicates=200, cluster_replicates=200, workers=1)
+PAPERS = analysis.Settings()  # the paper's replicate counts and seed
+
+
+def _described(settings: analysis.Settings) -> str:
+    return (f"seed {settings.seed}, {settings.block_bootstrap_replicates:,} block-bootstrap, "
+            f"{settings.sweep_replicates:,} sweep and {settings.cluster_replicates:,} cluster replicates")
+
+
+def folder_settings(run_dir: Path) -> tuple[analysis.Settings, str | None]:
+    """The settings a run folder's own analysis/findings.json records (kit.bundle.recompute_analysis.settings_of,
+    as verify reads them), else the paper's with a note saying why."""
+    file = run_dir / recompute_analysis.FINDINGS
+    if not file.is_file():
+        return PAPERS, f"its findings were computed here with the paper's settings ({_described(PAPERS)}): " \
+                       f"it holds no {recompute_analysis.FINDINGS}"
+    try:
+        if file.stat().st_size > DEFAULT.read_whole_bytes:
+            raise recompute_analysis.NotRecomputed(f"it is over {DEFAULT.read_whole_bytes:,} bytes")
+        held = load_json(file.read_bytes())
+        if not isinstance(held, dict):
+            raise recompute_analysis.NotRecomputed("it is not a JSON object")
+        return recompute_analysis.settings_of(held), None
+    except (OSError, ValueError, UnicodeDecodeError, recompute_analysis.NotRecomputed) as exc:
+        return PAPERS, f"its findings were computed here with the paper's settings ({_described(PAPERS)}): its " \
+                       f"{recompute_analysis.FINDINGS} gives none to use ({exc})"
 
 
 @dataclass
 class AtlasRun:
     """One verified run: where it came from, its manifest, its recomputed results and analysis, and the
-    digest of every output keyed by where and what was asked (pass, seq, request digest)."""
+    digest of every output keyed by where and what was asked (pass, seq, request digest): the digest of
+    what `kit replay` compares (kit.replay.comparison.identity: the prompt's sha256, tokens and text)."""
 
-    source: str
+    source: str  # the input, or input:run folder for a bundle's run
     run_id: str
     manifest: RunManifest
     results: dict[str, Any]
     findings: Findings | None
     outputs: dict[tuple[str, int, str], str] = field(default_factory=dict)
     requests: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # verify's on its files, and how its findings were computed
 
 
 def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int, str], str], int]:
@@ -54,24 +86,31 @@ def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int,
         file = run_dir / (info.file or "")
         if not info.file or not file.is_file():
             continue
-        for record in read_records(file).records:
+        for record in read_records(file, logprobs=False).records:
             total += 1
             completion = record.get("completion") or {}
             if completion.get("outcome", "ok") != "ok":
                 continue
-            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(emitted(record))
+            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(identity(record))
     return found, total
 
 
-def _read(copy: Path, source: str) -> AtlasRun:
-    """An AtlasRun from a raw copy whose results were just recomputed from its records."""
-    fresh = recompute.recompute(copy)
+def _read(copy: Path, source: str, verified: VerifiedRun | None = None,
+          settings: tuple[analysis.Settings, str | None] = (PAPERS, None)) -> AtlasRun:
+    """An AtlasRun from a raw copy: its results recomputed from its records (by verify when `verified`, else
+    here), its findings those verify recomputed, else computed here with `settings` (and the note saying
+    which, when they are not the run's own)."""
+    fresh = verified.results if verified is not None else recompute.recompute(copy)
     loaded = Manifest.load(copy)
     results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
                if name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json")}
-    run = AtlasRun(source, loaded.run_id, loaded.run, results, None)
+    run = AtlasRun(source, loaded.run_id, loaded.run, results, None, notes=list(verified.notes) if verified else [])
     if loaded.run.protocol.kind in PAPER_KINDS:
-        run.findings = analysis.compute([copy], FAST)
+        if verified is not None and verified.findings is not None:
+            run.findings = verified.findings
+        else:
+            run.findings = analysis.compute([copy], settings[0])
+            run.notes += [settings[1]] if settings[1] else []
     run.outputs, run.requests = _outputs(copy, loaded.run)
     return run
 
@@ -83,11 +122,20 @@ def _from_folder(run_dir: Path, scratch: Path, source: str) -> AtlasRun:
                           "pass a plain copy of the run folder (cp -rL), or its bundle")
     run_id = Manifest.load(run_dir).run_id
     try:
-        return _read(recompute.raw_copy(run_dir, scratch, run_id), source)
+        return _read(recompute.raw_copy(run_dir, scratch, run_id), source, None, folder_settings(run_dir))
     except (KitError, OSError, ValueError, KeyError, TypeError) as exc:
         message = exc.message if isinstance(exc, KitError) else f"{type(exc).__name__}: {exc}"
         raise ConfigError(f"{source}: its results could not be recomputed from its records ({message})",
                           "pass a run folder `kit run` wrote, or its bundle (kit verify checks it)") from None
+
+
+def _bundle_settings(kept: VerifiedRun) -> tuple[analysis.Settings, str | None]:
+    """A bundle's run whose findings verify did not compute alone: the settings of the findings that name it
+    (computed with other runs), else the paper's."""
+    if kept.settings is not None:
+        return kept.settings, None
+    return PAPERS, f"its findings were computed here with the paper's settings ({_described(PAPERS)}): its bundle " \
+                   "holds no analysis of it"
 
 
 @contextmanager
@@ -100,12 +148,8 @@ def verified(inputs: list[Path], say: Callable[[str], None] = lambda line: None)
         for number, given in enumerate(inputs):
             place = scratch / str(number)
             place.mkdir()
-            if RunPaths(given).manifest.is_file():
-                runs.append(_from_folder(given, place, str(given)))
-                continue
-            if given.is_dir():
-                raise ConfigError(f"{given} is neither a run folder nor a bundle",
-                                  "pass run folders (they hold manifest.json) or bundles (.tar.gz)")
-            for run_dir in stack.enter_context(recorded_runs(given, say, "reading it")):
-                runs.append(_from_folder(run_dir, place, f"{given}:{run_dir.name}"))
+            for run_dir, kept in stack.enter_context(verified_runs(given, say, "reading it")):
+                source = str(given) if run_dir == given else f"{given}:{run_dir.name}"
+                runs.append(_read(kept.copy, source, kept, _bundle_settings(kept)) if kept is not None else
+                            _from_folder(run_dir, place, source))
         yield runs

@@ -1,4 +1,5 @@
-"""The atlas: one row per engine x build x machine x CPU backend x weight format x cache setting, its
+"""The atlas: one row per engine x build x machine x CPU backend x model x weight format x cache setting x server
+binary or image (the engine facets kit replay compares: kit.replay.comparison.engine_facets), its
 columns the ladder's rungs, the paper's measures (Tables IV-VII with their intervals), replay identity
 with the other rows and the size of the runs behind it. A cell that cannot be compared says why.
 
@@ -10,15 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.analysis.collect import weight_format
+from kit.analysis.collect import model_label, weight_format
 from kit.atlas.sources import AtlasRun
 from kit.compare.measures import MEASURES, ROWS, Measured
 from kit.compare.run_rows import FindingsShape, read_rows
+from kit.launch.gpu_setup import LLAMACPP_SHORT
+from kit.replay.comparison import cpu_backend, engine_facets, server_binary
 from kit.run import engine_build
 
 PAPER_TABLES = ("IV", "V", "VI", "VII")
 ISA_SHOWN = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16")  # what tells machine code apart
-KEY_NAMES = ("engine", "build", "machine", "CPU backend", "weight format", "cache setting")
+KEY_NAMES = ("engine", "build", "machine", "CPU backend", "model", "weight format", "cache setting",
+             "server binary or image")
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,20 @@ def _absent(row: Row, column: Column) -> str:
 
 
 def _build(run: AtlasRun) -> str:
-    engine = run.manifest.engine.to_json()
-    if engine_build.recorded_build(engine) is not None:
-        return engine_build.identity_line(engine)
-    launch = next((p.launch for p in run.manifest.passes.values() if p.launch), {}) or {}
-    info = launch.get("build_info")
-    return f"{info} (the paper's build)" if info and "7e4c0a9" in str(info) else str(info or "not recorded")
+    """The llama.cpp sdist build, else llama-server's build_info (the paper's marked): as kit replay compares
+    them (engine_facets)."""
+    facets = engine_facets(run.manifest)
+    if engine_build.recorded_build(run.manifest.engine.to_json()) is not None:
+        return str(facets["llama.cpp build (sdist)"])
+    info = facets["engine build"]
+    return f"{info} (the paper's build)" if info and LLAMACPP_SHORT in str(info) else str(info or "not recorded")
+
+
+def _binary(run: AtlasRun) -> str:
+    """The server binary and the container image the run recorded (engine_facets); the kit's own engine else."""
+    binary, label = server_binary(run.manifest)
+    image = engine_facets(run.manifest)["engine image"]
+    return "; ".join([*([label] if binary else []), *([f"image {image}"] if image else [])]) or label
 
 
 def _machine(run: AtlasRun) -> str:
@@ -88,14 +100,24 @@ def _machine(run: AtlasRun) -> str:
 
 
 def _backend(run: AtlasRun) -> str:
+    """The CPU backend as kit replay names it, with the extensions of its machine code that tell backends
+    apart; else the CPU backend a llama.cpp sdist build was made for."""
+    named = cpu_backend(run.manifest)
     cpu = run.manifest.provenance.cpu_backend
     built = (run.manifest.engine.to_json().get("engine_build") or {})
-    if isinstance(cpu, dict):
+    if named is not None and isinstance(cpu, dict):
         isa = " ".join(flag for flag in cpu.get("isa") or [] if flag in ISA_SHOWN)
-        return f"{cpu.get('name')} (libggml-cpu {str(cpu.get('library_sha256'))[:12]}…{'; ' + isa if isa else ''})"
+        return f"{named}{'; ' + isa if isa else ''}"
     if isinstance(built, dict) and built.get("cpu_backend"):
         return f"{built['cpu_backend']} (static llama-server {str(built.get('binary_sha256'))[:12]}…)"
     return "not recorded (a user's server binary or a container)"
+
+
+def _model(run: AtlasRun) -> str:
+    """The model's short name (kit.analysis.collect.model_label) and the sha256 of the file served."""
+    digest = run.manifest.engine.model_sha256
+    return f"{model_label(run.manifest)} (sha256 {digest[:12]}…)" if digest else \
+        f"{model_label(run.manifest)} (sha256 not recorded)"
 
 
 def _cache(run: AtlasRun) -> str:
@@ -106,7 +128,8 @@ def _cache(run: AtlasRun) -> str:
 def row_key(run: AtlasRun) -> tuple[str, ...]:
     engine = run.manifest.engine
     name = str(engine.engine_kind or engine.engine or engine.kind or "unknown")
-    return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run), weight_format(run.manifest), _cache(run))
+    return (name.split(" (")[0].split(" of llama.cpp build")[0], _build(run), _machine(run), _backend(run),
+            _model(run), weight_format(run.manifest), _cache(run), _binary(run))
 
 
 def _rate(m: Measured, kind: str = "rate") -> str:
@@ -157,23 +180,32 @@ def _paper_cells(run: AtlasRun, columns: dict[str, Column]) -> dict[str, Cell]:
             for quantity in MEASURES[(table, ROWS)]:
                 cells[f"{table}:{quantity}"] = Cell(why=f"its analysis is malformed ({exc})")
             continue
-        for row in found[:1]:
+        for number, row in enumerate(found, 1):  # a table's further rows numbered as a rung's: IV:paths_differ·2
             for quantity, measure in MEASURES[(table, ROWS)].items():
-                key = f"{table}:{quantity}"
+                key = f"{table}:{quantity}" + (f"·{number}" if number > 1 else "")
                 if quantity in row.measures:
                     cells[key] = Cell(_rate(row.measures[quantity], measure.kind))
                 elif quantity in row.missing:
                     cells[key] = Cell(why=row.missing[quantity])
                 else:
                     continue
-                columns.setdefault(key, Column(key, f"Table {table}", quantity, measure.label))
+                columns.setdefault(key, Column(key, f"Table {table}", quantity if number == 1 else f"{quantity}·{number}",
+                                               measure.label if number == 1 else
+                                               f"{measure.label} (row {number} of the run's Table {table})"))
     return cells
 
 
 def _merge(into: dict[str, Cell], cells: dict[str, Cell]) -> None:
+    """Cells of a row's runs side by side: values joined with " | "; where no run could compare the cell, it
+    stays one that cannot be compared, with each distinct reason."""
     for key, cell in cells.items():
         old = into.get(key)
-        into[key] = cell if old is None else Cell(f"{old.shown} | {cell.shown}")
+        if old is None:
+            into[key] = cell
+        elif old.why is not None and cell.why is not None:
+            into[key] = Cell(why=old.why if cell.why in old.why.split(" | ") else f"{old.why} | {cell.why}")
+        else:
+            into[key] = Cell(f"{old.shown} | {cell.shown}")
 
 
 def _identity(rows: list[Row]) -> None:
@@ -202,7 +234,8 @@ def build(runs: list[AtlasRun]) -> Atlas:
     by_key: dict[tuple[str, ...], Row] = {}
     columns: dict[str, Column] = {}
     for run in runs:
-        row = by_key.setdefault(row_key(run), Row(row_key(run)))
+        key = row_key(run)
+        row = by_key.setdefault(key, Row(key))
         row.runs.append(run)
         _merge(row.cells, _ladder_cells(run, columns))
         _merge(row.cells, _paper_cells(run, columns))
@@ -215,7 +248,8 @@ def build(runs: list[AtlasRun]) -> Atlas:
     ordered = sorted(columns.values(), key=lambda c: (c.group != "ladder", c.group))
     ordered += [Column("identity", "replay identity", "same requests → identical outputs",
                        "against every other row: of the requests both asked (same pass, seq and request digest), "
-                       "how many got byte-identical outputs"),
+                       "how many got byte-identical outputs (the same prompt, tokens and text, as kit replay "
+                       "compares them)"),
                 Column("size", "size", "runs, requests, passes", "the runs behind the row and their size")]
     notes = [f"{run.source}: {note}" for run in runs for note in run.notes]
     return Atlas(rows, ordered, notes)

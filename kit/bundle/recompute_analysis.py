@@ -79,6 +79,9 @@ class Recomputed:
     files: dict[str, Expected] = field(default_factory=dict)
     not_recomputed: dict[str, str] = field(default_factory=dict)
     carried: list[str] = field(default_factory=list)  # values taken from the bundle, not recomputed: why
+    findings: Findings | None = None  # the findings recomputed (what findings.json was compared with)
+    runs: list[str] = field(default_factory=list)  # the runs they were computed from
+    settings: Any = None  # and the kit.analysis.findings.Settings they were computed with
 
 
 def _int_setting(settings: dict[str, Any], key: str, low: int, high: int) -> int:
@@ -206,6 +209,7 @@ def recompute(bundled: dict[str, bytes], copies: dict[str, Path], cache: dict[st
             cache[key] = analysis.compute([copies[run] for run in ids], settings)
         fresh = copy.deepcopy(cache[key])
         out.carried = carry_correctness(held, fresh)
+        out.findings, out.runs, out.settings = fresh, ids, settings
         out.files.update(findings_files(fresh))
         for stem, render in ((COMPARE_STEM, comparison_files), (CLAIMS_STEM, claims_files)):
             if not any(name.startswith(stem) for name in names):

@@ -36,6 +36,7 @@ from kit.bundle import (
     rendered,
     safe_tar,
 )
+from kit.analysis.findings_model import Findings
 from kit.bundle.value_diff import Mismatch, compare_file
 from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
 from kit.bundle.coverage import NOT_CHECKED, PINNED, RECOMPUTED, Cover
@@ -67,6 +68,21 @@ class Problem:
 
 
 @dataclass
+class VerifiedRun:
+    """What verifying one run recomputed, kept for a caller that reads on while the bundle is unpacked (kit
+    atlas): the copy of its raw inputs, its results files recomputed from them (name within the run ->
+    bytes), and the findings recomputed from its records alone where its analysis/findings.json was computed
+    from this run only, with the settings that file records (`settings` also where the findings that name it
+    are of several runs), and the notes verify made on its files."""
+
+    copy: Path
+    results: dict[str, bytes] = field(default_factory=dict)
+    findings: Findings | None = None
+    settings: Any = None
+    notes: list[str] = field(default_factory=list)  # the verdict's notes on this run's files
+
+
+@dataclass
 class Verdict:
     """The outcome of `verify_bundle`: problems and mismatches make it fail; notes do not."""
 
@@ -85,6 +101,7 @@ class Verdict:
     coverage: dict[str, Cover] = field(default_factory=dict)  # every member's one cover (kit.bundle.coverage)
     renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
     not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
+    runs: dict[str, VerifiedRun] = field(default_factory=dict, repr=False)  # run id -> what was recomputed
 
     @property
     def ok(self) -> bool:
@@ -258,6 +275,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
                                         "recomputed by this kit (upgrade the kit)"))
         return None
     copy = recompute.raw_copy(bundle.folder / RUNS / run_id, bundle.scratch, run_id)
+    verdict.runs[run_id] = kept = VerifiedRun(copy)
     verdict.records += recompute.count_records(copy)
     try:
         fresh = recompute.recompute(copy)
@@ -265,6 +283,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
         verdict.problems.append(Problem(f"{prefix}{RunPaths.RECORDS}/",
                                         f"recomputing failed: {type(exc).__name__}: {exc}"))
         return copy
+    kept.results = {name: data for name, data in fresh.items() if name.startswith(RESULTS_FOLDER)}
     bundled = [name for name in names if name.startswith(RESULTS_FOLDER)]
     made = sorted(n for n in fresh if n.startswith(RESULTS_FOLDER))
     if not bundled and made:  # a run stopped before it wrote them (killed; a watch run of an earlier kit)
@@ -304,6 +323,7 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
         verdict.problems.append(Problem(prefix + recompute_analysis.FINDINGS,
                                         f"recomputing the analysis failed: {type(exc).__name__}: {exc}"))
         return
+    keep_findings(fresh, verdict)
     for why in fresh.carried:
         verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {why} is NOT recomputed on this machine; the bundled "
                              "values stand in the recomputed findings")
@@ -342,6 +362,18 @@ def check_analysis(bundle: safe_tar.Unpacked, run_id: str, names: list[str], cop
     for rule, names_ in by_rule.items():
         verdict.notes.append(f"{prefix}{ANALYSIS_FOLDER}: {_count(len(names_), 'file')} {RULE_NOTES[rule]}: "
                              + ", ".join(n[len(ANALYSIS_FOLDER):] for n in names_))
+
+
+def keep_findings(fresh: recompute_analysis.Recomputed, verdict: Verdict) -> None:
+    """Keep recomputed findings with the runs they were computed from (VerifiedRun)."""
+    if fresh.findings is None:
+        return
+    for run_id in fresh.runs:
+        if run_id in verdict.runs:
+            verdict.runs[run_id].settings = verdict.runs[run_id].settings or fresh.settings
+    alone = verdict.runs.get(fresh.runs[0]) if len(fresh.runs) == 1 else None
+    if alone is not None and alone.findings is None:
+        alone.findings, alone.settings = fresh.findings, fresh.settings
 
 
 NO_FIGURE_DATA = "no figure data"
@@ -387,7 +419,7 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     check_checksums(bundle, verdict)
     index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
     check_schema(bundle.read(INDEX), index_ok, verdict)
-    manifests, copies = [], {}
+    manifests = []
     runs = runs_in(bundle.listing.files)
     for run_id, names in runs.items():
         manifest = load_manifest(bundle, run_id, names, verdict)
@@ -396,9 +428,8 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
             check_protocol(bundle, run_id, manifest, names, verdict)
             if imported_kind(manifest):
                 check_imported(bundle, run_id, manifest, verdict)
-            copy = check_results(bundle, run_id, manifest, names, verdict)
-            if copy is not None:
-                copies[run_id] = copy
+            check_results(bundle, run_id, manifest, names, verdict)
+    copies = {run_id: kept.copy for run_id, kept in verdict.runs.items()}
     cache: dict = {}
     for run_id, names in runs.items():
         if run_id in copies:
@@ -414,6 +445,8 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     cover_reader_files(shown, verdict)
     verdict.coverage = coverage.classify(bundle.listing.files, verdict.covered)
     verdict.notes.extend(coverage.notes(verdict.coverage, verdict.noted))
+    for run_id, kept in verdict.runs.items():
+        kept.notes = [note for note in verdict.notes if note.startswith(f"{RUNS}/{run_id}/")]
     return verdict
 
 

@@ -62,6 +62,11 @@ def install_dir(build: int, backend: str) -> Path:
     return cache_dir() / "engines" / key(build, backend)
 
 
+def build_records() -> list[Path]:
+    """The BUILD.json of every build made here, each build and CPU backend (the install_dir of each key)."""
+    return sorted((cache_dir() / "engines").glob(f"{BINARY}-b*-*/{BUILD_RECORD}"))
+
+
 def cmake_configure(source: Path, tree: Path, backend: str) -> list[str]:
     return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[check_backend(backend)]]
 

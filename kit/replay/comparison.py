@@ -64,9 +64,16 @@ class Comparison:
                 "summary": self.summary()}
 
 
-def _answer(record: dict[str, Any]) -> tuple[Any, ...]:
+def answer(record: dict[str, Any]) -> tuple[Any, Any]:
+    """What a record answered: its token ids (token strings where an engine gives no ids) and its text."""
     completion = record.get("completion") or {}
     return completion.get("token_ids") or completion.get("tokens") or [], completion.get("text")
+
+
+def identity(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What two records share exactly when they asked and answered the same, byte for byte (`differs_at` is
+    None): the prompt's sha256, the answer's tokens and its text. `kit atlas` compares runs by it too."""
+    return (record.get("prompt_sha256"), *answer(record))
 
 
 def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
@@ -74,9 +81,9 @@ def differs_at(a: dict[str, Any], b: dict[str, Any]) -> int | None:
     index (-1: the prompts differ)."""
     if a.get("prompt_sha256") != b.get("prompt_sha256"):
         return -1
-    if _answer(a) == _answer(b):
+    if identity(a) == identity(b):
         return None
-    left, right = _answer(a)[0], _answer(b)[0]
+    left, right = answer(a)[0], answer(b)[0]
     return next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
 
 
@@ -128,39 +135,55 @@ def _results(old_dir: Path, new_dir: Path, comparison: Comparison) -> None:
                                      for m in compare_json(before, after, rel) if not VOLATILE.search(m.key)]
 
 
+def launch_record(manifest: RunManifest) -> dict[str, Any]:
+    """The first pass's launch record (llama-server's build_info among it); {} where none was recorded."""
+    return next((p.launch for p in manifest.passes.values() if p.launch), {}) or {}
+
+
+def cpu_backend(manifest: RunManifest) -> str | None:
+    """The embedded engine's CPU backend by name and library sha256; None for another engine."""
+    cpu = manifest.provenance.cpu_backend
+    return f"{cpu['name']} (libggml-cpu sha256 {cpu['library_sha256'][:12]}…)" if cpu else None
+
+
+def server_binary(manifest: RunManifest) -> tuple[str | None, str]:
+    """A server binary is known by its sha256 (paths differ between machines); its path is shown, never run.
+    (what is compared: None for the kit's own engine, and how it reads)"""
+    path = manifest.options.get("server_bin")
+    digest = manifest.engine.server_bin_sha256
+    if not path:
+        return None, "the kit's own engine"
+    return digest or f"path {path}", f"{path} (sha256 {digest[:12] + '…' if digest else 'not recorded'})"
+
+
+def engine_image(manifest: RunManifest) -> str | None:
+    """A container image (--launcher docker) by its id, target, base, wheel and CPU backend."""
+    found = manifest.engine.image_identity
+    if not isinstance(found, dict):
+        return None
+    return ", ".join(f"{k} {str(v)[:19] if 'sha256' in k or k == 'id' else v}"
+                     for k, v in found.items() if v and k != "reference")
+
+
+def engine_facets(manifest: RunManifest) -> dict[str, Any]:
+    """What tells one engine build from another, each as two runs' are compared (None: not recorded, or the
+    kit's own): the CPU backend, the server binary, llama-server's build_info, the llama.cpp sdist build,
+    the container image. `kit atlas` keys its rows by them too."""
+    return {"CPU backend": cpu_backend(manifest), "server binary": server_binary(manifest)[0],
+            "engine build": launch_record(manifest).get("build_info"),
+            "llama.cpp build (sdist)": engine_build.identity_line(manifest.engine.to_json()),
+            "engine image": engine_image(manifest)}
+
+
 def environment(old: RunManifest, new: RunManifest) -> list[str]:
     """What differs between the machines, engines and inputs of two manifests, one line each."""
-    def launch(manifest: RunManifest) -> dict[str, Any]:
-        return next((p.launch for p in manifest.passes.values() if p.launch), {})
-
-    def backend(manifest: RunManifest) -> str | None:
-        cpu = manifest.provenance.cpu_backend
-        return f"{cpu['name']} (libggml-cpu sha256 {cpu['library_sha256'][:12]}…)" if cpu else None
-
-    def binary(manifest: RunManifest) -> tuple[str | None, str]:
-        """A server binary is known by its sha256 (paths differ between machines); its path is shown, never run."""
-        path = manifest.options.get("server_bin")
-        digest = manifest.engine.server_bin_sha256
-        if not path:
-            return None, "the kit's own engine"
-        return digest or f"path {path}", f"{path} (sha256 {digest[:12] + '…' if digest else 'not recorded'})"
-
-    def image(manifest: RunManifest) -> str | None:
-        """A container image (--launcher docker) by its id, target, base, wheel and CPU backend."""
-        found = manifest.engine.image_identity
-        if not isinstance(found, dict):
-            return None
-        return ", ".join(f"{k} {str(v)[:19] if 'sha256' in k or k == 'id' else v}"
-                         for k, v in found.items() if v and k != "reference")
-
     host = [m.provenance.host for m in (old, new)]
+    was_engine, now_engine = engine_facets(old), engine_facets(new)
     checks = {
-        "CPU backend": (backend(old), backend(new)),
-        "engine build": (launch(old).get("build_info"), launch(new).get("build_info")),
-        "llama.cpp build (sdist)": (engine_build.identity_line(old.engine.to_json()),
-                                    engine_build.identity_line(new.engine.to_json())),
+        **{name: (was_engine[name], now_engine[name])
+           for name in ("CPU backend", "engine build", "llama.cpp build (sdist)")},
         "model": (old.engine.model_sha256, new.engine.model_sha256),
-        "engine image": (image(old), image(new)),
+        "engine image": (was_engine["engine image"], now_engine["engine image"]),
         "workload": ({k: v for k, v in old.workload.to_json().items() if k != "file"},
                      {k: v for k, v in new.workload.to_json().items() if k != "file"}),
         "GPU or driver": (host[0].get("gpus"), host[1].get("gpus")),
@@ -168,7 +191,7 @@ def environment(old: RunManifest, new: RunManifest) -> list[str]:
         "kit": (old.provenance.kit.get("version"), new.provenance.kit.get("version")),
     }
     found = [f"{name}: {a} -> {b}" for name, (a, b) in checks.items() if a != b]
-    (was, was_label), (now, now_label) = binary(old), binary(new)
+    (was, was_label), (now, now_label) = server_binary(old), server_binary(new)
     if was != now:
         found.insert(1, f"server binary: {was_label} -> {now_label}")
     return found

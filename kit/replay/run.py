@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kit.run import engine_build
 from kit.run import resume, runner
@@ -31,6 +31,9 @@ from kit.record.manifest import FINAL_STATES, PLAIN_NAME, EngineInfo, Manifest, 
 from kit.core.paths import RunPaths
 from kit.replay.comparison import Comparison, compare_runs
 from kit.core.terminal_text import one_line
+
+if TYPE_CHECKING:
+    from kit.bundle.verify import VerifiedRun
 
 FIX_MODEL = "pass --model PATH of that file (its sha256 is checked), or `kit models pull NAME` if it has a name"
 
@@ -204,11 +207,12 @@ def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
 
 
 @contextmanager
-def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None,
-                  purpose: str = "replaying it") -> Iterator[list[Path]]:
-    """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
+def verified_runs(source: Path, say: Callable[[str], None] = lambda line: None,
+                  purpose: str = "replaying it") -> Iterator[list[tuple[Path, VerifiedRun | None]]]:
+    """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use), each
+    with what verifying it recomputed (kit.bundle.verify.VerifiedRun; None for a run folder given as is)."""
     if RunPaths(source).manifest.is_file():
-        yield [source]
+        yield [(source, None)]
         return
     if source.is_dir():
         raise ConfigError(f"{source} has no manifest.json", "pass a run folder or a bundle (.tar.gz)")
@@ -223,7 +227,16 @@ def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None,
             raise ConfigError(f"{source} does not verify ({verdict.summary()}); a replay starts only from a "
                               "bundle that does", f"see `kit verify {source}`")
         say(one_line(f"verified: {verdict.summary()}"))
-        yield sorted(p for p in (bundle.folder / RUNS).iterdir() if RunPaths(p).manifest.is_file())
+        folders = sorted(p for p in (bundle.folder / RUNS).iterdir() if RunPaths(p).manifest.is_file())
+        yield [(folder, verdict.runs.get(folder.name)) for folder in folders]
+
+
+@contextmanager
+def recorded_runs(source: Path, say: Callable[[str], None] = lambda line: None,
+                  purpose: str = "replaying it") -> Iterator[list[Path]]:
+    """The run folders of `source`: itself, or those of a bundle that verifies (unpacked while in use)."""
+    with verified_runs(source, say, purpose) as runs:
+        yield [folder for folder, _ in runs]
 
 
 def _write(comparison: Comparison, run_dir: Path) -> None:

@@ -64,6 +64,8 @@ def test_rows_are_engine_build_machine_backend_format_cache(atlas):
     keys = table.key_cells(zen4)
     assert keys["machine"].startswith("AMD EPYC") and keys["build"] == "b1-7e4c0a9 (the paper's build)"
     assert keys["weight format"] == "Q4_1" and keys["cache setting"] == "--cache-ram 0"
+    assert keys["server binary or image"] == "/tmp/oldfx-bin/llama-server (sha256 not recorded)"
+    assert table.key_cells(grid)["server binary or image"] == "the kit's own engine"
     assert table.key_cells(grid)["machine"].startswith("Intel(R) Xeon(R)")
     assert table.key_cells(grid)["CPU backend"].startswith("wheel (libggml-cpu ")
     assert [table.key_cells(r)["machine"].split(",")[0] for r in atlas.rows[2:]] == [HOSTILE_CPU, "Third CPU"]
@@ -100,7 +102,8 @@ def test_csv_has_a_line_per_row_and_every_column(atlas):
     text = render.csv_text(atlas)
     lines = text.splitlines()
     assert len(lines) == 1 + len(atlas.rows)
-    assert lines[0].startswith("engine,build,machine,CPU backend,weight format,cache setting,runs,")
+    assert lines[0].startswith("engine,build,machine,CPU backend,model,weight format,cache setting,server binary or image,"
+                               "runs,")
     assert "cannot be compared: not measured by this row's runs (grid)" in lines[2]
 
 
