@@ -314,16 +314,19 @@ class RayExecutor:
         self._connect()
         self.placement.check()
         if warm and not self.warming:
-            slots = max(1, self.placement.slots())
-            self.gate = _gate_actor.remote(slots)
-            task = _ready_task.options(**self.placement.options(), name="kit-worker-warm-up")
-            self.warming = [task.remote(self.gate) for _ in range(slots)]
+            slots = self.placement.slots_by_node()  # each node's own: warm-ups free to land anywhere would
+            self.gate = _gate_actor.remote(sum(slots.values()))  # crowd one node (a blocked task lends its CPU)
+            options = {**self.placement.options(), "name": "kit-worker-warm-up"}
+            self.warming = [_ready_task.options(**options, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=True)).remote(self.gate) for node, count in slots.items() for _ in range(count)]
 
     def _release_warm_up(self) -> None:
-        """The warm-up tasks end now (their workers are the units' to take)."""
+        """The warm-up tasks end now, and the units wait until they have: a warm-up task blocked on the gate
+        has lent its CPU back, so a unit submitted before its worker is idle again would start a new worker."""
         if self.gate is not None:
             ray.kill(self.gate)
             self.gate = None
+            ray.wait(self.warming, num_returns=len(self.warming), timeout=WARM_HOLD_S)
 
     def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int,
                 shipment: Shipment | None = None) -> _Attempt:

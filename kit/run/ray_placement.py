@@ -74,14 +74,21 @@ class Placement:
                           f"cluster has both (the most CPUs on one node: {most_cpus:g})",
                           "lower --cpus-per-task, or add a bigger node")
 
-    def slots(self, nodes: list[dict[str, Any]] | None = None, most: int = 32) -> int:
-        """How many such tasks the cluster's live nodes run at once (at most `most`)."""
-        count = 0
+    def slots_by_node(self, nodes: list[dict[str, Any]] | None = None, most: int = 32) -> dict[str, int]:
+        """How many such tasks each live node runs at once, by node id (nodes that run none left out; at most
+        `most` in all)."""
+        slots: dict[str, int] = {}
         for node in ray.nodes() if nodes is None else nodes:
             has = node.get("Resources", {}) if node.get("Alive") else {}
             fits = [has.get("CPU", 0) / self.cpus] + ([has.get("GPU", 0) / self.gpus] if self.gpus else [])
-            count += int(min(fits) + 1e-9)
-        return min(count, most)
+            count = min(int(min(fits) + 1e-9), most - sum(slots.values()))
+            if count > 0:
+                slots[node.get("NodeID", "")] = count
+        return slots
+
+    def slots(self, nodes: list[dict[str, Any]] | None = None, most: int = 32) -> int:
+        """How many such tasks the cluster's live nodes run at once (at most `most`)."""
+        return sum(self.slots_by_node(nodes, most).values())
 
 
 def release(group: PlacementGroup | None) -> None:

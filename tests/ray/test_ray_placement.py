@@ -16,8 +16,9 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.
 
 from kit.run.ray_placement import Placement  # noqa: E402 - needs Ray
 
-NODES = [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": 2.0}}, {"Alive": True, "Resources": {"CPU": 4.0}},
-         {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # a dead node holds nothing
+NODES = [{"NodeID": "a", "Alive": True, "Resources": {"CPU": 8.0, "GPU": 2.0}},
+         {"NodeID": "b", "Alive": True, "Resources": {"CPU": 4.0}},
+         {"NodeID": "c", "Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # a dead node holds nothing
 
 
 def test_more_gpus_per_task_than_any_live_node_has_is_refused():
@@ -39,6 +40,9 @@ def test_a_group_only_where_an_engine_spans_gpus_and_the_slots_the_nodes_have():
     assert [Placement(gpus=gpus).grouped for gpus in (0, 0.5, 1, 2)] == [False, False, False, True]
     assert Placement(cpus=2).slots(NODES) == 4 + 2 and Placement(cpus=1, gpus=1).slots(NODES) == 2
     assert Placement(cpus=0.5, gpus=2).slots(NODES) == 1 and Placement(cpus=0.01).slots(NODES, most=32) == 32
+    assert Placement(cpus=2).slots_by_node(NODES) == {"a": 4, "b": 2}
+    assert Placement(cpus=1, gpus=1).slots_by_node(NODES) == {"a": 2}  # b has no GPU, c is dead
+    assert Placement(cpus=1).slots_by_node(NODES, most=10) == {"a": 8, "b": 2}
 
 
 def unit_in_group(ctx: RunContext, unit: Unit) -> None:
