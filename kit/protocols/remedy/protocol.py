@@ -146,7 +146,7 @@ def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:
         workload["gsm8k"] = described
         payload["gsm8k"] = items
     if protocol.bfcl is not None:
-        bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]})
+        bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]}, inputs)
         plan["bfcl"] = bfcl.plan
         workload["bfcl"] = bfcl.workload
         payload["bfcl"] = bfcl.payload
