@@ -84,9 +84,10 @@ class Row(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     @classmethod
-    def of(cls, table: Table) -> list[Self]:
-        """The table's rows read as this view; ValidationError (a ValueError) naming a row that is not one."""
-        return [cls.model_validate(row) for row in table.rows]
+    def of(cls, table: Table, strict: bool | None = None) -> list[Self]:
+        """The table's rows read as this view; ValidationError (a ValueError) naming a row that is not one.
+        `strict`: no value converted to its field's type (a count written 3.0 or "3" is refused, not read as 3)."""
+        return [cls.model_validate(row, strict=strict) for row in table.rows]
 
 
 class TableIIIRow(Row):

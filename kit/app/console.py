@@ -210,7 +210,7 @@ def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:
     try:
         findings = json.loads(findings_file.read_text(encoding="utf-8")) if findings_file.is_file() else None
         evidence = from_run(findings, [table], "this run")
-    except (OSError, ValueError) as exc:  # EvidenceShape is a ValueError
+    except (OSError, ValueError) as exc:  # FindingsShape is a ValueError
         return [f"qualitative: not judged ({exc})"]
     if evidence is None:
         return []

@@ -51,15 +51,16 @@ def qualitative(run: BundledRun) -> list[str]:
     each claim it measures; read from analysis/findings.json when `kit analyze` left one, else from a
     restored-state results table. Empty when the run measures none of them."""
     from kit.compare import claims  # noqa: PLC0415
-    from kit.compare.evidence import EvidenceShape, from_run  # noqa: PLC0415
+    from kit.compare.evidence import from_run  # noqa: PLC0415
     from kit.compare.names import model_display  # noqa: PLC0415
+    from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
 
     tables = run.tables()
     results = [data for name, data in tables.items() if name.startswith(f"{RunPaths.RESULTS}/")]
     engine = run.typed().engine
     try:
         evidence = from_run(tables.get(FINDINGS), results, model_display(str(engine.model_name or engine.model), {}))
-    except EvidenceShape as exc:
+    except FindingsShape as exc:
         return [f"qualitative: not judged ({exc})"]
     if evidence is None:
         return []

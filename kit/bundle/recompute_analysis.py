@@ -166,13 +166,14 @@ def claims_files(fresh: Findings, bundled_doc: Any) -> dict[str, Expected]:
     """compare-claims.json and .md as `kit compare` writes them from `fresh` findings, with the bundled
     document's time stamps and findings path."""
     from kit.compare import claims  # noqa: PLC0415
-    from kit.compare.evidence import EvidenceShape, from_findings  # noqa: PLC0415
+    from kit.compare.evidence import from_findings  # noqa: PLC0415
+    from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
 
     if not isinstance(bundled_doc, dict):
         raise NotRecomputed("compare-claims.json is not a JSON object")
     try:
         evidence = from_findings(fresh, FILE)
-    except EvidenceShape as exc:
+    except FindingsShape as exc:
         raise NotRecomputed(f"the recomputed findings do not fit the claims: {exc}") from None
     held = {key[0]: bundled_doc.get(key[0]) for key in VOLATILE[COMPARISON]}
     doc = claims.document(claims.judge(evidence), evidence, str(held["created"]), str(held["findings"]),

@@ -9,7 +9,7 @@ reason says which), with the counts that decided it on one line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kit.compare.evidence import Evidence, Rate, ResetRow, Trend
@@ -23,15 +23,14 @@ ADJACENT, BETWEEN = "adjacent", "cache-off pass in between"
 
 @dataclass(frozen=True)
 class Judgement:
-    """A claim's verdict on this run, the counts that decided it (or why it is not measured), and the numbers."""
+    """A claim's verdict on this run and the counts that decided it (or why it is not measured)."""
 
     verdict: str
     counts: str
-    numbers: dict[str, Any] = field(default_factory=dict)
 
 
-def _decided(ok: bool, counts: str, **numbers: Any) -> Judgement:
-    return Judgement(HOLDS if ok else FAILS, counts, numbers)
+def _decided(ok: bool, counts: str) -> Judgement:
+    return Judgement(HOLDS if ok else FAILS, counts)
 
 
 def _missing(why: str) -> Judgement:

@@ -62,7 +62,7 @@ def compare(target: Path, reference: str) -> None:
     not hold, inconclusive or not measured, with the counts. Writes them as compare-claims.md and .json.
     """
     from kit.compare import claims, outputs  # noqa: PLC0415
-    from kit.compare.evidence import EvidenceShape, from_findings  # noqa: PLC0415
+    from kit.compare.evidence import from_findings  # noqa: PLC0415
     from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.compare.published import load_reference  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
@@ -75,7 +75,7 @@ def compare(target: Path, reference: str) -> None:
     try:
         comparison = compare_findings(findings, published)
         evidence = from_findings(findings, FINDINGS)
-    except (FindingsShape, EvidenceShape) as exc:
+    except FindingsShape as exc:
         raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
     doc = outputs.document(comparison, path, findings.created, published, reference)
     judged = claims.judge(evidence)

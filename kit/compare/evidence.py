@@ -12,33 +12,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.analysis.findings_model import Findings, from_json
+from pydantic import ValidationError
+
+from kit.analysis.findings_model import (
+    Findings,
+    TableIIIRow,
+    TableIVRow,
+    TableVIIRow,
+    TableVIRow,
+    TableVRow,
+    from_json,
+)
 from kit.compare.names import model_display
+from kit.compare.run_rows import FindingsShape, count, number, odds_ratio, optional, slope
+from kit.compare.measures import Measured
 from kit.core.paths import RunPaths
 
 RESET_FILE = RunPaths.result_name("reset_table")  # where a reset run's results table lies in its folder
 FINDINGS_FILE = f"{RunPaths.ANALYSIS}/{RunPaths.FINDINGS}"
 RESET_TABLE = "restored-state control"  # the `table` name of a reset run's results (kit.protocols.reset.results)
-
-
-class EvidenceShape(ValueError):
-    """A findings or results table is not laid out as `kit analyze` / the reset protocol write it."""
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise EvidenceShape(f"{what} is {value!r}, not a count")
-    return int(value)
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EvidenceShape(f"{what} is {value!r}, not a number")
-    return float(value)
-
-
-def _optional(value: Any, what: str) -> float | None:
-    return None if value is None else _number(value, what)
 
 
 @dataclass(frozen=True)
@@ -162,55 +154,53 @@ class Evidence:
     vii: list[BridgeRow] = field(default_factory=list)
 
 
-def _label(row: dict[str, Any]) -> str:
-    return f"{model_display(str(row.get('model')), {})} {row.get('format')}"
+def _label(row: TableIVRow | TableVRow | TableVIIRow) -> str:
+    return f"{model_display(str(row.model), {})} {row.format}"
 
 
-def _rate(cells: dict[str, Any], prefix: str, what: str) -> Rate:
-    return Rate(_count(cells[f"{prefix}k"], f"{what} k"), _count(cells[f"{prefix}n"], f"{what} n"),
-                _optional(cells.get(f"{prefix}lo"), f"{what} lo"), _optional(cells.get(f"{prefix}hi"), f"{what} hi"))
+def _rate(row: TableIIIRow | TableVRow, prefix: str, what: str) -> Rate:
+    def cell(key: str) -> Any:
+        return getattr(row, f"{prefix}{key}")
+
+    return Rate(count(cell("k"), f"{what} k"), count(cell("n"), f"{what} n"), optional(cell("lo"), f"{what} lo"),
+                optional(cell("hi"), f"{what} hi"))
 
 
 def _reset_row(label: str, sessions: list[Session], across: dict[str, Any]) -> ResetRow:
     if across.get("items") is None:
         return ResetRow(label, tuple(sessions))
-    return ResetRow(label, tuple(sessions), _count(across["items"], "across_sessions items"),
-                    _count(across["recompute_same_in_all"], "recompute_same_in_all"),
-                    _count(across["hit_same_in_all"], "hit_same_in_all"))
+    return ResetRow(label, tuple(sessions), count(across["items"], "across_sessions items"),
+                    count(across["recompute_same_in_all"], "recompute_same_in_all"),
+                    count(across["hit_same_in_all"], "hit_same_in_all"))
 
 
-def _table_iv(rows: list[dict[str, Any]]) -> list[ResetRow]:
+def _table_iv(rows: list[TableIVRow]) -> list[ResetRow]:
     found = []
     for r in rows:
-        caused = r.get("cache_caused") or [None] * len(r["items"])
-        lengths = {k: len(r[k]) for k in ("sessions", "items", "recompute_reproduces", "hit_reproduces",
-                                         "paths_differ")} | {"cache_caused": len(caused)}
-        if len(set(lengths.values())) != 1:
-            raise EvidenceShape(f"row {r.get('run')!r} gives per-session lists of different lengths ("
-                                + ", ".join(f"{k} {n}" for k, n in lengths.items()) + ")")
-        sessions = [Session(str(name), _count(items, "items"), _count(rec, "recompute_reproduces"),
-                            _count(hit, "hit_reproduces"), _count(differ, "paths_differ"),
-                            None if cause is None else _count(cause, "cache_caused"))
-                    for name, items, rec, hit, differ, cause in zip(
-                        r["sessions"], r["items"], r["recompute_reproduces"], r["hit_reproduces"], r["paths_differ"],
-                        caused, strict=True)]
+        caused: list[Any] = list(r.cache_caused) if r.cache_caused else [None] * len(r.items)
+        lists = {"sessions": r.sessions, "items": r.items, "recompute_reproduces": r.recompute_reproduces,
+                 "hit_reproduces": r.hit_reproduces, "paths_differ": r.paths_differ, "cache_caused": caused}
+        if len({len(values) for values in lists.values()}) != 1:
+            raise FindingsShape(f"row {r.run!r} gives per-session lists of different lengths ("
+                                + ", ".join(f"{k} {len(values)}" for k, values in lists.items()) + ")")
+        sessions = [Session(str(name), count(items, "items"), count(rec, "recompute_reproduces"),
+                            count(hit, "hit_reproduces"), count(differ, "paths_differ"),
+                            None if cause is None else count(cause, "cache_caused"))
+                    for name, items, rec, hit, differ, cause in zip(*lists.values(), strict=True)]
         if sessions:
-            found.append(_reset_row(_label(r), sessions, r.get("across_sessions") or {}))
+            found.append(_reset_row(_label(r), sessions, r.across_sessions))
     return found
 
 
+def _trend(label: str, found: Measured | str, what: str, null: float) -> Trend | None:
+    """A trend of kit.compare.run_rows' reading (None where it says why there is none)."""
+    if not isinstance(found, Measured) or found.value is None:
+        return None
+    return Trend(label, what, found.value, found.lo, found.hi, null)
+
+
 def _odds_ratio(label: str, fit: Any, what: str) -> Trend | None:
-    if not isinstance(fit, dict) or "skipped" in fit or fit.get("odds_ratio") is None:
-        return None
-    return Trend(label, what, _number(fit["odds_ratio"], what), _optional(fit.get("or_lo"), what),
-                 _optional(fit.get("or_hi"), what), 1.0)
-
-
-def _slope(label: str, boot: Any, what: str) -> Trend | None:
-    if not isinstance(boot, dict) or boot.get("rate_slope") is None:
-        return None
-    scale = [None if boot.get(k) is None else 100 * _number(boot[k], what) for k in ("rate_slope_lo", "rate_slope_hi")]
-    return Trend(label, what, 100 * _number(boot["rate_slope"], what), scale[0], scale[1], 0.0)
+    return _trend(label, odds_ratio(fit, what), what, 1.0)
 
 
 def _grid_trends(findings: Findings) -> list[Trend]:
@@ -231,83 +221,87 @@ def _sweep_trend(findings: Findings) -> list[Trend]:
     label = "sweep over " + "+".join(str(f.get("label")) for f in boot["formats"] if isinstance(f, dict))
     fit = None if boot.get("glmm_skipped") or boot.get("glmm_note") else _odds_ratio(
         label, boot, "history-averaged odds ratio per format step")
-    found = fit or _slope(label, boot, "rate slope, points per format step")
+    what = "rate slope, points per format step"
+    found = fit or _trend(label, slope(boot, what), what, 0.0)
     return [found] if found is not None else []
 
 
-def _table_vi(rows: list[dict[str, Any]]) -> list[FormatDifference]:
-    reference = next((str(r["format"]) for r in rows if r.get("is_reference")), "the reference")
-    return [FormatDifference(str(r["format"]), reference, 100 * _number(r["diff"], "diff"),
-                             100 * _number(r["diff_lo"], "diff_lo"), 100 * _number(r["diff_hi"], "diff_hi"),
-                             _count(r["above_reference"], "above_reference"), _count(r["histories"], "histories"))
-            for r in rows if not r.get("is_reference")]
+def _table_vi(rows: list[TableVIRow]) -> list[FormatDifference]:
+    reference = next((r.format for r in rows if r.is_reference), "the reference")
+    return [FormatDifference(r.format, reference, 100 * number(r.diff, "diff"), 100 * number(r.diff_lo, "diff_lo"),
+                             100 * number(r.diff_hi, "diff_hi"), count(r.above_reference, "above_reference"),
+                             count(r.histories, "histories"))
+            for r in rows if not r.is_reference]
 
 
-def _table_vii(rows: list[dict[str, Any]]) -> list[BridgeRow]:
+def _table_vii(rows: list[TableVIIRow]) -> list[BridgeRow]:
     found = []
     for r in rows:
-        n = _count(r["n"], "n")
+        n = count(r.n, "n")
         if n == 0:
             continue
-        label = f"{_label(r)}{', session ' + str(r['session']) if r.get('session') else ''}, {n} items"
-        row = BridgeRow(label, n, _count(r["recompute_reproduces"], "recompute_reproduces"),
-                        _count(r["hit_reproduces"], "hit_reproduces"),
-                        _count(r.get("attributable_items") or 0, "attributable_items"),
-                        _count(r.get("paths_differ") or 0, "paths_differ"))
-        mcnemar = r.get("mcnemar")
-        if "correctness_skipped" not in r and r.get("flips") is not None and isinstance(mcnemar, dict):
+        label = f"{_label(r)}{', session ' + str(r.session) if r.session else ''}, {n} items"
+        row = BridgeRow(label, n, count(r.recompute_reproduces, "recompute_reproduces"),
+                        count(r.hit_reproduces, "hit_reproduces"),
+                        count(r.attributable_items or 0, "attributable_items"),
+                        count(r.paths_differ or 0, "paths_differ"))
+        mcnemar = r.mcnemar
+        if r.correctness_skipped is None and r.flips is not None and isinstance(mcnemar, dict):
             row = BridgeRow(row.label, row.n, row.recompute, row.hit, row.attributable, row.differ,
-                            _count(r["flips"], "flips"), _count(mcnemar.get("b", 0), "mcnemar b"),
-                            _count(mcnemar.get("c", 0), "mcnemar c"), _optional(mcnemar.get("p"), "mcnemar p"))
+                            count(r.flips, "flips"), count(mcnemar.get("b", 0), "mcnemar b"),
+                            count(mcnemar.get("c", 0), "mcnemar c"), optional(mcnemar.get("p"), "mcnemar p"))
         found.append(row)
     return found
 
 
-def _table_iii(rows: list[dict[str, Any]]) -> list[RerunRow]:
-    return [RerunRow(str(r.get("run")), str(r["prompt_cache"]), str(r["order"]), _rate(r, "", "run-to-run"))
-            for r in rows]
+def _table_iii(rows: list[TableIIIRow]) -> list[RerunRow]:
+    return [RerunRow(r.run, r.prompt_cache, r.order, _rate(r, "", "run-to-run")) for r in rows]
 
 
-def _table_v(rows: list[dict[str, Any]]) -> list[GridRow]:
-    return [GridRow(f"{r.get('engine')} {_label(r)}", str(r.get("prompt_cache")), _rate(r, "path_", "path"),
-                    _rate(r, "off_", "cache-off") if r.get("off_k") is not None else None,
-                    _rate(r, "on_", "cache-on") if r.get("on_k") is not None else None) for r in rows]
+def _table_v(rows: list[TableVRow]) -> list[GridRow]:
+    return [GridRow(f"{r.engine} {_label(r)}", r.prompt_cache, _rate(r, "path_", "path"),
+                    _rate(r, "off_", "cache-off") if r.off_k is not None else None,
+                    _rate(r, "on_", "cache-on") if r.on_k is not None else None) for r in rows]
 
 
 def _shape(what: str, read: Callable[[], Any]) -> Any:
-    """`read()`, or EvidenceShape naming `what` (a table) and what is wrong in it."""
+    """`read()`, or FindingsShape naming `what` (a table) and what is wrong in it (one line)."""
     try:
         return read()
-    except EvidenceShape as exc:
-        raise EvidenceShape(f"{what}: {exc}") from None
+    except FindingsShape as exc:
+        raise FindingsShape(f"{what}: {exc}") from None
+    except ValidationError as exc:  # a row that is not of its table's typed view
+        first = exc.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "row"
+        said = f"a row has no {key}" if first["type"] == "missing" else \
+            f"{key} is {repr(first['input'])[:40]} ({first['msg'].lower()})"
+        raise FindingsShape(f"{what}: {said}") from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         said = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise EvidenceShape(f"{what}: {said}") from None
+        raise FindingsShape(f"{what}: {said}") from None
 
 
 def from_findings(findings: Findings, source: str = "findings.json") -> Evidence:
-    """The evidence of a findings.json (every table it has rows for); EvidenceShape naming the table when one is
-    odd."""
-    def rows(t: str) -> list[dict[str, Any]]:
-        return list(findings.table(t).rows)
-
+    """The evidence of a findings.json (every table it has rows for, read through its typed row views, strictly:
+    a value of another type is refused, never converted); FindingsShape naming the table when one is odd."""
+    table = findings.table
     return Evidence(source,
-                    iii=_shape("Table III", lambda: _table_iii(rows("III"))),
-                    iv=_shape("Table IV", lambda: _table_iv(rows("IV"))),
-                    v=_shape("Table V", lambda: _table_v(rows("V"))),
+                    iii=_shape("Table III", lambda: _table_iii(TableIIIRow.of(table("III"), strict=True))),
+                    iv=_shape("Table IV", lambda: _table_iv(TableIVRow.of(table("IV"), strict=True))),
+                    v=_shape("Table V", lambda: _table_v(TableVRow.of(table("V"), strict=True))),
                     v_trend=_shape("the grid trend", lambda: _grid_trends(findings)),
-                    vi=_shape("Table VI", lambda: _table_vi(rows("VI"))),
+                    vi=_shape("Table VI", lambda: _table_vi(TableVIRow.of(table("VI"), strict=True))),
                     vi_trend=_shape("the sweep trend", lambda: _sweep_trend(findings)),
-                    vii=_shape("Table VII", lambda: _table_vii(rows("VII"))))
+                    vii=_shape("Table VII", lambda: _table_vii(TableVIIRow.of(table("VII"), strict=True))))
 
 
 def from_reset_table(table: dict[str, Any], label: str, source: str = RESET_FILE) -> Evidence:
     """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read)."""
     def read() -> Evidence:
-        sessions = [Session(str(s["session"]), _count(s["items"], "items"),
-                            _count(s["recompute_reproduces"], "recompute_reproduces"),
-                            _count(s["hit_reproduces"], "hit_reproduces"), _count(s["paths_differ"], "paths_differ"),
-                            None if s.get("cache_caused") is None else _count(s["cache_caused"], "cache_caused"))
+        sessions = [Session(str(s["session"]), count(s["items"], "items"),
+                            count(s["recompute_reproduces"], "recompute_reproduces"),
+                            count(s["hit_reproduces"], "hit_reproduces"), count(s["paths_differ"], "paths_differ"),
+                            None if s.get("cache_caused") is None else count(s["cache_caused"], "cache_caused"))
                     for s in table["sessions"] if s.get("status") == "OK"]
         across = table.get("across_sessions") or {}
         return Evidence(source, iv=[_reset_row(label, sessions, across)] if sessions else [])
@@ -317,12 +311,12 @@ def from_reset_table(table: dict[str, Any], label: str, source: str = RESET_FILE
 
 def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:
     """A run's evidence: its analysis/findings.json when it has one (every table), else its restored-state
-    results table (Table IV); None when it has neither. EvidenceShape when the file it reads is odd."""
+    results table (Table IV); None when it has neither. FindingsShape when the file it reads is odd."""
     if isinstance(findings, dict):
         try:
             parsed = from_json(findings)
         except (ValueError, TypeError) as exc:  # kit.analysis.findings_model.NotFindings is a ValueError
-            raise EvidenceShape(f"{FINDINGS_FILE}: {exc}") from None
+            raise FindingsShape(f"{FINDINGS_FILE}: {exc}") from None
         return _shape(FINDINGS_FILE, lambda: from_findings(parsed, FINDINGS_FILE))
     tables = [t for t in results if isinstance(t, dict) and t.get("table") == RESET_TABLE]
     if not tables:

@@ -138,7 +138,7 @@ def _absent(entry: Any, what: str) -> str | None:
     return str(entry["skipped"]) if "skipped" in entry else None
 
 
-def _odds_ratio(fit: Any, what: str) -> Measured | str:
+def odds_ratio(fit: Any, what: str) -> Measured | str:
     why = _absent(fit, what)
     if why:
         return why
@@ -155,7 +155,7 @@ def _p(test: Any, what: str) -> Measured | str:
     return Measured(number(test["p"], what), method=what, alternative=str(test.get("alternative") or "two-sided"))
 
 
-def _slope(boot: Any, what: str) -> Measured | str:
+def slope(boot: Any, what: str) -> Measured | str:
     why = _absent(boot, what)
     if why or boot.get("rate_slope") is None:
         return why or f"the {what} gives no rate slope"
@@ -180,10 +180,10 @@ def grid_trend(findings: Findings, index: RunIndex) -> list[RunRow]:
         row = RunRow(("V", TREND), "grid runs", "path divergence over formats", model,
                      "+".join(map(str, entry["formats"])), engine, {"episodes": count(entry["episodes"], "episodes")},
                      {"prompt_cache": one(caches)})
-        _put(row, "glmm_odds_ratio", _odds_ratio(entry.get("glmm"), "random-intercept fit, Wald 95%"))
-        _put(row, "clogit_odds_ratio", _odds_ratio(entry.get("conditional_logit"), "conditional logit, Wald 95%"))
+        _put(row, "glmm_odds_ratio", odds_ratio(entry.get("glmm"), "random-intercept fit, Wald 95%"))
+        _put(row, "clogit_odds_ratio", odds_ratio(entry.get("conditional_logit"), "conditional logit, Wald 95%"))
         _put(row, "permutation_p", _p(entry.get("permutation"), "exact permutation test"))
-        _put(row, "rate_slope", _slope(entry.get("episode_bootstrap"), "episode bootstrap 95%"))
+        _put(row, "rate_slope", slope(entry.get("episode_bootstrap"), "episode bootstrap 95%"))
         rows.append(finish(row))
     return rows
 
@@ -234,8 +234,8 @@ def sweep_trend(findings: Findings, index: RunIndex) -> list[RunRow]:
     if boot.get("glmm_skipped") or boot.get("glmm_note"):
         row.missing["glmm_odds_ratio"] = str(boot.get("glmm_skipped") or boot.get("glmm_note"))
     else:
-        _put(row, "glmm_odds_ratio", _odds_ratio(boot, "two-way bootstrap 95% (GLMM refits)"))
-    _put(row, "rate_slope", _slope(boot, "two-way bootstrap 95%"))
+        _put(row, "glmm_odds_ratio", odds_ratio(boot, "two-way bootstrap 95% (GLMM refits)"))
+    _put(row, "rate_slope", slope(boot, "two-way bootstrap 95%"))
     _put(row, "permutation_p", _p(sweep.permutation if "permutation" in sweep.model_fields_set else None,
                                   "exact permutation test"))
     return [finish(row)]

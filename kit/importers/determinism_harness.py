@@ -216,8 +216,9 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
         engine=engine, plan={"calls": total, "mode": mode, "boxes": boxes}, workload={"source": "determinism-harness"},
         seeds={}, provenance=collect())
     study_files = [(s.files.calls.name, s.manifest["run_name"], s.manifest) for s in study]
+    orders = [zip(s.offsets, s.numbers) for s in study]  # as the scan checked and sorted them
     with RecordWriter(run_dir / RunPaths.records_name(PASS), sync_each=False) as writer:
-        for seq, made in enumerate(derive(kept, study_files, record.run_id)):  # from the checked copies
+        for seq, made in enumerate(derive(kept, study_files, record.run_id, orders)):  # from the checked copies
             writer.write(made)
             if seq % 4096 == 0:
                 progress("writing records", seq, total)

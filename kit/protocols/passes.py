@@ -137,18 +137,21 @@ def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int
 
 
 class OkPasses:
-    """The OK passes of a run (their record files present), each read once when first needed."""
+    """The OK passes of a run (their record files present), each read once when first needed (through `records`
+    where given, as `load_pass` takes it)."""
 
-    def __init__(self, run_dir: Path, infos: dict[str, PassInfo]):
+    def __init__(self, run_dir: Path, infos: dict[str, PassInfo],
+                 records: Callable[[str, Any], list[dict[str, Any]]] | None = None):
         self.run_dir = run_dir
         self.ok = {p: i for p, i in infos.items() if i.status == "OK" and (run_dir / (i.file or "")).is_file()}
         self.loaded: dict[str, PassData] = {}
+        self.records = records
 
     def get(self, pass_id: str) -> PassData | None:
         if pass_id not in self.ok:
             return None
         if pass_id not in self.loaded:
-            self.loaded[pass_id] = load_pass(self.run_dir, pass_id, self.ok[pass_id])
+            self.loaded[pass_id] = load_pass(self.run_dir, pass_id, self.ok[pass_id], records=self.records)
         return self.loaded[pass_id]
 
     def compare(self, a: str, b: str) -> dict[str, Any]:

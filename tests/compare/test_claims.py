@@ -11,6 +11,7 @@ import pytest
 from kit.analysis.findings_model import from_json
 from kit.compare import claims
 from kit.compare.evidence import from_findings, from_reset_table
+from kit.compare.run_rows import FindingsShape
 from kit.core.errors import ConfigError
 from tests.compare import synthetic as syn
 
@@ -144,6 +145,22 @@ def test_nothing_measured_says_so():
     result = claims.judge(from_findings(from_json(syn.findings([], {}))))
     assert {j.judgement.verdict for j in result} == {"not measured"}
     assert claims.summary_line(result) == "qualitative: no finding of the paper is measured by this run"
+
+
+@pytest.mark.parametrize("table, row, needle", [
+    ("VII", dict(syn.table_vii_row("Q4_K_M", 100, 3, 0, 90, 90, 1.0), n=100.0), "Table VII: n is 100.0, not a count"),
+    ("VII", dict(syn.table_vii_row("Q4_K_M", 100, 3, 0, 90, 90, 1.0), hit_reproduces=-1),
+     "Table VII: hit_reproduces is -1, not a count"),
+    ("III", {k: v for k, v in syn.table_iii_row(3).items() if k != "order"}, "Table III: a row has no order"),
+    ("III", dict(syn.table_iii_row(3), k=3.0), "Table III: k is 3.0 (input should be a valid integer"),
+    ("V", dict(syn.grid_run("Q4_K_M", 3, 1)[2], path_n="80"), "Table V: path_n is '80' (input should be a valid"),
+])
+def test_a_findings_row_of_another_shape_is_refused_in_one_line_as_kit_compare_refuses_it(table, row, needle):
+    found = from_json(syn.findings([], {table: [row]}))
+    with pytest.raises(FindingsShape) as raised:
+        from_findings(found)
+    assert str(raised.value).startswith(needle), str(raised.value)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("change, needle", [

@@ -88,7 +88,7 @@ def test_divergence_closed_and_intervals_per_arm(run_dir: Path):
     arms = {arm["name"]: arm for arm in t["arms"]}
     unfixed = arms["unfixed"]["divergence"]
     lo, hi = wilson_interval(1, 1)
-    assert unfixed["IV"] == {"k": 1, "n": 1, "rate": 1.0, "lo": lo, "hi": hi}
+    assert unfixed["IV"] == {"k": 1, "n": 1, "rate": 1.0, "lo": lo, "hi": hi, "method": "wilson"}
     assert unfixed["VII"]["k"] == 1 and unfixed["V"]["k"] == 1
     assert arms["fix-a"]["divergence"]["IV"]["k"] == 0 and arms["fix-a"]["divergence"]["IV"]["hi"] == pytest.approx(
         wilson_interval(0, 1)[1])
@@ -132,3 +132,13 @@ def test_written_shown_and_registered(run_dir: Path):
     assert [layout.name for layout in h.tables] == ["remedy", "remedy cost"]
     assert ("unfixed Table V", 1, 1, *wilson_interval(1, 1)) in kind.plot_rows(t)
     assert "Table IV: cheapest fix that closes it: fix-a" in view.remedy_note(run_dir, t)
+
+
+def test_each_records_file_and_the_manifest_are_read_once(run_dir: Path, monkeypatch):
+    read, loaded = [], []
+    real_read, real_load = remedy_results.read_records, remedy_results.Manifest.load
+    monkeypatch.setattr(remedy_results, "read_records", lambda path, **kw: read.append(path.name) or real_read(path, **kw))
+    monkeypatch.setattr(remedy_results.Manifest, "load", lambda folder: loaded.append(folder) or real_load(folder))
+    t = remedy_results.remedy_table(run_dir)
+    assert sorted(read) == sorted(p.name for p in (run_dir / "records").iterdir()) and len(read) == 9
+    assert loaded == [run_dir] and t["arms"][0]["divergence"]["V"]["k"] == 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import orjson
 
@@ -162,14 +162,17 @@ def in_order(fh: BinaryIO, path: Path | str, run_name: str) -> list[tuple[int, i
     return [(offset, number) for _, offset, number in found]
 
 
-def derive(folder: Path, study: list[tuple[str, str, dict[str, Any]]], run_id: str) -> Iterator[HarnessRecord]:
+def derive(folder: Path, study: list[tuple[str, str, dict[str, Any]]], run_id: str,
+           orders: list[Iterable[tuple[int, int]]] | None = None) -> Iterator[HarnessRecord]:
     """The records of a study's calls files held in `folder` (each given as (file name, run name, its run's
-    manifest), in the study's order), as the import writes them."""
+    manifest), in the study's order), as the import writes them. `orders`: each file's calls in execution order
+    as (byte offset, line number), where the caller has checked and sorted them already (the import's scan);
+    else `in_order` finds them (kit verify)."""
     seq = 0
-    for name, run_name, manifest in study:
+    for index, (name, run_name, manifest) in enumerate(study):
         path = folder / name
         with path.open("rb") as fh:
-            for offset, number in in_order(fh, path.name, run_name):
+            for offset, number in (orders[index] if orders is not None else in_order(fh, path.name, run_name)):
                 fh.seek(offset)
                 call = check_call(fh.readline(LINE_BYTES + 1), f"{name}:{number}", run_name)
                 yield record_of(run_id, seq, number, call, name, manifest)

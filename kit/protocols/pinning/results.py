@@ -31,6 +31,7 @@ from kit.record.cache_state import (
 from kit.record.divergence import first_difference
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
+from kit.protocols.pinning.verdict import flips_of, verdict
 from kit.record.files import RecordView, read_views
 
 CALIBRATION_HISTORY = {"cal_fresh": "fresh", "cal_repeat": "repeat", "cal_after_other": "after_other"}
@@ -196,8 +197,6 @@ def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, PassInfo], di
     unreset = _without_reset(passes, by_pass, labels) if not ok else None
     if unreset is not None:  # absent otherwise: the results of earlier runs recompute as they were written
         table["without_reset"] = unreset
-    from kit.protocols.pinning.verdict import verdict  # noqa: PLC0415 - keeps this module short
-
     table["verdict"] = verdict(table)
     return table
 
@@ -262,17 +261,25 @@ def _arms(rows: list[Call], labels: dict[str, str], gate: dict[str, Any]) -> dic
     return arms
 
 
+def _regime(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], counted: set[str], phase: str, role: str,
+            labels: dict[str, str]) -> tuple[dict[str, Any], list[Call]]:
+    """The calls of `role` in the passes of `phase` that are `counted`, and their modal output (labelled)."""
+    rows = [c for pid, info in passes.items() if info.phase == phase and pid in counted
+            for c in by_pass[pid] if c.record.role == role]
+    summary = modal([str(c.record.output_sha256) for c in rows])
+    if summary["n"]:
+        summary["modal_output"] = labels[summary["modal_output"]]
+    return summary, rows
+
+
 def _regimes(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], ok: set[str],
              labels: dict[str, str]) -> dict[str, Any]:
     result = {}
     for phase, role in (("always_fresh", "fresh"), ("steady", "steady")):
-        pids = [pid for pid, info in passes.items() if info.phase == phase]
-        rows = [c for pid in pids if pid in ok for c in by_pass[pid] if c.record.role == role]
-        summary = modal([str(c.record.output_sha256) for c in rows])
+        summary, rows = _regime(passes, by_pass, ok, phase, role, labels)
         if summary["n"]:
-            summary["modal_output"] = labels[summary["modal_output"]]
             summary["states"] = dict(Counter(c.lineage for c in rows))
-        summary["void_passes"] = [pid for pid in pids if pid not in ok]
+        summary["void_passes"] = [pid for pid, info in passes.items() if info.phase == phase and pid not in ok]
         result[phase] = summary
     return result
 
@@ -287,11 +294,7 @@ def _without_reset(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]],
     why = str((passes[unreset[0]].reload or {}).get("detail") or passes[unreset[0]].reason)
     rows = [c for pid in unreset if passes[pid].phase in ("cycle", "steady") for c in by_pass[pid] if c.record.measured]
     states = _states(rows, labels)
-    modal_outputs = {s["modal_output"] for s in states if s["state"] != "unknown"}
-    steady = modal([str(c.record.output_sha256) for pid in unreset if passes[pid].phase == "steady"
-                    for c in by_pass[pid] if c.record.role == "steady"])
-    if steady["n"]:
-        steady["modal_output"] = labels[steady["modal_output"]]
+    steady, _ = _regime(passes, by_pass, set(unreset), "steady", "steady", labels)
     cycles = [_cycle(pid, by_pass[pid], labels) for pid in unreset if passes[pid].phase == "cycle"]
     impossible = [
         {"verdict": "manipulation gate", "reason": "needs a confirmed reset before every cycle"},
@@ -301,7 +304,7 @@ def _without_reset(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]],
         impossible.append({"verdict": "full_eval state (a fresh instance)",
                            "reason": "only a reset (or an eviction the kit cannot cause) gives one"})
     return {"passes": unreset, "why": why, "states": states,
-            "state_change_flips_bytes": len(modal_outputs) > 1 if len(modal_outputs) and len(states) > 1 else None,
+            "state_change_flips_bytes": flips_of(states),
             "steady": steady, "cycles": cycles,
             "flip_at_interposed_only": [sum(c["flip_at_interposed_only"] for c in cycles), len(cycles)],
             "impossible": impossible}

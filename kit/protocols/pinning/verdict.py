@@ -23,11 +23,18 @@ def transient_interloper(cycles: list[dict[str, Any]]) -> bool | None:
     return any(seen) if seen else None
 
 
+def flips_of(states: list[dict[str, Any]]) -> bool | None:
+    """Does a state change flip the bytes: do the states found give different modal outputs? None with fewer than
+    two states named: calls whose state is unknown say nothing of what a state change does."""
+    known = [s for s in states if s.get("n") and s["state"] != "unknown"]
+    return len({s["modal_output"] for s in known}) > 1 if len(known) > 1 else None
+
+
 def verdict(table: dict[str, Any]) -> dict[str, Any]:
     states = [s for s in table["states"] if s.get("n")]
     deterministic = [s["state"] for s in states if s["modal_share"] == 1.0]
     modal_by_state = {s["state"]: s["modal_output"] for s in states}
-    flips = len(set(modal_by_state.values())) > 1 if len(states) > 1 else None
+    flips = flips_of(states)
     regimes = table["regimes"]
     gate = table["gate"]
     advice: list[str] = []

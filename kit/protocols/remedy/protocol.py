@@ -14,6 +14,8 @@ gates its warm requests as recomputes (0 cached tokens) and its cache-on passes 
 from __future__ import annotations
 
 import re
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +28,15 @@ from kit.launch import fixes as fix_registry
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.grid.bfcl_pass import GridGates, run_pass
-from kit.protocols.grid.protocol import BfclWorkload, GridProtocol, PassPlan, bfcl_passes, prepare_bfcl
+from kit.protocols.grid.protocol import (
+    BfclWorkload,
+    GridProtocol,
+    PassPlan,
+    bfcl_passes,
+    prepare_bfcl,
+    rerun_whole,
+    served,
+)
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
@@ -146,7 +156,7 @@ def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:
         workload["gsm8k"] = described
         payload["gsm8k"] = items
     if protocol.bfcl is not None:
-        bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]})
+        bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]}, inputs)
         plan["bfcl"] = bfcl.plan
         workload["bfcl"] = bfcl.workload
         payload["bfcl"] = bfcl.payload
@@ -202,28 +212,45 @@ def _gsm8k(protocol: RemedyProtocol, ctx: RunContext, items: list[Any], provider
                           (index * len(protocol.arms) + position, total), check)
 
 
+@dataclass(frozen=True)
+class RemedyPass(PassPlan):
+    """A BFCL pass of the remedy: its cache arm (`arm`) of one episode (`unit`) on one remedy arm (`fix`)."""
+
+    fix: str = ""
+    unit: str = ""
+
+    @property
+    def server(self) -> str:
+        """The label of its server, which the episode's cache-on and cache-off passes of its arm share."""
+        return pass_id(self.fix, "bfcl", self.unit)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {"remedy": {"arm": self.fix, "workload": "bfcl", "unit": self.unit, "cache": self.arm}}
+
+
+def bfcl_plan(protocol: RemedyProtocol, episodes: list[str]) -> list[RemedyPass]:
+    """Every BFCL pass in run order: episode by episode, the arms in turn, each a cache-on then a cache-off pass."""
+    return [RemedyPass(pass_id(arm.name, "bfcl", episode, cache), cache, 1, 0, fix=arm.name, unit=episode)
+            for index, episode in enumerate(episodes) for arm in in_turn(list(protocol.arms), index)
+            for cache in ("on", "off")]
+
+
 def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, providers: dict[str, Any]) -> None:
     grids = {arm.name: grid_protocol(protocol, hits=not arm.applied().reuse_off) for arm in protocol.arms}
     first = grids[protocol.arms[0].name]
     install = Prepared(plan={}, workload={}, payload=prepared.payload["bfcl"])
+    logs = RunPaths(ctx.run_dir).logs
     with bfcl_passes(first, install, ctx, [], fresh_server_per_pass=True) as (worker, canonical, render):
-        for index, episode in enumerate(canonical):
-            for arm in in_turn(list(protocol.arms), index):
-                plans = [PassPlan(pass_id(arm.name, "bfcl", episode.id, cache), cache, 1, 0) for cache in ("on", "off")]
-                if all(plan.pass_id in ctx.done for plan in plans):
-                    continue
-                for plan in plans:  # the two passes share one server: both run again if either did not end
-                    if plan.pass_id in ctx.done:
-                        ctx.manifest.supersede(plan.pass_id)
-                        ctx.done.discard(plan.pass_id)
-                label = pass_id(arm.name, "bfcl", episode.id)
-                with providers[arm.name].session(label, RunPaths(ctx.run_dir).logs) as live:
-                    for plan in plans:
-                        ctx.manifest.set_pass(plan.pass_id, remedy={"arm": arm.name, "workload": "bfcl",
-                                                                    "unit": episode.id, "cache": plan.arm},
-                                              server_session=label)
-                        run_pass(grids[arm.name], ctx, live, worker, [episode], render, plan,
-                                 lambda *_: None)
+        episodes = {episode.id: episode for episode in canonical}
+        plans = bfcl_plan(protocol, list(episodes))
+        server = lambda plan: plan.server  # noqa: E731
+        rerun_whole(plans, server, ctx, "server")  # an episode's two passes share one server
+        todo = [plan for plan in plans if plan.pass_id not in ctx.done]
+        sessions = served(todo, server, lambda plan, label: providers[plan.fix].session(label, logs), ctx)
+        with closing(sessions):
+            for plan, live in sessions:
+                ctx.manifest.set_pass(plan.pass_id, **plan.manifest_fields())
+                run_pass(grids[plan.fix], ctx, live, worker, [episodes[plan.unit]], render, plan, lambda *_: None)
 
 
 def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:

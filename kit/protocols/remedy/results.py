@@ -11,13 +11,14 @@ as a ratio to the unfixed arm's value in the same bin). Only passes that ended O
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kit.core.paths import RunPaths
+from kit.protocols.passes import OkPasses
 from kit.protocols.reset.results import counts, item_paths, outcomes
 from kit.protocols.results_files import write_results
-from kit.record.divergence import emitted, episode_divergence
 from kit.record.files import read_records
 from kit.record.manifest import Manifest
 
@@ -25,81 +26,91 @@ BINS = ((256, "<=256"), (1024, "257-1k"), (4096, "1k-4k"), (None, ">4k"))  # pro
 MEASURES = {"IV": "GSM8K paths differ (recompute vs cache hit)", "VII": "GSM8K correctness flips",
             "V": "BFCL path divergence (cache-on vs cache-off pass)"}
 COSTS = ("ttft_ms", "prefill_tps", "decode_tps", "latency_s")
-HIGHER_IS_BETTER = {"prefill_tps", "decode_tps"}
+Reader = Callable[[str, Any], list[dict[str, Any]]]  # records file (relative to the run folder), logprobs -> records
 
 
 def bin_of(prompt_tokens: int) -> str:
     return next(label for bound, label in BINS if bound is None or prompt_tokens <= bound)
 
 
-def _passes(run_dir: Path) -> list[tuple[dict[str, Any], Any]]:
-    """(the pass's remedy entry, its manifest entry) for every pass that ended OK."""
-    manifest = Manifest.load(run_dir)
-    found = []
-    for info in manifest.run.passes.values():
+Own = list[tuple[str, dict[str, Any], str]]  # an arm's OK passes: (pass id, its remedy entry, its records file)
+
+
+def by_arm(manifest: Manifest) -> dict[str, Own]:
+    """The passes that ended OK with a records file, grouped by the arm their remedy entry names."""
+    found: dict[str, Own] = defaultdict(list)
+    for pass_id, info in manifest.run.passes.items():
         entry = getattr(info, "remedy", None)
         if info.status == "OK" and isinstance(entry, dict) and info.file:
-            found.append((entry, info))
+            found[str(entry.get("arm"))].append((pass_id, entry, str(info.file)))
     return found
 
 
+def reader(run_dir: Path) -> Reader:
+    """Records files of the run folder (`file` relative to it), each read once (no log-probabilities: no measure
+    here needs them), in the shape kit.protocols.passes.load_pass takes."""
+    read: dict[str, list[dict[str, Any]]] = {}
+
+    def records(file: str, _logprobs: Any = False) -> list[dict[str, Any]]:
+        if file not in read:
+            read[file] = read_records(run_dir / file, logprobs=False).records
+        return read[file]
+    return records
+
+
 def rate(k: int, n: int) -> dict[str, Any]:
-    """k of n with its Wilson 95% interval (None where nothing was measured)."""
-    from kit.stats.intervals import wilson_interval  # noqa: PLC0415 - numpy only when computing
+    """k of n with its Wilson 95% interval (k and n only where nothing was measured)."""
+    from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
 
-    if n == 0:
-        return {"k": 0, "n": 0, "rate": None, "lo": None, "hi": None}
-    lo, hi = wilson_interval(k, n)
-    return {"k": k, "n": n, "rate": k / n, "lo": lo, "hi": hi}
+    return rate_interval(k, n).to_json() if n else {"k": 0, "n": 0}
 
 
-def divergence(run_dir: Path, arm: str, passes: list[tuple[dict[str, Any], Any]]) -> dict[str, dict[str, Any]]:
-    """The arm's Table IV, VII and V measures from its OK passes' records."""
-    records: list[dict] = []
-    walks: dict[str, dict[str, list]] = defaultdict(dict)
-    for entry, info in passes:
-        if entry.get("arm") != arm:
-            continue
-        read = read_records(run_dir / info.file).records
+def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """An arm's divergence (Tables IV, VII, V) and cost per prompt-length bin from its OK passes `own`, each
+    records file read once (by `read`, which `passes` reads through as well) for both."""
+    gsm8k: list[dict] = []
+    bfcl: dict[str, dict[str, str]] = defaultdict(dict)  # episode -> cache arm -> pass id
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for pass_id, entry, file in own:
+        records = read(file, False)
+        tally(records, sums)
         if entry.get("workload") == "gsm8k":
-            records += read
+            gsm8k += records
         elif entry.get("workload") == "bfcl":
-            steps = sorted((r for r in read if r.get("action") != "sentinel"), key=lambda r: r["step"])
-            walks[entry["unit"]][entry.get("cache")] = [(r["prompt_sha256"], emitted(r)) for r in steps]
+            bfcl[str(entry.get("unit"))][str(entry.get("cache"))] = pass_id
     found: dict[str, dict[str, Any]] = {}
-    if records:
-        units = item_paths(records)
-        tally = counts(units)
-        found["IV"] = rate(tally["paths_differ"], tally["items"])
+    if gsm8k:
+        units = item_paths(gsm8k)
+        found["IV"] = rate(counts(units)["paths_differ"], len(units))
         scored = outcomes(units)
         if scored is not None:
             found["VII"] = rate(scored["recompute_right_hit_wrong"] + scored["recompute_wrong_hit_right"],
                                 scored["items"])
-    episodes = [pair for pair in walks.values() if "on" in pair and "off" in pair]
-    if walks:
-        found["V"] = rate(sum(episode_divergence(p["on"], p["off"]).diverged for p in episodes), len(episodes))
-    return found
+    if bfcl:
+        compared = [passes.compare(pair["on"], pair["off"]) for pair in bfcl.values() if {"on", "off"} <= set(pair)]
+        found["V"] = rate(sum(c["diverged"] for c in compared), sum(c["episodes"] for c in compared))
+    return found, cost(sums)
 
 
-def cost(run_dir: Path, arm: str, passes: list[tuple[dict[str, Any], Any]]) -> dict[str, dict[str, Any]]:
+def tally(records: list[dict[str, Any]], sums: dict[str, dict[str, float]]) -> None:
+    """Add each answered request (no sentinel) of `records` to its prompt-length bin's sums."""
+    for record in records:
+        completion = record["completion"]
+        prompt = completion.get("prompt_tokens")
+        if completion.get("outcome") != "ok" or not isinstance(prompt, int) or record.get("action") == "sentinel":
+            continue
+        s = sums[bin_of(prompt)]
+        s["requests"] += 1
+        s["prefill_ms"] += completion.get("prefill_ms") or 0.0
+        s["prefill_tokens"] += completion.get("prefill_tokens") or 0
+        s["decode_ms"] += completion.get("decode_ms") or 0.0
+        s["decode_tokens"] += completion.get("decode_tokens") or 0
+        s["wall_seconds"] += record.get("wall_seconds") or 0.0
+
+
+def cost(sums: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
     """Per prompt-length bin: requests, mean time to first token (ms), prefill and decode tokens per second
     (tokens over time, summed), mean end-to-end latency (s)."""
-    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for entry, info in passes:
-        if entry.get("arm") != arm:
-            continue
-        for record in read_records(run_dir / info.file).records:
-            completion = record["completion"]
-            prompt = completion.get("prompt_tokens")
-            if completion.get("outcome") != "ok" or not isinstance(prompt, int) or record.get("action") == "sentinel":
-                continue
-            s = sums[bin_of(prompt)]
-            s["requests"] += 1
-            s["prefill_ms"] += completion.get("prefill_ms") or 0.0
-            s["prefill_tokens"] += completion.get("prefill_tokens") or 0
-            s["decode_ms"] += completion.get("decode_ms") or 0.0
-            s["decode_tokens"] += completion.get("decode_tokens") or 0
-            s["wall_seconds"] += record.get("wall_seconds") or 0.0
     found = {}
     for _, label in BINS:
         s = sums.get(label)
@@ -141,13 +152,14 @@ def slowdown(arm: dict[str, Any]) -> float | None:
 def remedy_table(run_dir: Path) -> dict[str, Any]:
     manifest = Manifest.load(run_dir)
     design = (getattr(manifest.run, "remedy", None) or {}).get("arms") or []
-    passes = _passes(run_dir)
+    read, own = reader(run_dir), by_arm(manifest)
+    passes = OkPasses(run_dir, manifest.run.passes, read)
     arms = []
     for entry in design:
         name = entry["name"]
+        divergence, costs = measured(read, passes, own.get(name, []))
         arms.append({"name": name, "fixes": [f["name"] for f in entry.get("fixes") or []],
-                     "server_args": list(entry.get("server_args") or []),
-                     "divergence": divergence(run_dir, name, passes), "cost": cost(run_dir, name, passes)})
+                     "server_args": list(entry.get("server_args") or []), "divergence": divergence, "cost": costs})
     unfixed = arms[0] if arms else None
     cheapest: dict[str, Any] = {}
     for arm in arms:
