@@ -78,3 +78,31 @@ def test_an_engines_own_string_is_shown_printable_and_short():
         "/props", httpx.Response(200, json={"build_info": hostile})))
     assert found.build == hostile  # kept as given (recorded), but the line shows neither escapes nor all of it
     assert "\x1b" not in found.line() and "\u009b" not in found.line() and len(found.line()) < 120
+
+
+def test_a_kind_without_a_proof_of_its_own_asks_v1_models_whether_anything_answers():
+    """`--kind openai` has no engine-specific endpoint: GET /v1/models is then the one request, and it alone
+    says whether the server answers (`kit watch --kind openai` refused a live server before it was asked)."""
+    asked: list[str] = []
+
+    def models_only(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "m", "object": "model"}]})
+        return httpx.Response(404)
+
+    found = identify("http://engine.test:8000/v1", "openai", transport=httpx.MockTransport(models_only))
+    assert (found.kind, found.build, found.reached, asked) == ("openai", None, True, ["/v1/models"])
+    assert found.line() == "engine: OpenAI-compatible (--kind openai; GET /v1/models answered)"
+    assert resolve("http://engine.test:8000", "openai", transport=httpx.MockTransport(models_only))[1] == found.line()
+    status_only = identify("http://engine.test:8000", "openai", transport=httpx.MockTransport(
+        lambda request: httpx.Response(401)))
+    assert status_only.reached and status_only.line().endswith("(--kind openai; the server answered)")
+
+
+def test_a_kind_without_a_proof_of_its_own_is_not_reached_where_nothing_listens():
+    def refuse(request):
+        raise httpx.ConnectError("refused", request=request)
+
+    found = identify("http://engine.test:8000", "openai", transport=httpx.MockTransport(refuse))
+    assert (found.kind, found.reached, found.evidence) == ("openai", False, "nothing answered")

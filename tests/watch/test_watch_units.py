@@ -430,3 +430,15 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
     assert [(run["run"], run["calls"], run["alarms"]["determinism"]) for run in found] == [(recorder.run_id, 4, 2)]
     after = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
     assert after == before  # analysis reads the run folder, writes nothing into it
+
+
+def test_a_live_upstream_named_openai_by_kind_is_watched_not_refused(tmp_path):
+    """`--kind openai` has no engine-specific endpoint to ask: the upstream answering GET /v1/models is live."""
+    from kit.watch.serve import listening, start
+    from tests.fake_engine.openai import OpenAIChat
+
+    with OpenAIChat().serve() as upstream:
+        watch = start(upstream, "openai", listening("127.0.0.1", 0), tmp_path / "runs", quiet=True)
+        watch.stop()
+    manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
+    assert manifest["engine"]["engine_kind"] == "OpenAI-compatible" and manifest["status"] == "finished"
