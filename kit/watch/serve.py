@@ -56,10 +56,9 @@ class Watch:
 
     def stop(self, status: str = "finished", reason: str | None = None, stopped_by: str | None = None) -> None:
         """Write what is queued and end the run (its manifest says why, the console sums it up)."""
-        self.recorder.manifest.update(watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
-                                             "alarms": dict(self.proxy.tracker.counts),
-                                             "alarm_requests_forgotten": self.proxy.tracker.forgotten})
-        self.recorder.close(status, reason)
+        self.recorder.close(status, reason, watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
+                                                   "alarms": dict(self.proxy.tracker.counts),
+                                                   "alarm_requests_forgotten": self.proxy.tracker.forgotten})
         self.sock.close()
         self.live.console.print(f"kit watch: stopped; {self.live.summary()}; run folder {self.recorder.run_dir}",
                                 soft_wrap=True)
