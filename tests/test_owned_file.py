@@ -106,3 +106,23 @@ def test_a_private_file_is_made_once(tmp_path):
     assert create_private(path, b"second") is False
     assert path.read_bytes() == b"first" and path.stat().st_mode & 0o077 == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]
+
+
+def test_a_refused_file_leaves_no_descriptor_open_for_reading_or_writing(tmp_path, elsewhere):
+    """Reading (kit.core.regular_file) and appending (here) share one opener, which closes what it opened
+    when the file is refused: a FIFO, a hard link, a file over the size limit."""
+    from kit.core.errors import ConfigError
+    from kit.core.regular_file import read_regular
+
+    fifo, linked, large = tmp_path / "fifo", tmp_path / "linked", tmp_path / "large"
+    os.mkfifo(fifo)
+    os.link(elsewhere, linked)
+    large.write_bytes(b"x" * 100)
+    before = len(os.listdir("/proc/self/fd"))
+    for path, needle in ((fifo, "a FIFO (named pipe)"), (linked, "has 2 names")):
+        _refused(path, needle)
+    for path, needle in ((fifo, "is a FIFO (named pipe), not a regular file"), (large, "over the 10-byte limit")):
+        with pytest.raises(ConfigError) as caught:
+            read_regular(path, "the input", 10, "give a small file")
+        assert needle in caught.value.line()
+    assert len(os.listdir("/proc/self/fd")) == before
