@@ -12,7 +12,6 @@ from kit.app.check import resolve
 from kit.cli import cli
 from kit.core.limits import WATCH_PROBE_BYTES
 from kit.engines.identify import identify
-from kit.watch.upstream import probe
 from tests.fake_engine.llamacpp import LlamaCpp
 from tests.fake_engine.ollama import Ollama
 from tests.fake_engine.openai import OpenAIChat
@@ -35,7 +34,8 @@ def test_each_engine_is_known_by_what_only_it_answers(fake, kind, build, evidenc
 
 def test_kit_check_and_kit_watch_share_the_probe_and_print_what_was_found_first(tmp_path):
     with LlamaCpp(slot_save_path=True).serve() as url:
-        assert probe(url, "auto") == ("llamacpp", "b1-7e4c0a9", True)
+        found = identify(url, "auto")
+        assert (found.kind, found.build, found.reached) == ("llamacpp", "b1-7e4c0a9", True)
         assert resolve(url, "auto") == ("llamacpp", "engine: llama.cpp (GET /props: build_info b1-7e4c0a9)")
         result = CliRunner().invoke(cli, ["check", url, "--cycles", "1", "--per-arm", "1", "--max-tokens", "3",
                                           "--calibration-rounds", "1", "--always-fresh", "0", "--steady", "0",

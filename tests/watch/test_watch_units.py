@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import socket
 import subprocess
@@ -438,11 +439,18 @@ def test_a_live_upstream_named_openai_by_kind_is_watched_not_refused(tmp_path):
     from kit.watch.serve import listening, start
     from tests.fake_engine.openai import OpenAIChat
 
+    from kit.core.safe_console import SafeConsole
+    from kit.watch.console import Live
+
+    printed = io.StringIO()
     with OpenAIChat().serve() as upstream:
-        watch = start(upstream, "openai", listening("127.0.0.1", 0), tmp_path / "runs", quiet=True)
+        watch = start(upstream, "openai", listening("127.0.0.1", 0), tmp_path / "runs",
+                      live=Live(SafeConsole(file=printed, width=200), quiet=True))
         watch.stop()
     manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
     assert manifest["engine"]["engine_kind"] == "OpenAI-compatible" and manifest["status"] == "finished"
+    # the start line says what answered, as `kit check` does
+    assert "engine: OpenAI-compatible (--kind openai; GET /v1/models answered)" in printed.getvalue().splitlines()[0]
 
 
 def test_a_watch_runs_manifest_names_its_results_files_and_is_ended_in_one_write(tmp_path, monkeypatch):
