@@ -497,3 +497,10 @@ def test_a_watch_run_of_an_earlier_kit_whose_manifest_names_no_results_files_sti
     verdict = verify_bundle(write_bundle([recorder.run_dir], tmp_path / "old.tar.gz", environ={}).path)
     assert verdict.ok, verdict.lines()
     assert any(name.endswith("results/watch.json") for name in verdict.results_compared)
+
+
+def test_the_upstream_urls_credentials_become_a_header_and_its_query_follows_every_metrics_read():
+    proxy = Proxy(Settings("http://watch%20user:p%40ss@upstream.test:8000/?api_key=k%2B1", counters=True))
+    assert proxy.base == "http://upstream.test:8000" and "p%40ss" not in str(proxy.metrics_url)
+    assert str(proxy.metrics_url) == "http://upstream.test:8000/metrics?api_key=k%2B1"
+    assert proxy.auth == [("Authorization", "Basic d2F0Y2ggdXNlcjpwQHNz")]  # base64 of "watch user:p@ss"
