@@ -126,3 +126,20 @@ def test_a_refused_file_leaves_no_descriptor_open_for_reading_or_writing(tmp_pat
             read_regular(path, "the input", 10, "give a small file")
         assert needle in caught.value.line()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_made_file_is_on_disk_before_its_name_is(tmp_path, monkeypatch):
+    """`writing` (rename into place) and `create_private` (link into place) both fsync the whole staging file
+    before its final name exists, so that a crash never leaves that name on a file not yet written."""
+    from kit.core import atomic_file
+
+    named: list[list[str]] = []  # at each fsync, the final names that exist
+    real_fsync = os.fsync
+    monkeypatch.setattr(atomic_file.os, "fsync", lambda fd: (named.append(
+        [name for name in ("made", "private") if (tmp_path / name).exists()]), real_fsync(fd))[1])
+    with writing(tmp_path / "made", "wb") as fh:
+        fh.write(b"whole")
+    assert create_private(tmp_path / "private", b"whole") is True
+    assert named == [[], ["made"]], named
+    assert (tmp_path / "made").read_bytes() == (tmp_path / "private").read_bytes() == b"whole"
+    assert oct((tmp_path / "private").stat().st_mode & 0o777) == "0o600"
