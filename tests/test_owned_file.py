@@ -106,3 +106,40 @@ def test_a_private_file_is_made_once(tmp_path):
     assert create_private(path, b"second") is False
     assert path.read_bytes() == b"first" and path.stat().st_mode & 0o077 == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]
+
+
+def test_a_refused_file_leaves_no_descriptor_open_for_reading_or_writing(tmp_path, elsewhere):
+    """Reading (kit.core.regular_file) and appending (here) share one opener, which closes what it opened
+    when the file is refused: a FIFO, a hard link, a file over the size limit."""
+    from kit.core.errors import ConfigError
+    from kit.core.regular_file import read_regular
+
+    fifo, linked, large = tmp_path / "fifo", tmp_path / "linked", tmp_path / "large"
+    os.mkfifo(fifo)
+    os.link(elsewhere, linked)
+    large.write_bytes(b"x" * 100)
+    before = len(os.listdir("/proc/self/fd"))
+    for path, needle in ((fifo, "a FIFO (named pipe)"), (linked, "has 2 names")):
+        _refused(path, needle)
+    for path, needle in ((fifo, "is a FIFO (named pipe), not a regular file"), (large, "over the 10-byte limit")):
+        with pytest.raises(ConfigError) as caught:
+            read_regular(path, "the input", 10, "give a small file")
+        assert needle in caught.value.line()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_made_file_is_on_disk_before_its_name_is(tmp_path, monkeypatch):
+    """`writing` (rename into place) and `create_private` (link into place) both fsync the whole staging file
+    before its final name exists, so that a crash never leaves that name on a file not yet written."""
+    from kit.core import atomic_file
+
+    named: list[list[str]] = []  # at each fsync, the final names that exist
+    real_fsync = os.fsync
+    monkeypatch.setattr(atomic_file.os, "fsync", lambda fd: (named.append(
+        [name for name in ("made", "private") if (tmp_path / name).exists()]), real_fsync(fd))[1])
+    with writing(tmp_path / "made", "wb") as fh:
+        fh.write(b"whole")
+    assert create_private(tmp_path / "private", b"whole") is True
+    assert named == [[], ["made"]], named
+    assert (tmp_path / "made").read_bytes() == (tmp_path / "private").read_bytes() == b"whole"
+    assert oct((tmp_path / "private").stat().st_mode & 0o777) == "0o600"

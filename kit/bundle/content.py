@@ -28,6 +28,7 @@ class BundledRun:
     files: dict[str, bytes] = field(default_factory=dict)
     not_held: list[str] = field(default_factory=list)
     _typed: tuple[dict[str, Any], RunManifest] | None = field(default=None, repr=False, compare=False)
+    _tables: tuple[dict[str, bytes], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def typed(self) -> RunManifest:
         """The manifest read into the typed model (kit.record.manifest.RunManifest), as the report, the README
@@ -53,9 +54,15 @@ class BundledRun:
         return {name: data for name, data in sorted(self.files.items()) if name.startswith(COMPUTED_FOLDERS)}
 
     def tables(self) -> dict[str, Any]:
-        """Parsed JSON and CSV analysis outputs, by path within the run."""
+        """Parsed JSON and CSV analysis outputs, by path within the run: parsed once (the headline, the
+        qualitative findings, the paper's tables and the report all read them), again only when a file
+        under results/ or analysis/ was added, removed or replaced since."""
+        computed = self.computed()
+        if self._tables is not None and self._tables[0].keys() == computed.keys() and all(
+                self._tables[0][name] is data for name, data in computed.items()):
+            return dict(self._tables[1])
         out: dict[str, Any] = {}
-        for name, data in self.computed().items():
+        for name, data in computed.items():
             try:
                 if name.endswith(".json"):
                     out[name] = load_json(data)
@@ -63,7 +70,8 @@ class BundledRun:
                     out[name] = parse_csv(data)
             except (ValueError, UnicodeDecodeError, csv.Error):
                 continue
-        return out
+        self._tables = (computed, out)
+        return dict(out)
 
     def figures(self) -> dict[str, tuple[str, bytes]]:
         """Figures among the analysis outputs: path -> (media type, bytes)."""

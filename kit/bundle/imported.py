@@ -16,7 +16,6 @@ records/imported/ are held against the manifest, and the records are made again 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from kit.bundle.value_diff import Mismatch, compare_json
 from kit.core.errors import KitError
 from kit.core.paths import RunPaths
 from kit.protocols.harness.calls import DERIVATION, PASS, derive
+from kit.protocols.harness.files import HarnessFiles, json_file
 from kit.record.files import RecordWriter, read_records
 
 IMPORTED = f"{RunPaths.IMPORTED}/"
@@ -102,10 +102,11 @@ def _earlier(folder: Path, name: str, study: list[dict[str, Any]], where: str) -
     """The cover of a side file an earlier kit imported without keeping its sha256: a done marker equal to
     the copy `imported` keeps is pinned by that copy; any other is not checked."""
     for i, run in enumerate(study):
-        if name == f"{run['calls'].removesuffix('.jsonl')}.done.json" and run.get("done") is not None:
+        done = HarnessFiles.beside(folder / IMPORTED / run["calls"]).done
+        if name == done.name and run.get("done") is not None:
             try:
-                same = json.loads((folder / IMPORTED / name).read_bytes()) == run["done"]
-            except (ValueError, RecursionError):
+                same = json_file(done, "done marker")[0] == run["done"]
+            except KitError:
                 same = False
             if same:
                 return Cover(PINNED, f"equal to the done marker imported.runs[{i}].done in {where}")
@@ -146,12 +147,9 @@ def _records(folder: Path, prefix: str, manifest: dict[str, Any], study: list[di
 
 
 def _side_manifest(folder: Path, calls: str) -> dict[str, Any]:
-    """The harness's manifest beside a calls file (the box of calls that name none)."""
-    data = (folder / IMPORTED / f"{calls.removesuffix('.jsonl')}.manifest.json").read_bytes()
-    value = json.loads(data)
-    if not isinstance(value, dict):
-        raise ValueError(f"{calls.removesuffix('.jsonl')}.manifest.json is not a JSON object")
-    return value
+    """The harness's manifest beside a calls file (the box of calls that name none), read as the import reads
+    it (a regular file within its size limit, a JSON object; ConfigError otherwise)."""
+    return json_file(HarnessFiles.beside(folder / IMPORTED / calls).manifest, "manifest")[0]
 
 
 def digests_of(files: dict[str, Any], run_id: str) -> dict[str, str]:

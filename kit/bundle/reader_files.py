@@ -64,10 +64,16 @@ def bundled_runs(files: dict[str, bytes], index: dict[str, Any]) -> list[Bundled
     return sorted(runs, key=lambda r: order.index(r.run_id) if r.run_id in order else len(order))
 
 
-def rendered(files: dict[str, bytes], root: str) -> dict[str, bytes]:
-    """report.html and README.md as this kit renders them from a bundle's files (paths within its folder)."""
+def _index(files: dict[str, bytes]) -> dict[str, Any]:
+    """The bundle's index.json among `files` ({} when it holds no object); ValueError when unreadable."""
     index = load_json(files.get(INDEX) or b"{}")
-    index = index if isinstance(index, dict) else {}
+    return index if isinstance(index, dict) else {}
+
+
+def rendered(files: dict[str, bytes], root: str, index: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """report.html and README.md as this kit renders them from a bundle's files (paths within its folder);
+    `index`: its index.json already parsed (None: parsed here)."""
+    index = _index(files) if index is None else index
     runs = bundled_runs(files, index)
     made = {README: readme.render(runs, index, root), REPORT: report.render(runs, index).encode("utf-8")}
     return {name: scrub(data, name, {})[0] for name, data in made.items()}
@@ -95,10 +101,11 @@ def held_files(bundle: safe_tar.Unpacked) -> dict[str, bytes]:
 
 
 def check(files: dict[str, bytes], names: Iterable[str], root: str, verified: bool = True,
-          renderings: dict[str, bytes] | None = None) -> Shown:
+          renderings: dict[str, bytes] | None = None, index: dict[str, Any] | None = None) -> Shown:
     """Which documents among a bundle's `names` may be shown: each one this kit renders (report.html and
     README.md from `files`; the tables in `renderings`, rendered from the recomputed data) when it is byte
-    for byte that rendering, made only when everything else `verified` (else the data itself is in doubt)."""
+    for byte that rendering, made only when everything else `verified` (else the data itself is in doubt).
+    `index`: the bundle's index.json as verify parsed it (None: parsed here)."""
     shown = Shown()
     first = (REPORT, README)
     documents = sorted((n for n in names if is_document(n)), key=lambda n: (first.index(n) if n in first else 2, n))
@@ -109,14 +116,14 @@ def check(files: dict[str, bytes], names: Iterable[str], root: str, verified: bo
                                    "did not verify")
         return shown
     try:
-        fresh = {**(renderings or {}), **rendered(files, root)}
-        index = load_json(files.get(INDEX) or b"{}")
+        index = _index(files) if index is None else index
+        fresh = {**(renderings or {}), **rendered(files, root, index)}
     except RENDER_ERRORS as exc:
         shown.problems.append((REPORT, f"cannot be rendered again from the bundled files ({type(exc).__name__}: "
                                        f"{exc})"))
         shown.hold_back(documents, "this kit could not render them")
         return shown
-    written_by = index.get("kit") if isinstance(index, dict) else None
+    written_by = index.get("kit")
     equal = shown.equal = [n for n in documents if n in fresh and files.get(n) == fresh[n]]
     differ = [n for n in documents if n in fresh and n not in equal]
     foreign = [n for n in documents if n not in fresh]

@@ -178,8 +178,9 @@ def schema_version(schema: Any) -> int | None:
     return None
 
 
-def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> None:
-    """A bundle from a newer kit stops here with a clear message; an unreadable index is a problem."""
+def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> dict[str, Any] | None:
+    """A bundle from a newer kit stops here with a clear message; an unreadable index is a problem. The
+    index parsed (None: missing, unreadable or not an object), for the checks after this one."""
     try:
         index = load_json(index_bytes) if index_bytes is not None else None
     except ValueError:
@@ -191,6 +192,7 @@ def check_schema(index_bytes: bytes | None, trusted: bool, verdict: Verdict) -> 
                           "upgrade the kit (pip install -U cache-divergence-kit) and verify again")
     if version != SCHEMA_VERSION:
         verdict.problems.append(Problem(INDEX, f"missing, unreadable or unknown schema {schema!r}"))
+    return index if isinstance(index, dict) else None
 
 
 def check_checksums(bundle: safe_tar.Unpacked, verdict: Verdict) -> None:
@@ -418,7 +420,7 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     verdict = Verdict()
     check_checksums(bundle, verdict)
     index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
-    check_schema(bundle.read(INDEX), index_ok, verdict)
+    index = check_schema(bundle.read(INDEX), index_ok, verdict)
     manifests = []
     runs = runs_in(bundle.listing.files)
     for run_id, names in runs.items():
@@ -438,7 +440,7 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     if differ:
         verdict.notes.append(differ)
     shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
-                               verdict.ok, verdict.renderings)
+                               verdict.ok, verdict.renderings, index)
     verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
     verdict.notes.extend(shown.notes)
     verdict.not_shown = shown.not_shown

@@ -42,16 +42,24 @@ def publish(staging: Path, final: Path) -> Path:
 
 
 @contextmanager
+def _synced(staging: Path, mode: str) -> Iterator[IO[Any]]:
+    """`staging` open for writing (text "w", UTF-8 with newlines as written, or binary "wb"), flushed and
+    fsynced once the block ends without an error."""
+    encoding = None if "b" in mode else "utf-8"
+    with staging.open(mode, encoding=encoding, newline=None if encoding is None else "") as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@contextmanager
 def writing(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """A new file (text "w", UTF-8 with newlines as written, or binary "wb") that replaces `path` once the
     block ends without an error, fsynced before the rename; on an error `path` is left as it was."""
     staging = staging_path(path.parent, path.name)
     try:
-        encoding = None if "b" in mode else "utf-8"
-        with staging.open(mode, encoding=encoding, newline=None if encoding is None else "") as fh:
+        with _synced(staging, mode) as fh:
             yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
         publish(staging, path)
     except BaseException:
         staging.unlink(missing_ok=True)
@@ -77,10 +85,8 @@ def create_private(path: Path, data: bytes) -> bool:
     half-written one)."""
     staging = staging_path(path.parent, path.name)  # mkstemp: private
     try:
-        with staging.open("wb") as fh:
+        with _synced(staging, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.link(staging, path, follow_symlinks=False)
         return True
     except FileExistsError:

@@ -18,31 +18,27 @@ tests/test_architecture.py fails on a write anywhere else in `kit/` that is not 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from kit.core.errors import KitError
+from kit.core.regular_file import file_type, open_checked
 
 FIX = ("the kit writes only into files it made: remove that file (or use a copy of the run folder in which every "
        "file is a plain copy), then try again")
-_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
 
 
 class NotOurFile(KitError):
     """A file the kit would write into is not one it could have made."""
 
 
-def check_owned(fd: int, path: Path) -> None:
-    """Refuse (NotOurFile) the opened `fd` of `path` unless it is a regular file with one name, of this user."""
-    info = os.fstat(fd)
-    kind = stat.S_IFMT(info.st_mode)
-    if kind != stat.S_IFREG:
-        raise NotOurFile(f"{path} is {_KINDS.get(kind, 'not a regular file')}, not a regular file the kit "
-                         "made; nothing was written to it", FIX)
+def _refuse_unowned(info: os.stat_result, path: Path) -> None:
+    """Refuse (NotOurFile) the file `info` describes unless it is a regular file with one name, of this user."""
+    if not stat.S_ISREG(info.st_mode):
+        raise NotOurFile(f"{path} is {file_type(info)}, not a regular file the kit made; nothing was written to it",
+                         FIX)
     if info.st_nlink != 1:
         raise NotOurFile(f"{path} has {info.st_nlink} names (a hard link: the same file is also elsewhere); "
                          "nothing was written to it", FIX)
@@ -51,26 +47,25 @@ def check_owned(fd: int, path: Path) -> None:
                          "was written to it", FIX)
 
 
+def check_owned(fd: int, path: Path) -> None:
+    """Refuse (NotOurFile) the opened `fd` of `path` unless it is a regular file with one name, of this user."""
+    _refuse_unowned(os.fstat(fd), path)
+
+
 def open_owned(path: Path, flags: int, mode: int = 0o644) -> int:
     """A descriptor of `path` opened with `flags` (with O_CREAT: made where it is missing), never through a
-    symbolic link, checked by `check_owned`; flags must not truncate (O_TRUNC): truncate after the check."""
+    symbolic link, checked by `check_owned` (kit.core.regular_file.open_checked); flags must not truncate
+    (O_TRUNC): truncate after the check."""
     if flags & os.O_TRUNC:
         raise ValueError("open_owned never truncates on open: the file is checked first")
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        return open_checked(path, flags, lambda info: _refuse_unowned(info, path), mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise NotOurFile(f"{path} is a symbolic link; the kit never writes through a link", FIX) from exc
         if exc.errno == errno.ENXIO:  # O_NONBLOCK open of a FIFO for writing with no reader
             raise NotOurFile(f"{path} is a FIFO (named pipe), not a regular file the kit made", FIX) from exc
         raise
-    try:
-        check_owned(fd, path)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def open_append(path: Path) -> BinaryIO:

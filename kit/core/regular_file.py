@@ -14,12 +14,33 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from kit.core.errors import ConfigError
 
-_FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
+FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+              stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+
+
+def file_type(info: os.stat_result) -> str:
+    """What a file that is not a regular one is, in words ("a FIFO (named pipe)")."""
+    return FILE_TYPES.get(stat.S_IFMT(info.st_mode), "not a regular file")
+
+
+def open_checked(path: Path, flags: int, check: Callable[[os.stat_result], None], mode: int = 0o644) -> int:
+    """A descriptor of `path` opened with `flags`, never through a final symbolic link (O_NOFOLLOW: ELOOP),
+    without blocking on a FIFO (O_NONBLOCK, cleared once checked) and not inherited (O_CLOEXEC); `check` is
+    handed the opened descriptor's fstat (the file checked is the file used) and raises to refuse it, and
+    the descriptor is closed on any refusal or error. OSError of the open itself is the caller's to word.
+    Only this module and kit.core.owned_file (which writes) call it."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        check(os.fstat(fd))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_regular(path: Path, what: str, max_bytes: int, fix: str) -> BinaryIO:
@@ -28,24 +49,20 @@ def open_regular(path: Path, what: str, max_bytes: int, fix: str) -> BinaryIO:
     if path.is_symlink():
         raise ConfigError(f"{what} {path} is a symbolic link; the kit reads only regular files, never through "
                           "a link", fix)
+
+    def check(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{what} {path} is {file_type(info)}, not a regular file", fix)
+        if info.st_size > max_bytes:
+            raise ConfigError(f"{what} {path} is {info.st_size} bytes, over the {max_bytes}-byte limit", fix)
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_checked(path, os.O_RDONLY, check)
     except FileNotFoundError as exc:
         raise ConfigError(f"{what} {path} is missing", fix) from exc
     except OSError as exc:
         raise ConfigError(f"{what} {path} cannot be opened ({exc.strerror or exc})", fix) from exc
-    try:
-        info = os.fstat(fd)
-        kind = stat.S_IFMT(info.st_mode)
-        if kind != stat.S_IFREG:
-            raise ConfigError(f"{what} {path} is {_FILE_TYPES.get(kind, 'not a regular file')}, not a regular file", fix)
-        if info.st_size > max_bytes:
-            raise ConfigError(f"{what} {path} is {info.st_size} bytes, over the {max_bytes}-byte limit", fix)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    return os.fdopen(fd, "rb")
 
 
 def read_regular(path: Path, what: str, max_bytes: int, fix: str) -> bytes:

@@ -130,11 +130,15 @@ def identify(url: str, kind: str = "auto", timeout: float = 5.0,
                 return found
             if not probe.reached:  # nothing listens (or nothing answers in time): no other probe will fare better
                 break
-        models = probe.json("/v1/models") if probe.reached else None
+        # asked where an engine's probe reached the server, and also where the kind has no proof of its own
+        # (`--kind openai`): then this is the only request, the one that says whether anything answers
+        models = probe.json("/v1/models") if probe.reached or not order else None
     fallback = registry.OPENAI.name if kind == "auto" else kind
     if not probe.reached:
         return Identified(fallback, None, "nothing answered", False)
     if kind != "auto":
-        return Identified(kind, None, f"--kind {kind}; its own endpoints did not answer", True)
+        said = ("its own endpoints did not answer" if order
+                else "GET /v1/models answered" if models is not None else "the server answered")
+        return Identified(kind, None, f"--kind {kind}; {said}", True)
     said = "GET /v1/models answered" if models is not None else "no engine-specific endpoint answered"
     return Identified(fallback, None, f"{said}: taken for OpenAI-compatible", True)

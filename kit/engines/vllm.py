@@ -261,21 +261,6 @@ class VllmEngine:
         self.last_cache_telemetry = telemetry
         return _with_cached(completion, telemetry)
 
-    def reset_prefix_cache(self) -> None:
-        """Ask the server to drop its prefix cache (dev mode only); EngineError where it refuses.
-
-        vLLM's 200 does not show that anything was dropped: confirm with the next request's
-        cached tokens (a cold request should show 0).
-        """
-        if not self.dev_mode:
-            raise EngineError(
-                "this vLLM server has no reset endpoint",
-                "start it with VLLM_SERVER_DEV_MODE=1 and pass dev_mode=True, or restart the server",
-            )
-        reset = self.reset_cache()
-        if not reset.accepted:
-            raise EngineError(reset.detail)
-
     def reset_cache(self) -> CacheReset:
         """`POST /reset_prefix_cache` as a CacheReset: refused, naming VLLM_SERVER_DEV_MODE=1, where the
         server answers anything but 200 (the endpoint exists only in its development mode)."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kit.protocols.harness.calls import DERIVATION, FIX, LINE_BYTES, NAME, PASS, box_of_call, check_call, derive, lines
+from kit.protocols.harness.files import HarnessFiles, json_file
 from kit.protocols.harness.report import COMPARED
 from kit.protocols.harness.results import DEFINITIONS
 from kit.core.errors import ConfigError, KitError
@@ -44,47 +45,18 @@ from kit.record.manifest import Manifest, new_run_dir
 from kit.core.paths import RunPaths
 from kit.record.provenance import collect
 from kit.record.files import RecordWriter
-from kit.core.regular_file import open_regular, read_regular
+from kit.core.regular_file import open_regular
 
 MIB, GIB = 1 << 20, 1 << 30
-SIDE_FILE_BYTES = 16 * MIB  # the manifest, done marker and report: small JSON objects
 CALLS_BYTES = 4 * GIB  # the calls file: what a bundle holds in one file (kit.bundle.limits)
 CHUNK = MIB
 Progress = Callable[[str, int, int], None]  # (what, bytes done, bytes in all)
 
 
-@dataclass(frozen=True)
-class HarnessFiles:
-    """The files of one harness run: its calls (.jsonl), manifest and done marker, and optionally its report."""
-
-    calls: Path
-    manifest: Path
-    done: Path
-    report: Path | None = None
-
-    @classmethod
-    def beside(cls, calls: Path, report: Path | None = None) -> "HarnessFiles":
-        stem = calls.name.removesuffix(".jsonl")
-        return cls(calls, calls.with_name(f"{stem}.manifest.json"), calls.with_name(f"{stem}.done.json"), report)
-
-
-def _json_file(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
-    """The JSON object in a side file (a regular file within SIDE_FILE_BYTES) and its bytes."""
-    data = read_regular(path, f"the harness's {what}", SIDE_FILE_BYTES, FIX)
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ConfigError(f"{path} is not a JSON file ({reason})", FIX) from exc
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path} holds a {type(value).__name__}, not the harness's {what} object", FIX)
-    return value, data
-
-
 def _report_file(path: Path) -> bytes:
     """The bytes of the harness's report: a JSON object holding at least one of the blocks the kit compares
     (kit.protocols.harness.report.COMPARED), each an object, as the harness's analyzer writes them."""
-    report, data = _json_file(path, "report")
+    report, data = json_file(path, "report")
     expected = ", ".join(COMPARED)
     found = [key for key in COMPARED if key in report]
     if not found:
@@ -117,8 +89,8 @@ class Scanned:
 def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int | None = None) -> Scanned:
     """Check the side files and every line of the open calls file (streamed, never held whole); at most
     `budget` calls (what is left of the study's IMPORT_CALLS_MAX)."""
-    manifest, manifest_bytes = _json_file(files.manifest, "manifest")
-    done, done_bytes = _json_file(files.done, "done marker")
+    manifest, manifest_bytes = json_file(files.manifest, "manifest")
+    done, done_bytes = json_file(files.done, "done marker")
     side = {files.manifest: manifest_bytes, files.done: done_bytes}
     run_name = manifest.get("run_name")
     if not isinstance(run_name, str) or done.get("run_name") != run_name:

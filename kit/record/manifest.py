@@ -342,6 +342,7 @@ class Manifest:
                 path.rename(superseded / f"{path.name}.{now().replace(':', '')}")
         self.save()
 
-    def finish(self, status: str, reason: str | None = None) -> None:
+    def finish(self, status: str, reason: str | None = None, **fields: Any) -> None:
+        """End the run with `status` (and `reason`), setting `fields` too: one save."""
         assert status in FINAL_STATES, status
-        self.update(status=status, reason=reason, ended=now())
+        self.update(**fields, status=status, reason=reason, ended=now())

@@ -20,6 +20,7 @@ from kit.protocols.procedure import LOCAL, Executor, RunContext, RunStopped
 from kit.record import files as records
 from kit.record.manifest import Manifest, now
 from kit.run import faults as run_faults, lock as run_lock
+from kit.run.ending import end_run, reason_of
 from kit.run.gc_pacing import fewer_collections
 
 
@@ -115,36 +116,21 @@ def _ended_by(exc: BaseException) -> tuple[str, str]:
     stopped = run_faults.stop_cause(exc, (RunStopped,))
     if stopped:
         return "interrupted", stopped
-    return "failed", run_faults.os_failure(exc) if isinstance(exc, OSError) else _reason(exc)
+    return "failed", run_faults.os_failure(exc) if isinstance(exc, OSError) else reason_of(exc)
 
 
 def _finish(kind: Kind, run_dir: Path, manifest: Manifest, emit: Emit, status: str,
             reason: str | None) -> dict[str, Any] | None:
-    """Mark passes cut short, write the results and the final manifest; the results table (None if none).
-    A stop signal while the results are computed stops that (passed on once the manifest is final; a
-    finished run then ends failed, an interrupted one stays interrupted); the manifest writes themselves
-    are never cut by one (kit.run.faults.deferred), so a run never stays `started`."""
+    """Mark passes cut short, write the results and the final manifest (kit.run.ending); the results table
+    (None if none). A stop signal while the results are computed stops that (passed on once the manifest is
+    final and the run's end emitted)."""
     with run_faults.deferred():
         for pass_id, info in manifest.run.passes.items():
             if info.status == "running":  # cut short: never reported as a result
                 manifest.set_pass(pass_id, status=status, reason=reason)
-    results_error: BaseException | None = None
-    table = None
-    try:
-        table = kind.results(run_dir)
-    except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
-        table, results_error = None, exc
-        if status == "finished":  # a run that already failed or was stopped keeps its cause
-            status, reason = "failed", f"writing the results failed: {_reason(exc)}"
-    with run_faults.deferred():
-        if table is not None:
-            manifest.update(results=table.get("files", {}))
-        manifest.finish(status, reason)
-    emit(RunEnded(run_dir, status, reason))
-    if results_error is not None and not isinstance(results_error, Exception):
-        raise results_error  # Ctrl-C or SystemExit while writing results: recorded, then passed on
-    return table
-
-
+    ended = end_run(manifest, lambda: kind.results(run_dir), status, reason)
+    emit(RunEnded(run_dir, ended.status, ended.reason))
+    ended.pass_on()  # Ctrl-C or SystemExit while writing results: recorded, then passed on
+    return ended.table
 def _reason(exc: Exception) -> str:
     return exc.line() if isinstance(exc, KitError) else f"internal error: {type(exc).__name__}: {exc}"

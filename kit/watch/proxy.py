@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -38,7 +38,7 @@ from yarl import URL
 
 from kit.core.limits import (
     ANSWER_BYTES_DEFAULT, WATCH_ALARM_REQUESTS, WATCH_PROBE_BYTES, WATCH_REQUEST_BYTES_MAX, WATCH_UPSTREAM_CONNECTIONS)
-from kit.core.secret_urls import connection_parts
+from kit.core.secret_urls import connection_parts, redact_url
 from kit.record.cache_state import Calibration
 from kit.record.manifest import now
 from kit.record.model import RequestSent
@@ -162,9 +162,10 @@ class Proxy:
 
         self.settings = settings
         base, params, _ = connection_parts(settings.upstream)
-        parts = urlsplit(base)
-        self.base = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+        self.base = redact_url(base)  # its credentials taken out (sent as a header below); it has no query
         self.query = urlencode(params)  # the upstream URL's own query, sent with every request
+        # vLLM's counters, read around a call alone in flight: the same URL every time
+        self.metrics_url = URL(self.base + "/metrics" + (f"?{self.query}" if self.query else ""), encoded=True)
         credentials = BasicAuth.from_url(URL(base))  # the upstream URL's own, sent in place of the client's
         self.auth = [("Authorization", credentials.encode())] if credentials else []
         self.dropped = HOP_BY_HOP | {b"authorization"} if credentials else HOP_BY_HOP
@@ -362,8 +363,7 @@ class Proxy:
         assert self.session is not None
         data = bytearray()
         try:
-            async with self.session.get(URL(self.base + "/metrics" + (f"?{self.query}" if self.query else ""),
-                                            encoded=True), headers=self.auth) as response:
+            async with self.session.get(self.metrics_url, headers=self.auth) as response:
                 if response.status != 200:
                     return None
                 async for chunk in response.content.iter_any():

@@ -22,6 +22,7 @@ from kit.protocols import kinds
 from kit.record.files import RecordWriter, sync_fd
 from kit.record.manifest import Manifest, new_run_dir, now
 from kit.record.model import WatchRecord
+from kit.run.ending import end_run
 
 PROTOCOL = "watch"
 ROTATE_DEFAULT = 10_000
@@ -89,27 +90,18 @@ class Recorder:
         except RuntimeError:  # not on an event loop: sync here
             sync_fd(fd)
 
-    def close(self, status: str = "finished", reason: str | None = None) -> None:
+    def close(self, status: str = "finished", reason: str | None = None,
+              watch: dict[str, Any] | None = None) -> None:
         """Close the last pass (synced), write the results of the calls recorded (as every run does at its
         end, however it was stopped: `kit bundle` and `kit verify` then find them) and end the run with
-        `status` (finished, failed, interrupted). A stop while the results are written ends the run failed,
-        naming it, and is passed on once the manifest is final."""
+        `status` (finished, failed, interrupted), its manifest's `watch` (what the proxy counted) saved with
+        it (kit.run.ending). A stop while the results are written ends the run failed, naming it, and is
+        passed on once the manifest is final."""
         try:
             self._close_pass()
         except OSError as exc:
             self.failed = self.failed or f"closing the records failed: {exc.strerror or exc}"
         if self.failed:
             status, reason = "failed", self.failed
-        results: dict[str, Any] = {}
-        stopped: BaseException | None = None
-        try:
-            results = {"results": kinds.KINDS[PROTOCOL].results(self.run_dir).get("files", {})}
-        except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
-            stopped = None if isinstance(exc, Exception) else exc
-            if status == "finished":
-                status, reason = "failed", f"writing the results failed: {type(exc).__name__}: {exc}"
-        self.manifest.update(watch={**(self.manifest.run.model_extra or {}).get("watch", {}),
-                                    "calls_recorded": self.written}, **results)
-        self.manifest.finish(status, reason)
-        if stopped is not None:
-            raise stopped
+        end_run(self.manifest, lambda: kinds.KINDS[PROTOCOL].results(self.run_dir), status, reason,
+                watch={**(watch or {}), "calls_recorded": self.written}).pass_on()

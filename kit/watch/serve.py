@@ -15,6 +15,7 @@ from typing import Any
 from kit.core.errors import ConfigError
 from kit.core.secret_urls import redact_url
 from kit.engines import registry
+from kit.engines.identify import identify
 from kit.record.cache_state import Calibration
 from kit.record.provenance import collect
 from kit.run import faults
@@ -23,7 +24,6 @@ from kit.watch.connections import Bounds, protocol, server_settings
 from kit.watch.console import Live
 from kit.watch.proxy import Proxy, Settings
 from kit.watch.recorder import PROTOCOL, ROTATE_DEFAULT, Recorder
-from kit.watch.upstream import probe
 
 
 def settings_json(settings: Settings, kind: str, rotate: int, bounds: Bounds) -> dict[str, Any]:
@@ -56,10 +56,9 @@ class Watch:
 
     def stop(self, status: str = "finished", reason: str | None = None, stopped_by: str | None = None) -> None:
         """Write what is queued and end the run (its manifest says why, the console sums it up)."""
-        self.recorder.manifest.update(watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
-                                             "alarms": dict(self.proxy.tracker.counts),
-                                             "alarm_requests_forgotten": self.proxy.tracker.forgotten})
-        self.recorder.close(status, reason)
+        self.recorder.close(status, reason, watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
+                                                   "alarms": dict(self.proxy.tracker.counts),
+                                                   "alarm_requests_forgotten": self.proxy.tracker.forgotten})
         self.sock.close()
         self.live.console.print(f"kit watch: stopped; {self.live.summary()}; run folder {self.recorder.run_dir}",
                                 soft_wrap=True)
@@ -72,8 +71,9 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
     """Probe the upstream, make the run folder and the proxy's server (not yet serving)."""
     import uvicorn  # noqa: PLC0415
 
-    engine_kind, build, reached = probe(url, kind)
-    if not reached:
+    found = identify(url, kind)
+    engine_kind, build = found.kind, found.build
+    if not found.reached:
         sock.close()
         raise ConfigError(f"--upstream {redact_url(url)} does not answer", "start the engine first, or fix the URL")
     engine = registry.ENGINES[engine_kind]
@@ -91,8 +91,8 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
                             timeout_graceful_shutdown=10, **server_settings(bounds),
                             http=protocol(bounds, lambda reason: proxy.metrics.refused.labels(reason).inc()))
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
-    live.console.print(f"kit watch: {redact_url(url)} ({engine_kind}{f', {build}' if build else ''}) proxied at "
-                       f"{watch.url}; recording into {recorder.run_dir}; Ctrl-C stops", soft_wrap=True)
+    live.console.print(f"kit watch: {redact_url(url)}, {found.line()}, proxied at {watch.url}; recording into "
+                       f"{recorder.run_dir}; Ctrl-C stops", soft_wrap=True)
     return watch
 
 

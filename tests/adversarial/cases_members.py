@@ -147,6 +147,26 @@ def _json_edit(path: str, edit: Callable[[dict], None]) -> Callable[[bytes], byt
     return change
 
 
+def _nested_side_manifest(bundle: bytes) -> bytes:
+    """The harness manifest kept beside the first calls file made JSON nested deeper than a parser follows,
+    its sha256 in the run's manifest changed to match, resealed: verify reads it to make the records again."""
+    import hashlib  # noqa: PLC0415
+
+    from tests.bundle import mutations  # noqa: PLC0415
+
+    side = "fixture-churn-cuda.manifest.json"
+    data = b'{"box": ' * 100_000 + b"1" + b"}" * 100_000
+    decoded = mutations.decode(bundle)
+    i = decoded.index(f"records/imported/{side}")
+    decoded.members[i] = (decoded.members[i][0], data)
+    j = decoded.index("/manifest.json")
+    manifest = json.loads(decoded.members[j][1])
+    manifest["imported"]["sha256"][side] = hashlib.sha256(data).hexdigest()
+    decoded.members[j] = (decoded.members[j][0], json.dumps(manifest).encode())
+    mutations._reseal(decoded)
+    return decoded.pack()
+
+
 def _drop_imported_runs(manifest: dict) -> None:
     manifest["imported"].pop("runs")
 
@@ -178,6 +198,9 @@ CASES = [
     Case(cls="bundle", name="an imported run's manifest naming a calls file out of the bundle", make=_verify(
         _json_edit("/manifest.json", _calls_outside)), expect="handled",
          check=_fails_naming("but missing from the bundle"), timeout=120),
+    Case(cls="bundle", name="an imported side manifest nested too deeply, its sha256 changed to match, resealed",
+         make=_verify(_nested_side_manifest), expect="handled", check=_fails_naming("nested too deeply"),
+         timeout=120),
     Case(cls="bundle", name="a member nothing covers added to a run folder, resealed",
          make=_verify(_added("{run}/notes.html"), kind="grid"), expect="handled",
          check=_listed_not_checked("notes.html"), timeout=120),

@@ -217,3 +217,24 @@ def test_analysed_findings_decide_the_headline_s_findings_when_the_run_has_them(
     h = headline(_run(folder, {"analysis/findings.json": findings}))
     assert h.qualitative[0] == ("qualitative: the paper's findings hold on this run (6 claims measured: "
                                 "Table IV 4/4, Table VII 2/2)")
+
+
+def test_a_runs_results_are_parsed_once_per_render_and_again_when_one_changes(tmp_path, monkeypatch):
+    """The headline, the qualitative findings, the paper's tables and the report all read `run.tables()`:
+    each results file is parsed once per render, and again only when the file itself was replaced."""
+    from kit.bundle import content
+
+    run, table = _grid(tmp_path)
+    parsed: list[int] = []
+    real_load = content.load_json
+    monkeypatch.setattr(content, "load_json", lambda data: (parsed.append(1), real_load(data))[1])
+    page = report.render([run], {})
+    json_files = [name for name in run.computed() if name.endswith(".json")]
+    assert json_files and len(parsed) == len(json_files), (len(parsed), json_files)
+    assert "grid" in page
+    tables = run.tables()
+    tables.clear()  # a caller's own copy: the run's parsed tables are not changed through it
+    assert run.tables()["results/grid.json"] == table
+    table["changed"] = True
+    run.files["results/grid.json"] = json.dumps(table).encode()
+    assert run.tables()["results/grid.json"]["changed"] is True and len(parsed) == len(json_files) + 1

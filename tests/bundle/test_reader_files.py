@@ -241,3 +241,19 @@ def test_show_report_writes_nothing_for_a_bundle_that_does_not_verify(fresh_bund
     outcome = run_kit("show", str(forged), "--report", str(tmp_path / "r.html"), scratch=tmp_path / "s")
     assert outcome.code == 1 and "does not verify" in outcome.one_line_reason()
     assert not (tmp_path / "r.html").exists() and not list(tmp_path.glob(".r.html*"))
+
+
+def test_verify_parses_the_bundles_index_once(same_kit, fresh_bundle, monkeypatch):
+    """The schema check, the report and README rendered again, and whose kit wrote them all read the index
+    verify parsed once."""
+    from kit.bundle import INDEX, content, verify as verify_module
+
+    index = _members(fresh_bundle)[INDEX]
+    parses: list[int] = []
+    real_load = content.load_json
+    for module in (verify_module, reader_files):
+        monkeypatch.setattr(module, "load_json", lambda data: (parses.extend([1] if data == index else []),
+                                                               real_load(data))[1])
+    verdict = verify_bundle(fresh_bundle)
+    assert verdict.ok and "exactly what this kit renders from the verified files" in _lines(verdict)
+    assert len(parses) == 1

@@ -12,7 +12,6 @@ from kit.app.check import resolve
 from kit.cli import cli
 from kit.core.limits import WATCH_PROBE_BYTES
 from kit.engines.identify import identify
-from kit.watch.upstream import probe
 from tests.fake_engine.llamacpp import LlamaCpp
 from tests.fake_engine.ollama import Ollama
 from tests.fake_engine.openai import OpenAIChat
@@ -35,7 +34,8 @@ def test_each_engine_is_known_by_what_only_it_answers(fake, kind, build, evidenc
 
 def test_kit_check_and_kit_watch_share_the_probe_and_print_what_was_found_first(tmp_path):
     with LlamaCpp(slot_save_path=True).serve() as url:
-        assert probe(url, "auto") == ("llamacpp", "b1-7e4c0a9", True)
+        found = identify(url, "auto")
+        assert (found.kind, found.build, found.reached) == ("llamacpp", "b1-7e4c0a9", True)
         assert resolve(url, "auto") == ("llamacpp", "engine: llama.cpp (GET /props: build_info b1-7e4c0a9)")
         result = CliRunner().invoke(cli, ["check", url, "--cycles", "1", "--per-arm", "1", "--max-tokens", "3",
                                           "--calibration-rounds", "1", "--always-fresh", "0", "--steady", "0",
@@ -78,3 +78,31 @@ def test_an_engines_own_string_is_shown_printable_and_short():
         "/props", httpx.Response(200, json={"build_info": hostile})))
     assert found.build == hostile  # kept as given (recorded), but the line shows neither escapes nor all of it
     assert "\x1b" not in found.line() and "\u009b" not in found.line() and len(found.line()) < 120
+
+
+def test_a_kind_without_a_proof_of_its_own_asks_v1_models_whether_anything_answers():
+    """`--kind openai` has no engine-specific endpoint: GET /v1/models is then the one request, and it alone
+    says whether the server answers (`kit watch --kind openai` refused a live server before it was asked)."""
+    asked: list[str] = []
+
+    def models_only(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "m", "object": "model"}]})
+        return httpx.Response(404)
+
+    found = identify("http://engine.test:8000/v1", "openai", transport=httpx.MockTransport(models_only))
+    assert (found.kind, found.build, found.reached, asked) == ("openai", None, True, ["/v1/models"])
+    assert found.line() == "engine: OpenAI-compatible (--kind openai; GET /v1/models answered)"
+    assert resolve("http://engine.test:8000", "openai", transport=httpx.MockTransport(models_only))[1] == found.line()
+    status_only = identify("http://engine.test:8000", "openai", transport=httpx.MockTransport(
+        lambda request: httpx.Response(401)))
+    assert status_only.reached and status_only.line().endswith("(--kind openai; the server answered)")
+
+
+def test_a_kind_without_a_proof_of_its_own_is_not_reached_where_nothing_listens():
+    def refuse(request):
+        raise httpx.ConnectError("refused", request=request)
+
+    found = identify("http://engine.test:8000", "openai", transport=httpx.MockTransport(refuse))
+    assert (found.kind, found.reached, found.evidence) == ("openai", False, "nothing answered")

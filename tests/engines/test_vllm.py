@@ -257,14 +257,13 @@ def test_token_ids_requested_only_when_asked():
     assert done.token_ids == (18315, 295, 594, 77778)
 
 
-def test_reset_only_in_dev_mode_and_reports_failure():
-    with pytest.raises(EngineError, match="VLLM_SERVER_DEV_MODE=1"):
-        engine_for(VllmReplay()).reset_prefix_cache()
+def test_reset_cache_is_accepted_on_200_and_refused_naming_dev_mode_otherwise():
     server = VllmReplay(reset_status=200)
-    engine_for(server, dev_mode=True).reset_prefix_cache()
+    reset = engine_for(server, dev_mode=True).reset_cache()
+    assert reset.accepted and reset.method == "POST /reset_prefix_cache"
     assert [(r.method, r.url.path) for r in server.requests] == [("POST", "/reset_prefix_cache")]
-    with pytest.raises(EngineError, match="HTTP 404"):
-        engine_for(VllmReplay(reset_status=404), dev_mode=True).reset_prefix_cache()
+    refused = engine_for(VllmReplay(reset_status=404), dev_mode=True).reset_cache()
+    assert not refused.accepted and "HTTP 404" in refused.detail and "VLLM_SERVER_DEV_MODE=1" in refused.detail
 
 
 def test_info_reports_version_model_and_settings():

@@ -5,6 +5,8 @@ tracker, records rotating across files, and the command line's refusals."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 import json
 import socket
 import subprocess
@@ -430,3 +432,75 @@ def test_kit_analyze_keeps_a_watch_runs_table_in_its_findings_and_prints_it(tmp_
     assert [(run["run"], run["calls"], run["alarms"]["determinism"]) for run in found] == [(recorder.run_id, 4, 2)]
     after = {p: p.read_bytes() for p in recorder.run_dir.rglob("*") if p.is_file()}
     assert after == before  # analysis reads the run folder, writes nothing into it
+
+
+def test_a_live_upstream_named_openai_by_kind_is_watched_not_refused(tmp_path):
+    """`--kind openai` has no engine-specific endpoint to ask: the upstream answering GET /v1/models is live."""
+    from kit.watch.serve import listening, start
+    from tests.fake_engine.openai import OpenAIChat
+
+    from kit.core.safe_console import SafeConsole
+    from kit.watch.console import Live
+
+    printed = io.StringIO()
+    with OpenAIChat().serve() as upstream:
+        watch = start(upstream, "openai", listening("127.0.0.1", 0), tmp_path / "runs",
+                      live=Live(SafeConsole(file=printed, width=200), quiet=True))
+        watch.stop()
+    manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
+    assert manifest["engine"]["engine_kind"] == "OpenAI-compatible" and manifest["status"] == "finished"
+    # the start line says what answered, as `kit check` does
+    assert "engine: OpenAI-compatible (--kind openai; GET /v1/models answered)" in printed.getvalue().splitlines()[0]
+
+
+def test_a_watch_runs_manifest_names_its_results_files_and_is_ended_in_one_write(tmp_path, monkeypatch):
+    """The watch run's manifest records its results files (as every kind's run does: `results: {}` before)
+    and what the proxy counted, written with the run's end in one save after the last pass is closed."""
+    from kit.record.manifest import Manifest
+
+    recorder = Recorder.open(tmp_path, rotate=10, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    for n in range(3):
+        recorder.add(_fields(n))
+    saves: list[str | None] = []
+    real_save = Manifest.save
+    monkeypatch.setattr(Manifest, "save", lambda self: (saves.append(self.run.status), real_save(self))[1])
+    recorder.close(watch={"stopped_by": "SIGTERM", "calls": 3})
+    manifest = json.loads((recorder.run_dir / "manifest.json").read_text())
+    assert manifest["results"] == {"watch": "results/watch.json", "watch_csv": "results/watch.csv"}
+    assert all((recorder.run_dir / name).is_file() for name in manifest["results"].values())
+    assert manifest["watch"] == {"stopped_by": "SIGTERM", "calls": 3, "calls_recorded": 3}
+    assert saves == ["started", "finished"], saves  # the last pass closed, then the run ended with all its fields
+
+
+def test_a_stop_while_a_watch_runs_results_are_written_ends_it_failed_then_is_passed_on(tmp_path, monkeypatch):
+    recorder = Recorder.open(tmp_path, rotate=10, protocol={"name": "watch", "kind": "watch", "resolved": {}})
+    recorder.add(_fields(0))
+
+    def interrupted(run_dir):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(kinds.KINDS, "watch", dataclasses.replace(kinds.KINDS["watch"], results=interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        recorder.close()
+    manifest = json.loads((recorder.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["reason"].startswith("writing the results failed")
+    assert manifest["watch"] == {"calls_recorded": 1} and not manifest.get("results")
+
+
+def test_a_watch_run_of_an_earlier_kit_whose_manifest_names_no_results_files_still_verifies(tmp_path):
+    from kit.bundle.verify import verify_bundle
+    from kit.bundle.writer import write_bundle
+    from kit.record.manifest import Manifest
+
+    recorder, _ = _watch_run(tmp_path / "runs")
+    Manifest.load(recorder.run_dir).update(results={})  # as every earlier kit's watch run recorded them
+    verdict = verify_bundle(write_bundle([recorder.run_dir], tmp_path / "old.tar.gz", environ={}).path)
+    assert verdict.ok, verdict.lines()
+    assert any(name.endswith("results/watch.json") for name in verdict.results_compared)
+
+
+def test_the_upstream_urls_credentials_become_a_header_and_its_query_follows_every_metrics_read():
+    proxy = Proxy(Settings("http://watch%20user:p%40ss@upstream.test:8000/?api_key=k%2B1", counters=True))
+    assert proxy.base == "http://upstream.test:8000" and "p%40ss" not in str(proxy.metrics_url)
+    assert str(proxy.metrics_url) == "http://upstream.test:8000/metrics?api_key=k%2B1"
+    assert proxy.auth == [("Authorization", "Basic d2F0Y2ggdXNlcjpwQHNz")]  # base64 of "watch user:p@ss"

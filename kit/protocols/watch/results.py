@@ -97,11 +97,15 @@ def watch_table(run_dir: Path) -> dict[str, Any]:
             "engine_kind": resolved.get("engine_kind"), **compute(*read(run_dir))}
 
 
+RESULTS = RunPaths.result_name("watch")
+FILES = {"watch": RESULTS, "watch_csv": RunPaths.result_name("watch", ".csv")}
+
+
 def results(run_dir: Path) -> dict[str, Any]:
-    """Compute the watch table from the run folder and write results/watch.json and .csv."""
+    """Compute the watch table from the run folder and write results/watch.json and .csv; the table with the
+    results files in its `files`, as every kind's (the run's manifest records them). results/watch.json is the
+    table as every earlier kit wrote it, without `files`, so that their bundles' results still compare equal
+    to the ones `kit verify` recomputes."""
     table = watch_table(run_dir)
     write_results(run_dir, table, "watch", "watch", FIELDS, table["repeated"])
-    return table
-
-
-RESULTS = RunPaths.result_name("watch")
+    return {**table, "files": FILES}
