@@ -21,7 +21,8 @@ from typing import Any
 
 from kit.core.errors import ConfigError
 
-EMBEDDED, SERVER_BIN, DOCKER = "embedded", "server-bin", "docker"  # the launchers a fix may name
+# where a run's engine comes from (kit.run.engine_source) that a fix may name as one it applies with
+EMBEDDED, SERVER_BIN, ENGINE_BUILD, DOCKER = "embedded", "server-bin", "engine-build", "docker"
 FIXES_MAX = 8  # fixes in one run or arm
 SERVER_ARGS_MAX = 16
 
@@ -38,7 +39,7 @@ class Fix:
     cpu_backend: str | None = None  # the embedded engine's CPU backend (kit.launch.cpu_backend)
     weights: str | None = None  # a weight format made here with gguf from the run's model (F16)
     reuse_off: bool = False  # every request is sent with cache_prompt false: no cached prefix is reused
-    launchers: tuple[str, ...] = (EMBEDDED, SERVER_BIN)
+    launchers: tuple[str, ...] = (EMBEDDED, SERVER_BIN, ENGINE_BUILD)
 
     def to_json(self) -> dict[str, Any]:
         changes = {"server_args": list(self.server_args), "threads": self.threads, "cache_ram": self.cache_ram,
@@ -67,7 +68,7 @@ def chunk(size: int) -> Fix:
     """`--ubatch-size N --batch-size N`: every prompt prefilled in chunks of N, whether cached or not."""
     return Fix(f"chunk-{size}", f"cache hit vs recompute (L2): the prefill split into chunks of {size} on a hit "
                                 "as on a miss", server_args=("--ubatch-size", str(size), "--batch-size", str(size)),
-               launchers=(EMBEDDED, SERVER_BIN))
+               launchers=(EMBEDDED, SERVER_BIN, ENGINE_BUILD))
 
 
 def threads(count: int) -> Fix:
@@ -215,27 +216,30 @@ def parse(names: Iterable[Any], args: Iterable[Any]) -> Applied:
     return Applied(tuple(found), words, tuple(fix.name for fix in found))
 
 
-def refuse(applied: Applied, *, launcher: str, engine_url: bool, engine: str, server_bin: bool) -> None:
+def refuse(applied: Applied, *, source: str, engine: str) -> None:
     """Where the run's engine or launcher cannot apply them: refused in one line (checked before anything is
-    written; `launcher` native or docker, `engine_url` an engine the kit reaches rather than starts)."""
+    written; `source` is where the engine comes from, kit.run.engine_source: provider, url, docker,
+    engine-build, server-bin or embedded)."""
     if applied.empty:
         return
     what = ", ".join([*(f"--fix {name}" for name in applied.names),
                       *(f"--server-arg {w}" for w in applied.server_args if w.startswith("-"))])
-    if engine_url:
+    if source == "provider":
+        raise ConfigError(f"{what}: fixes and server flags set the servers the kit starts, but this run reaches its "
+                          "engine through a provider the caller made", "let the kit start the engine")
+    if source == "url":
         raise ConfigError(f"{what}: the kit does not start a server it reaches by --engine-url, so it cannot "
                           "apply a server setting to it", "drop --engine-url and let the kit start the engine, or "
                           "start your server with the flags yourself")
     if engine != "llamacpp":
         raise ConfigError(f"{what}: fixes and server flags are llama-server settings; the {engine} engine has none "
                           "of them", "run on llama.cpp (the default engine)")
-    where = DOCKER if launcher == "docker" else SERVER_BIN if server_bin else EMBEDDED
-    if where == DOCKER and applied.server_args:
+    if source == DOCKER and applied.server_args:
         raise ConfigError(f"{what}: the docker launcher starts the pinned image with the kit's own flags only",
                           "run with the embedded engine or --server-bin")
     for fix in applied.fixes:
-        if where not in fix.launchers:
-            raise ConfigError(f"--fix {fix.name} cannot be applied with the {where} launcher (it applies with: "
+        if source not in fix.launchers:
+            raise ConfigError(f"--fix {fix.name} cannot be applied with the {source} launcher (it applies with: "
                               f"{', '.join(fix.launchers)})", "run with the embedded engine, or drop the fix")
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from kit.core.errors import ConfigError, KitError
 from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
+from kit.run import engine_source
 
 OPTION = "--engine-build"
 
@@ -32,11 +33,8 @@ def check(options: Any) -> None:
     if build is None:
         return
     llamacpp_sdist.check_build(build)
-    clash = [name for name, given in (("--server-bin", options.server_bin),
-                                      ("--engine-url", options.engine_url or options.engine_urls),
-                                      ("an engine reached by URL", getattr(options, "provider", None) is not None),
-                                      ("--launcher docker", options.launcher == "docker"),
-                                      (f"--engine {options.engine}", options.engine != "llamacpp")) if given]
+    clash = [option for source, option in engine_source.given(options) if source != "engine-build"]
+    clash += [f"--engine {options.engine}"] if options.engine != "llamacpp" else []
     if clash:
         raise ConfigError(f"{OPTION} {build} chooses the engine the kit starts, so it cannot combine with "
                           f"{' and '.join(clash)}", f"drop {' and '.join(clash)}, or drop {OPTION}")

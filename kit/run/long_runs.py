@@ -15,6 +15,7 @@ from kit.engines.registry import DEFAULT as DEFAULT_ENGINE
 from kit.protocols import kinds
 from kit.protocols.kind import CpuEstimate, rough_duration
 from kit.protocols.spec import ProtocolBase
+from kit.run.engine_source import engine_source
 
 HOUR = 3600.0  # past this rough CPU duration, a run asks first
 CPU_SUFFIX = "-cpu"  # `<name>-cpu.yaml`: the CPU-sized protocol beside `<name>.yaml`
@@ -80,9 +81,9 @@ def long_run(protocol: ProtocolBase, path: Path, limit: float = HOUR) -> LongRun
 
 def on_the_cpu_engine(options: Any) -> bool:
     """Whether the run is served by the embedded engine on this machine's CPU, in this process: what the
-    rough estimates are about (an engine elsewhere, a user's binary, a container or a cluster is not)."""
-    return (options.provider is None and not options.engine_url and not options.engine_urls
-            and options.server_bin is None and options.launcher == "native" and options.engine == DEFAULT_ENGINE
+    rough estimates are about, or a llama.cpp build made here for it (an engine elsewhere, a user's binary, a
+    container or a cluster is not)."""
+    return (engine_source(options) in ("embedded", "engine-build") and options.engine == DEFAULT_ENGINE
             and options.executor == "local")
 
 

@@ -14,6 +14,7 @@ from kit.engines import registry
 from kit.core.errors import ConfigError
 from kit.core.limits import PORT_MAX, PORT_MIN, THREADS_MAX
 from kit.run import engine_build
+from kit.run.engine_source import engine_source
 
 
 def check_url(url: str, option: str = "--engine-url") -> None:
@@ -136,11 +137,7 @@ def check_fixes(options: Any) -> None:
         raise ConfigError("--fix reuse-off leaves no cache hit, and every kind measures cache hits against "
                           "recomputes, so its cache-on requests would only fail their gates",
                           "hold it against the unfixed engine as an arm of a remedy protocol (docs/remedy.md)")
-    if options.provider is not None:
-        raise ConfigError("--fix and --server-arg set the servers the kit starts, but this run reaches its engine "
-                          "through a provider the caller made", "let the kit start the engine")
-    fixes.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or options.engine_urls),
-                 engine=options.engine, server_bin=options.server_bin is not None)
+    fixes.refuse(applied, source=engine_source(options), engine=options.engine)
 
 
 def check_run_options(options: Any) -> None:

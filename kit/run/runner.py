@@ -33,6 +33,7 @@ from kit.protocols.procedure import RunInputs
 from kit.protocols.spec import ProtocolBase
 from kit.record.provenance import collect
 from kit.run import engine_build
+from kit.run.engine_source import engine_source
 from kit.core.secret_urls import redact_url
 
 
@@ -80,27 +81,28 @@ CREDENTIALS_DROPPED = "engine_url_credentials_removed"  # saved options key: --e
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
-    if options.provider is not None:
+    source = engine_source(options)
+    if options.provider is not None:  # source "provider": the one the caller made
         return options.provider
     if registry.named(options.engine).server_per_arm:  # a server per cache arm: kit.launch.vllm_launch
         return _vllm_provider(options, protocol)
-    if options.engine_url:
+    if source == "url" and options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
-    if options.launcher == "docker":
+    if source == "docker":
         from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
 
         return llamacpp_provider(options, model.path, protocol, details, say)
-    if options.engine_build is not None:
+    if source == "engine-build" and options.engine_build is not None:
         binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, say)
         env, cpu = None, None
         details.update(built)
         say(f"engine: {built['engine']}")
-    elif options.server_bin:
-        binary, env, cpu = options.server_bin, None, None
+    elif source == "server-bin" and options.server_bin is not None:
+        binary, env, cpu = Path(options.server_bin), None, None
         details["engine"] = "llama-server (user binary)"
     else:
         found = embedded.locate(options.cpu_backend, say=say)
@@ -150,8 +152,7 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
             raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
                               "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
         for applied in kind.arm_fixes(protocol):  # where this run's engine is started as its arms need
-            fix_registry.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or
-                                options.engine_urls), engine=options.engine, server_bin=options.server_bin is not None)
+            fix_registry.refuse(applied, source=engine_source(options), engine=options.engine)
     executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:
