@@ -155,7 +155,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                                     "or " if options.server_bin is None else "pass ") +
                           "--different-engine-ok to replay on the engine given here (the difference is listed "
                           "beside the result)")
-    build_problem = engine_build.same_build(manifest.engine.to_json(), options.engine_build)
+    build_problem = engine_build.own_build(manifest.engine.to_json(), options.engine_build)
     recorded_build = engine_build.recorded_build(manifest.engine.to_json())
     build_line = (f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
                   + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
@@ -164,7 +164,8 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     if build_problem and not options.different_engine_ok:
         raise ConfigError(f"{where}: {build_problem}", (f"pass --engine-build {recorded_build} (built here by `kit "
                                                         f"engines build llamacpp --build {recorded_build}`), or "
-                                                        if recorded_build is not None else "") +
+                                                        if recorded_build not in (None, options.engine_build)
+                                                        else "") +
                           "pass --different-engine-ok to replay on the build given here (the difference is listed "
                           "beside the result)")
     problem = "; ".join(p for p in (problem, build_problem) if p) or None

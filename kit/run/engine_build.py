@@ -91,19 +91,28 @@ def same_build(engine: dict[str, Any], given: int | None) -> str | None:
         f"llama.cpp build {given}" if given is not None else "the embedded engine (the paper's build)")
 
 
+def own_build(engine: dict[str, Any], given: int | None) -> str | None:
+    """None when `given` (a resume's or replay's --engine-build) is the build a run's engine record names,
+    its binary here of the recorded sha256; else why not (a rebuilt binary of the same number is another
+    engine). The binary's sha256 is the one its BUILD.json records, checked against the file (`record`)."""
+    problem = same_build(engine, given)
+    if problem is not None or given is None:
+        return problem
+    entry = engine.get("engine_build") or {}
+    backend = str(entry.get("cpu_backend") or "portable")
+    now = llamacpp_build.record(given, backend).get("binary_sha256")
+    if now != entry.get("binary_sha256"):
+        return (f"llama.cpp build {given} here has binary sha256 {str(now)[:12]}…, but the run recorded "
+                f"{str(entry.get('binary_sha256'))[:12]}…: a different binary of that build")
+    return None
+
+
 def resumed(run_dir: Path, engine: dict[str, Any], given: int | None) -> int | None:
     """The build a resume runs: the recorded one, passed again (a run folder never chooses what runs)."""
-    problem = same_build(engine, given)
+    problem = own_build(engine, given)
     if problem is not None:
         recorded = recorded_build(engine)
         raise KitError(f"{run_dir}: {problem}; one run never mixes engine builds",
+                       "start a new run (one run never mixes engine binaries)" if recorded == given else
                        f"resume with {OPTION} {recorded}" if recorded is not None else f"resume without {OPTION}")
-    if given is not None:
-        entry = engine.get("engine_build") or {}
-        backend = str(entry.get("cpu_backend") or "portable")
-        now = llamacpp_build.record(given, backend).get("binary_sha256")
-        if now != entry.get("binary_sha256"):
-            raise KitError(f"{run_dir}: llama.cpp build {given} here has binary sha256 {str(now)[:12]}…, but the run "
-                           f"recorded {str(entry.get('binary_sha256'))[:12]}…: a different binary of that build",
-                           "start a new run (one run never mixes engine binaries)")
     return given

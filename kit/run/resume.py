@@ -195,7 +195,6 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     _resumed_fixes(run_dir, saved_options, fixes)
     engine = manifest.run.engine
     binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
-    saved_options.pop("engine_build", None)  # the build runs only as passed again, checked against the record
     saved_options["engine_build"] = engine_build.resumed(run_dir, engine.to_json(), given_build)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
     recorded = manifest.run.provenance.cpu_backend

@@ -195,8 +195,21 @@ def test_a_build_is_recorded_in_the_engine_record_and_a_resume_must_name_it(cach
         engine_build.resumed(tmp_path, engine, None)
     with pytest.raises(KitError, match="resume without --engine-build"):
         engine_build.resumed(tmp_path, {"engine": "embedded llama-server"}, 11434)
-    binary.write_text(binary.read_text() + "# rebuilt\n")
+    binary.write_text(binary.read_text() + "# changed\n")
     with pytest.raises(EngineError, match="differs from the binary its BUILD.json records"):
+        engine_build.resumed(tmp_path, engine, 11434)
+
+
+def test_a_rebuilt_binary_of_the_same_build_is_another_engine_to_resume_and_replay(cache, tmp_path):
+    binary = _built(cache, 11434)
+    engine = {"engine": "llama-server of llama.cpp build 11434", "engine_build": {
+        "build": 11434, "cpu_backend": "portable", "binary_sha256": sha256_file(binary)}}
+    assert engine_build.own_build(engine, 11434) is None
+    binary.write_text(binary.read_text() + "# rebuilt\n")  # a rebuild: its BUILD.json records the new binary
+    record_file = binary.parent / llamacpp_build.BUILD_RECORD
+    record_file.write_text(json.dumps({**json.loads(record_file.read_text()), "binary_sha256": sha256_file(binary)}))
+    assert "a different binary of that build" in str(engine_build.own_build(engine, 11434))
+    with pytest.raises(KitError, match="a different binary of that build.*start a new run"):
         engine_build.resumed(tmp_path, engine, 11434)
 
 
