@@ -41,15 +41,14 @@ def check(options: Any) -> None:
     backend_for(options.cpu_backend)
 
 
-def locate(build: int, cpu_backend: str, model: Path,
+def locate(build: int, cpu_backend: str, model: Path, model_sha256: str,
            say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
-    (its flags, then its API on `model`: kit.launch.llamacpp_probe)."""
+    (its flags, then its API on `model`, once per binary: kit.launch.llamacpp_probe)."""
     backend = backend_for(cpu_backend)
-    record = llamacpp_build.record(build, backend)
+    record = llamacpp_build.record(build, backend)  # the binary hashed once, checked against its BUILD.json
     binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY
-    llamacpp_build.refuse_undrivable(binary, build)
-    llamacpp_probe.probed(binary, model, build, say)
+    llamacpp_probe.drivable(binary, build, record["binary_sha256"], model, model_sha256, say)
     identity = {key: record.get(key) for key in ("build", "source", "sdist", "sdist_sha256", "cpu_backend",
                                                  "binary_sha256")}
     return binary, {"engine": f"llama-server of llama.cpp build {build} (built here from "

@@ -97,7 +97,8 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
 
         return llamacpp_provider(options, model.path, protocol, details, say)
     if source == "engine-build" and options.engine_build is not None:
-        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, say)
+        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, model.sha256,
+                                            say)
         env, cpu = None, None
         details.update(built)
         say(f"engine: {built['engine']}")
