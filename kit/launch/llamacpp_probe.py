@@ -22,12 +22,24 @@ from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import EngineError, KitError
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import LlamaCppEngine
+from kit.launch import fixes as fix_registry
 from kit.launch.native import NativeServer, ServerSpec
 
 PROBE_FILE = "PROBE.json"
-# the llama-server flags the kit's launcher passes (kit.launch.native.ServerSpec.argv; the ladder's L3 chunk)
-KIT_FLAGS = ("--host", "--port", "-m", "-np", "-c", "--seed", "-t", "--slots", "--metrics", "--cache-ram",
-             "--ubatch-size", "--batch-size")
+_FLAG = re.compile(r"--?[A-Za-z][\w-]*")
+
+
+def kit_flags() -> tuple[str, ...]:
+    """The llama-server flags the kit passes: those of the launcher's argv (kit.launch.native.ServerSpec, with
+    a --cache-ram as a protocol's engine.cache_ram sets one) and those the registry's fixes set
+    (kit.launch.fixes; the ladder's L3 chunk is the chunk fix)."""
+    argv = ServerSpec(binary=Path("llama-server"), model=Path("model.gguf"), cache_ram=0).argv(0)[1:]
+    fixed = [word for fix in (*fix_registry.NAMED.values(), fix_registry.chunk(1), fix_registry.threads(1))
+             for word in fix.server_args]
+    return tuple(dict.fromkeys(word for word in (*argv, *fixed) if _FLAG.fullmatch(word)))
+
+
+KIT_FLAGS = kit_flags()
 PROMPT = "<|im_start|>user\nWhat is 12 + 30?<|im_end|>\n<|im_start|>assistant\n"
 
 

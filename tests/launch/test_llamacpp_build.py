@@ -114,6 +114,19 @@ def test_the_flags_the_kit_passes_are_looked_for_as_whole_words():
     assert llamacpp_probe.lacking_flags(HELP_OK.replace("--slots\n", "--no-slots\n")) == ["--slots"]
 
 
+def test_the_flags_looked_for_are_the_launchers_and_the_fixes(monkeypatch):
+    from kit.launch import fixes, native  # noqa: PLC0415
+
+    spec = native.ServerSpec(binary=Path("llama-server"), model=Path("m.gguf"), cache_ram=0)
+    assert {w for w in spec.argv(0) if w.startswith("-")} <= set(llamacpp_probe.KIT_FLAGS)
+    assert {"--ubatch-size", "--batch-size"} == set(fixes.chunk(16).server_args) - {"16"}
+    assert {"--ubatch-size", "--batch-size"} <= set(llamacpp_probe.KIT_FLAGS)
+    real = native.ServerSpec.argv
+    monkeypatch.setattr(native.ServerSpec, "argv", lambda self, port: [*real(self, port), "--new-flag", "-7"])
+    assert llamacpp_probe.kit_flags() == (*llamacpp_probe.KIT_FLAGS[:10], "--new-flag",
+                                          *llamacpp_probe.KIT_FLAGS[10:])  # a value such as -7 is no flag
+
+
 def _script(folder: Path, help_text: str) -> Path:
     binary = folder / "llama-server"
     binary.write_text("#!/bin/sh\ncat <<'EOF'\n" + help_text + "EOF\n")
