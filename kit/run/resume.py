@@ -208,7 +208,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
                             "container_label": _container_label(engine.to_json()),
                             **_resumed_image(saved_options, engine.to_json())})
     try:
-        preflight.check_run_options(options)
+        preflight.check_run_options(options, kind, protocol)
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc

@@ -6,6 +6,7 @@ The runner never imports a user interface: it reports through events.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import uuid
@@ -70,7 +71,9 @@ class RunOptions:
     fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
     server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
 
+    @functools.cached_property
     def applied(self) -> fix_registry.Applied:
+        """The run's fixes and server flags, parsed once (refused in one line where ill-shaped)."""
         return fix_registry.parse(self.fixes, self.server_args)
 
     def bounds(self) -> AnswerBounds:
@@ -113,7 +116,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied(), say)
+    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied, say)
 
 
 def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EngineProvider) -> None:
@@ -145,15 +148,9 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
-    preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
-    if kind.arm_fixes is not None:
-        if not options.applied().empty:
-            raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
-                              "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
-        for applied in kind.arm_fixes(protocol):  # where this run's engine is started as its arms need
-            fix_registry.refuse(applied, source=engine_source(options), engine=options.engine)
+    preflight.check_run_options(options, kind, protocol)  # the run's fixes, or its arms'
     executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:
@@ -200,7 +197,7 @@ def server_bin_record(server_bin: Path | None) -> dict[str, str]:
 def options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items()
-             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over")}
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over", "applied")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
