@@ -93,6 +93,9 @@ def _folder(tmp_path: Path, **changes) -> Path:
     ({"workload": {"source": "gsm8k", "file": "/nowhere/test.jsonl", "sha256": "cd" * 32}},
      "the GSM8K file the run served (sha256 cdcdcdcdcdcd…) is not at /nowhere/test.jsonl"),
     ({"imported": {"from": "determinism-harness"}}, "was imported from determinism-harness"),
+    ({"options__fixes": "chunk-16"}, "options.fixes is str 'chunk-16', not the list the kit records"),
+    ({"options__server_args": [16]}, "options.server_args is list"),  # checked as resume checks it
+    ({"options__engine_build": "11434"}, "options.engine_build is str '11434', not the int the kit records"),
     ({"protocol__sha256": "0" * 64}, "refusing to replay a run whose protocol was changed"),
     ({"status": "started"}, "is still running (status 'started')"),
 ])

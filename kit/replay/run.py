@@ -138,7 +138,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     if manifest.imported:
         raise ConfigError(f"{where} was imported from {manifest.imported.from_}; nothing ran here to replay",
                           "replay runs made by `kit run`")
-    saved = dict(manifest.options)
+    saved = resume.saved_options(run_dir, manifest.options)  # each of the type `kit run` writes
     if saved.get("provider") or saved.get("engine_url") or saved.get("engine_urls") \
             or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
@@ -188,14 +188,9 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
 
 
 def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
-    """The recorded fixes and server flags (lists of strings), checked as typed ones are (kit.launch.fixes)
-    before anything is replayed: a run folder never adds a flag the allow-list refuses."""
-    found = {}
-    for key in ("fixes", "server_args"):
-        value = saved.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            raise ConfigError(f"{where}: options.{key} is not a list of names", "restore the manifest from its bundle")
-        found[key] = tuple(value or ())
+    """The recorded fixes and server flags (lists of strings: resume.saved_options), checked as typed ones are
+    (kit.launch.fixes) before anything is replayed: a run folder never adds a flag the allow-list refuses."""
+    found = {key: tuple(saved.get(key) or ()) for key in ("fixes", "server_args")}
     try:
         fix_registry.parse(found["fixes"], found["server_args"])
     except ConfigError as exc:

@@ -70,9 +70,9 @@ SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_build": 
                  runner.CREDENTIALS_DROPPED: bool}
 
 
-def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
-    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume uses:
-    the run folder is where it is); a value of another type is refused in one line."""
+def saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
+    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume or replay
+    uses: the run folder is where it is); a value of another type is refused in one line."""
     kept = {key: value for key, value in (saved if isinstance(saved, dict) else {}).items()
             if key in SAVED_OPTIONS and value is not None}
     for key, value in kept.items():
@@ -183,30 +183,30 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved.content, f"{run_dir}/{MANIFEST} protocol", saved.overrides)
     kind = kinds.of(protocol)
-    saved_options = _saved_options(run_dir, manifest.run.options)
-    if saved_options.pop("provider", None):
+    kept = saved_options(run_dir, manifest.run.options)
+    if kept.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.run.engine.kind}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
-    if saved_options.pop(runner.CREDENTIALS_DROPPED, None):
+    if kept.pop(runner.CREDENTIALS_DROPPED, None):
         raise KitError(f"{run_dir} ran against --engine-url "
-                       f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
+                       f"{kept.get('engine_url') or kept.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
-    _resumed_engine_urls(run_dir, saved_options, engine_url)
-    _resumed_fixes(run_dir, saved_options, fixes)
+    _resumed_engine_urls(run_dir, kept, engine_url)
+    _resumed_fixes(run_dir, kept, fixes)
     engine = manifest.run.engine
-    binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
-    saved_options["engine_build"] = engine_build.resumed(run_dir, engine.to_json(), given_build)
-    paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
+    binary = _resumed_server_bin(run_dir, kept, engine, server_bin, say)
+    kept["engine_build"] = engine_build.resumed(run_dir, engine.to_json(), given_build)
+    paths = {key: Path(value) for key in PATH_OPTIONS if (value := kept.get(key))}
     recorded = manifest.run.provenance.cpu_backend
     if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
                                      and isinstance(recorded.get("library_sha256"), str)):
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
-    saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
-    options = runner.RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
+    kept = executors.resumed(kept, executor_options)  # where to run: as asked now, never recorded
+    options = runner.RunOptions(**{**kept, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
                             "container_label": _container_label(engine.to_json()),
-                            **_resumed_image(saved_options, engine.to_json())})
+                            **_resumed_image(kept, engine.to_json())})
     try:
         preflight.check_run_options(options, kind, protocol)
     except KitError as exc:
