@@ -371,7 +371,7 @@ def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_
     urls = engine_urls(engine_url)
     _report(lambda reporter: resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
                                            server_bin=server_bin, engine_build=engine_build, engine_url=urls,
-                                           executor=executor(**where), fixes=(tuple(fixes), tuple(server_args))))
+                                           executor=executor(**where), fixes=tuple(fixes), server_args=tuple(server_args)))
 
 
 @cli.command()

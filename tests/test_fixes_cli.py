@@ -133,8 +133,8 @@ def test_resume_takes_the_recorded_fixes_as_the_runs_options(tmp_path):
     from kit.run.resume import _resumed_fixes  # noqa: PLC0415
 
     saved = {"fixes": ["chunk-16"], "server_args": ["--swa-full"]}
-    _resumed_fixes(tmp_path, saved, ((), ()))  # none given: the recorded ones
+    _resumed_fixes(tmp_path, saved, fixes=(), server_args=())  # none given: the recorded ones
     assert saved == {"fixes": ("chunk-16",), "server_args": ("--swa-full",)}
-    _resumed_fixes(tmp_path, saved, (("chunk-16",), ("--swa-full",)))  # the same ones given again
+    _resumed_fixes(tmp_path, saved, fixes=("chunk-16",), server_args=("--swa-full",))  # the same ones again
     with pytest.raises(KitError, match="ran with --fix chunk-16 --server-arg=--swa-full"):
-        _resumed_fixes(tmp_path, saved, (("chunk-16",), ()))
+        _resumed_fixes(tmp_path, saved, fixes=("chunk-16",), server_args=())
