@@ -94,8 +94,8 @@ def asking(options: Any, protocol: ProtocolBase, path: Path, limit: float = HOUR
 
 
 def refuse_unconfirmed(options: Any, protocol: ProtocolBase, path: Path) -> None:
-    """Refuse a run past `options.ask_over` seconds on the CPU engine (None: the person confirmed, or was
+    """Refuse a run past an hour on the CPU engine unless `options.confirmed` (the person confirmed, or was
     never asked), in one line with the estimate and the CPU-sized protocol."""
-    found = asking(options, protocol, path, options.ask_over) if options.ask_over is not None else None
+    found = None if options.confirmed else asking(options, protocol, path)
     if found is not None:
         raise ConfigError(found.message(), found.fix("pass --yes"))

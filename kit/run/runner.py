@@ -67,7 +67,7 @@ class RunOptions:
     ray_address: str | None = None  # --executor ray: the cluster (None: a local one; auto; ray://HOST:PORT)
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
-    ask_over: float | None = None  # rough CPU seconds past which the run is refused unconfirmed (kit.run.long_runs)
+    confirmed: bool = True  # False: a run past an hour on the CPU engine here is refused (kit.run.long_runs)
     fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
     server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
 
@@ -197,7 +197,7 @@ def server_bin_record(server_bin: Path | None) -> dict[str, str]:
 def options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items()
-             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over", "applied")}
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "confirmed", "applied")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored
