@@ -161,7 +161,6 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
          launcher, engine_url, port, threads, out, cpu_backend, max_answer_bytes, request_deadline, image=None, gpus=None,
          yes=False, fixes=(), server_args=(), **where) -> None:
     from kit.run import runner  # noqa: PLC0415 - keep `kit --help` fast
-    from kit.run.long_runs import HOUR  # noqa: PLC0415
 
     url, by_arm = engine_urls(engine_url)
     options = runner.RunOptions(protocol=protocol,
@@ -171,7 +170,7 @@ def _run(protocol: str, gsm8k, items, episodes, sessions, histories, max_tokens,
                                 engine_url=url, engine_urls=by_arm, port=port, threads=threads, out=out,
                                 cpu_backend=cpu_backend, max_answer_bytes=max_answer_bytes,
                                 request_deadline=request_deadline, image=image, gpus=gpus,
-                                ask_over=None if yes else HOUR, fixes=tuple(fixes), server_args=tuple(server_args),
+                                confirmed=yes, fixes=tuple(fixes), server_args=tuple(server_args),
                                 **executor(**where))
     _report(lambda reporter: runner.run(options, emit=reporter, say=reporter.say))
 
@@ -371,7 +370,7 @@ def resume_run(run_dir: Path, cpu_backend: str, server_bin: Path | None, engine_
     urls = engine_urls(engine_url)
     _report(lambda reporter: resume(run_dir, emit=reporter, say=reporter.say, cpu_backend=cpu_backend,
                                            server_bin=server_bin, engine_build=engine_build, engine_url=urls,
-                                           executor=executor(**where), fixes=(tuple(fixes), tuple(server_args))))
+                                           executor=executor(**where), fixes=tuple(fixes), server_args=tuple(server_args)))
 
 
 @cli.command()

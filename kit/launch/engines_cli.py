@@ -79,8 +79,9 @@ def build_engine(engine: str, build_number: int | None, jobs: int | None, archs:
         if prefix is not None:
             raise click.UsageError("--prefix applies to the CUDA build; a --build N lives in the kit's cache")
         binary = llamacpp_build.build(build_number, say=echo, jobs=jobs)
-        llamacpp_build.refuse_undrivable(binary, build_number)
-        llamacpp_probe.probed(binary, ensure_model(DEFAULT_MODEL).path, build_number, say=echo)
+        digest = llamacpp_build.record(build_number, llamacpp_build.BACKENDS[0])["binary_sha256"]
+        model = ensure_model(DEFAULT_MODEL)
+        llamacpp_probe.drivable(binary, build_number, digest, model.path, model.sha256, say=echo)
         echo(f"built: {binary} (run with it: --engine-build {build_number})")
         return
     from kit.launch import gpu_setup  # noqa: PLC0415

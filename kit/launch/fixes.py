@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kit.core.errors import ConfigError
 
-EMBEDDED, SERVER_BIN, DOCKER = "embedded", "server-bin", "docker"  # the launchers a fix may name
+# where a run's engine comes from (kit.run.engine_source) that a fix may name as one it applies with
+EMBEDDED, SERVER_BIN, ENGINE_BUILD, DOCKER = "embedded", "server-bin", "engine-build", "docker"
 FIXES_MAX = 8  # fixes in one run or arm
 SERVER_ARGS_MAX = 16
+CHUNK_MAX, THREADS_MAX = 131072, 1024  # the largest N of chunk-N and threads-N
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Fix:
     cpu_backend: str | None = None  # the embedded engine's CPU backend (kit.launch.cpu_backend)
     weights: str | None = None  # a weight format made here with gguf from the run's model (F16)
     reuse_off: bool = False  # every request is sent with cache_prompt false: no cached prefix is reused
-    launchers: tuple[str, ...] = (EMBEDDED, SERVER_BIN)
+    launchers: tuple[str, ...] = (EMBEDDED, SERVER_BIN, ENGINE_BUILD)
 
     def to_json(self) -> dict[str, Any]:
         changes = {"server_args": list(self.server_args), "threads": self.threads, "cache_ram": self.cache_ram,
@@ -58,8 +60,8 @@ NAMED = {fix.name: fix for fix in (
     Fix("cpu-backend-wheel", "divergence from the CPU backend's kernels: the wheel's (native ISA) backend",
         cpu_backend="wheel", launchers=(EMBEDDED,)),
 )}
-FAMILIES = {"chunk": "chunk-N: --ubatch-size N --batch-size N (N from 1 to 131072)",
-            "threads": "threads-N: -t N (N from 1 to 1024)"}
+FAMILIES = {"chunk": f"chunk-N: --ubatch-size N --batch-size N (N from 1 to {CHUNK_MAX})",
+            "threads": f"threads-N: -t N (N from 1 to {THREADS_MAX})"}
 _FAMILY = re.compile(r"(chunk|threads)-([1-9][0-9]{0,5})")
 
 
@@ -67,7 +69,7 @@ def chunk(size: int) -> Fix:
     """`--ubatch-size N --batch-size N`: every prompt prefilled in chunks of N, whether cached or not."""
     return Fix(f"chunk-{size}", f"cache hit vs recompute (L2): the prefill split into chunks of {size} on a hit "
                                 "as on a miss", server_args=("--ubatch-size", str(size), "--batch-size", str(size)),
-               launchers=(EMBEDDED, SERVER_BIN))
+               launchers=(EMBEDDED, SERVER_BIN, ENGINE_BUILD))
 
 
 def threads(count: int) -> Fix:
@@ -82,9 +84,9 @@ def named(name: Any, option: str = "--fix") -> Fix:
         found = _FAMILY.fullmatch(name)
         if found:
             size = int(found.group(2))
-            if found.group(1) == "chunk" and size <= 131072:
+            if found.group(1) == "chunk" and size <= CHUNK_MAX:
                 return chunk(size)
-            if found.group(1) == "threads" and size <= 1024:
+            if found.group(1) == "threads" and size <= THREADS_MAX:
                 return threads(size)
     raise ConfigError(f"{option} {str(name)[:60]!r} is not a fix the kit knows",
                       f"use one of {', '.join(NAMED)}, {', '.join(FAMILIES.values())}; or --server-arg for a "
@@ -193,7 +195,10 @@ class Applied:
 
     fixes: tuple[Fix, ...] = ()
     server_args: tuple[str, ...] = ()
-    names: tuple[str, ...] = field(default=())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(fix.name for fix in self.fixes)
 
     @property
     def empty(self) -> bool:
@@ -212,30 +217,33 @@ def parse(names: Iterable[Any], args: Iterable[Any]) -> Applied:
     found = resolve(names)
     words = server_args(args)
     overlap(found, words)
-    return Applied(tuple(found), words, tuple(fix.name for fix in found))
+    return Applied(tuple(found), words)
 
 
-def refuse(applied: Applied, *, launcher: str, engine_url: bool, engine: str, server_bin: bool) -> None:
+def refuse(applied: Applied, *, source: str, engine: str) -> None:
     """Where the run's engine or launcher cannot apply them: refused in one line (checked before anything is
-    written; `launcher` native or docker, `engine_url` an engine the kit reaches rather than starts)."""
+    written; `source` is where the engine comes from, kit.run.engine_source: provider, url, docker,
+    engine-build, server-bin or embedded)."""
     if applied.empty:
         return
     what = ", ".join([*(f"--fix {name}" for name in applied.names),
                       *(f"--server-arg {w}" for w in applied.server_args if w.startswith("-"))])
-    if engine_url:
+    if source == "provider":
+        raise ConfigError(f"{what}: fixes and server flags set the servers the kit starts, but this run reaches its "
+                          "engine through a provider the caller made", "let the kit start the engine")
+    if source == "url":
         raise ConfigError(f"{what}: the kit does not start a server it reaches by --engine-url, so it cannot "
                           "apply a server setting to it", "drop --engine-url and let the kit start the engine, or "
                           "start your server with the flags yourself")
     if engine != "llamacpp":
         raise ConfigError(f"{what}: fixes and server flags are llama-server settings; the {engine} engine has none "
                           "of them", "run on llama.cpp (the default engine)")
-    where = DOCKER if launcher == "docker" else SERVER_BIN if server_bin else EMBEDDED
-    if where == DOCKER and applied.server_args:
+    if source == DOCKER and applied.server_args:
         raise ConfigError(f"{what}: the docker launcher starts the pinned image with the kit's own flags only",
                           "run with the embedded engine or --server-bin")
     for fix in applied.fixes:
-        if where not in fix.launchers:
-            raise ConfigError(f"--fix {fix.name} cannot be applied with the {where} launcher (it applies with: "
+        if source not in fix.launchers:
+            raise ConfigError(f"--fix {fix.name} cannot be applied with the {source} launcher (it applies with: "
                               f"{', '.join(fix.launchers)})", "run with the embedded engine, or drop the fix")
 
 

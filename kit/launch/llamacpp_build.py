@@ -12,11 +12,10 @@ extensions its machine code uses); the build log lies beside it and the source a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import re
 import shutil
-import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Callable
 
 from kit import __version__
 from kit.core.atomic_file import write_json_atomic
-from kit.core.errors import EngineError
+from kit.core.errors import ConfigError, EngineError
 from kit.core.paths import cache_dir
 from kit.launch import build_tools, cpu_isa, llamacpp_sdist
 from kit.launch.portable_backend import ISA_FLAGS, run_step
@@ -47,9 +46,14 @@ BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS)}
 
 
 def check_backend(backend: str) -> str:
+    """A CPU backend a llama.cpp release is built for here (`auto`: portable, the same machine code as the paper's
+    build runs with on a CPU the wheel cannot serve); wheel is refused: a build from source has no wheel."""
+    if backend == "auto":
+        return BACKENDS[0]
     if backend not in BACKENDS:
-        raise EngineError(f"CPU backend {backend!r} cannot build a llama.cpp release",
-                          f"use --cpu-backend {' or '.join(BACKENDS)} (auto picks portable)")
+        raise ConfigError(f"--cpu-backend {backend} cannot build a llama.cpp release: a build from source has the "
+                          f"{' or '.join(BACKENDS)} backend only (wheel names the embedded engine's own)",
+                          f"use --cpu-backend {' or '.join(BACKENDS)} or auto with --engine-build")
     return backend
 
 
@@ -81,6 +85,18 @@ def built(build: int, backend: str) -> Path | None:
     return binary if binary.is_file() and (binary.parent / BUILD_RECORD).is_file() else None
 
 
+@functools.lru_cache(maxsize=16)
+def _digest(path: Path, size: int, mtime_ns: int, inode: int) -> str:
+    return sha256_file(path)
+
+
+def binary_sha256(binary: Path) -> str:
+    """The binary's sha256, hashed once per process while the file stays the same file (size, mtime, inode):
+    a run's resume check, build check and probe all read one digest."""
+    found = binary.stat()
+    return _digest(binary, found.st_size, found.st_mtime_ns, found.st_ino)
+
+
 def record(build: int, backend: str) -> dict[str, Any]:
     """BUILD.json of a finished build, its binary checked against the sha256 it records; else refused."""
     binary = built(build, backend)
@@ -92,7 +108,7 @@ def record(build: int, backend: str) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise EngineError(f"{binary.parent / BUILD_RECORD} is unreadable ({exc})",
                           f"delete {binary.parent} and build it again") from exc
-    if not isinstance(data, dict) or data.get("binary_sha256") != sha256_file(binary):
+    if not isinstance(data, dict) or data.get("binary_sha256") != binary_sha256(binary):
         raise EngineError(f"{binary} differs from the binary its BUILD.json records",
                           f"delete {binary.parent} and build it again")
     return data
@@ -102,6 +118,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
           fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch) -> Path:
     """Build llama-server of llama.cpp build N for one CPU backend once; return the binary. Idempotent;
     resumes an interrupted build. Needs cmake, make and a C++ compiler (minutes to a quarter hour)."""
+    backend = check_backend(backend)
     done = built(build, backend)
     if done:
         record(build, backend)
@@ -144,28 +161,3 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     staging.rename(target)
     say(f"built {target / BINARY}")
     return target / BINARY
-
-
-# the llama-server flags the kit's launcher passes (kit.launch.native.ServerSpec.argv; the ladder's L3 chunk)
-KIT_FLAGS = ("--host", "--port", "-m", "-np", "-c", "--seed", "-t", "--slots", "--metrics", "--cache-ram",
-             "--ubatch-size", "--batch-size")
-
-
-def lacking_flags(help_text: str) -> list[str]:
-    """The launcher's flags a server's `--help` does not list (each must appear as a whole word)."""
-    words = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
-    return [flag for flag in KIT_FLAGS if flag not in words]
-
-
-def refuse_undrivable(binary: Path, build: int) -> None:
-    """Refuse, in one line, a server whose flags changed so that the kit cannot launch it as it measures."""
-    try:
-        shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60,
-                               errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"llama.cpp build {build}: `{binary} --help` did not run ({exc})",
-                          "rebuild it: delete its folder and run kit engines build llamacpp again") from exc
-    lacking = lacking_flags(shown.stdout + shown.stderr)
-    if lacking:
-        raise EngineError(f"llama.cpp build {build} cannot be driven by the kit: its llama-server lacks "
-                          f"{', '.join(lacking)}", "use a build that has them (the paper's, or a newer one)")

@@ -141,7 +141,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     if manifest.imported:
         raise ConfigError(f"{where} was imported from {manifest.imported.from_}; nothing ran here to replay",
                           "replay runs made by `kit run`")
-    saved = dict(manifest.options)
+    saved = resume.saved_options(run_dir, manifest.options)  # each of the type `kit run` writes
     if saved.get("provider") or saved.get("engine_url") or saved.get("engine_urls") \
             or saved.get(runner.CREDENTIALS_DROPPED):
         raise ConfigError(f"{where} ran against an engine reached by URL, which the kit cannot start again",
@@ -158,7 +158,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                                     "or " if options.server_bin is None else "pass ") +
                           "--different-engine-ok to replay on the engine given here (the difference is listed "
                           "beside the result)")
-    build_problem = engine_build.same_build(manifest.engine.to_json(), options.engine_build)
+    build_problem = engine_build.own_build(manifest.engine.to_json(), options.engine_build)
     recorded_build = engine_build.recorded_build(manifest.engine.to_json())
     build_line = (f"{where} was made on {engine_build.identity_line(manifest.engine.to_json())}; the replay runs on "
                   + (f"llama.cpp build {options.engine_build}" if options.engine_build is not None else
@@ -167,7 +167,8 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
     if build_problem and not options.different_engine_ok:
         raise ConfigError(f"{where}: {build_problem}", (f"pass --engine-build {recorded_build} (built here by `kit "
                                                         f"engines build llamacpp --build {recorded_build}`), or "
-                                                        if recorded_build is not None else "") +
+                                                        if recorded_build not in (None, options.engine_build)
+                                                        else "") +
                           "pass --different-engine-ok to replay on the build given here (the difference is listed "
                           "beside the result)")
     problem = "; ".join(p for p in (problem, build_problem) if p) or None
@@ -190,14 +191,9 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
 
 
 def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
-    """The recorded fixes and server flags (lists of strings), checked as typed ones are (kit.launch.fixes)
-    before anything is replayed: a run folder never adds a flag the allow-list refuses."""
-    found = {}
-    for key in ("fixes", "server_args"):
-        value = saved.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            raise ConfigError(f"{where}: options.{key} is not a list of names", "restore the manifest from its bundle")
-        found[key] = tuple(value or ())
+    """The recorded fixes and server flags (lists of strings: resume.saved_options), checked as typed ones are
+    (kit.launch.fixes) before anything is replayed: a run folder never adds a flag the allow-list refuses."""
+    found = {key: tuple(saved.get(key) or ()) for key in ("fixes", "server_args")}
     try:
         fix_registry.parse(found["fixes"], found["server_args"])
     except ConfigError as exc:

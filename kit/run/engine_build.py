@@ -13,17 +13,9 @@ from typing import Any, Callable
 
 from kit.core.errors import ConfigError, KitError
 from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
+from kit.run import engine_source
 
 OPTION = "--engine-build"
-
-
-def backend_for(cpu_backend: str) -> str:
-    """The build's CPU backend for a run's `--cpu-backend` (auto: portable, the same machine code as the paper's
-    build runs with on a CPU the wheel cannot serve); wheel is refused: a build from source has no wheel."""
-    if cpu_backend == "wheel":
-        raise ConfigError(f"{OPTION} runs a llama-server built here; --cpu-backend wheel names the embedded "
-                          "engine's own backend", "use --cpu-backend portable or auto with --engine-build")
-    return "portable" if cpu_backend == "auto" else cpu_backend
 
 
 def check(options: Any) -> None:
@@ -32,26 +24,22 @@ def check(options: Any) -> None:
     if build is None:
         return
     llamacpp_sdist.check_build(build)
-    clash = [name for name, given in (("--server-bin", options.server_bin),
-                                      ("--engine-url", options.engine_url or options.engine_urls),
-                                      ("an engine reached by URL", getattr(options, "provider", None) is not None),
-                                      ("--launcher docker", options.launcher == "docker"),
-                                      (f"--engine {options.engine}", options.engine != "llamacpp")) if given]
+    clash = [option for source, option in engine_source.given(options) if source != "engine-build"]
+    clash += [f"--engine {options.engine}"] if options.engine != "llamacpp" else []
     if clash:
         raise ConfigError(f"{OPTION} {build} chooses the engine the kit starts, so it cannot combine with "
                           f"{' and '.join(clash)}", f"drop {' and '.join(clash)}, or drop {OPTION}")
-    backend_for(options.cpu_backend)
+    llamacpp_build.check_backend(options.cpu_backend)
 
 
-def locate(build: int, cpu_backend: str, model: Path,
+def locate(build: int, cpu_backend: str, model: Path, model_sha256: str,
            say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
-    (its flags, then its API on `model`: kit.launch.llamacpp_probe)."""
-    backend = backend_for(cpu_backend)
-    record = llamacpp_build.record(build, backend)
+    (its flags, then its API on `model`, once per binary: kit.launch.llamacpp_probe)."""
+    backend = llamacpp_build.check_backend(cpu_backend)
+    record = llamacpp_build.record(build, backend)  # the binary hashed once, checked against its BUILD.json
     binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY
-    llamacpp_build.refuse_undrivable(binary, build)
-    llamacpp_probe.probed(binary, model, build, say)
+    llamacpp_probe.drivable(binary, build, record["binary_sha256"], model, model_sha256, say)
     identity = {key: record.get(key) for key in ("build", "source", "sdist", "sdist_sha256", "cpu_backend",
                                                  "binary_sha256")}
     return binary, {"engine": f"llama-server of llama.cpp build {build} (built here from "
@@ -93,19 +81,28 @@ def same_build(engine: dict[str, Any], given: int | None) -> str | None:
         f"llama.cpp build {given}" if given is not None else "the embedded engine (the paper's build)")
 
 
+def own_build(engine: dict[str, Any], given: int | None) -> str | None:
+    """None when `given` (a resume's or replay's --engine-build) is the build a run's engine record names,
+    its binary here of the recorded sha256; else why not (a rebuilt binary of the same number is another
+    engine). The binary's sha256 is the one its BUILD.json records, checked against the file (`record`)."""
+    problem = same_build(engine, given)
+    if problem is not None or given is None:
+        return problem
+    entry = engine.get("engine_build") or {}
+    backend = str(entry.get("cpu_backend") or "portable")
+    now = llamacpp_build.record(given, backend).get("binary_sha256")
+    if now != entry.get("binary_sha256"):
+        return (f"llama.cpp build {given} here has binary sha256 {str(now)[:12]}…, but the run recorded "
+                f"{str(entry.get('binary_sha256'))[:12]}…: a different binary of that build")
+    return None
+
+
 def resumed(run_dir: Path, engine: dict[str, Any], given: int | None) -> int | None:
     """The build a resume runs: the recorded one, passed again (a run folder never chooses what runs)."""
-    problem = same_build(engine, given)
+    problem = own_build(engine, given)
     if problem is not None:
         recorded = recorded_build(engine)
         raise KitError(f"{run_dir}: {problem}; one run never mixes engine builds",
+                       "start a new run (one run never mixes engine binaries)" if recorded == given else
                        f"resume with {OPTION} {recorded}" if recorded is not None else f"resume without {OPTION}")
-    if given is not None:
-        entry = engine.get("engine_build") or {}
-        backend = str(entry.get("cpu_backend") or "portable")
-        now = llamacpp_build.record(given, backend).get("binary_sha256")
-        if now != entry.get("binary_sha256"):
-            raise KitError(f"{run_dir}: llama.cpp build {given} here has binary sha256 {str(now)[:12]}…, but the run "
-                           f"recorded {str(entry.get('binary_sha256'))[:12]}…: a different binary of that build",
-                           "start a new run (one run never mixes engine binaries)")
     return given

@@ -15,6 +15,7 @@ from kit.engines.registry import DEFAULT as DEFAULT_ENGINE
 from kit.protocols import kinds
 from kit.protocols.kind import CpuEstimate, rough_duration
 from kit.protocols.spec import ProtocolBase
+from kit.run.engine_source import engine_source
 
 HOUR = 3600.0  # past this rough CPU duration, a run asks first
 CPU_SUFFIX = "-cpu"  # `<name>-cpu.yaml`: the CPU-sized protocol beside `<name>.yaml`
@@ -80,9 +81,9 @@ def long_run(protocol: ProtocolBase, path: Path, limit: float = HOUR) -> LongRun
 
 def on_the_cpu_engine(options: Any) -> bool:
     """Whether the run is served by the embedded engine on this machine's CPU, in this process: what the
-    rough estimates are about (an engine elsewhere, a user's binary, a container or a cluster is not)."""
-    return (options.provider is None and not options.engine_url and not options.engine_urls
-            and options.server_bin is None and options.launcher == "native" and options.engine == DEFAULT_ENGINE
+    rough estimates are about, or a llama.cpp build made here for it (an engine elsewhere, a user's binary, a
+    container or a cluster is not)."""
+    return (engine_source(options) in ("embedded", "engine-build") and options.engine == DEFAULT_ENGINE
             and options.executor == "local")
 
 
@@ -93,8 +94,8 @@ def asking(options: Any, protocol: ProtocolBase, path: Path, limit: float = HOUR
 
 
 def refuse_unconfirmed(options: Any, protocol: ProtocolBase, path: Path) -> None:
-    """Refuse a run past `options.ask_over` seconds on the CPU engine (None: the person confirmed, or was
+    """Refuse a run past an hour on the CPU engine unless `options.confirmed` (the person confirmed, or was
     never asked), in one line with the estimate and the CPU-sized protocol."""
-    found = asking(options, protocol, path, options.ask_over) if options.ask_over is not None else None
+    found = None if options.confirmed else asking(options, protocol, path)
     if found is not None:
         raise ConfigError(found.message(), found.fix("pass --yes"))

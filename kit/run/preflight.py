@@ -14,6 +14,7 @@ from kit.engines import registry
 from kit.core.errors import ConfigError
 from kit.core.limits import PORT_MAX, PORT_MIN, THREADS_MAX
 from kit.run import engine_build
+from kit.run.engine_source import engine_source
 
 
 def check_url(url: str, option: str = "--engine-url") -> None:
@@ -125,33 +126,37 @@ def check_engine_choice(options: Any) -> None:
         parse_gpus(options.gpus)
 
 
-def check_fixes(options: Any) -> None:
-    """`--fix` and `--server-arg`: known, well-shaped, and applicable where this run's engine is started."""
+def check_fixes(options: Any, kind: Any = None, protocol: Any = None) -> None:
+    """`--fix` and `--server-arg`, or the fixes of the arms of a `kind` that applies them per arm (the
+    protocol's `arms`): known, well-shaped, and applicable where this run's engine is started."""
     from kit.launch import fixes  # noqa: PLC0415
 
-    applied = fixes.parse(getattr(options, "fixes", ()), getattr(options, "server_args", ()))
-    if applied.empty:
+    applied = options.applied
+    arms = kind.arm_fixes(protocol) if kind is not None and kind.arm_fixes is not None else None
+    if arms is not None:
+        if not applied.empty:
+            raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
+                              "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
+        for arm in arms:  # where this run's engine is started as its arms need
+            fixes.refuse(arm, source=engine_source(options), engine=options.engine)
         return
     if applied.reuse_off:
         raise ConfigError("--fix reuse-off leaves no cache hit, and every kind measures cache hits against "
                           "recomputes, so its cache-on requests would only fail their gates",
                           "hold it against the unfixed engine as an arm of a remedy protocol (docs/remedy.md)")
-    if options.provider is not None:
-        raise ConfigError("--fix and --server-arg set the servers the kit starts, but this run reaches its engine "
-                          "through a provider the caller made", "let the kit start the engine")
-    fixes.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or options.engine_urls),
-                 engine=options.engine, server_bin=options.server_bin is not None)
+    fixes.refuse(applied, source=engine_source(options), engine=options.engine)
 
 
-def check_run_options(options: Any) -> None:
-    """Every run option `kit run` takes from the machine; raises ConfigError before anything is written."""
+def check_run_options(options: Any, kind: Any = None, protocol: Any = None) -> None:
+    """Every run option `kit run` takes from the machine (and the fixes of the `kind` of `protocol`, where
+    its arms name them); raises ConfigError before anything is written."""
     if options.threads is not None:
         check_threads(options.threads)
     if options.out is not None:
         check_out(Path(options.out))
     if options.gsm8k is not None:
         check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
-    check_fixes(options)
+    check_fixes(options, kind, protocol)
     engine_build.check(options)
     if options.provider is not None:
         return

@@ -22,7 +22,8 @@ from kit.protocols import kinds
 from kit.protocols.procedure import RunInputs
 from kit.record import files as records
 from kit.record.manifest import MANIFEST, EngineInfo, Manifest, ProtocolInfo, RunManifest, not_plain, now
-from kit.run import engine_build, executors, execution, preflight, runner, lock as run_lock
+from kit.run import executors, execution, preflight, runner, lock as run_lock
+from kit.run.engine_build import resumed as resumed_build
 from kit.run.execution import RunResult
 
 PATH_OPTIONS = ("gsm8k", "server_bin", "out")
@@ -70,9 +71,9 @@ SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_build": 
                  runner.CREDENTIALS_DROPPED: bool}
 
 
-def _saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
-    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume uses:
-    the run folder is where it is); a value of another type is refused in one line."""
+def saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
+    """The run options a manifest records, each of the type the kit writes (`out` is not one a resume or replay
+    uses: the run folder is where it is); a value of another type is refused in one line."""
     kept = {key: value for key, value in (saved if isinstance(saved, dict) else {}).items()
             if key in SAVED_OPTIONS and value is not None}
     for key, value in kept.items():
@@ -126,12 +127,14 @@ def _resumed_engine_urls(run_dir: Path, saved_options: dict[str, Any], given: tu
                    "contacts a URL on the run folder's word", f"to resume it, pass {' '.join(passed)}")
 
 
-def _resumed_fixes(run_dir: Path, saved_options: dict[str, Any], given: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
-    """A resume applies the fixes and server flags the run recorded; asking for others is refused (one run
-    never mixes settings). The recorded ones, as lists, become the options' tuples."""
+def _resumed_fixes(run_dir: Path, saved_options: dict[str, Any], *, fixes: tuple[str, ...],
+                   server_args: tuple[str, ...]) -> None:
+    """A resume applies the fixes and server flags the run recorded; asking for others (`fixes`,
+    `server_args`: --fix, --server-arg given now) is refused (one run never mixes settings). The recorded
+    ones, as lists, become the options' tuples."""
     recorded = (tuple(saved_options.get("fixes") or ()), tuple(saved_options.get("server_args") or ()))
     saved_options["fixes"], saved_options["server_args"] = recorded
-    if any(given) and tuple(map(tuple, given)) != recorded:
+    if (fixes or server_args) and (tuple(fixes), tuple(server_args)) != recorded:
         shown = " ".join([*(f"--fix {n}" for n in recorded[0]), *(f"--server-arg={a}" for a in recorded[1])])
         raise KitError(f"{run_dir} ran with {shown or 'no fix and no server flag'}; a resume applies exactly those "
                        "again, and other ones would mix settings in one run",
@@ -143,7 +146,7 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
            engine_build: int | None = None,
            engine_url: tuple[str | None, dict[str, str]] = (None, {}),
            executor: dict[str, Any] | None = None,
-           fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
+           fixes: tuple[str, ...] = (), server_args: tuple[str, ...] = ()) -> RunResult:
     """Continue a run that stopped: passes that ended OK or VOID are kept; a pass that did not end, or whose
     records file is cut short (torn, or fewer records than the manifest counts: kit.record.files.cut_short,
     also in a finished run), is run again from its start, its earlier records moved to records/superseded/
@@ -152,18 +155,19 @@ def resume(run_dir: Path, emit: Emit = ignore, say: Callable[[str], None] = prin
     the recorded sha256 (docs/security.md, "Run folders and bundles"). The run folder is locked first
     (kit.run.lock): a second kit on it is refused. An engine reached by URL is contacted only when the
     user passes the same `engine_url` again. The recorded fixes and server flags are applied again; `fixes`
-    (--fix, --server-arg given now) must be none or the recorded ones."""
+    and `server_args` (--fix, --server-arg given now) must be none or the recorded ones; `engine_build`
+    (--engine-build given now) the recorded build, its binary of the recorded sha256."""
     Manifest.load(run_dir)  # a folder that is not a run folder is refused before anything is written in it
     with run_lock.locked(run_dir, "resume", run_lock.RESERVE_BYTES) as lock:
-        return _resume(run_dir, emit, say, stop, cpu_backend, (server_bin, engine_build), engine_url, lock,
-                       executor or {}, fixes)
+        return _resume(run_dir, emit, say, stop, lock, cpu_backend=cpu_backend, server_bin=server_bin,
+                       engine_build=engine_build, engine_url=engine_url, executor_options=executor or {},
+                       fixes=fixes, server_args=server_args)
 
 
-def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None, cpu_backend: str,
-            given_engine: tuple[Path | None, int | None], engine_url: tuple[str | None, dict[str, str]],
-            lock: run_lock.Held | None, executor_options: dict[str, Any],
-            fixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> RunResult:
-    server_bin, given_build = given_engine
+def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threading.Event | None,
+            lock: run_lock.Held | None, *, cpu_backend: str, server_bin: Path | None, engine_build: int | None,
+            engine_url: tuple[str | None, dict[str, str]], executor_options: dict[str, Any],
+            fixes: tuple[str, ...], server_args: tuple[str, ...]) -> RunResult:
     manifest = Manifest.load(run_dir)
     _check_layout(run_dir, manifest.run)
     odd = not_plain(run_dir)
@@ -183,33 +187,32 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     check_stored_protocol(run_dir, saved)
     protocol = kinds.parse_text(saved.content, f"{run_dir}/{MANIFEST} protocol", saved.overrides)
     kind = kinds.of(protocol)
-    saved_options = _saved_options(run_dir, manifest.run.options)
-    if saved_options.pop("provider", None):
+    kept = saved_options(run_dir, manifest.run.options)
+    if kept.pop("provider", None):
         raise KitError(f"{run_dir} ran against an engine reached by URL ({manifest.run.engine.kind}); "
                        "the kit cannot rebuild that connection to resume it", "start a new check")
-    if saved_options.pop(runner.CREDENTIALS_DROPPED, None):
+    if kept.pop(runner.CREDENTIALS_DROPPED, None):
         raise KitError(f"{run_dir} ran against --engine-url "
-                       f"{saved_options.get('engine_url') or saved_options.get('engine_urls')} whose credentials "
+                       f"{kept.get('engine_url') or kept.get('engine_urls')} whose credentials "
                        "were never stored, so the kit cannot reconnect to resume it", "start a new run")
-    _resumed_engine_urls(run_dir, saved_options, engine_url)
-    _resumed_fixes(run_dir, saved_options, fixes)
+    _resumed_engine_urls(run_dir, kept, engine_url)
+    _resumed_fixes(run_dir, kept, fixes=fixes, server_args=server_args)
     engine = manifest.run.engine
-    binary = _resumed_server_bin(run_dir, saved_options, engine, server_bin, say)
-    saved_options.pop("engine_build", None)  # the build runs only as passed again, checked against the record
-    saved_options["engine_build"] = engine_build.resumed(run_dir, engine.to_json(), given_build)
-    paths = {key: Path(value) for key in PATH_OPTIONS if (value := saved_options.get(key))}
+    binary = _resumed_server_bin(run_dir, kept, engine, server_bin, say)
+    kept["engine_build"] = resumed_build(run_dir, engine.to_json(), engine_build)
+    paths = {key: Path(value) for key in PATH_OPTIONS if (value := kept.get(key))}
     recorded = manifest.run.provenance.cpu_backend
     if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
                                      and isinstance(recorded.get("library_sha256"), str)):
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
-    saved_options = executors.resumed(saved_options, executor_options)  # where to run: as asked now, never recorded
-    options = runner.RunOptions(**{**saved_options, **paths, "server_bin": binary, "protocol": saved.file,
+    kept = executors.resumed(kept, executor_options)  # where to run: as asked now, never recorded
+    options = runner.RunOptions(**{**kept, **paths, "server_bin": binary, "protocol": saved.file,
                             **resumed_cpu_backend(run_dir, recorded, cpu_backend),
                             "container_label": _container_label(engine.to_json()),
-                            **_resumed_image(saved_options, engine.to_json())})
+                            **_resumed_image(kept, engine.to_json())})
     try:
-        preflight.check_run_options(options)
+        preflight.check_run_options(options, kind, protocol)
     except KitError as exc:
         raise KitError(f"{run_dir}/manifest.json: a recorded option does not hold here: {exc.message}",
                        "start a new run") from exc

@@ -6,6 +6,7 @@ The runner never imports a user interface: it reports through events.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import uuid
@@ -33,6 +34,7 @@ from kit.protocols.procedure import RunInputs
 from kit.protocols.spec import ProtocolBase
 from kit.record.provenance import collect
 from kit.run import engine_build
+from kit.run.engine_source import engine_source
 from kit.core.secret_urls import redact_url
 
 
@@ -65,11 +67,13 @@ class RunOptions:
     ray_address: str | None = None  # --executor ray: the cluster (None: a local one; auto; ray://HOST:PORT)
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
-    ask_over: float | None = None  # rough CPU seconds past which the run is refused unconfirmed (kit.run.long_runs)
+    confirmed: bool = True  # False: a run past an hour on the CPU engine here is refused (kit.run.long_runs)
     fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
     server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
 
+    @functools.cached_property
     def applied(self) -> fix_registry.Applied:
+        """The run's fixes and server flags, parsed once (refused in one line where ill-shaped)."""
         return fix_registry.parse(self.fixes, self.server_args)
 
     def bounds(self) -> AnswerBounds:
@@ -80,27 +84,29 @@ CREDENTIALS_DROPPED = "engine_url_credentials_removed"  # saved options key: --e
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
-    if options.provider is not None:
+    source = engine_source(options)
+    if options.provider is not None:  # source "provider": the one the caller made
         return options.provider
     if registry.named(options.engine).server_per_arm:  # a server per cache arm: kit.launch.vllm_launch
         return _vllm_provider(options, protocol)
-    if options.engine_url:
+    if source == "url" and options.engine_url:
         return ExternalProvider(options.engine_url)
     model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
-    if options.launcher == "docker":
+    if source == "docker":
         from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
 
         return llamacpp_provider(options, model.path, protocol, details, say)
-    if options.engine_build is not None:
-        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, say)
+    if source == "engine-build" and options.engine_build is not None:
+        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, model.sha256,
+                                            say)
         env, cpu = None, None
         details.update(built)
         say(f"engine: {built['engine']}")
-    elif options.server_bin:
-        binary, env, cpu = options.server_bin, None, None
+    elif source == "server-bin" and options.server_bin is not None:
+        binary, env, cpu = Path(options.server_bin), None, None
         details["engine"] = "llama-server (user binary)"
     else:
         found = embedded.locate(options.cpu_backend, say=say)
@@ -110,7 +116,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
                       threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
                       cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied(), say)
+    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied, say)
 
 
 def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EngineProvider) -> None:
@@ -142,16 +148,9 @@ def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvide
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:
     """Run one protocol end to end. Bad input raises KitError before the run folder exists."""
-    preflight.check_run_options(options)
     protocol, path, digest = kinds.load(options.protocol, options.overrides)
     kind = kinds.of(protocol)
-    if kind.arm_fixes is not None:
-        if not options.applied().empty:
-            raise ConfigError(f"{kind.name} protocols apply their fixes per arm (the protocol's `arms`), so --fix and "
-                              "--server-arg would change every arm alike", "name the fixes in the protocol's arms")
-        for applied in kind.arm_fixes(protocol):  # where this run's engine is started as its arms need
-            fix_registry.refuse(applied, launcher=options.launcher, engine_url=bool(options.engine_url or
-                                options.engine_urls), engine=options.engine, server_bin=options.server_bin is not None)
+    preflight.check_run_options(options, kind, protocol)  # the run's fixes, or its arms'
     executors.check(options, kind)  # before a model is fetched or a folder written
     written, engine = registry.named(protocol.engine.kind, "engine.kind"), registry.named(options.engine)
     if not engine.runs_written_for(written) and options.provider is None:
@@ -198,7 +197,7 @@ def server_bin_record(server_bin: Path | None) -> dict[str, str]:
 def options_json(options: RunOptions) -> dict[str, Any]:
     saved = {key: str(value) if isinstance(value, Path) else value
              for key, value in options.__dict__.items()
-             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "ask_over")}
+             if key not in ("protocol", "overrides", "provider", "stop", "container_label", "confirmed", "applied")}
     saved["provider"] = options.provider.describe().get("kind") if options.provider is not None else None
     if options.engine_url and redact_url(options.engine_url) != options.engine_url:
         saved["engine_url"] = redact_url(options.engine_url)  # credentials are never stored

@@ -71,18 +71,22 @@ def test_a_flag_given_twice_or_also_set_by_a_fix_is_refused():
 
 def test_refused_where_the_engine_or_launcher_cannot_apply_them():
     applied = fixes.parse(["chunk-16"], [])
-    base = {"launcher": "native", "engine_url": False, "engine": "llamacpp", "server_bin": False}
-    fixes.refuse(applied, **base)
-    fixes.refuse(applied, **{**base, "server_bin": True})
+    base = {"source": "embedded", "engine": "llamacpp"}
+    for source in ("embedded", "server-bin", "engine-build"):
+        fixes.refuse(applied, **{**base, "source": source})
     with pytest.raises(ConfigError, match="--engine-url"):
-        fixes.refuse(applied, **{**base, "engine_url": True})
+        fixes.refuse(applied, **{**base, "source": "url"})
+    with pytest.raises(ConfigError, match="provider the caller made"):
+        fixes.refuse(applied, **{**base, "source": "provider"})
     with pytest.raises(ConfigError, match="vllm engine"):
         fixes.refuse(applied, **{**base, "engine": "vllm"})
     with pytest.raises(ConfigError, match="docker launcher"):
-        fixes.refuse(fixes.parse([], ["-ub=8"]), **{**base, "launcher": "docker"})
-    with pytest.raises(ConfigError, match="cpu-backend-portable cannot be applied with the server-bin launcher"):
-        fixes.refuse(fixes.parse(["cpu-backend-portable"], []), **{**base, "server_bin": True})
-    fixes.refuse(fixes.parse([], []), **{**base, "engine_url": True})  # nothing asked: nothing refused
+        fixes.refuse(fixes.parse([], ["-ub=8"]), **{**base, "source": "docker"})
+    for source in ("server-bin", "engine-build"):  # the CPU backend is the embedded engine's own
+        for name in ("cpu-backend-portable", "cpu-backend-wheel"):
+            with pytest.raises(ConfigError, match=f"{name} cannot be applied with the {source} launcher"):
+                fixes.refuse(fixes.parse([name], []), **{**base, "source": source})
+    fixes.refuse(fixes.parse([], []), **{**base, "source": "url"})  # nothing asked: nothing refused
 
 
 def test_applied_to_a_native_provider_the_servers_carry_them(tmp_path: Path):

