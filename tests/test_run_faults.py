@@ -153,9 +153,9 @@ def test_a_signal_during_the_final_manifest_writes_is_held_until_they_are_done(t
 
     finish = Manifest.finish
 
-    def signalled_finish(self, status, reason=None):
+    def signalled_finish(self, status, reason=None, **fields):
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the manifest is being finished
-        finish(self, status, reason)
+        finish(self, status, reason, **fields)
 
     _procedure(monkeypatch, lambda run_dir, manifest: None)
     monkeypatch.setattr(Manifest, "finish", signalled_finish)
