@@ -150,12 +150,12 @@ def gsm8k_file() -> Path:
     return GSM8K
 
 
-ENGINE_TIERS = ("engine", "slow", "docker", "ray")  # tiers that may start an engine, a daemon or a cluster
+ENGINE_TIERS = ("engine", "slow", "docker", "ray", "browser")  # may start an engine, a daemon, a cluster, a browser
 ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test outside the engine tiers is `unit` (`python -m pytest -m unit`: no engine process).
+    """Every test outside the engine tiers is `unit` (`python -m pytest -m unit`: no engine or browser process).
     Tests marked `slow` (long real-engine runs) run only with KIT_SLOW=1."""
     for item in items:
         if not any(tier in item.keywords for tier in ENGINE_TIERS):

@@ -28,7 +28,8 @@ from tests.bundle.hostile_pages import ACTIVE, SVG_FIGURE, fragment
 from tests.bundle.kit_cli import run_kit
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install chromium)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (apt-get install chromium)")]
 RAN = "SCRIPT-RAN"  # what a hostile script sets the page's title to
 
 
