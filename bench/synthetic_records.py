@@ -33,7 +33,8 @@ import numpy as np
 import orjson
 
 from kit.engines.base import Completion, Sent
-from kit.record.model import RECORD_CLASSES, EpisodeSummary, Gate, answered
+from kit.protocols.kinds import record_classes
+from kit.record.model import EpisodeSummary, Gate, answered
 
 SEED = 20261007
 FORMATS = ("F16", "Q8_0", "Q4_K_M", "Q3_K_M")
@@ -121,7 +122,7 @@ def record(run_id, pass_id, protocol, unit, step, seq, prompt, ids, lps, top_k, 
                             decode_ms=timings["predicted_ms"], raw=raw,
                             sent=Sent("/completion", body, "2026-11-30T00:00:00.000+00:00", 0.5))
     # the engine's echoes of prompt, ids and log-probabilities become digests, as the kit writes them
-    made = answered(RECORD_CLASSES[protocol], completion, run_id=run_id, pass_id=pass_id, protocol=protocol, seq=seq,
+    made = answered(record_classes()[protocol], completion, run_id=run_id, pass_id=pass_id, protocol=protocol, seq=seq,
                     unit=unit, step=step, gate=Gate(True), **extra)
     return orjson.dumps(made, option=orjson.OPT_APPEND_NEWLINE)
 

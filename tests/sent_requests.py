@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kit.core.digests import sha256_text
 from kit.engines.base import prompt_text
-from kit.record.model import validate
+from kit.protocols.kinds import validate_record
 from kit.record.files import read_records
 
 
@@ -21,7 +21,7 @@ def check_sent(run_dir: Path, seed: int) -> int:
         if not (run_dir / info["file"]).exists():
             continue
         for record in read_records(run_dir / info["file"]).records:
-            validate(record)
+            validate_record(record)
             body = record["request"]["body"]
             assert (body["options"] if "options" in body else body)["seed"] == seed, (info["file"], record["seq"])
             assert record["prompt_sha256"] == sha256_text(prompt_text(body))

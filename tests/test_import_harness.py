@@ -16,7 +16,7 @@ from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.core.paths import REPO_ROOT
 from kit.protocols import kinds
-from kit.record.model import validate
+from kit.protocols.kinds import validate_record
 from kit.record.files import read_records
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
@@ -47,7 +47,7 @@ def test_a_shipped_run_imports_every_call_and_agrees_with_the_harness_report(nam
     assert [r["schedule_index"] for r in records] == sorted(c["schedule_index"] for c in source)
     assert {r["output_sha256"] for r in records} == {c["text_sha256"] for c in source}
     for record in records:
-        validate(record)
+        validate_record(record)
     assert sorted(p.name for p in (run_dir / "records" / "imported").iterdir()) == sorted(
         [calls.name, calls.name.replace(".jsonl", ".manifest.json"), calls.name.replace(".jsonl", ".done.json"),
          report.name])

@@ -9,7 +9,8 @@ import pytest
 from kit.core.digests import canonical_json, sha256_text
 from kit.core.errors import ConfigError
 from kit.record.manifest import PassInfo
-from kit.record.model import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord, validate
+from kit.record.model import EPISODE_SCHEMA, SCHEMA, BfclRecord, Gate, PinningRecord, RecordError, ResetRecord
+from kit.protocols.kinds import validate_record
 from kit.record.files import CutShort, RecordWriter, cut_short, read_records, require_whole
 from tests.answers import answer, prompt_body
 
@@ -44,7 +45,7 @@ def test_roundtrip_keeps_every_record_in_order_with_what_was_sent(tmp_path):
     assert first["gate"] == {"ok": True, "reason": None} and first["error"] is None
     assert "é✓" in path.read_text(encoding="utf-8")  # non-ASCII written as is
     for record in result.records:
-        validate(record)
+        validate_record(record)
 
 
 def test_a_record_needs_to_know_what_was_sent(tmp_path):
@@ -244,7 +245,7 @@ def test_episode_summaries_and_reset_records_fit_their_models(tmp_path):
         writer.write(EpisodeSummary(run_id="r", pass_id="on1", protocol="grid", arm="on", unit="e0", order_index=0,
                                     requests=2, outcome="completed", wall_seconds=1.5, score={"valid": True}))
     reset, episode = read_records(path).records
-    assert validate(reset).gate == Gate(False, "warm: 0 cached tokens")
+    assert validate_record(reset).gate == Gate(False, "warm: 0 cached tokens")
     assert episode["schema"] == "kit.episode/1" and episode["sentinels"] == 0
 
 
@@ -266,4 +267,4 @@ def test_a_schema_1_chat_record_gets_the_schema_2_prompt_hash_and_keeps_the_old_
     assert record["prompt_sha256"] == sha256_text(canonical_json(messages))
     assert record["legacy"] == {"schema": "kit.record/1", "prompt_sha256": old_hash}
     assert record["started"] == line["started"] and record["wall_seconds"] == 0.2  # only grid passes lose them
-    validate(record)
+    validate_record(record)

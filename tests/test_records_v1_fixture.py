@@ -16,7 +16,8 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.record.manifest import Manifest
 from kit.protocols import kinds
-from kit.record.model import SCHEMA, validate
+from kit.protocols.kinds import validate_record
+from kit.record.model import SCHEMA
 from kit.record.files import read_records
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "records_v1"
@@ -56,7 +57,7 @@ def test_records_read_as_schema_2_and_fit_the_model(run):
         for record in read_records(FIXTURE / run / str(info.file)).records:
             assert record["schema"] == SCHEMA and record["legacy"]["schema"] == "kit.record/1"
             assert record["output_sha256"] and record["unit"]
-            validate(record)
+            validate_record(record)
             if record["protocol"] == "grid":  # stamped after the answer was decoded: not a send time
                 assert record["started"] is None and record["wall_seconds"] is None
                 assert record["legacy"]["started"].startswith("2026-12-01T")

@@ -25,7 +25,8 @@ from kit.core.errors import EngineError
 from kit.launch.instance import ChatUrlProvider, OllamaProvider, VllmResetProvider
 from kit.launch.provider import ExternalProvider
 from kit.record.manifest import RunManifest
-from kit.record.model import RECORD_CLASSES, EpisodeSummary, RequestRecord
+from kit.record.model import EpisodeSummary, RequestRecord
+from kit.protocols.kinds import record_classes
 from kit.core.secret_urls import SECRET_QUERY_PARAMS, connection_parts, redact_url, redact_urls_in, secret_param
 
 URL = "http://alice:pw-Zq81@127.0.0.1:8000/v1?api_key=ak-7Hc2&model=x&Token=t-99"
@@ -107,7 +108,7 @@ def test_engine_url_option_is_stored_without_credentials_and_such_a_run_cannot_r
 # into every nested model: no field is named for a header or a credential where its type can hold text. The
 # proxy, the one module that reads headers (it forwards them), is checked where it records: tests/watch
 # (a client's Authorization reaches the upstream, and no record, no file of the run folder, no console line).
-RECORDED_MODELS = (*sorted(set(RECORD_CLASSES.values()), key=lambda cls: cls.__name__), RequestRecord,
+RECORDED_MODELS = (*sorted(set(record_classes().values()), key=lambda cls: cls.__name__), RequestRecord,
                    EpisodeSummary, RunManifest)
 HEADERISH = re.compile(r"header|cookie|bearer|authori[sz]ation", re.IGNORECASE)
 NOT_A_CREDENTIAL = {"arm_key": "the key of a harness cell's `key=value` suffix (`prefill`, `timing`), a word"}

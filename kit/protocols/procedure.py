@@ -99,7 +99,7 @@ class RunContext:
 
     def stamp(self, pass_id: str, procedure: str) -> dict[str, Any]:
         """What every record of a pass carries besides its own fields: the run, the pass, the procedure that
-        writes it (`protocol`: its record class, kit.record.model.RECORD_CLASSES) and the protocol's own name and
+        writes it (`protocol`: its record class, kit.protocols.kinds.record_classes) and the protocol's own name and
         kind, as the manifest has them."""
         protocol = self.manifest.run.protocol
         return {"run_id": self.manifest.run_id, "pass_id": pass_id, "protocol": procedure,

@@ -9,9 +9,9 @@ the echoes that agree with the record (kit.record.raw_echo). A BFCL pass also wr
 per episode. Files of records are written and read by kit.record.files; records of `kit.record/1` are
 upgraded on reading (kit.record.v1).
 
-`protocol` names the procedure (and so the record class, `RECORD_CLASSES`); `protocol_name` and
-`protocol_kind` say which protocol file and which kind ran it (a `sweep` pass of `dequant-cpu` writes
-`grid` records). Records written before those two fields read with both null.
+`protocol` names the procedure (and so the record class: kit.protocols.kinds.record_classes, from the kind
+registry); `protocol_name` and `protocol_kind` say which protocol file and which kind ran it (a `sweep` pass
+of `dequant-cpu` writes `grid` records). Records written before those two fields read with both null.
 
 Which fields are required: every record, whoever made it, has `schema`, `run_id`, `pass_id`,
 `protocol`, `seq` and `prompt_sha256`. The rest are optional in the model so that records imported
@@ -24,7 +24,7 @@ too; the kit itself always writes `request`, `completion`, `output_sha256`, `raw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from kit.core.digests import sha256_text
 from kit.record.completion import Completion, NormalizedCompletion, prompt_text
@@ -55,6 +55,9 @@ class Gate:
 @dataclass(frozen=True, kw_only=True)
 class RequestRecord:
     """One request and its answer: the fields every record has."""
+
+    # a procedure's records, as the heading of their table in docs/records.md names them (kit.record.docs)
+    TITLE: ClassVar[str]
 
     schema: Literal["kit.record/2"] = _field("`kit.record/2`", SCHEMA, required=True)
     run_id: str = _field("the run (its folder name)")
@@ -101,6 +104,8 @@ class RequestRecord:
 class ResetRecord(RequestRecord):
     """A request of the restored-state control (`reset`, `demo`, `bridge`)."""
 
+    TITLE = "Restored-state control records"
+
     reference: str | None = _field("the item's reference answer (GSM8K), if any", None)
     phase: str = _field("the phase's name (e.g. `cold`, `warm2`)")
     phase_index: int = _field("the phase's position in the protocol's phases")
@@ -110,6 +115,8 @@ class ResetRecord(RequestRecord):
 @dataclass(frozen=True, kw_only=True)
 class LadderRecord(RequestRecord):
     """A request of the determinism ladder (`ladder`, `ladder-cpu`)."""
+
+    TITLE = "Determinism ladder records"
 
     label: str = _field("what the request is in its pass: `miss` (reuse off), `hit` (reuse on after a miss), `prime` "
                         "and `aligned` (the chunk-aligned cache: a prefix recomputed whole, then the prompt), `alone`, "
@@ -122,6 +129,8 @@ class LadderRecord(RequestRecord):
 @dataclass(frozen=True, kw_only=True)
 class BfclRecord(RequestRecord):
     """A request of a BFCL pass (grid, sentinel, sweep, flag x order)."""
+
+    TITLE = "BFCL pass records"
 
     arm: Literal["on", "off"] = _field("the pass's cache arm")
     action: str = _field("what the agent loop did with the answer: `execute`, `end_turn`, `force_quit`, "
@@ -142,6 +151,8 @@ class BfclRecord(RequestRecord):
 @dataclass(frozen=True, kw_only=True)
 class PinningRecord(RequestRecord):
     """A call of the cache-instance protocol (`pinning`, `kit check`)."""
+
+    TITLE = "Pinning records"
 
     phase: str = _field("`calibration`, `cycle`, `always_fresh` or `steady`")
     role: str = _field("the call's role in its pass (`burn_in`, `pure`, `other`, `contaminated`, `cal_fresh`, ...)")
@@ -182,6 +193,8 @@ class HarnessRecord(RequestRecord):
     `text_sha256` (checked against `text` on import), `started` its `sent_at_utc`, `wall_seconds` its
     `latency_ms` / 1000; `unit` is the harness's `cell`, and the pass holds every call in execution order."""
 
+    TITLE = "Imported determinism-harness calls"
+
     source_line: int = _field("the call's line in the harness's JSONL file, from 1")
     source_file: str | None = _field("that file's name in `records/imported/` (a study of several boxes imports "
                                      "one file per box)", None)
@@ -220,6 +233,8 @@ class WatchRecord(RequestRecord):
     that of the normalized answer's text; `started` is when the proxy received the request and `wall_seconds`
     how long until the upstream's last byte. Authorization headers and URL credentials are never recorded."""
 
+    TITLE = "Calls seen by `kit watch`"
+
     endpoint: str = _field("the path the client POSTed to (`/completion`, `/v1/chat/completions`, `/api/chat`, ...)")
     request_sha256: str = _field("sha256 of the canonical JSON of the endpoint and the request body less `stream`, "
                                  "`stream_options`, `cache_prompt`, `id_slot` and `keep_alive` (kit.watch.observe)")
@@ -243,12 +258,6 @@ class WatchRecord(RequestRecord):
     gen_ai: dict[str, Any] = _field("the call's OpenTelemetry GenAI attributes, where a name exists "
                                     "(`gen_ai.request.model`, `gen_ai.usage.cache_read.input_tokens`, ...)")
 
-
-# the record class of each procedure, by a record's `protocol` (what `validate` checks a record against);
-# not the protocol kinds (kit.protocols.kinds.KINDS): every BFCL pass, whatever its kind, writes `grid` records
-RECORD_CLASSES: dict[str, type[RequestRecord]] = {"reset": ResetRecord, "grid": BfclRecord,
-                                                  "pinning": PinningRecord, "harness": HarnessRecord,
-                                                  "ladder": LadderRecord, "watch": WatchRecord}
 
 R = TypeVar("R", bound=RequestRecord)
 
@@ -298,12 +307,12 @@ def digest_problem(record: dict[str, Any]) -> str | None:
 _adapters: dict[type, Any] = {}
 
 
-def validate(record: dict[str, Any]) -> RequestRecord:
-    """Check a record (as read) against the model of its procedure (`protocol`; others: `RequestRecord`).
-    Raises pydantic's ValidationError naming each field that does not fit."""
+def validate(record: dict[str, Any], kind: type[R]) -> R:
+    """Check a record (as read) against the record class `kind`: the one its procedure writes
+    (kit.protocols.kinds.validate_record finds it). Raises pydantic's ValidationError naming each field that
+    does not fit."""
     from pydantic import TypeAdapter  # noqa: PLC0415 - only checks and schema export need pydantic here
 
-    kind = RECORD_CLASSES.get(str(record.get("protocol")), RequestRecord)
     if kind not in _adapters:
         _adapters[kind] = TypeAdapter(kind)
     return _adapters[kind].validate_python(record)

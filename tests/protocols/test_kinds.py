@@ -13,7 +13,7 @@ from typing import Any, Literal
 import pytest
 import yaml
 from click.testing import CliRunner
-from pydantic import Field
+from pydantic import Field, ValidationError
 from rich.table import Table
 
 from kit.analysis.collect import collect
@@ -29,11 +29,12 @@ from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
-from kit.record.model import RECORD_CLASSES, RequestRecord
+from kit.record.model import Gate, RequestRecord, ResetRecord
 from kit.record.files import RecordWriter, read_records
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, Capabilities, catalog
 from kit.tui.widgets.divergence_plot import rows_for
+from tests.answers import answer, prompt_body
 from tests.console_text import printed
 
 
@@ -113,8 +114,7 @@ def toy(monkeypatch, tmp_path) -> Path:
 # --- the shipped kinds ---------------------------------------------------------------------------------
 
 def test_every_shipped_kind_is_registered_whole_under_its_own_name():
-    assert list(kinds.KINDS) == ["reset", "grid", "pinning", "sweep", "flag_order", "harness", "ladder", "watch",
-                                 "remedy"]
+    assert list(kinds.KINDS) == list(kinds.KINDS.shipped)  # no kind installed from outside the kit here
     tables = [kind.table for kind in kinds.KINDS.values()]
     assert len(set(tables)) == len(tables)
     for name, kind in kinds.KINDS.items():
@@ -127,12 +127,36 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
             kind.analysis.family == name and kind.analysis.table is not None)
         assert kinds.for_table({"table": kind.table}) is kind
         assert issubclass(kind.record, RequestRecord) and kind.record is not RequestRecord
-    # the BFCL kinds write the grid's records; what vLLM serves, each kind says on its own registration
-    assert {name: kind.record.__name__ for name, kind in kinds.KINDS.items()} == {
-        "reset": "ResetRecord", "grid": "BfclRecord", "pinning": "PinningRecord", "sweep": "BfclRecord",
-        "flag_order": "BfclRecord", "harness": "HarnessRecord", "ladder": "LadderRecord", "watch": "WatchRecord",
-        "remedy": "ResetRecord"}
+    # what vLLM serves, each kind says on its own registration
     assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
+
+
+def test_each_record_class_is_its_first_registered_kinds_procedure():
+    """The record classes come from the registry: each under the first kind registering it, a class each."""
+    classes = kinds.record_classes()
+    assert len(set(classes.values())) == len(classes) and set(classes) <= set(kinds.KINDS)
+    for name, kind in kinds.KINDS.items():
+        procedure = next(p for p, cls in classes.items() if cls is kind.record)
+        assert list(kinds.KINDS).index(procedure) <= list(kinds.KINDS).index(name)
+        assert (procedure == name) == (kinds.KINDS[procedure] is kind)
+    # every BFCL pass writes the grid's records whatever its kind; a remedy's arms write the reset's
+    assert {name: p for name in ("sweep", "flag_order", "remedy") for p, cls in classes.items()
+            if cls is kinds.KINDS[name].record} == {"sweep": "grid", "flag_order": "grid", "remedy": "reset"}
+
+
+def test_a_record_is_checked_against_its_procedures_class(tmp_path):
+    with RecordWriter(tmp_path / "p1.jsonl", run_id="r", pass_id="p1", protocol="reset") as writer:
+        four = {"token": "4", "logprob": -0.5, "id": 19, "top": []}
+        writer.answered(ResetRecord, answer([four], body=prompt_body("2+2?")), unit="i0", step=0, gate=Gate(True),
+                        phase="cold", phase_index=0, expect="cold")
+    [record] = read_records(tmp_path / "p1.jsonl").records
+    assert isinstance(kinds.validate_record(record), ResetRecord)
+    with pytest.raises(ValidationError, match="expect"):
+        kinds.validate_record({**record, "expect": "lukewarm"})
+    with pytest.raises(ValidationError, match="phase"):  # the reset class's own field, required
+        kinds.validate_record({k: v for k, v in record.items() if k != "phase"})
+    # a procedure no kind registers: the fields every record has
+    assert type(kinds.validate_record({**record, "protocol": "batch"})) is RequestRecord
 
 
 def test_the_launchers_plot_shows_the_rows_each_kind_declares():
@@ -184,7 +208,7 @@ def test_the_documented_names_and_kinds_are_the_protocol_files_own():
                 documented[name] = (cells[1].strip("`"), cells[2].strip("`"))
     files = {path.stem: yaml.safe_load(path.read_text())["protocol"] for path in protocols_dir().glob("*.yaml")}
     assert {name: kind for name, (kind, _) in documented.items() if name in files} == files
-    procedure = {record: name for name, record in RECORD_CLASSES.items()}
+    procedure = {record: name for name, record in kinds.record_classes().items()}
     assert {kind: procedure[kinds.KINDS[kind].record] for kind, _ in documented.values()} == {
         kind: written for kind, written in documented.values()}
     assert documented["determinism-harness"] == ("harness", "harness")
