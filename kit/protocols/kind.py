@@ -18,7 +18,9 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
   `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
 - `headline(table, h)`: reads its results table into `h`, a `kit.protocols.headline.Headline` (the verdict,
   the controls and its table a reviewer reads first in `kit show` and the bundle's report);
-- `record`: the record class (kit.record.model) its passes write;
+- `record`: the record class its passes write (a `kit.record.model.RequestRecord` with a `TITLE`, the heading of
+  its table in docs/records.md); a kind whose passes write another kind's records names that kind's class and
+  comes after it in the registry (kit.protocols.kinds.record_classes: a BFCL pass writes the grid's);
 - `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
   ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
   servers, rather than reaching them by --engine-url);
@@ -37,11 +39,17 @@ How to add a kind
    `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
    `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
    compute (`tests/test_import_cost.py` keeps `import kit.run.runner` free of scipy, matplotlib, textual, ...).
-2. Add `"<name>": "kit.protocols.<name>"` to `KINDS` in `kit/protocols/kinds.py`, the one registry of kinds
-   (lazy: the package is imported when its kind is first looked up).
+2. Register it: add `"<name>": "kit.protocols.<name>"` to `KINDS` in `kit/protocols/kinds.py`, the one
+   registry of kinds (lazy: the package is imported when its kind is first looked up). A package outside
+   the kit registers its kinds instead with an entry point of the group `kit.kinds` in its own
+   pyproject.toml, `[project.entry-points."kit.kinds"]` `<name> = "<its package>"`, and touches no file of
+   the kit (docs/architecture.md, "How to add").
 3. Add `protocols/<file>.yaml` with `protocol: <name>` (the file's own name is the protocol's name; runs
    and records carry both: docs/protocols.md).
-`tests/protocols/test_kinds.py` shows a complete toy kind going through all of it (docs/protocols.md).
+The record classes, docs/records.md's tables (`python -m kit.protocols.record_docs`) and the tests' lists of
+kinds come from the registry. `tests/protocols/test_kinds.py` shows a toy kind going through all of it;
+`tests/protocols/test_add_a_kind.py` adds one from a package of its own and runs `kit run`, `kit analyze`,
+`kit bundle`, `kit verify` and `kit show` on it.
 """
 
 from __future__ import annotations

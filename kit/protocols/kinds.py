@@ -89,7 +89,8 @@ class Registry(MutableMapping[str, Kind]):
 
     def loaded(self) -> list[Kind]:
         """The kinds looked up so far (their packages imported), in registry order; no entry point is read."""
-        return [self[name] for name in self._names(self._found) if name in self._by_hand or name in self._kinds]
+        found = self._found if self._found_on == tuple(sys.path) else {}
+        return [self[name] for name in self._names(found) if name in self._by_hand or name in self._kinds]
 
 
 def installed_kinds(group: str, shipped: Mapping[str, str]) -> dict[str, str]:
@@ -123,8 +124,8 @@ def _imported(name: str, module: str, installed: bool, group: str) -> Kind:
         raise ConfigError(f"{where} cannot be loaded: {exc}",
                           "fix the package that declares it, or uninstall it") from exc
     if not isinstance(kind, Kind) or kind.name != name:
-        raise ConfigError(f"{where}: {module}.KIND is {type(kind).__name__} "
-                          f"{getattr(kind, 'name', '')!r}, not the registration of kind {name!r}",
+        what = f"registers the kind {kind.name!r}" if isinstance(kind, Kind) else f"is a {type(kind).__name__}"
+        raise ConfigError(f"{where}: {module}.KIND {what}, not the kind {name!r}",
                           f"end {module} with `KIND = Kind(name={name!r}, ...)` (kit.protocols.kind)")
     return kind
 

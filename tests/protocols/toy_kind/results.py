@@ -1,0 +1,31 @@
+"""The toy kind's results, from the run folder's files only: the answers and how many differ."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit.core.atomic_file import write_json_atomic
+from kit.core.paths import RunPaths
+from kit.record.files import read_records, require_whole
+from kit.record.manifest import Manifest
+
+TABLE = "toy answers"
+FILE = "results/toy.json"
+
+
+def toy_table(run_dir: Path) -> dict[str, Any]:
+    """The results table, read from the run folder (what `kit analyze` keeps for a toy run)."""
+    passes = Manifest.load(run_dir).run.passes
+    require_whole(run_dir, passes)
+    answers = [record["completion"]["text"] for info in passes.values() if info.status == "OK" and info.file
+               for record in read_records(run_dir / info.file).records]
+    return {"table": TABLE, "files": {"toy": FILE}, "answers": len(answers), "distinct": len(set(answers)),
+            "first": answers[0] if answers else None}
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    table = toy_table(run_dir)
+    RunPaths(run_dir).results.mkdir(exist_ok=True)
+    write_json_atomic(run_dir / FILE, table)
+    return table
