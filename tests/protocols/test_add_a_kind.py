@@ -97,15 +97,16 @@ def test_a_kind_in_a_package_of_its_own_runs_is_analysed_bundled_verified_and_sh
 
     # a record changed in the bundle: its checksum fails; with the checksum list resealed over the change, the
     # record's own digest does, as the records are read again to recompute the toy kind's results
-    for reseal, reason in ((False, "records/asked.jsonl: content differs from its checksum"),
-                           (True, "asked.jsonl:1: output_sha256 ae758477f843… is not the sha256 of its completion.text")):
+    digest = "asked.jsonl:1: output_sha256 ae758477f843… is not the sha256 of its completion.text"
+    for reseal, reason in ((False, "records/asked.jsonl: content differs from its checksum"), (True, digest)):
         changed = tmp_path / "changed.tar.gz"
         changed.write_bytes(mutations.edit(bundle.read_bytes(), "{run}/records/asked.jsonl", reseal=reseal,
                                            replace_text=['"text":"The answer is 4."', '"text":"The answer is 5."']))
         refused = run_here("verify", str(changed))
         assert refused.returncode == 1 and refused.stdout.splitlines()[-1].startswith("FAILED"), refused.stdout
         assert reason in refused.stdout
-        assert run_here("show", str(changed)).returncode == 1
+    refused = run_here("show", str(changed))  # shows nothing of a bundle that does not verify
+    assert refused.returncode == 1 and "distinct answer" not in refused.stdout + refused.stderr
 
 def test_a_kind_registered_by_an_entry_point_is_gone_with_its_package(toy, monkeypatch):
     assert "toy" in kinds.KINDS and isinstance(kinds.KINDS["toy"], Kind)
@@ -138,3 +139,11 @@ def test_a_bad_registration_is_refused_in_one_line_naming_it(site, tmp_path, ent
     [line] = done.stderr.splitlines()
     assert done.returncode != 0 and line.startswith("kit: error: ") and refusal in line, done.stderr
     assert "kit.kinds" in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
+
+
+def test_two_packages_registering_one_kind_name_are_refused(toy, site, tmp_path):
+    install(site, "[kit.kinds]\ntoy = toy_kind\n", "other_toys")
+    done = run_here("run", str(toy), "--engine-url", "http://127.0.0.1:9", "--out", str(tmp_path / "runs"))
+    assert done.returncode != 0 and done.stderr.startswith("kit: error: the entry point toy = 'toy_kind' of the "), \
+        done.stderr
+    assert "another package registers a kind 'toy' too; uninstall one of the two packages" in done.stderr
