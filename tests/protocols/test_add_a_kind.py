@@ -60,7 +60,7 @@ def ok(*args: str) -> str:
     return done.stdout
 
 
-def test_a_kind_in_a_package_of_its_own_runs_is_analysed_bundled_verified_and_shown(toy, tmp_path):
+def test_a_kind_in_a_package_of_its_own_runs_is_analysed_bundled_verified_and_shown(toy, tmp_path, monkeypatch):
     assert "toy" not in kinds.KINDS.shipped and "toy" in kinds.KINDS  # found by its entry point, not listed here
     assert kinds.KINDS["toy"].record.__module__ == "toy_kind.protocol"
     out = tmp_path / "runs"
@@ -107,6 +107,11 @@ def test_a_kind_in_a_package_of_its_own_runs_is_analysed_bundled_verified_and_sh
         assert reason in refused.stdout
     refused = run_here("show", str(changed))  # shows nothing of a bundle that does not verify
     assert refused.returncode == 1 and "distinct answer" not in refused.stdout + refused.stderr
+
+    # where the kind's package is not installed, its bundle cannot be recomputed: it does not verify
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(toy.parent / "site")])
+    refused = run_here("verify", str(bundle))
+    assert refused.returncode == 1 and "protocol kind 'toy' cannot be recomputed by this kit" in refused.stdout
 
 def test_a_kind_registered_by_an_entry_point_is_gone_with_its_package(toy, monkeypatch):
     assert "toy" in kinds.KINDS and isinstance(kinds.KINDS["toy"], Kind)
