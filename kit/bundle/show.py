@@ -26,7 +26,7 @@ from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
 from kit.core.errors import ConfigError
-from kit.record.manifest import PLAIN_NAME
+from kit.record.manifest import PLAIN_NAME, RunManifest
 from kit.core.paths import RunPaths
 from kit.core.safe_console import SafeConsole
 from kit.core.terminal_text import one_line
@@ -54,14 +54,10 @@ def _rendered(tables: list[Table], width: int) -> list[str]:
     return [line.rstrip() for line in out.getvalue().rstrip("\n").splitlines()]
 
 
-def not_honoured(manifest: dict[str, Any]) -> list[str]:
+def not_honoured(manifest: RunManifest) -> list[str]:
     """What a run's manifest asks for that `kit replay` (or `kit resume` of its folder) will not honour:
     a bundle names no program, file or URL the kit would use on its word (docs/security.md)."""
-    def field(name: str) -> dict[str, Any]:
-        value = manifest.get(name)
-        return value if isinstance(value, dict) else {}
-
-    options, found = field("options"), []
+    options, found = manifest.options, []
     if options.get("server_bin"):
         found.append(f"recorded server binary {options['server_bin']}: not run; replay uses your own install "
                      "(--server-bin, compared by sha256)")
@@ -72,8 +68,8 @@ def not_honoured(manifest: dict[str, Any]) -> list[str]:
     for url in [options.get("engine_url"), *(urls.values() if isinstance(urls, dict) else [])]:
         if url:
             found.append(f"recorded engine URL {url}: not contacted; replay refuses a run against a URL")
-    name = field("protocol").get("name")
-    if name is not None and not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
+    name = manifest.protocol.name
+    if name is not None and not PLAIN_NAME.fullmatch(name):
         found.append(f"protocol name {name!r}: not a plain name; replay refuses it")
     return found
 
@@ -89,7 +85,7 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any], width: int | No
         h = headline(run)
         lines.append("")
         lines.extend(f"{key}: {value}" for key, value in summary(run).items() if value not in (None, ""))
-        refused = not_honoured(run.manifest)
+        refused = not_honoured(run.typed())
         if refused:
             lines.append("not honoured (replay and resume use your own install and options):")
             lines.extend(f"  {one_line(r)}" for r in refused)
