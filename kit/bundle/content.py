@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from kit.bundle import RUNS
 from kit.bundle.value_diff import parse_csv
@@ -15,6 +16,7 @@ from kit.record.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 COMPUTED_FOLDERS = (f"{RunPaths.RESULTS}/", f"{RunPaths.ANALYSIS}/")
+Read = Mapping[str, tuple[bytes, RunManifest]]  # run id -> a manifest's bytes and the model read from them
 
 
 @dataclass
@@ -37,12 +39,18 @@ class BundledRun:
         raw = self.files.get(RunPaths.MANIFEST)
         if raw is None:
             raise ValueError(f"{self.prefix}{RunPaths.MANIFEST} is missing")
-        if self._typed is None or self._typed[0] is not raw:
+        if self._typed is None or self._typed[0] != raw:
             try:
                 self._typed = (raw, read(raw, self.prefix + RunPaths.MANIFEST))
             except ManifestError as exc:
                 raise ValueError(exc.message) from None
         return self._typed[1]
+
+    def read_before(self, raw: bytes, manifest: RunManifest) -> None:
+        """Keep `manifest`, the model already read from `raw`, when `raw` is the manifest this run holds:
+        `typed` then does not read it again."""
+        if raw == self.files.get(RunPaths.MANIFEST):
+            self._typed = (raw, manifest)
 
     def names(self) -> list[str]:
         return sorted(set(self.files) | set(self.not_held))
@@ -103,8 +111,9 @@ def runs_in(names: Iterable[str]) -> dict[str, list[str]]:
     return runs
 
 
-def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
-    """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/."""
+def runs_from_files(files: dict[str, bytes], read_before: Read | None = None) -> list[BundledRun]:
+    """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/; a run whose
+    manifest `read_before` holds (the same bytes: `kit verify` read them) keeps that model, not read again."""
     runs: dict[str, BundledRun] = {}
     for name, data in sorted(files.items()):
         parts = name.split("/", 2)
@@ -112,6 +121,10 @@ def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
             continue
         run = runs.setdefault(parts[1], BundledRun(parts[1]))
         run.files[parts[2]] = data
+    for run in runs.values():
+        known = (read_before or {}).get(run.run_id)
+        if known is not None:
+            run.read_before(*known)
     return list(runs.values())
 
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from kit.core.layout import Layout
 from kit.core.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
-from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
+from kit.bundle.content import BundledRun, Read, load_json, runs_from_files, summary
 from kit.bundle.errors import BadBundle
 from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.limits import DEFAULT, Limits
@@ -116,7 +116,7 @@ def _shown(name: str) -> bool:
         or "/analysis/" in name
 
 
-def _describe(bundle: safe_tar.Unpacked, path: Path) -> list[str]:
+def _describe(bundle: safe_tar.Unpacked, path: Path, read_before: Read | None) -> list[str]:
     try:
         index = load_json(bundle.read(INDEX) or b"")
     except ValueError:
@@ -130,7 +130,7 @@ def _describe(bundle: safe_tar.Unpacked, path: Path) -> list[str]:
     wanted = {name: data for name in bundle.listing.files if _shown(name)
               for data in [bundle.read(name)] if data is not None}
     try:
-        return describe_runs(runs_from_files(wanted), index)
+        return describe_runs(runs_from_files(wanted, read_before), index)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:  # odd field types
         raise BadBundle(f"{path}: a manifest or results file is not laid out as `kit bundle` writes it "
                         f"({type(exc).__name__}: {exc})", "run `kit verify` on it") from exc
@@ -161,12 +161,13 @@ def describe(path: Path, verify: bool = True, limits: Limits | None = None, repo
             if not verdict.ok:
                 raise BadBundle(f"{path} does not verify ({verdict.summary()})",
                                 "run `kit verify` on it to see why, or `kit show --no-verify` to look anyway")
-            head, tail = [f"verified: {verdict.summary()}"], []
+            head, tail, read_before = [f"verified: {verdict.summary()}"], [], verdict.manifests
         else:
-            head, tail = [UNVERIFIED], ["", UNVERIFIED]
-        lines = head + [""] + _describe(bundle, path) + tail
+            head, tail, read_before = [UNVERIFIED], ["", UNVERIFIED], {}
+        lines = head + [""] + _describe(bundle, path, read_before) + tail
         if report_to is not None:
-            page = reader_files.rendered(reader_files.held_files(bundle), bundle.listing.root)[REPORT]
+            page = reader_files.rendered(reader_files.held_files(bundle), bundle.listing.root,
+                                         read_before=read_before)[REPORT]
             write_text_atomic(report_to, page.decode("utf-8"))
             lines.append(f"report rendered from the verified data: {report_to}")
     return [one_line(line) for line in lines]

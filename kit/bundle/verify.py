@@ -101,6 +101,7 @@ class Verdict:
     renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
     not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
     runs: dict[str, VerifiedRun] = field(default_factory=dict, repr=False)  # run id -> what was recomputed
+    manifests: dict[str, tuple[bytes, RunManifest]] = field(default_factory=dict, repr=False)  # run id -> as read
 
     @property
     def ok(self) -> bool:
@@ -235,6 +236,7 @@ def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verd
         verdict.problems.append(Problem(file, f"its run_id {manifest.run_id!r} is not the name of its folder "
                                         f"{run_id!r} (`kit bundle` names each run folder after its run_id)"))
         return None
+    verdict.manifests[run_id] = (raw, manifest)
     return manifest
 
 
@@ -410,12 +412,10 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     check_checksums(bundle, verdict)
     index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
     index = check_schema(bundle.read(INDEX), index_ok, verdict)
-    manifests = []
     runs = runs_in(bundle.listing.files)
     for run_id, names in runs.items():
         manifest = load_manifest(bundle, run_id, names, verdict)
         if manifest is not None:
-            manifests.append(manifest)
             check_protocol(bundle, run_id, manifest, names, verdict)
             if imported_kind(manifest):
                 check_imported(bundle, run_id, manifest, verdict)
@@ -425,11 +425,11 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     for run_id, names in runs.items():
         if run_id in copies:
             check_analysis(bundle, run_id, names, copies, cache, verdict)
-    differ = backends_differ(manifests)
+    differ = backends_differ([manifest for _, manifest in verdict.manifests.values()])
     if differ:
         verdict.notes.append(differ)
     shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
-                               verdict.ok, verdict.renderings, index)
+                               verdict.ok, verdict.renderings, index, verdict.manifests)
     verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
     verdict.notes.extend(shown.notes)
     verdict.not_shown = shown.not_shown
