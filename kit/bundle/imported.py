@@ -28,7 +28,7 @@ from kit.core.paths import RunPaths
 from kit.protocols.harness.calls import DERIVATION, PASS, derive
 from kit.protocols.harness.files import HarnessFiles, json_file
 from kit.record.files import RecordWriter, read_records
-from kit.record.manifest import RunManifest
+from kit.record.manifest import ImportedInfo, RunManifest
 
 IMPORTED = f"{RunPaths.IMPORTED}/"
 RECORDS = RunPaths.records_name(PASS)
@@ -48,21 +48,22 @@ class Outcome:
     covers: dict[str, Cover]
 
 
-def study_of(manifest: RunManifest) -> list[dict[str, Any]]:
-    """The calls files of the import, in its order: each with its `calls` (file name), `run_name`,
-    `calls_sha256`, `done` and where the manifest says so (`at`); ValueError when `imported` names none."""
-    if manifest.imported is None:
+def study_of(manifest: RunManifest) -> tuple[ImportedInfo, list[dict[str, Any]]]:
+    """The manifest's `imported` and the calls files of the import, in its order: each with its `calls` (file
+    name), `run_name`, `calls_sha256`, `done` and where the manifest says so (`at`); ValueError when `imported`
+    names none."""
+    imported = manifest.imported
+    if imported is None:
         raise ValueError("names no `imported` files, which every imported run does")
-    imported = manifest.imported.to_json()  # the keys the import wrote beside `from`, as the model keeps them
-    runs = imported.get("runs")
+    runs: list[dict[str, Any]] | None = imported.runs
     if runs is None:  # one calls file, as the first releases imported it: named by the protocol
         protocol = manifest.protocol
-        runs = [{"calls": Path(str(protocol.file)).name, "run_name": imported.get("run_name"),
-                 "calls_sha256": protocol.sha256, "done": imported.get("done"), "at": "protocol.sha256"}]
+        runs = [{"calls": Path(str(protocol.file)).name, "run_name": imported.run_name,
+                 "calls_sha256": protocol.sha256, "done": imported.done, "at": "protocol.sha256"}]
     if not (isinstance(runs, list) and runs and all(isinstance(r, dict) and isinstance(r.get("calls"), str)
                                                     and isinstance(r.get("run_name"), str) for r in runs)):
         raise ValueError("its `imported.runs` is not a list of calls files with their run names")
-    return [{"at": f"imported.runs[{i}].calls_sha256", **r} for i, r in enumerate(runs)]
+    return imported, [{"at": f"imported.runs[{i}].calls_sha256", **r} for i, r in enumerate(runs)]
 
 
 def check(folder: Path, prefix: str, manifest: RunManifest, digests: dict[str, str], scratch: Path) -> Outcome:
@@ -71,12 +72,11 @@ def check(folder: Path, prefix: str, manifest: RunManifest, digests: dict[str, s
     out = Outcome([], [], {})
     where = f"{prefix}{RunPaths.MANIFEST}"
     try:
-        study = study_of(manifest)
+        imported, study = study_of(manifest)
     except ValueError as exc:
         out.problems.append((where, str(exc)))
         return out
-    imported = manifest.imported.to_json() if manifest.imported is not None else {}
-    pins: dict[str, Any] = named if isinstance(named := imported.get("sha256"), dict) else {}
+    pins = imported.sha256 or {}
     kept = {name[len(IMPORTED):] for name in digests if name.startswith(IMPORTED)}
     calls = {run["calls"]: run for run in study}
     for name in sorted(kept | set(calls) | set(pins)):
@@ -115,10 +115,10 @@ def _earlier(folder: Path, name: str, study: list[dict[str, Any]], where: str) -
 
 
 def _records(folder: Path, prefix: str, manifest: RunManifest, study: list[dict[str, Any]],
-             imported: dict[str, Any], scratch: Path, out: Outcome) -> None:
+             imported: ImportedInfo, scratch: Path, out: Outcome) -> None:
     """Make the records again from the kept calls and compare them with the bundled ones."""
     file = f"{prefix}{RECORDS}"
-    whole = imported.get("derivation") == DERIVATION
+    whole = imported.derivation == DERIVATION
     remade = scratch / f"remade-{manifest.run_id}.jsonl"
     try:
         sides = [(run["calls"], run["run_name"], _side_manifest(folder, run["calls"])) for run in study]

@@ -201,6 +201,17 @@ class ImportedInfo(Entry):
     """`imported`: present when the run was imported (`kit import`), not run."""
 
     from_: str | None = Field(None, alias="from", description="what it was imported from")
+    runs: list[dict[str, Any]] | None = Field(None, description="each calls file imported, in order: its "
+                                              "`calls` (file name), `run_name`, `boxes`, `calls_sha256` and `done` "
+                                              "(null: one calls file, named by `protocol`, as the first kits kept it)")
+    run_name: str | None = Field(None, description="the harness's run name, for one calls file")
+    done: dict[str, Any] | None = Field(None, description="the harness's done marker, for one calls file")
+    files: list[str] | None = Field(None, description="the files kept in records/imported/")
+    report: bool | None = Field(None, description="whether the harness's report was imported")
+    sha256: dict[str, str] | None = Field(None, description="the sha256 of each kept file beside the calls "
+                                          "(null for imports of kits that kept none)")
+    derivation: int | None = Field(None, description="the version of the calls -> records rule the records "
+                                   "were made by (null for imports of kits that kept none)")
 
 
 class PassInfo(Entry):
