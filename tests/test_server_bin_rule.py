@@ -17,7 +17,7 @@ import pytest
 from kit.run import runner
 from kit.run.resume import resume
 from kit.bundle.show import not_honoured
-from kit.record.manifest import Manifest
+from kit.record.manifest import Manifest, parsed
 from tests.stopped_run import stopped_run
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
@@ -107,15 +107,15 @@ def test_replay_of_a_run_naming_a_binary_refuses_in_one_line_and_runs_nothing(tm
                    f"ran the server binary {program}, which is not run again", "--server-bin PATH",
                    "--different-engine-ok")
     assert not marker.exists() and not (tmp_path / "out").exists()
-    assert not_honoured(manifest) == [f"recorded server binary {program}: not run; replay uses your own install "
+    assert not_honoured(parsed(manifest, "manifest.json")) == [f"recorded server binary {program}: not run; replay uses your own install "
                                       "(--server-bin, compared by sha256)"]
 
 
 def test_not_honoured_lists_model_paths_urls_and_odd_protocol_names_and_nothing_for_a_plain_run():
-    manifest = json.loads((DEMO / "manifest.json").read_text())
+    manifest = Manifest.load(DEMO).run
     assert not_honoured(manifest) == []
-    manifest["options"].update(model="/their/model.gguf", engine_url="http://10.0.0.1:8080")
-    manifest["protocol"]["name"] = "../../x"
+    manifest.options.update(model="/their/model.gguf", engine_url="http://10.0.0.1:8080")
+    manifest.protocol.name = "../../x"
     assert not_honoured(manifest) == [
         "recorded model path /their/model.gguf: not used; the model is found by its sha256 (registry or --model)",
         "recorded engine URL http://10.0.0.1:8080: not contacted; replay refuses a run against a URL",

@@ -329,7 +329,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
                           ok_passes=sorted(r.ok_passes)) for r in collection.runs],
         "skipped_inputs": collection.skipped, "excluded_passes": collection.void_passes(),
         "tables": {}, "mechanism": {},
-        "comparability": backends_differ([r.manifest.to_json() for r in collection.runs]),
+        "comparability": backends_differ([r.manifest for r in collection.runs]),
     })
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, pool)

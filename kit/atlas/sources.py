@@ -100,8 +100,8 @@ def _read(copy: Path, source: str, verified: VerifiedRun | None = None,
     """An AtlasRun from a raw copy: its results recomputed from its records (by verify when `verified`, else
     here), its findings those verify recomputed, else computed here with `settings` (and the note saying
     which, when they are not the run's own)."""
-    fresh = verified.results if verified is not None else recompute.recompute(copy)
     loaded = Manifest.load(copy)
+    fresh = verified.results if verified is not None else recompute.recompute(copy, loaded.run)
     results = {Path(name).stem: json.loads(data) for name, data in fresh.items()
                if name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json")}
     run = AtlasRun(source, loaded.run_id, loaded.run, results, None, notes=list(verified.notes) if verified else [])

@@ -4,43 +4,53 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from kit.bundle import RUNS
 from kit.bundle.value_diff import parse_csv
-from kit.core.errors import ConfigError
 from kit.core.paths import RunPaths
-from kit.record.manifest import EngineInfo, RunManifest, parsed
+from kit.record.manifest import EngineInfo, ManifestError, RunManifest, read
 from kit.record.provenance import cpu_backend_summary
 
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 COMPUTED_FOLDERS = (f"{RunPaths.RESULTS}/", f"{RunPaths.ANALYSIS}/")
+Read = Mapping[str, tuple[bytes, RunManifest]]  # run id -> a manifest's bytes and the model read from them
 
 
 @dataclass
 class BundledRun:
-    """One run folder inside a bundle: its id, parsed manifest, the files held in memory (path within the
-    run -> bytes) and the names of the large ones that are not (records, logs)."""
+    """One run folder inside a bundle: its id, the files held in memory (path within the run -> bytes, its
+    manifest among them) and the names of the large ones that are not (records, logs)."""
 
     run_id: str
-    manifest: dict[str, Any]  # as the bundle holds it: untrusted until `kit verify` has checked the bundle
     files: dict[str, bytes] = field(default_factory=dict)
     not_held: list[str] = field(default_factory=list)
-    _typed: tuple[dict[str, Any], RunManifest] | None = field(default=None, repr=False, compare=False)
+    _typed: tuple[bytes, RunManifest] | None = field(default=None, repr=False, compare=False)
     _tables: tuple[dict[str, bytes], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def typed(self) -> RunManifest:
-        """The manifest read into the typed model (kit.record.manifest.RunManifest), as the report, the README
-        and `kit show` read it. A bundle that verifies, or one `kit bundle` is writing, always has one (its
-        recomputation reads it the same way); ValueError naming the first wrong field otherwise (`kit show
-        --no-verify` of such a bundle says it is not laid out as `kit bundle` writes it)."""
-        if self._typed is None or self._typed[0] is not self.manifest:
+        """Its manifest as the typed model (kit.record.manifest.RunManifest, by its one reader `read`), as the
+        report, the README and `kit show` read it: read once, again only when the bytes were replaced. A
+        bundle that verifies, or one `kit bundle` is writing, always has one (`kit verify` reads it the same
+        way); ValueError naming the file and what is wrong otherwise (`kit show --no-verify` of such a bundle
+        says it is not laid out as `kit bundle` writes it)."""
+        raw = self.files.get(RunPaths.MANIFEST)
+        if raw is None:
+            raise ValueError(f"{self.prefix}{RunPaths.MANIFEST} is missing")
+        if self._typed is None or self._typed[0] != raw:
             try:
-                self._typed = (self.manifest, parsed(self.manifest, f"{RUNS}/{self.run_id}/{RunPaths.MANIFEST}"))
-            except ConfigError as exc:
+                self._typed = (raw, read(raw, self.prefix + RunPaths.MANIFEST))
+            except ManifestError as exc:
                 raise ValueError(exc.message) from None
         return self._typed[1]
+
+    def read_before(self, raw: bytes, manifest: RunManifest) -> None:
+        """Keep `manifest`, the model already read from `raw`, when `raw` is the manifest this run holds:
+        `typed` then does not read it again."""
+        if raw == self.files.get(RunPaths.MANIFEST):
+            self._typed = (raw, manifest)
 
     def names(self) -> list[str]:
         return sorted(set(self.files) | set(self.not_held))
@@ -101,21 +111,20 @@ def runs_in(names: Iterable[str]) -> dict[str, list[str]]:
     return runs
 
 
-def runs_from_files(files: dict[str, bytes]) -> list[BundledRun]:
-    """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/."""
+def runs_from_files(files: dict[str, bytes], read_before: Read | None = None) -> list[BundledRun]:
+    """Group bundle files (paths relative to the bundle folder) into runs by runs/<run_id>/; a run whose
+    manifest `read_before` holds (the same bytes: `kit verify` read them) keeps that model, not read again."""
     runs: dict[str, BundledRun] = {}
     for name, data in sorted(files.items()):
         parts = name.split("/", 2)
         if len(parts) < 3 or parts[0] != RUNS:
             continue
-        run = runs.setdefault(parts[1], BundledRun(parts[1], {}))
+        run = runs.setdefault(parts[1], BundledRun(parts[1]))
         run.files[parts[2]] = data
     for run in runs.values():
-        try:
-            manifest = load_json(run.files.get(RunPaths.MANIFEST, b"{}"))
-        except ValueError:
-            manifest = {}
-        run.manifest = manifest if isinstance(manifest, dict) else {}
+        known = (read_before or {}).get(run.run_id)
+        if known is not None:
+            run.read_before(*known)
     return list(runs.values())
 
 
@@ -131,13 +140,11 @@ def container_image_summary(engine: EngineInfo) -> dict[str, str]:
     return {"engine image": "; ".join(parts) + f"; --gpus {getattr(engine, 'gpus', None)}"}
 
 
-def fix_summary(manifest: dict[str, Any]) -> dict[str, str]:
+def fix_summary(manifest: RunManifest) -> dict[str, str]:
     """The fixes and extra server flags a run applied to every server (`kit run --fix`, `--server-arg`)."""
-    options = manifest.get("options")
-    options = options if isinstance(options, dict) else {}
     found = {}
     for key, label in (("fixes", "fixes"), ("server_args", "extra server flags")):
-        value = options.get(key)
+        value = manifest.options.get(key)
         if isinstance(value, list) and value:
             found[label] = " ".join(str(v) for v in value)
     return found
@@ -174,8 +181,8 @@ def summary(run: BundledRun) -> dict[str, Any]:
                f"{', with local changes' if kit.get('git_dirty') else ''})",
         "host": f"{host.get('cpu')}, {host.get('cores')} cores, {host.get('platform')}",
         "GPUs": "; ".join(host.get("gpus") or []) or "none",
-        "CPU backend": cpu_backend_summary(run.manifest),
+        "CPU backend": cpu_backend_summary(m),
         **container_image_summary(engine),  # only runs in a container have the row: older reports render the same
-        **fix_summary(run.manifest),  # only runs with --fix or --server-arg have the rows
+        **fix_summary(m),  # only runs with --fix or --server-arg have the rows
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(prov.packages.items())),
     }

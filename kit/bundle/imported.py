@@ -28,6 +28,7 @@ from kit.core.paths import RunPaths
 from kit.protocols.harness.calls import DERIVATION, PASS, derive
 from kit.protocols.harness.files import HarnessFiles, json_file
 from kit.record.files import RecordWriter, read_records
+from kit.record.manifest import ImportedInfo, RunManifest
 
 IMPORTED = f"{RunPaths.IMPORTED}/"
 RECORDS = RunPaths.records_name(PASS)
@@ -47,35 +48,35 @@ class Outcome:
     covers: dict[str, Cover]
 
 
-def study_of(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The calls files of the import, in its order: each with its `calls` (file name), `run_name`,
-    `calls_sha256`, `done` and where the manifest says so (`at`); ValueError when `imported` names none."""
-    imported = manifest.get("imported")
-    if not isinstance(imported, dict):
+def study_of(manifest: RunManifest) -> tuple[ImportedInfo, list[dict[str, Any]]]:
+    """The manifest's `imported` and the calls files of the import, in its order: each with its `calls` (file
+    name), `run_name`, `calls_sha256`, `done` and where the manifest says so (`at`); ValueError when `imported`
+    names none."""
+    imported = manifest.imported
+    if imported is None:
         raise ValueError("names no `imported` files, which every imported run does")
-    runs = imported.get("runs")
+    runs: list[dict[str, Any]] | None = imported.runs
     if runs is None:  # one calls file, as the first releases imported it: named by the protocol
-        protocol = manifest.get("protocol") or {}
-        runs = [{"calls": Path(str(protocol.get("file"))).name, "run_name": imported.get("run_name"),
-                 "calls_sha256": protocol.get("sha256"), "done": imported.get("done"), "at": "protocol.sha256"}]
+        protocol = manifest.protocol
+        runs = [{"calls": Path(str(protocol.file)).name, "run_name": imported.run_name,
+                 "calls_sha256": protocol.sha256, "done": imported.done, "at": "protocol.sha256"}]
     if not (isinstance(runs, list) and runs and all(isinstance(r, dict) and isinstance(r.get("calls"), str)
                                                     and isinstance(r.get("run_name"), str) for r in runs)):
         raise ValueError("its `imported.runs` is not a list of calls files with their run names")
-    return [{"at": f"imported.runs[{i}].calls_sha256", **r} for i, r in enumerate(runs)]
+    return imported, [{"at": f"imported.runs[{i}].calls_sha256", **r} for i, r in enumerate(runs)]
 
 
-def check(folder: Path, prefix: str, manifest: dict[str, Any], digests: dict[str, str], scratch: Path) -> Outcome:
+def check(folder: Path, prefix: str, manifest: RunManifest, digests: dict[str, str], scratch: Path) -> Outcome:
     """Check one imported run unpacked at `folder` (its bundle prefix `prefix`, `digests`: each bundled file's
     sha256 by name within the run)."""
     out = Outcome([], [], {})
     where = f"{prefix}{RunPaths.MANIFEST}"
     try:
-        study = study_of(manifest)
+        imported, study = study_of(manifest)
     except ValueError as exc:
         out.problems.append((where, str(exc)))
         return out
-    imported = manifest["imported"]
-    pins = imported.get("sha256") if isinstance(imported.get("sha256"), dict) else {}
+    pins = imported.sha256 or {}
     kept = {name[len(IMPORTED):] for name in digests if name.startswith(IMPORTED)}
     calls = {run["calls"]: run for run in study}
     for name in sorted(kept | set(calls) | set(pins)):
@@ -113,16 +114,16 @@ def _earlier(folder: Path, name: str, study: list[dict[str, Any]], where: str) -
     return Cover(NOT_CHECKED, "a file of an import by an earlier kit, which kept no sha256 of it")
 
 
-def _records(folder: Path, prefix: str, manifest: dict[str, Any], study: list[dict[str, Any]],
-             imported: dict[str, Any], scratch: Path, out: Outcome) -> None:
+def _records(folder: Path, prefix: str, manifest: RunManifest, study: list[dict[str, Any]],
+             imported: ImportedInfo, scratch: Path, out: Outcome) -> None:
     """Make the records again from the kept calls and compare them with the bundled ones."""
     file = f"{prefix}{RECORDS}"
-    whole = imported.get("derivation") == DERIVATION
-    remade = scratch / f"remade-{manifest.get('run_id')}.jsonl"
+    whole = imported.derivation == DERIVATION
+    remade = scratch / f"remade-{manifest.run_id}.jsonl"
     try:
         sides = [(run["calls"], run["run_name"], _side_manifest(folder, run["calls"])) for run in study]
         with RecordWriter(remade, sync_each=False) as writer:
-            for record in derive(folder / IMPORTED, sides, str(manifest.get("run_id"))):
+            for record in derive(folder / IMPORTED, sides, str(manifest.run_id)):
                 writer.write(record)
         fresh = read_records(remade, logprobs=False).records
         bundled = read_records(folder / RECORDS, logprobs=False).records

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.bundle import INDEX, README, REPORT, RUNS, readme, report, safe_tar
-from kit.bundle.content import BundledRun, load_json, runs_from_files
+from kit.bundle.content import BundledRun, Read, load_json, runs_from_files
 from kit.bundle.scrub import scrub
 from kit.core.paths import RunPaths
 from kit.record.provenance import kit_source
@@ -57,9 +57,10 @@ class Shown:
                               f"{'them' if len(names) > 1 else 'it'}: {SHOW_REPORT}")
 
 
-def bundled_runs(files: dict[str, bytes], index: dict[str, Any]) -> list[BundledRun]:
-    """The runs as the writer held them when it rendered the report, in the index's order."""
-    runs = runs_from_files({n: d for n, d in files.items() if n.startswith(f"{RUNS}/")})
+def bundled_runs(files: dict[str, bytes], index: dict[str, Any], read_before: Read | None = None) -> list[BundledRun]:
+    """The runs as the writer held them when it rendered the report, in the index's order (their manifests
+    as `read_before` holds them, where it does: runs_from_files)."""
+    runs = runs_from_files({n: d for n, d in files.items() if n.startswith(f"{RUNS}/")}, read_before)
     order = [r.get("run_id") for r in index.get("runs") or [] if isinstance(r, dict)]
     return sorted(runs, key=lambda r: order.index(r.run_id) if r.run_id in order else len(order))
 
@@ -70,11 +71,12 @@ def _index(files: dict[str, bytes]) -> dict[str, Any]:
     return index if isinstance(index, dict) else {}
 
 
-def rendered(files: dict[str, bytes], root: str, index: dict[str, Any] | None = None) -> dict[str, bytes]:
+def rendered(files: dict[str, bytes], root: str, index: dict[str, Any] | None = None,
+             read_before: Read | None = None) -> dict[str, bytes]:
     """report.html and README.md as this kit renders them from a bundle's files (paths within its folder);
-    `index`: its index.json already parsed (None: parsed here)."""
+    `index`: its index.json already parsed (None: parsed here); `read_before`: the manifests already read."""
     index = _index(files) if index is None else index
-    runs = bundled_runs(files, index)
+    runs = bundled_runs(files, index, read_before)
     made = {README: readme.render(runs, index, root), REPORT: report.render(runs, index).encode("utf-8")}
     return {name: scrub(data, name, {})[0] for name, data in made.items()}
 
@@ -101,11 +103,13 @@ def held_files(bundle: safe_tar.Unpacked) -> dict[str, bytes]:
 
 
 def check(files: dict[str, bytes], names: Iterable[str], root: str, verified: bool = True,
-          renderings: dict[str, bytes] | None = None, index: dict[str, Any] | None = None) -> Shown:
+          renderings: dict[str, bytes] | None = None, index: dict[str, Any] | None = None,
+          read_before: Read | None = None) -> Shown:
     """Which documents among a bundle's `names` may be shown: each one this kit renders (report.html and
     README.md from `files`; the tables in `renderings`, rendered from the recomputed data) when it is byte
     for byte that rendering, made only when everything else `verified` (else the data itself is in doubt).
-    `index`: the bundle's index.json as verify parsed it (None: parsed here)."""
+    `index`: the bundle's index.json as verify parsed it (None: parsed here); `read_before`: the manifests verify
+    read (run id -> bytes and model)."""
     shown = Shown()
     first = (REPORT, README)
     documents = sorted((n for n in names if is_document(n)), key=lambda n: (first.index(n) if n in first else 2, n))
@@ -117,7 +121,7 @@ def check(files: dict[str, bytes], names: Iterable[str], root: str, verified: bo
         return shown
     try:
         index = _index(files) if index is None else index
-        fresh = {**(renderings or {}), **rendered(files, root, index)}
+        fresh = {**(renderings or {}), **rendered(files, root, index, read_before)}
     except RENDER_ERRORS as exc:
         shown.problems.append((REPORT, f"cannot be rendered again from the bundled files ({type(exc).__name__}: "
                                        f"{exc})"))

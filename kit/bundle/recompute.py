@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.record.manifest import Manifest
+from kit.record.manifest import RunManifest
 from kit.core.paths import RunPaths
 from kit.protocols import kinds
 from kit.record.files import require_whole
@@ -41,12 +41,12 @@ def raw_copy(run_dir: Path, dest: Path, run_id: str) -> Path:
     return copy
 
 
-def recompute(run_dir: Path) -> dict[str, bytes]:
-    """The results of run_dir's kind (from its manifest), recomputed on run_dir (a raw copy); the computed
-    files they wrote, by relative path. Raises KitError for a kind this kit does not know, CutShort for a
-    run with a pass cut short (kit.record.files.require_whole)."""
-    require_whole(run_dir, Manifest.load(run_dir).run.passes)
-    kinds.of_run(run_dir).results(run_dir)
+def recompute(run_dir: Path, manifest: RunManifest) -> dict[str, bytes]:
+    """The results of run_dir's kind (from `manifest`, its manifest as already read), recomputed on run_dir (a
+    raw copy); the computed files they wrote, by relative path. Raises KitError for a kind this kit does not
+    know, CutShort for a run with a pass cut short (kit.record.files.require_whole)."""
+    require_whole(run_dir, manifest.passes)
+    kinds.named(manifest.protocol.kind, str(run_dir)).results(run_dir)
     out = {}
     for folder in COMPUTED:
         base = run_dir / folder

@@ -20,13 +20,13 @@ from rich.text import Text
 from kit.core.layout import Layout
 from kit.core.atomic_file import write_text_atomic
 from kit.bundle import INDEX, REPORT, SCHEMA, SCHEMA_VERSION, reader_files, safe_tar
-from kit.bundle.content import BundledRun, load_json, runs_from_files, summary
+from kit.bundle.content import BundledRun, Read, load_json, runs_from_files, summary
 from kit.bundle.errors import BadBundle
 from kit.bundle.headline import HELD, headline, paper_tables
 from kit.bundle.limits import DEFAULT, Limits
 from kit.bundle.verify import NewerBundle, check, keep, schema_version
 from kit.core.errors import ConfigError
-from kit.record.manifest import PLAIN_NAME
+from kit.record.manifest import PLAIN_NAME, RunManifest
 from kit.core.paths import RunPaths
 from kit.core.safe_console import SafeConsole
 from kit.core.terminal_text import one_line
@@ -54,14 +54,10 @@ def _rendered(tables: list[Table], width: int) -> list[str]:
     return [line.rstrip() for line in out.getvalue().rstrip("\n").splitlines()]
 
 
-def not_honoured(manifest: dict[str, Any]) -> list[str]:
+def not_honoured(manifest: RunManifest) -> list[str]:
     """What a run's manifest asks for that `kit replay` (or `kit resume` of its folder) will not honour:
     a bundle names no program, file or URL the kit would use on its word (docs/security.md)."""
-    def field(name: str) -> dict[str, Any]:
-        value = manifest.get(name)
-        return value if isinstance(value, dict) else {}
-
-    options, found = field("options"), []
+    options, found = manifest.options, []
     if options.get("server_bin"):
         found.append(f"recorded server binary {options['server_bin']}: not run; replay uses your own install "
                      "(--server-bin, compared by sha256)")
@@ -72,8 +68,8 @@ def not_honoured(manifest: dict[str, Any]) -> list[str]:
     for url in [options.get("engine_url"), *(urls.values() if isinstance(urls, dict) else [])]:
         if url:
             found.append(f"recorded engine URL {url}: not contacted; replay refuses a run against a URL")
-    name = field("protocol").get("name")
-    if name is not None and not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
+    name = manifest.protocol.name
+    if name is not None and not PLAIN_NAME.fullmatch(name):
         found.append(f"protocol name {name!r}: not a plain name; replay refuses it")
     return found
 
@@ -89,7 +85,7 @@ def describe_runs(runs: list[BundledRun], index: dict[str, Any], width: int | No
         h = headline(run)
         lines.append("")
         lines.extend(f"{key}: {value}" for key, value in summary(run).items() if value not in (None, ""))
-        refused = not_honoured(run.manifest)
+        refused = not_honoured(run.typed())
         if refused:
             lines.append("not honoured (replay and resume use your own install and options):")
             lines.extend(f"  {one_line(r)}" for r in refused)
@@ -120,7 +116,7 @@ def _shown(name: str) -> bool:
         or "/analysis/" in name
 
 
-def _describe(bundle: safe_tar.Unpacked, path: Path) -> list[str]:
+def _describe(bundle: safe_tar.Unpacked, path: Path, read_before: Read | None) -> list[str]:
     try:
         index = load_json(bundle.read(INDEX) or b"")
     except ValueError:
@@ -134,7 +130,7 @@ def _describe(bundle: safe_tar.Unpacked, path: Path) -> list[str]:
     wanted = {name: data for name in bundle.listing.files if _shown(name)
               for data in [bundle.read(name)] if data is not None}
     try:
-        return describe_runs(runs_from_files(wanted), index)
+        return describe_runs(runs_from_files(wanted, read_before), index)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:  # odd field types
         raise BadBundle(f"{path}: a manifest or results file is not laid out as `kit bundle` writes it "
                         f"({type(exc).__name__}: {exc})", "run `kit verify` on it") from exc
@@ -165,12 +161,13 @@ def describe(path: Path, verify: bool = True, limits: Limits | None = None, repo
             if not verdict.ok:
                 raise BadBundle(f"{path} does not verify ({verdict.summary()})",
                                 "run `kit verify` on it to see why, or `kit show --no-verify` to look anyway")
-            head, tail = [f"verified: {verdict.summary()}"], []
+            head, tail, read_before = [f"verified: {verdict.summary()}"], [], verdict.manifests
         else:
-            head, tail = [UNVERIFIED], ["", UNVERIFIED]
-        lines = head + [""] + _describe(bundle, path) + tail
+            head, tail, read_before = [UNVERIFIED], ["", UNVERIFIED], {}
+        lines = head + [""] + _describe(bundle, path, read_before) + tail
         if report_to is not None:
-            page = reader_files.rendered(reader_files.held_files(bundle), bundle.listing.root)[REPORT]
+            page = reader_files.rendered(reader_files.held_files(bundle), bundle.listing.root,
+                                         read_before=read_before)[REPORT]
             write_text_atomic(report_to, page.decode("utf-8"))
             lines.append(f"report rendered from the verified data: {report_to}")
     return [one_line(line) for line in lines]

@@ -42,13 +42,12 @@ from kit.bundle.content import COMPUTED_FOLDERS, load_json, runs_in
 from kit.bundle.coverage import NOT_CHECKED, PINNED, RECOMPUTED, Cover
 from kit.bundle.errors import BadBundle
 from kit.bundle.limits import DEFAULT, Limits
-from kit.record.manifest import FILE_KEYS
+from kit.record.manifest import ManifestError, RunManifest, read
 from kit.core.paths import RunPaths
 from kit.protocols import kinds
 from kit.record.provenance import backends_differ
 from kit.core.terminal_text import one_line
 
-RECORD_KEYS = FILE_KEYS  # where a manifest's passes name their record files
 RESULTS_FOLDER, ANALYSIS_FOLDER = COMPUTED_FOLDERS
 
 
@@ -102,6 +101,7 @@ class Verdict:
     renderings: dict[str, bytes] = field(default_factory=dict)  # documents rendered here from recomputed data
     not_shown: list[str] = field(default_factory=list)  # documents that are not this kit's rendering
     runs: dict[str, VerifiedRun] = field(default_factory=dict, repr=False)  # run id -> what was recomputed
+    manifests: dict[str, tuple[bytes, RunManifest]] = field(default_factory=dict, repr=False)  # run id -> as read
 
     @property
     def ok(self) -> bool:
@@ -218,40 +218,31 @@ def check_checksums(bundle: safe_tar.Unpacked, verdict: Verdict) -> None:
         verdict.problems.append(Problem(name, "not in the checksum list"))
 
 
-def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verdict: Verdict) -> dict | None:
-    """The run's manifest when it can drive recomputation: a kit manifest naming this run, whose record
-    files are files of this run's records/ folder in the bundle. Otherwise a problem and None."""
+def load_manifest(bundle: safe_tar.Unpacked, run_id: str, names: list[str], verdict: Verdict) -> RunManifest | None:
+    """The run's manifest when it can drive recomputation: a kit manifest (kit.record.manifest.read, which
+    also holds each record file it names to the files of this run's records/ folder in the bundle) naming
+    this run. Otherwise a problem and None. The one parse of it: every check after this one reads the model."""
     file = f"{RUNS}/{run_id}/{RunPaths.MANIFEST}"
+    raw = bundle.read(file)
+    if raw is None:
+        verdict.problems.append(Problem(file, "missing"))
+        return None
     try:
-        manifest = load_json(bundle.read(file) or b"")
-    except ValueError:
-        verdict.problems.append(Problem(file, "missing or not valid JSON"))
+        manifest = read(raw, file, bundle.folder / RUNS / run_id, held=set(names))
+    except ManifestError as exc:
+        verdict.problems.append(Problem(exc.origin, exc.what))
         return None
-    passes = manifest.get("passes", {}) if isinstance(manifest, dict) else None
-    if not (isinstance(passes, dict) and all(isinstance(p, dict) for p in passes.values())
-            and isinstance(manifest.get("protocol", {}), dict)):
-        verdict.problems.append(Problem(file, "is not laid out as a kit manifest (an object with `protocol` and "
-                                        "`passes` objects)"))
-        return None
-    if manifest.get("run_id") != run_id:
-        verdict.problems.append(Problem(file, f"its run_id {manifest.get('run_id')!r} is not the name of its folder "
+    if manifest.run_id != run_id:
+        verdict.problems.append(Problem(file, f"its run_id {manifest.run_id!r} is not the name of its folder "
                                         f"{run_id!r} (`kit bundle` names each run folder after its run_id)"))
         return None
-    held = set(names)
-    for pass_id, info in sorted(passes.items()):
-        for key in RECORD_KEYS:
-            ref = info.get(key)
-            if ref is not None and not (isinstance(ref, str) and ref.startswith(f"{RunPaths.RECORDS}/")
-                                        and ref in held):
-                verdict.problems.append(Problem(file, f"passes.{pass_id}.{key} is {ref!r}, not a file of this "
-                                                "run's records/ folder in the bundle"))
-                return None
+    verdict.manifests[run_id] = (raw, manifest)
     return manifest
 
 
-def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
+def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: RunManifest, names: list[str],
                    verdict: Verdict) -> None:
-    expected = manifest.get("protocol", {}).get("sha256")
+    expected = manifest.protocol.sha256
     found = [name for name in names if name.startswith("protocol/")]
     if found and not expected:
         verdict.cover(f"{RUNS}/{run_id}/{found[0]}", NOT_CHECKED, "a protocol file whose manifest records no "
@@ -266,13 +257,13 @@ def check_protocol(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names
         verdict.cover(file, PINNED, f"its sha256 is protocol.sha256 in {RUNS}/{run_id}/{RunPaths.MANIFEST}")
 
 
-def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names: list[str],
+def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: RunManifest, names: list[str],
                   verdict: Verdict) -> Path | None:
     """Recompute the run's results/ from a copy holding only its raw inputs and compare them; the copy
     (which analysis recomputes from) or None when the run's kind is not one this kit knows."""
     prefix = f"{RUNS}/{run_id}/"
-    kind = manifest.get("protocol", {}).get("kind")
-    if not isinstance(kind, str) or kind not in kinds.KINDS:
+    kind = manifest.protocol.kind
+    if kind not in kinds.KINDS:
         verdict.problems.append(Problem(prefix + RunPaths.MANIFEST, f"protocol kind {kind!r} cannot be "
                                         "recomputed by this kit (upgrade the kit)"))
         return None
@@ -280,7 +271,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
     verdict.runs[run_id] = kept = VerifiedRun(copy)
     verdict.records += recompute.count_records(copy)
     try:
-        fresh = recompute.recompute(copy)
+        fresh = recompute.recompute(copy, manifest)
     except Exception as exc:  # noqa: BLE001 - any failure to recompute is reported against the run
         verdict.problems.append(Problem(f"{prefix}{RunPaths.RECORDS}/",
                                         f"recomputing failed: {type(exc).__name__}: {exc}"))
@@ -290,7 +281,7 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, names:
     made = sorted(n for n in fresh if n.startswith(RESULTS_FOLDER))
     if not bundled and made:  # a run stopped before it wrote them (killed; a watch run of an earlier kit)
         verdict.notes.append(f"{prefix}{RESULTS_FOLDER} is not in the bundle: the run (status "
-                             f"{manifest.get('status')!r}) ended before it wrote its results; the {len(made)} "
+                             f"{manifest.status!r}) ended before it wrote its results; the {len(made)} "
                              "results files recomputed from its records have nothing to be compared with")
         return copy
     for name in sorted(set(bundled) | {n for n in fresh if n.startswith(RESULTS_FOLDER)}):
@@ -421,12 +412,10 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     check_checksums(bundle, verdict)
     index_ok = INDEX in bundle.listing.files and not any(p.file in (INDEX, CHECKSUMS) for p in verdict.problems)
     index = check_schema(bundle.read(INDEX), index_ok, verdict)
-    manifests = []
     runs = runs_in(bundle.listing.files)
     for run_id, names in runs.items():
         manifest = load_manifest(bundle, run_id, names, verdict)
         if manifest is not None:
-            manifests.append(manifest)
             check_protocol(bundle, run_id, manifest, names, verdict)
             if imported_kind(manifest):
                 check_imported(bundle, run_id, manifest, verdict)
@@ -436,11 +425,11 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     for run_id, names in runs.items():
         if run_id in copies:
             check_analysis(bundle, run_id, names, copies, cache, verdict)
-    differ = backends_differ(manifests)
+    differ = backends_differ([manifest for _, manifest in verdict.manifests.values()])
     if differ:
         verdict.notes.append(differ)
     shown = reader_files.check(reader_files.held_files(bundle), bundle.listing.files, bundle.listing.root,
-                               verdict.ok, verdict.renderings, index)
+                               verdict.ok, verdict.renderings, index, verdict.manifests)
     verdict.problems.extend(Problem(file, what) for file, what in shown.problems)
     verdict.notes.extend(shown.notes)
     verdict.not_shown = shown.not_shown
@@ -452,14 +441,14 @@ def check(bundle: safe_tar.Unpacked) -> Verdict:
     return verdict
 
 
-def imported_kind(manifest: dict) -> bool:
+def imported_kind(manifest: RunManifest) -> bool:
     """Whether the run is of a kind whose run folders are imported (`Kind.imported_from`: `harness`), which
     keep the files they were imported from."""
-    kind = manifest.get("protocol", {}).get("kind")
-    return isinstance(kind, str) and kind in kinds.KINDS and kinds.KINDS[kind].imported_from is not None
+    kind = manifest.protocol.kind
+    return kind is not None and kind in kinds.KINDS and kinds.KINDS[kind].imported_from is not None
 
 
-def check_imported(bundle: safe_tar.Unpacked, run_id: str, manifest: dict, verdict: Verdict) -> None:
+def check_imported(bundle: safe_tar.Unpacked, run_id: str, manifest: RunManifest, verdict: Verdict) -> None:
     """An imported run's kept files against its manifest, and its records made again from them."""
     found = imported.check(bundle.folder / RUNS / run_id, f"{RUNS}/{run_id}/", manifest,
                            imported.digests_of(bundle.listing.files, run_id), bundle.scratch)

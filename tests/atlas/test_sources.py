@@ -25,9 +25,9 @@ def _counting(monkeypatch) -> dict[str, int]:
     calls = {"results": 0, "findings": 0}
     results, findings = recompute.recompute, sources.analysis.compute
 
-    def counted_results(copy):
+    def counted_results(copy, manifest):
         calls["results"] += 1
-        return results(copy)
+        return results(copy, manifest)
 
     def counted_findings(*args, **kwargs):
         calls["findings"] += 1

@@ -3,14 +3,25 @@ per test session and bundled by the tests. Nothing here is mocked."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from kit.bundle.content import BundledRun
+from kit.core.paths import RunPaths
+from kit.record.manifest import WRITTEN
 from kit.run import runner
 from tests.bundle import archives
+
+
+def bundled_run(run_id: str, manifest: dict, files: dict[str, bytes] | None = None) -> BundledRun:
+    """A bundle's run held in memory as the bundle holds it: its manifest (these fields, schema WRITTEN) as
+    JSON bytes beside `files`."""
+    data = json.dumps({"schema": WRITTEN, **manifest}).encode()
+    return BundledRun(run_id, {RunPaths.MANIFEST: data, **(files or {})})
 
 
 def _run(out: Path, overrides: dict) -> Path:

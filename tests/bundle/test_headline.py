@@ -16,7 +16,7 @@ from kit.protocols.headline import FEW, few
 from kit.bundle.show import describe_runs
 from kit.stats.intervals import wilson_interval
 from tests.protocols.test_flag_order_results import run_dir as flag_dir  # noqa: F401 - a fixture
-from tests.bundle.conftest import synthetic_grid_run
+from tests.bundle.conftest import bundled_run, synthetic_grid_run
 
 RECORDS_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1"
 
@@ -140,8 +140,8 @@ def test_sweep_verdict_per_format_and_the_reference_as_the_control():
              "reference_check": {"F16": {"passes": ["ref-a", "ref-b"], "episodes": 10, "diverged": 1,
                                          "interval": {"rate": 0.1, "lo": 0.018, "hi": 0.404, "k": 1, "n": 10,
                                                       "method": "wilson"}, "identical": False}}}
-    run = BundledRun("sweep-toy", {"protocol": {"kind": "sweep"}, "status": "finished"},
-                     {"results/sweep.json": json.dumps(table).encode()})
+    run = bundled_run("sweep-toy", {"protocol": {"kind": "sweep"}, "status": "finished"},
+                      {"results/sweep.json": json.dumps(table).encode()})
     h = headline(run)
     assert h.verdict[0].startswith("F16: path divergence 30.0% on average over 2 histories of 10 episodes "
                                    "(range 20.0–40.0%) (n=2 only: little evidence)")
@@ -169,13 +169,13 @@ def test_the_report_reads_the_typed_manifest_and_names_a_field_that_is_not_one()
     which `kit show --no-verify` turns into its one-line refusal."""
     from kit.bundle.content import summary  # noqa: PLC0415
 
-    run = BundledRun("grid-x", {"status": "finished", "protocol": {"name": "grid-x", "kind": "grid"},
-                                "engine": {"model_name": "toy", "gpus": "none", "image_identity": None}})
+    run = bundled_run("grid-x", {"status": "finished", "protocol": {"name": "grid-x", "kind": "grid"},
+                                 "engine": {"model_name": "toy", "gpus": "none", "image_identity": None}})
     found = summary(run)
     assert (found["status"], found["protocol"], found["model"], found["overrides"]) == (
         "finished", "grid-x (kind grid)", "toy", "{}")
     assert run.typed() is run.typed() and run.typed().engine.model_name == "toy"
-    odd = BundledRun("grid-x", {"status": 5})
+    odd = bundled_run("grid-x", {"status": 5})
     with pytest.raises(ValueError, match=r"^runs/grid-x/manifest.json: status: Input should be a valid string"):
         summary(odd)
     with pytest.raises(ValueError, match="status"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kit.bundle.content import BundledRun
 from kit.bundle.report import COMPARE_FILE, render
+from tests.bundle.conftest import bundled_run
 
 LINE = {"table": "Table V", "row": "llama.cpp Qwen2.5-7B F16", "quantity": "path divergence",
         "published": "29/80 = 36.2% [26.2, 47.2]", "this_run": "60/80 = 75.0% [64.5, 83.2]",
@@ -15,8 +15,8 @@ LINE = {"table": "Table V", "row": "llama.cpp Qwen2.5-7B F16", "quantity": "path
 
 
 def page(doc) -> str:
-    run = BundledRun("grid-x", {"run_id": "grid-x", "status": "finished"},
-                     {COMPARE_FILE: json.dumps(doc).encode(), "results/table.json": b'{"a": 1}'})
+    run = bundled_run("grid-x", {"run_id": "grid-x", "status": "finished"},
+                      {COMPARE_FILE: json.dumps(doc).encode(), "results/table.json": b'{"a": 1}'})
     return render([run], {"created": "now", "kit": {"version": "0"}})
 
 
