@@ -36,8 +36,8 @@ class EngineKind:
     label: str  # how the console, findings and the comparison with the paper name it
     client_class: str  # "module:Class" of its adapter in kit.engines, imported when a client is made
     launch: frozenset[str] = frozenset()  # ways the kit starts it itself; empty: only reached by URL
-    server_per_arm: bool = False  # prefix caching is fixed per server process: a server per cache arm
-    cache_counters: bool = False  # do its answers report how many prompt tokens came from the cache?
+    arm_per_server: bool = False  # prefix caching is fixed per server process: a server per cache arm
+    cached_token_telemetry: bool = False  # do its answers report how many prompt tokens came from the cache?
     logprobs: bool = False  # do its answers carry log-probabilities of the emitted tokens?
     runs: bool = False  # `kit run --engine NAME` runs protocols on it
     kinds_opt_in: bool = False  # it runs only the kinds that declare how (Kind.on_vllm; kinds.served_on says which)
@@ -52,7 +52,7 @@ class EngineKind:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
         an engine with a server per cache arm runs on that engine only; any engine may try the others' (what
         it cannot serve is refused by its own rules, e.g. kit.launch.vllm_launch.refuse_protocol)."""
-        return self is written or not written.server_per_arm
+        return self is written or not written.arm_per_server
 
     def client(self, base_url: str, **options: Any) -> Any:
         """A client (kit.engines adapter) for this engine's server at `base_url`."""
@@ -64,10 +64,10 @@ VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a bloc
 
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
-    cache_counters=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True)
+    cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True)
 VLLM = EngineKind(
-    "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), server_per_arm=True,
-    cache_counters=True, logprobs=True, runs=True, kinds_opt_in=True,
+    "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
+    cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)

@@ -73,7 +73,7 @@ def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol
     engine = engines.named(choice.engine)
     if choice.doctor_way is not None and not engine.runs_written_for(engines.named(written_for(protocol))):
         return written_for_vllm(protocol)
-    if engine.server_per_arm:
+    if engine.arm_per_server:
         if problem := vllm_problem(protocol):
             return problem
     elif choice.way not in kind_ways(kind):
@@ -139,7 +139,7 @@ def reused_server_problem(engine: str, protocol: str) -> str | None:
     try:
         refuse_reused_servers(loaded, of(loaded), SimpleNamespace(fresh_servers=False))
     except KitError as exc:  # its fix names the CLI's --engine-url
-        pick = ("grid-vllm (a server per cache arm)" if engines.named(engine).server_per_arm
+        pick = ("grid-vllm (a server per cache arm)" if engines.named(engine).arm_per_server
                 else "a protocol with server: shared or per_arm")
         return f"{exc.message}: pick {pick}, or an engine the kit starts"
     return None
@@ -319,7 +319,7 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     if setup.engine == "endpoint":
         found["engine"] = found["engine"] or reused_server_problem(setup.endpoint_kind, setup.protocol)
         endpoint = engines.named(setup.endpoint_kind)
-        if endpoint.server_per_arm:
+        if endpoint.arm_per_server:
             found["endpoint_kind"] = vllm_problem(setup.protocol)
             found.update(check_arm_urls(setup.url_on, setup.url_off))
         else:
@@ -408,7 +408,7 @@ def run_options(setup: Setup):
     model = setup.model.strip()
     if engines.named(engine).checkpoint and model and Path(model).expanduser().is_dir():
         model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
-    by_arm = endpoint and engines.named(engine).server_per_arm
+    by_arm = endpoint and engines.named(engine).arm_per_server
     return RunOptions(protocol=setup.protocol, overrides=overrides(setup), engine=engine,
                       model=None if endpoint or not model else model,
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,

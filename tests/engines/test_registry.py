@@ -28,8 +28,8 @@ def _choices(command: str, option: str) -> list[str]:
 def test_each_engine_declares_what_its_adapter_does(name):
     engine = registry.ENGINES[name]
     client = engine.client("http://127.0.0.1:9", **({"model": "m"} if name == "ollama" else {}))
-    assert client.capabilities.cached_token_telemetry is engine.cache_counters
-    assert client.capabilities.arm_per_server is engine.server_per_arm
+    assert client.capabilities.cached_token_telemetry is engine.cached_token_telemetry
+    assert client.capabilities.arm_per_server is engine.arm_per_server
     assert engine.name == name and engine.label
     assert set(served_on(engine)) <= set(KINDS) and bool(served_on(engine)) is engine.runs  # kinds the kit knows
 
