@@ -5,7 +5,7 @@ An `EngineKind` says what the kit can do with an engine: how it gets one (the em
 a native binary, a container, or only a server someone else started and gives by URL), whether each
 cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers report
 (reused prompt tokens, log-probabilities), whether `kit run` runs protocols on it (and whether only the kinds
-that declare how: kit.protocols.kinds.served_on), what `kit check`
+that name it: whether a kind runs on an engine is kit.protocols.kinds.serves), what `kit check`
 changes in the pinning protocol for it, and its client (`client()`, the kit.engines adapter that speaks
 its HTTP API). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
 `kit check`, `kit replay` and the runner look engines up here instead of comparing names.
@@ -40,7 +40,7 @@ class EngineKind:
     cached_token_telemetry: bool = False  # do its answers report how many prompt tokens came from the cache?
     logprobs: bool = False  # do its answers carry log-probabilities of the emitted tokens?
     runs: bool = False  # `kit run --engine NAME` runs protocols on it
-    kinds_opt_in: bool = False  # it runs only the kinds that declare how (Kind.on_vllm; kinds.served_on says which)
+    kinds_opt_in: bool = False  # it runs only the kinds naming it (Kind.engine_rules; kinds.serves)
     check_overrides: dict[str, Any] = field(default_factory=dict)  # pinning settings `kit check` applies for it
     endpoint_label: str | None = None  # the launcher's label for "my own endpoint" of this kind; None: not offered
     replayable: bool = False  # `kit replay` can start the same engine again (its model pinned by one file's sha256)

@@ -97,7 +97,7 @@ def written_for_vllm(protocol: str) -> str:
 
 
 def vllm_problem(protocol: str) -> str | None:
-    """Why vLLM cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_on_vllm), or None."""
+    """Why vLLM cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_unserved), or None."""
     from kit.protocols import kinds  # noqa: PLC0415 - the registry loads once a form opens
 
     try:
@@ -105,9 +105,9 @@ def vllm_problem(protocol: str) -> str | None:
     except KitError as exc:
         return exc.line()
     try:
-        kinds.refuse_on_vllm(loaded, starts_servers=False)
+        kinds.refuse_unserved(loaded, engines.VLLM, starts_servers=False)
     except KitError as exc:
-        if kinds.of(loaded).on_vllm is None:  # its fix names the CLI's --engine
+        if not kinds.serves(kinds.of(loaded), engines.VLLM):  # its fix names the CLI's --engine
             return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({vllm_protocols()})"
         return exc.line()
     return None

@@ -14,6 +14,7 @@ from kit.cli import cli
 from kit.engines import registry
 from kit.launch import instance
 from kit.core.errors import ConfigError
+from kit.protocols import kinds
 from kit.protocols.kinds import KINDS, served_on
 from kit.protocols.spec import EngineSettings
 from kit.tui import form
@@ -44,8 +45,8 @@ def test_what_each_engine_runs_is_declared_once():
     written_for = EngineSettings.model_fields["kind"]
     assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
     assert written_for.default == registry.DEFAULT
-    # vLLM runs the kinds that declare how (their on_vllm), said once, by the kinds; llama.cpp every file's kind
-    assert served_on(registry.VLLM) == [name for name, kind in KINDS.items() if kind.on_vllm is not None]
+    # vLLM runs the kinds that name it (their engine_rules), said once, by the kinds; llama.cpp every file's kind
+    assert served_on(registry.VLLM) == [name for name, kind in KINDS.items() if registry.VLLM.name in kind.engine_rules]
     assert served_on(registry.VLLM) == ["grid", "sweep", "flag_order"]
     assert served_on(registry.LLAMACPP) == [name for name, kind in KINDS.items() if kind.from_files]  # all files ask
     assert "reset" in served_on(registry.LLAMACPP) and "harness" not in served_on(registry.LLAMACPP)  # imported only
@@ -55,6 +56,22 @@ def test_what_each_engine_runs_is_declared_once():
     assert not registry.LLAMACPP.runs_written_for(registry.VLLM)  # a server per arm: that engine only
     assert {choice.engine for choice in form.ENGINES} <= set(registry.run_choices())  # the launcher's choices
     assert form.ENDPOINT_KINDS == {"llamacpp": "llama.cpp server", "vllm": "vLLM (OpenAI API, a server per cache arm)"}
+
+
+def test_whether_a_kind_runs_on_an_engine_is_one_question():
+    # every engine against every kind: served_on lists exactly the pairs serves() says yes to, and the runner's
+    # refusal (refuse_unserved) refuses exactly the others, naming the engine and what it does serve
+    for engine in registry.ENGINES.values():
+        assert served_on(engine) == [name for name, kind in KINDS.items() if kinds.serves(kind, engine)]
+    reset, _, _ = kinds.load("demo")
+    kinds.refuse_unserved(reset, registry.LLAMACPP, starts_servers=True)  # served: nothing raised
+    with pytest.raises(ConfigError) as vllm:
+        kinds.refuse_unserved(reset, registry.VLLM, starts_servers=True)
+    assert vllm.value.line() == (
+        "reset protocols do not run on vLLM (it serves grid, sweep and flag_order; `kit check URL --kind "
+        "vllm` checks a running server's cache states); drop --engine vllm to run it on llama.cpp")
+    with pytest.raises(ConfigError, match=r"reset protocols do not run on Ollama \(it runs no protocols;"):
+        kinds.refuse_unserved(reset, registry.OLLAMA, starts_servers=True)
 
 
 def test_an_unknown_engine_is_one_line_naming_the_known_ones():
