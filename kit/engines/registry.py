@@ -47,6 +47,7 @@ class EngineKind:
     checkpoint: bool = False  # serves a checkpoint (a folder or a Hugging Face id), not one GGUF file
     needs_gpu: bool = False  # runs on a GPU only (a CPU estimate of its run says far more than it takes)
     docs: str | None = None  # the page of docs/ on running it, where it has one
+    launcher_needs: str | None = None  # the launcher's "needs" of a file written for it; None: its kind's own
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -69,7 +70,8 @@ VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
-    checkpoint=True, needs_gpu=True, docs="docs/vllm.md")
+    checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
+    launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)
 SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True)
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)

@@ -11,10 +11,9 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.app.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.core.errors import KitError
 from kit.engines import registry as engines
-from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
+from kit.tui.catalog import CPU_FIGURE, ENGINES, Capabilities, EngineChoice, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
@@ -23,34 +22,6 @@ GGUF_MAGIC = b"GGUF"
 HF_ID = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face model id: Org/Name
 
 
-@dataclass(frozen=True)
-class EngineChoice:
-    """One way to get an engine: what the doctor must allow for it, and the runner's engine and launcher."""
-
-    key: str
-    label: str
-    doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
-    engine: str = engines.DEFAULT  # RunOptions.engine (the endpoint's comes from its kind)
-    launcher: str = "native"  # RunOptions.launcher
-    image: str | None = None  # RunOptions.image and .gpus (--launcher docker)
-    gpus: str | None = None
-
-    @property
-    def way(self) -> str:
-        """The engine way a protocol kind must accept (kit.tui.catalog.kind_ways)."""
-        return self.doctor_way or ENDPOINT
-
-
-ENGINES = (
-    EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
-    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
-    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
-    EngineChoice("llamacpp-cpu-container", "llama.cpp CPU container (kit images build llamacpp)", DOCKER_CPU_WAY,
-                 launcher="docker", image="kit/llamacpp:7e4c0a9-cpu", gpus="none"),
-    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine="vllm", launcher="docker"),
-    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine="vllm"),
-    EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
-)
 CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
     "auto": "auto (the wheel's where this CPU allows, else portable)",
     "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
@@ -122,7 +93,7 @@ def vllm_protocols() -> str:
     from kit.tui.catalog import written_for as file_written_for  # noqa: PLC0415
 
     names = [path.stem for path in sorted(protocols_dir().glob("*.yaml"), key=lambda path: path.stem)
-             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == "vllm"]
+             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == engines.VLLM.name]
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
