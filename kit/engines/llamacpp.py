@@ -33,6 +33,7 @@ from kit.engines.http import (
 )
 from kit.core.errors import EngineError, InvalidAnswer
 from kit.engines.cache_reset import CacheReset
+from kit.engines.identify import Prober, Proof, short
 from kit.core.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -274,3 +275,16 @@ class LlamaCppEngine:
 
     def close(self) -> None:
         self._http.close()
+
+
+def proof(probe: Prober) -> Proof | None:
+    """A llama-server answers `GET /props` with `build_info` (a string) or `total_slots` (a count)."""
+    props = probe.json("/props")
+    if props is None:
+        return None
+    build, slots = props.get("build_info"), props.get("total_slots")
+    if isinstance(build, str):
+        return Proof(build, f"GET /props: build_info {short(build)}")
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 0:
+        return Proof(None, f"GET /props: total_slots {slots}")
+    return None

@@ -28,6 +28,7 @@ from kit.engines.base import (
     Sent,
     refuse_unsupported,
 )
+from kit.engines.identify import Prober, Proof, short
 from kit.engines.http import M, Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, logprob_entry
 from kit.core.errors import EngineError
@@ -244,3 +245,9 @@ class OllamaEngine:
 
     def close(self) -> None:
         self._http.close()
+
+
+def proof(probe: Prober) -> Proof | None:
+    """An Ollama server answers `GET /api/version` with its `version`."""
+    version = (probe.json("/api/version") or {}).get("version")
+    return Proof(version, f"GET /api/version: version {short(version)}") if isinstance(version, str) else None

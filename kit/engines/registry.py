@@ -6,8 +6,8 @@ a native binary, a container, or only a server someone else started and gives by
 cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers report
 (reused prompt tokens, log-probabilities), whether `kit run` runs protocols on it (and whether only the kinds
 that name it: whether a kind runs on an engine is kit.protocols.kinds.serves), what `kit check`
-changes in the pinning protocol for it, and its client (`client()`, the kit.engines adapter that speaks
-its HTTP API). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
+changes in the pinning protocol for it, its client (`client()`, the kit.engines adapter that speaks
+its HTTP API) and what proves a server at a URL is this engine (`prove()`, kit.engines.identify). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
 `kit check`, `kit replay` and the runner look engines up here instead of comparing names.
 
 What one running server can do is its adapter's `Capabilities` (kit.engines.base), declared when the
@@ -48,6 +48,7 @@ class EngineKind:
     needs_gpu: bool = False  # runs on a GPU only (a CPU estimate of its run says far more than it takes)
     docs: str | None = None  # the page of docs/ on running it, where it has one
     launcher_needs: str | None = None  # the launcher's "needs" of a file written for it; None: its kind's own
+    proof: str | None = None  # "module:function" proving a server at a URL is this engine (kit.engines.identify)
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -57,23 +58,34 @@ class EngineKind:
 
     def client(self, base_url: str, **options: Any) -> Any:
         """A client (kit.engines adapter) for this engine's server at `base_url`."""
-        module, _, cls = self.client_class.partition(":")
-        return getattr(import_module(module), cls)(base_url, **options)
+        return _named(self.client_class)(base_url, **options)
+
+    def prove(self, probe: Any) -> Any:
+        """What proves the server `probe` asks is this engine (a kit.engines.identify.Proof), or None."""
+        return _named(self.proof)(probe) if self.proof else None
+
+
+def _named(target: str) -> Any:
+    """The function or class "module:name" names, its module imported on first use."""
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
 
 
 VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a block's tokens to evaluate
 
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
-    cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True)
+    cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
+    proof="kit.engines.llamacpp:proof")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
-    launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)")
-OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True)
-SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True)
+    launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
+    proof="kit.engines.vllm:proof")
+OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof")
+SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof")
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
 
 ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}
