@@ -26,6 +26,10 @@ from typing import Any
 from kit.core.errors import ConfigError
 
 EMBEDDED, NATIVE, CONTAINER = "embedded", "native", "container"  # ways the kit starts an engine itself
+# how a server at a URL (`kit check URL`) is brought back to a cold cache between sessions (kit.launch.instance):
+# its model unloaded and reloaded (Ollama), vLLM's dev-mode prefix-cache reset, the adapter's own reset_cache()
+# (llama.cpp's slot erase, SGLang's flush), or not at all (a plain OpenAI-compatible URL)
+UNLOAD, PREFIX_RESET, OWN_RESET, NO_RELOAD = "unload", "prefix-reset", "own-reset", "none"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class EngineKind:
     docs: str | None = None  # the page of docs/ on running it, where it has one
     launcher_needs: str | None = None  # the launcher's "needs" of a file written for it; None: its kind's own
     proof: str | None = None  # "module:function" proving a server at a URL is this engine (kit.engines.identify)
+    url_reload: str = NO_RELOAD  # how a server of it at a URL gets a cold cache: UNLOAD, PREFIX_RESET, OWN_RESET
+    takes_model: bool = True  # its client takes the served model's name (llama-server serves the one it loaded)
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -76,16 +82,18 @@ VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a bloc
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
-    proof="kit.engines.llamacpp:proof")
+    proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False)
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
     launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
-    proof="kit.engines.vllm:proof")
-OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof")
-SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof")
+    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET)
+OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof",
+                    url_reload=UNLOAD)
+SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof",
+                    url_reload=OWN_RESET)
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
 
 ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}

@@ -96,4 +96,20 @@ def test_engine_rules_follow_the_registrys_capabilities():
         with pytest.raises(ConfigError, match="needs the engine's URL"):
             check.resolve_kind(None, kind)
     assert check.resolve_kind(None, "llamacpp") == "embedded"
-    assert set(instance.URL_PROVIDERS) == set(registry.check_choices())  # every --kind has its provider
+    assert {engine.url_reload for engine in registry.ENGINES.values()} <= set(instance.RELOADS)  # each has its provider
+
+
+def test_a_server_at_a_url_is_reloaded_the_way_its_registration_says():
+    # the adapter's own reset: its registered client, given the model where that client takes one
+    for name, model in (("llamacpp", None), ("sglang", "m")):
+        provider = instance.url_provider("http://h:1", name, model, 5)
+        client = provider._make()
+        try:
+            assert type(client) is type(registry.named(name).client("http://h:1", **({"model": "m"} if model else {})))
+            assert getattr(client, "_model", None) == model and provider.kind == name
+        finally:
+            client.close()
+    with pytest.raises(ConfigError, match="checking an Ollama server needs the model name; pass --model NAME"):
+        instance.url_provider("http://h:11434", "ollama", None, 5)
+    with pytest.raises(ConfigError, match="unknown engine kind 'tgi'; choose one of llamacpp, ollama"):
+        instance.url_provider("http://h:1", "tgi", None, 5)
