@@ -55,6 +55,7 @@ class EngineKind:
     proof: str | None = None  # "module:function" proving a server at a URL is this engine (kit.engines.identify)
     url_reload: str = NO_RELOAD  # how a server of it at a URL gets a cold cache: UNLOAD, PREFIX_RESET, OWN_RESET
     takes_model: bool = True  # its client takes the served model's name (llama-server serves the one it loaded)
+    port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -91,7 +92,7 @@ VLLM = EngineKind(
     launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
     proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET)
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof",
-                    url_reload=UNLOAD)
+                    url_reload=UNLOAD, port=11434)
 SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof",
                     url_reload=OWN_RESET)
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
@@ -105,6 +106,11 @@ def named(name: Any, where: str = "--engine") -> EngineKind:
     if name not in ENGINES:
         raise ConfigError(f"{where} {name!r} is not an engine this kit knows", f"give one of {', '.join(ENGINES)}")
     return ENGINES[name]
+
+
+def by_port(port: int | None) -> EngineKind | None:
+    """The engine whose own default port `port` is (`EngineKind.port`), or None."""
+    return next((engine for engine in ENGINES.values() if port is not None and engine.port == port), None)
 
 
 def run_choices() -> list[str]:
