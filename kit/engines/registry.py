@@ -56,6 +56,8 @@ class EngineKind:
     url_reload: str = NO_RELOAD  # how a server of it at a URL gets a cold cache: UNLOAD, PREFIX_RESET, OWN_RESET
     takes_model: bool = True  # its client takes the served model's name (llama-server serves the one it loaded)
     port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
+    server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.fixes)
+    builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -83,7 +85,7 @@ VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a bloc
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
-    proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False)
+    proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True)
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
