@@ -58,6 +58,7 @@ class EngineKind:
     port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
     server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.fixes)
     builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
+    watched: str | None = None  # "module:WATCHED" of the generation endpoints of its API `kit watch` reads
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -85,19 +86,21 @@ VLLM_BLOCK = 16  # vLLM caches whole blocks: a full reuse can leave up to a bloc
 LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
-    proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True)
+    proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True,
+    watched="kit.engines.llamacpp:WATCHED")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
     launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
-    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET)
+    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET, watched="kit.engines.vllm:WATCHED")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof",
-                    url_reload=UNLOAD, port=11434)
+                    url_reload=UNLOAD, port=11434, watched="kit.engines.ollama:WATCHED")
 SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof",
                     url_reload=OWN_RESET)
-OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True)
+OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True,
+                    watched="kit.engines.openai_compat:WATCHED")
 
 ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}
 DEFAULT = LLAMACPP.name  # what `kit run` and a protocol file without engine.kind use
@@ -108,6 +111,16 @@ def named(name: Any, where: str = "--engine") -> EngineKind:
     if name not in ENGINES:
         raise ConfigError(f"{where} {name!r} is not an engine this kit knows", f"give one of {', '.join(ENGINES)}")
     return ENGINES[name]
+
+
+def watched_endpoints() -> dict[str, Any]:
+    """Every engine's generation endpoints `kit watch` reads: path -> its kit.engines.watched.Dialect."""
+    found: dict[str, Any] = {}
+    for engine in ENGINES.values():
+        for path, dialect in (_named(engine.watched) if engine.watched else {}).items():
+            if found.setdefault(path, dialect) is not dialect:
+                raise ValueError(f"{path} is listed by two engines' WATCHED: one engine's API lists it")
+    return found
 
 
 def said_in(text: Any) -> EngineKind | None:

@@ -40,6 +40,7 @@ from kit.engines.base import (
 )
 from kit.engines.cache_reset import CacheReset
 from kit.engines.identify import Prober, Proof, short
+from kit.engines.watched import Dialect, openai_assembled
 from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import ModelsAnswer, Usage
 from kit.core.errors import EngineError, InvalidAnswer
@@ -422,3 +423,12 @@ def proof(probe: Prober) -> Proof | None:
     build = version if isinstance(version, str) else None
     shown = f"; GET /version: {short(build)}" if build else ""
     return Proof(build, f"GET /metrics: vllm: metric names{shown}")
+
+
+def _watched(body: dict[str, Any]) -> Completion:
+    body.setdefault("usage", {})
+    return normalize_completion(body)
+
+
+WATCHED = {"/v1/completions": Dialect(  # the OpenAI text completions API, as vLLM answers it (`kit watch`)
+    "completion", "text_completion", _watched, lambda events: openai_assembled(events, chat=False))}
