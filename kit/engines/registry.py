@@ -58,6 +58,7 @@ class EngineKind:
     port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
     server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.fixes)
     builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
+    server_prompt_cache: bool = False  # a server-level prompt cache beside its slots (llama-server's --cache-ram)
     watched: str | None = None  # "module:WATCHED" of the generation endpoints of its API `kit watch` reads
 
     def runs_written_for(self, written: EngineKind) -> bool:
@@ -87,6 +88,7 @@ LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
     proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True,
+    server_prompt_cache=True,
     watched="kit.engines.llamacpp:WATCHED")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
