@@ -43,9 +43,9 @@ def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol
     """Why this engine cannot be used here for this kind of protocol (`protocol`: its file), or None."""
     engine = engines.named(choice.engine)
     if choice.doctor_way is not None and not engine.runs_written_for(engines.named(written_for(protocol))):
-        return written_for_vllm(protocol)
+        return written_for_problem(protocol)
     if engine.arm_per_server:
-        if problem := vllm_problem(protocol):
+        if problem := serving_problem(engine, protocol):
             return problem
     elif choice.way not in kind_ways(kind):
         return f"{kind} protocols cannot use {choice.label}: they need {kind_needs(kind)}"
@@ -62,13 +62,16 @@ def written_for(protocol: str) -> str:
         return engines.DEFAULT
 
 
-def written_for_vllm(protocol: str) -> str:
-    return (f"{Path(protocol).stem} is written for vLLM (engine.kind: vllm): pick the vLLM container, native vLLM "
-            "or your own vLLM servers")
+def written_for_problem(protocol: str) -> str:
+    """A file written for an engine with a server per cache arm (vLLM) runs on that engine only: pick one of its ways."""
+    engine = engines.named(written_for(protocol))
+    ways = [choice.label for choice in ENGINES if choice.engine == engine.name]
+    return (f"{Path(protocol).stem} is written for {engine.label} (engine.kind: {engine.name}): pick "
+            f"{', '.join(ways)} or your own {engine.label} servers")
 
 
-def vllm_problem(protocol: str) -> str | None:
-    """Why vLLM cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_unserved), or None."""
+def serving_problem(engine: engines.EngineKind, protocol: str) -> str | None:
+    """Why `engine` cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_unserved), or None."""
     from kit.protocols import kinds  # noqa: PLC0415 - the registry loads once a form opens
 
     try:
@@ -76,24 +79,25 @@ def vllm_problem(protocol: str) -> str | None:
     except KitError as exc:
         return exc.line()
     try:
-        kinds.refuse_unserved(loaded, engines.VLLM, starts_servers=False)
+        kinds.refuse_unserved(loaded, engine, starts_servers=False)
     except KitError as exc:
-        if not kinds.serves(kinds.of(loaded), engines.VLLM):  # its fix names the CLI's --engine
-            return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({vllm_protocols()})"
+        if not kinds.serves(kinds.of(loaded), engine):  # its fix names the CLI's --engine
+            default = engines.named(engines.DEFAULT).label
+            return f"{exc.message}: pick a {default} engine, or a {engine.label} protocol ({protocols_for(engine.name)})"
         return exc.line()
     return None
 
 
 @functools.cache
-def vllm_protocols() -> str:
-    """The kit's own protocol files written for vLLM (`engine.kind: vllm`), named as a list in words."""
+def protocols_for(engine: str) -> str:
+    """The kit's own protocol files written for `engine` (their `engine.kind`), named as a list in words."""
     import yaml  # noqa: PLC0415
 
     from kit.core.paths import protocols_dir  # noqa: PLC0415
     from kit.tui.catalog import written_for as file_written_for  # noqa: PLC0415
 
     names = [path.stem for path in sorted(protocols_dir().glob("*.yaml"), key=lambda path: path.stem)
-             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == engines.VLLM.name]
+             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == engine]
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
@@ -291,11 +295,11 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
         found["engine"] = found["engine"] or reused_server_problem(setup.endpoint_kind, setup.protocol)
         endpoint = engines.named(setup.endpoint_kind)
         if endpoint.arm_per_server:
-            found["endpoint_kind"] = vllm_problem(setup.protocol)
+            found["endpoint_kind"] = serving_problem(endpoint, setup.protocol)
             found.update(check_arm_urls(setup.url_on, setup.url_off))
         else:
             if not endpoint.runs_written_for(engines.named(written_for(setup.protocol))):
-                found["endpoint_kind"] = written_for_vllm(setup.protocol)
+                found["endpoint_kind"] = written_for_problem(setup.protocol)
             found["url"] = check_url(setup.url)
     elif engines.named(choice.engine).checkpoint:
         found["model"] = check_checkpoint(setup.model, registry_names().checkpoints)
