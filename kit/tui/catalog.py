@@ -188,7 +188,7 @@ def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
     missing = {way: caps.why_not[way] for way in ways if way in caps.why_not}
     written = engines.named(engine)
     native = next((c.way for c in ENGINES if c.engine == engine and c.launcher == "native" and c.doctor_way), None)
-    if written.needs_gpu and native in caps.blocked:  # the most telling way: its GPU, then its executable
+    if written.needs_gpu and native is not None and native in caps.blocked:  # the most telling way: its GPU, then its executable
         reason = (f"written for {written.label}, which `kit doctor` does not find here ({native}: "
                   f"{caps.blocked[native]}; `d` shows every check and its fix)")
     elif missing:
