@@ -4,9 +4,9 @@ CLI, preflight, `kit check`, `kit replay` and the launcher take their engine cho
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import get_args
 
 import pytest
+from pydantic import ValidationError
 
 from kit.app import check
 from kit.run import preflight
@@ -43,8 +43,11 @@ def test_the_cli_offers_the_registrys_engines():
 
 def test_what_each_engine_runs_is_declared_once():
     written_for = EngineSettings.model_fields["kind"]
-    assert set(get_args(written_for.annotation)) == set(registry.run_choices())  # a file's engine.kind
-    assert written_for.default == registry.DEFAULT
+    assert written_for.default == registry.DEFAULT  # a file's engine.kind: any engine kit run runs, no other
+    assert [EngineSettings(kind=name).kind for name in registry.run_choices()] == registry.run_choices()
+    for name in set(registry.ENGINES) - set(registry.run_choices()) | {"tgi", ""}:
+        with pytest.raises(ValidationError, match="is not an engine kit run runs: give one of llamacpp, vllm"):
+            EngineSettings(kind=name)
     # vLLM runs the kinds that name it (their engine_rules), said once, by the kinds; llama.cpp every file's kind
     assert served_on(registry.VLLM) == [name for name, kind in KINDS.items() if registry.VLLM.name in kind.engine_rules]
     assert served_on(registry.VLLM) == ["grid", "sweep", "flag_order"]
