@@ -69,14 +69,14 @@ class EngineKind:
 
     def client(self, base_url: str, **options: Any) -> Any:
         """A client (kit.engines adapter) for this engine's server at `base_url`."""
-        return _named(self.client_class)(base_url, **options)
+        return resolve_target(self.client_class)(base_url, **options)
 
     def prove(self, probe: Any) -> Any:
         """What proves the server `probe` asks is this engine (a kit.engines.identify.Proof), or None."""
-        return _named(self.proof)(probe) if self.proof else None
+        return resolve_target(self.proof)(probe) if self.proof else None
 
 
-def _named(target: str) -> Any:
+def resolve_target(target: str) -> Any:
     """The function or class "module:name" names, its module imported on first use."""
     module, _, name = target.partition(":")
     return getattr(import_module(module), name)
@@ -119,7 +119,7 @@ def watched_endpoints() -> dict[str, Any]:
     """Every engine's generation endpoints `kit watch` reads: path -> its kit.engines.watched.Dialect."""
     found: dict[str, Any] = {}
     for engine in ENGINES.values():
-        for path, dialect in (_named(engine.watched) if engine.watched else {}).items():
+        for path, dialect in (resolve_target(engine.watched) if engine.watched else {}).items():
             if found.setdefault(path, dialect) is not dialect:
                 raise ValueError(f"{path} is listed by two engines' WATCHED: one engine's API lists it")
     return found

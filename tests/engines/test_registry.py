@@ -129,3 +129,16 @@ def test_a_recorded_description_names_its_engine_by_the_registry():
     # the paper comparison keys engines the same way: Ollama is not llama.cpp (its name holds "llama")
     assert engine_key("Ollama") == "ollama" != engine_key("llama.cpp") == "llamacpp" == engine_key("LLAMA.CPP")
     assert engine_key("vLLM") == "vllm" and engine_key("tgi") == "tgi" and engine_key(None) is None
+
+
+@pytest.mark.parametrize("name", list(registry.ENGINES))
+def test_what_each_registration_names_is_there(name):
+    # its client, its URL proof and its watched endpoints are found where it says (imported on first use)
+    engine = registry.ENGINES[name]
+    assert isinstance(registry.resolve_target(engine.client_class), type)
+    assert engine.proof is None or callable(registry.resolve_target(engine.proof))
+    watched = registry.resolve_target(engine.watched) if engine.watched else {}
+    assert all(path.startswith("/") and registry.watched_endpoints()[path] is dialect
+               for path, dialect in watched.items())
+    assert engine.url_reload in (registry.UNLOAD, registry.PREFIX_RESET, registry.OWN_RESET, registry.NO_RELOAD)
+    assert (registry.by_port(engine.port) is engine) if engine.port else registry.by_port(None) is None
