@@ -1,18 +1,22 @@
-"""The engines the kit knows, one registration each, listed once here (like kit.protocols.kinds for
-protocol kinds).
+"""The engines the kit knows, one registered plug each, listed once here (like kit.protocols.kinds for
+protocol kinds; the way inspect_ai's @modelapi registers a provider, what a plug names is imported on first use).
 
-An `EngineKind` says what the kit can do with an engine: how it gets one (the embedded llama-server,
-a native binary, a container, or only a server someone else started and gives by URL), whether each
-cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers report
-(reused prompt tokens, log-probabilities), whether `kit run` runs protocols on it (and whether only the kinds
-that name it: whether a kind runs on an engine is kit.protocols.kinds.serves), what `kit check`
-changes in the pinning protocol for it, its client (`client()`, the kit.engines adapter that speaks
-its HTTP API) and what proves a server at a URL is this engine (`prove()`, kit.engines.identify). The CLI's `--engine` and `--kind` choices, the launcher's endpoint kinds, preflight,
-`kit check`, `kit replay` and the runner look engines up here instead of comparing names.
+An `EngineKind` is everything the kit knows about one engine that its call sites ask: how it gets one (the
+embedded llama-server, a native binary, a container, or only a server someone else started and gives by URL),
+whether each cache arm needs its own server (vLLM fixes prefix caching per server process), what its answers
+report (reused prompt tokens, log-probabilities), whether `kit run` runs protocols on it (and whether only the
+kinds that name it: whether a kind runs on an engine is one question, kit.protocols.kinds.serves), what `kit
+check` changes in the pinning protocol for it, how a server of it at a URL is brought back to a cold cache, its
+default port, whether the kit's fixes, server flags and builds apply to it, its launcher text, and what its
+adapter module holds: its client (`client()`), what proves a server at a URL is this engine (`prove()`,
+kit.engines.identify) and the generation endpoints `kit watch` reads (`watched`, kit.engines.watched). The CLI's
+`--engine` and `--kind` choices, the launcher, preflight, `kit check`, `kit watch`, `kit replay`, the runner,
+analysis and the paper comparison look engines up here and ask these fields; none compares engine names.
 
 What one running server can do is its adapter's `Capabilities` (kit.engines.base), declared when the
 client is made: a vLLM server started without dev mode has no reset endpoint. What is declared here
-holds for every server of the kind.
+holds for every server of the kind; a fact said at both levels has one name at both
+(`cached_token_telemetry`, `arm_per_server`: the names each session's engine info stores).
 
 This module imports nothing heavy (no HTTP client): `kit --help` reads the choices from it.
 """
@@ -64,7 +68,7 @@ class EngineKind:
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
         an engine with a server per cache arm runs on that engine only; any engine may try the others' (what
-        it cannot serve is refused by its own rules, e.g. kit.launch.vllm_launch.refuse_protocol)."""
+        it cannot serve is refused by its own rules, kit.protocols.kinds.refuse_unserved)."""
         return self is written or not written.arm_per_server
 
     def client(self, base_url: str, **options: Any) -> Any:
@@ -88,8 +92,7 @@ LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
     proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True,
-    server_prompt_cache=True,
-    watched="kit.engines.llamacpp:WATCHED")
+    server_prompt_cache=True, watched="kit.engines.llamacpp:WATCHED")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
