@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.core.errors import KitError
+from kit.engines import registry
 from kit.record.manifest import Manifest, PassInfo, RunManifest, parsed
 from kit.core.paths import RunPaths
 from kit.protocols import kinds
@@ -126,12 +127,12 @@ class RunFolder:
 
     @property
     def engine_name(self) -> str:
-        """llama.cpp, vLLM or Ollama, from what the manifest's engine entry says it was."""
+        """The engine's label (llama.cpp, vLLM, Ollama, ...: kit.engines.registry), from what the manifest's engine
+        entry says it was; llama.cpp, the default engine, where it names none."""
         engine = self.manifest.engine
         if engine.engine_kind:
             return engine.engine_kind
-        said = f"{engine.engine or ''} {engine.kind or ''}".lower()
-        return "vLLM" if "vllm" in said else "Ollama" if "ollama" in said else "llama.cpp"
+        return (registry.said_in(f"{engine.engine or ''} {engine.kind or ''}") or registry.named(registry.DEFAULT)).label
 
     @property
     def resolved(self) -> dict[str, Any]:

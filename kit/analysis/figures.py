@@ -12,6 +12,7 @@ from typing import Any
 
 from kit.analysis.findings_model import Findings, GridRun, SweepFindings
 from kit.core.atomic_file import write_json_atomic, writing
+from kit.engines import registry
 
 FEW_POSITIONS = 20  # Fig. 3: a margin bin with fewer positions is hatched and labelled with its n, not drawn as a rate
 COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-run\ncache on"),
@@ -37,7 +38,8 @@ def _save(fig, folder: Path, stem: str) -> list[str]:
 
 
 def _run_label(g: GridRun) -> str:
-    if g.engine != "llama.cpp":
+    engine = registry.said_in(g.engine)
+    if engine is None or not engine.server_prompt_cache:
         return f"{g.engine} {g.model}\n{g.format}"
     cache = "prompt cache off" if g.cache_ram == 0 else "prompt cache default"
     return f"{g.engine} {g.model}\n{g.format}, {cache}"

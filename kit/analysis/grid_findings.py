@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kit.engines import registry
 from kit.protocols.grid import results as grid_results
 from kit.analysis.collect import RunFolder, format_rank
 from kit.protocols.grid.setting import pass_order, prompt_cache_setting
@@ -89,6 +90,12 @@ def table_iii(grid: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rows": rows, "skipped": skipped}
 
 
+def _has_prompt_cache(label: str) -> bool:
+    """Whether the engine a grid run names has a server-level prompt cache to report (an unknown label: kept)."""
+    engine = registry.said_in(label)
+    return engine is None or engine.server_prompt_cache
+
+
 def _rate_cells(interval: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return {f"{prefix}k": interval["k"], f"{prefix}n": interval["n"], f"{prefix}rate": interval["rate"],
             f"{prefix}lo": interval["lo"], f"{prefix}hi": interval["hi"]}
@@ -104,8 +111,8 @@ def table_v(grid: list[dict[str, Any]]) -> dict[str, Any]:
                                                                                    "no path comparison in this run")})
             continue
         row = {"engine": g["engine"], "model": g["model"], "format": g["format"], "n": c["path"]["episodes"],
-               # vLLM has no server-level prompt cache (llama.cpp's --cache-ram layer)
-               "prompt_cache": "none" if g["engine"] == "vLLM" else prompt_cache_setting(g["cache_ram"]),
+               # vLLM has no server-level prompt cache (llama.cpp's --cache-ram layer: EngineKind.server_prompt_cache)
+               "prompt_cache": prompt_cache_setting(g["cache_ram"]) if _has_prompt_cache(g["engine"]) else "none",
                "run": g["run"], "compared_on": c["path"].get("compared_on", TOKEN_IDS),
                **_rate_cells(c["path"]["interval"], "path_")}
         for key, prefix in (("off_r2r", "off_"), ("on_r2r", "on_")):

@@ -17,7 +17,6 @@ from kit.engines.identify import identify
 from kit.core.errors import ConfigError
 
 ENGINE_CHOICES = ("auto", *registry.check_choices())  # what `kit check --kind` accepts
-OLLAMA_PORT = 11434
 
 
 def resolve(url: str | None, kind: str, transport: Any = None) -> tuple[str, str]:
@@ -31,8 +30,8 @@ def resolve(url: str | None, kind: str, transport: Any = None) -> tuple[str, str
     if kind != "auto":
         registry.named(kind, "--kind")
     found = identify(url, kind, transport=transport)
-    if not found.reached and kind == "auto" and urlparse(url).port == OLLAMA_PORT:
-        return registry.OLLAMA.name, f"engine: {registry.OLLAMA.label} (nothing answered yet; port {OLLAMA_PORT})"
+    if not found.reached and kind == "auto" and (by_port := registry.by_port(urlparse(url).port)):
+        return by_port.name, f"engine: {by_port.label} (nothing answered yet; port {by_port.port})"
     return found.kind, found.line()
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from kit.engines import registry
+
 KNOWN_MODELS = {"smollm2-135m": "SmolLM2-135M", "gemma-3-270m": "Gemma-3-270M"}
 
 
@@ -35,5 +37,5 @@ def format_key(label: str) -> str:
 def engine_key(label: str | None) -> str | None:
     if label is None:
         return None
-    text = str(label).lower()
-    return "vllm" if "vllm" in text else "llama.cpp" if "llama" in text else text
+    engine = registry.said_in(label)
+    return engine.name if engine else str(label).lower()

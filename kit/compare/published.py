@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.compare.measures import CONDITION_NAMES, MEASURES, ROWS, SCALE_KEYS, TABLES, TREND, Kind, Section
 from kit.core.errors import ConfigError
+from kit.engines import registry
 from kit.core.packaged_yaml import read_yaml, validated
 
 REFERENCES = {"paper": "paper.yaml"}
@@ -102,7 +103,7 @@ class PublishedRow(BaseModel):
     row: str = Field(min_length=1)
     model: str = Field(min_length=1)
     format: str
-    engine: Literal["llama.cpp", "vLLM"]
+    engine: str  # an engine's label (kit.engines.registry): llama.cpp, vLLM
     scale: dict[ScaleKey, int]
     conditions: dict[ConditionKey, str] = Field(default_factory=dict)
     source: str = Field(min_length=1)
@@ -110,6 +111,9 @@ class PublishedRow(BaseModel):
 
     @model_validator(mode="after")
     def _known(self) -> PublishedRow:
+        labels = [engine.label for engine in registry.ENGINES.values()]
+        if self.engine not in labels:
+            raise ValueError(f"engine {self.engine!r} is not an engine's label: one of {', '.join(labels)}")
         formats = self.format.split("+")
         if any(f not in FORMATS for f in formats) or (len(formats) > 1) != (self.part == TREND):
             raise ValueError(f"format {self.format!r}: a row names one of {', '.join(FORMATS)}; a trend joins "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from kit.engines import registry
 from kit.analysis.findings_model import Findings, RunEntry, SweepFindings
 from kit.protocols.grid.setting import pass_order
 from kit.compare.measures import ROWS, TREND, Measured, RunRow, Section
@@ -93,8 +94,9 @@ def one(values: list[Any]) -> Any:
 
 
 def finish(row: RunRow) -> RunRow:
-    """vLLM checkpoints carry no GGUF format label; they run at the checkpoint's dtype (BF16)."""
-    if row.engine == "vLLM" and row.format == "unknown":
+    """Checkpoints (vLLM's) carry no GGUF format label; they run at the checkpoint's dtype (BF16)."""
+    engine = registry.said_in(row.engine)
+    if engine is not None and engine.checkpoint and row.format == "unknown":
         row.format = "BF16"
         row.notes.append(VLLM_FORMAT_NOTE)
     return row

@@ -1,6 +1,7 @@
 """Which engine serves a URL, from what only that engine answers (`kit check URL --kind auto`, `kit watch`).
 
-Each engine is known by an endpoint no other one serves, with the field that proves it:
+Each engine is known by an endpoint no other one serves, with the field that proves it: its proof, a function of
+a `Prober` in its adapter module that the engine's registration names (`EngineKind.proof`):
 - llama.cpp: `GET /props` with `build_info` (a string) or `total_slots` (a count);
 - vLLM: `vllm:`-named metric families on `GET /metrics` (its build from `GET /version`);
 - SGLang: `GET /get_server_info` (older builds: `/server_info`) with its `version` and server arguments;
@@ -15,9 +16,8 @@ Nothing here raises for a server that does not answer: it is then "not reached".
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -28,8 +28,6 @@ from kit.engines import registry
 from kit.engines.http import probe_get
 
 SHOWN = 60  # characters of an engine's own string (a build, a version) shown in a line
-VLLM_METRIC = re.compile(rb"^(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.MULTILINE)
-SGLANG_ARGS = ("model_path", "tp_size", "disable_radix_cache")  # server arguments its server info holds
 
 
 @dataclass(frozen=True)
@@ -46,12 +44,20 @@ class Identified:
         return f"engine: {registry.named(self.kind).label} ({self.evidence})"
 
 
-def _short(value: Any) -> str:
+class Proof(NamedTuple):
+    """What an engine's proof found: its build or version (None: not said) and the answer that proved it."""
+
+    build: str | None
+    evidence: str
+
+
+def short(value: Any) -> str:
+    """An engine's own string (a build, a version) as a line shows it: printable, at most SHOWN characters."""
     text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
     return text if len(text) <= SHOWN else text[:SHOWN] + "..."
 
 
-class _Prober:
+class Prober:
     """Bounded GETs against one server; remembers whether any answered (even with an error status)."""
 
     def __init__(self, client: httpx.Client, base: str):
@@ -71,48 +77,10 @@ class _Prober:
         return value if isinstance(value, dict) else None
 
 
-def _llamacpp(probe: _Prober) -> Identified | None:
-    props = probe.json("/props")
-    if props is None:
-        return None
-    build, slots = props.get("build_info"), props.get("total_slots")
-    if isinstance(build, str):
-        return Identified(registry.LLAMACPP.name, build, f"GET /props: build_info {_short(build)}", True)
-    if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 0:
-        return Identified(registry.LLAMACPP.name, None, f"GET /props: total_slots {slots}", True)
-    return None
-
-
-def _vllm(probe: _Prober) -> Identified | None:
-    metrics = probe.raw("/metrics")
-    if metrics is None or not VLLM_METRIC.search(metrics):
-        return None
-    version = (probe.json("/version") or {}).get("version")
-    build = version if isinstance(version, str) else None
-    shown = f"; GET /version: {_short(build)}" if build else ""
-    return Identified(registry.VLLM.name, build, f"GET /metrics: vllm: metric names{shown}", True)
-
-
-def _sglang(probe: _Prober) -> Identified | None:
-    for path in ("/get_server_info", "/server_info"):
-        info = probe.json(path)
-        version = info.get("version") if info else None
-        if info and isinstance(version, str) and any(key in info for key in SGLANG_ARGS):
-            return Identified(registry.SGLANG.name, version, f"GET {path}: version {_short(version)}", True)
-    return None
-
-
-def _ollama(probe: _Prober) -> Identified | None:
-    version = (probe.json("/api/version") or {}).get("version")
-    if isinstance(version, str):
-        return Identified(registry.OLLAMA.name, version, f"GET /api/version: version {_short(version)}", True)
-    return None
-
-
-# engine -> its proof, in the order tried (llama.cpp first: it is the kit's own engine and answers fastest)
-PROOFS: dict[str, Callable[[_Prober], Identified | None]] = {
-    registry.LLAMACPP.name: _llamacpp, registry.VLLM.name: _vllm, registry.SGLANG.name: _sglang,
-    registry.OLLAMA.name: _ollama}
+def proofs() -> list[registry.EngineKind]:
+    """The engines with a proof of their own (`EngineKind.proof`), in the order tried: those the kit starts itself
+    first (llama.cpp, its own engine, answers fastest), then the others, each in registry order."""
+    return sorted((engine for engine in registry.ENGINES.values() if engine.proof), key=lambda engine: not engine.launch)
 
 
 def identify(url: str, kind: str = "auto", timeout: float = 5.0,
@@ -120,14 +88,14 @@ def identify(url: str, kind: str = "auto", timeout: float = 5.0,
     """The engine at `url` (`kind` "auto": whichever proof holds first; a named kind: only its own proof is
     tried, and the kind is kept even where the proof fails). `transport` replaces the network (tests)."""
     base, params, _ = connection_parts(url, strip_suffix="/v1")
-    order = list(PROOFS) if kind == "auto" else [kind] if kind in PROOFS else []
+    order = [engine for engine in proofs() if kind in ("auto", engine.name)]
     with httpx.Client(timeout=timeout, params=httpx.QueryParams(tuple(params)), trust_env=False,
                       transport=transport) as client:
-        probe = _Prober(client, base)
-        for name in order:
-            found = PROOFS[name](probe)
+        probe = Prober(client, base)
+        for engine in order:
+            found = engine.prove(probe)
             if found is not None:
-                return found
+                return Identified(engine.name, found.build, found.evidence, True)
             if not probe.reached:  # nothing listens (or nothing answers in time): no other probe will fare better
                 break
         # asked where an engine's probe reached the server, and also where the kind has no proof of its own

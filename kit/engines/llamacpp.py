@@ -33,6 +33,8 @@ from kit.engines.http import (
 )
 from kit.core.errors import EngineError, InvalidAnswer
 from kit.engines.cache_reset import CacheReset
+from kit.engines.identify import Prober, Proof, short
+from kit.engines.watched import Dialect, Event, joined
 from kit.core.secret_urls import connection_parts
 
 FINISH_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -274,3 +276,34 @@ class LlamaCppEngine:
 
     def close(self) -> None:
         self._http.close()
+
+
+def proof(probe: Prober) -> Proof | None:
+    """A llama-server answers `GET /props` with `build_info` (a string) or `total_slots` (a count)."""
+    props = probe.json("/props")
+    if props is None:
+        return None
+    build, slots = props.get("build_info"), props.get("total_slots")
+    if isinstance(build, str):
+        return Proof(build, f"GET /props: build_info {short(build)}")
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 0:
+        return Proof(None, f"GET /props: total_slots {slots}")
+    return None
+
+
+def _watched(body: dict[str, Any]) -> Completion:
+    body.setdefault("tokens", [])  # present only when the client asked `return_tokens`
+    return normalize(body)
+
+
+def _assembled(events: list[Event]) -> dict[str, Any]:
+    body = dict(events[-1]) if events else {}
+    body["content"] = joined(events, lambda e: e.get("content"))
+    body["tokens"] = [t for e in events for t in (e.get("tokens") or [])]
+    probs = [p for e in events for p in (e.get("completion_probabilities") or [])]
+    body["completion_probabilities"] = probs or None
+    return body
+
+
+_NATIVE = Dialect("llama", "text_completion", _watched, _assembled)
+WATCHED = {"/completion": _NATIVE, "/completions": _NATIVE}  # llama-server's own completion API (`kit watch`)

@@ -28,6 +28,8 @@ from kit.engines.base import (
     Sent,
     refuse_unsupported,
 )
+from kit.engines.identify import Prober, Proof, short
+from kit.engines.watched import Dialect, Event, joined
 from kit.engines.http import M, Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, logprob_entry
 from kit.core.errors import EngineError
@@ -244,3 +246,23 @@ class OllamaEngine:
 
     def close(self) -> None:
         self._http.close()
+
+
+def proof(probe: Prober) -> Proof | None:
+    """An Ollama server answers `GET /api/version` with its `version`."""
+    version = (probe.json("/api/version") or {}).get("version")
+    return Proof(version, f"GET /api/version: version {short(version)}") if isinstance(version, str) else None
+
+
+def _assembled(events: list[Event]) -> dict[str, Any]:
+    body = dict(events[-1]) if events else {}
+    if any("message" in e for e in events):
+        body["message"] = {"role": "assistant", "content": joined(events, lambda e: (e.get("message") or {}).get("content"))}
+    else:
+        body["response"] = joined(events, lambda e: e.get("response"))
+    return body
+
+
+WATCHED = {  # Ollama's own API (`kit watch`): its streams are JSON lines
+    "/api/generate": Dialect("ollama", "generate_content", normalize, _assembled, json_lines=True),
+    "/api/chat": Dialect("ollama", "chat", normalize, _assembled, json_lines=True)}

@@ -27,6 +27,7 @@ from kit.engines.base import (
 )
 from kit.engines.http import Answer, Count, Finite, client, error_text, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import LogprobEntry, ModelsAnswer, Usage, logprob_entry
+from kit.engines.watched import Dialect, openai_assembled
 from kit.core.errors import EngineError
 from kit.core.secret_urls import connection_parts
 
@@ -161,3 +162,7 @@ class OpenAICompatEngine:
 
     def close(self) -> None:
         self._http.close()
+
+
+_CHAT = Dialect("chat", "chat", normalize_chat, lambda events: openai_assembled(events, chat=True))
+WATCHED = {"/v1/chat/completions": _CHAT, "/chat/completions": _CHAT}  # the OpenAI chat API (`kit watch`)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from kit.engines.cache_reset import CacheReset
 from kit.engines.http import error_text, send
+from kit.engines.identify import Prober, Proof, short
 from kit.engines.openai_compat import RUNNING, OpenAICompatEngine
 
 FLUSH = "/flush_cache"
+SERVER_ARGS = ("model_path", "tp_size", "disable_radix_cache")  # server arguments its server info holds
 
 
 class SglangEngine(OpenAICompatEngine):
@@ -27,3 +29,14 @@ class SglangEngine(OpenAICompatEngine):
                               f"{error_text(response, 'detail')[:160]}); it flushes only while no request runs")
         return CacheReset(f"POST {FLUSH}", True, "SGLang flushed its radix cache (the next call's cached tokens "
                           "are read from usage, which SGLang gives only with --enable-cache-report)")
+
+
+def proof(probe: Prober) -> Proof | None:
+    """An SGLang server answers `GET /get_server_info` (older builds: `/server_info`) with its `version` and its
+    server arguments."""
+    for path in ("/get_server_info", "/server_info"):
+        info = probe.json(path)
+        version = info.get("version") if info else None
+        if info and isinstance(version, str) and any(key in info for key in SERVER_ARGS):
+            return Proof(version, f"GET {path}: version {short(version)}")
+    return None

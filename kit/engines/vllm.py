@@ -39,6 +39,8 @@ from kit.engines.base import (
     refuse_unsupported,
 )
 from kit.engines.cache_reset import CacheReset
+from kit.engines.identify import Prober, Proof, short
+from kit.engines.watched import Dialect, openai_assembled
 from kit.engines.http import Answer, Count, Finite, M, answer, client, json_or, parsed, post_timed, send, validated
 from kit.engines.openai_shapes import ModelsAnswer, Usage
 from kit.core.errors import EngineError, InvalidAnswer
@@ -47,6 +49,7 @@ from kit.core.secret_urls import connection_parts
 HITS_METRIC = "vllm:prefix_cache_hits_total"
 QUERIES_METRIC = "vllm:prefix_cache_queries_total"
 CONFIG_METRIC = "vllm:cache_config_info"
+METRIC_NAME = re.compile(rb"^(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.MULTILINE)  # what proves a vLLM server
 _OVERFLOW = re.compile(r"maximum context length", re.IGNORECASE)
 _OVERFLOW_PROMPT = re.compile(r"\((\d+) in the messages|has (\d+) input tokens|contains at least (\d+) input tokens")
 
@@ -409,3 +412,23 @@ def _overflow_completion(payload: Any, message: str, sent: Sent | None = None) -
         outcome="context_overflow",
         sent=sent,
     )
+
+
+def proof(probe: Prober) -> Proof | None:
+    """A vLLM server has `vllm:`-named metric families on `GET /metrics`; its build is `GET /version`'s."""
+    metrics = probe.raw("/metrics")
+    if metrics is None or not METRIC_NAME.search(metrics):
+        return None
+    version = (probe.json("/version") or {}).get("version")
+    build = version if isinstance(version, str) else None
+    shown = f"; GET /version: {short(build)}" if build else ""
+    return Proof(build, f"GET /metrics: vllm: metric names{shown}")
+
+
+def _watched(body: dict[str, Any]) -> Completion:
+    body.setdefault("usage", {})
+    return normalize_completion(body)
+
+
+WATCHED = {"/v1/completions": Dialect(  # the OpenAI text completions API, as vLLM answers it (`kit watch`)
+    "completion", "text_completion", _watched, lambda events: openai_assembled(events, chat=False))}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.core.errors import ConfigError
+from kit.engines import registry
 
 # where a run's engine comes from (kit.run.engine_source) that a fix may name as one it applies with
 EMBEDDED, SERVER_BIN, ENGINE_BUILD, DOCKER = "embedded", "server-bin", "engine-build", "docker"
@@ -235,7 +236,7 @@ def refuse(applied: Applied, *, source: str, engine: str) -> None:
         raise ConfigError(f"{what}: the kit does not start a server it reaches by --engine-url, so it cannot "
                           "apply a server setting to it", "drop --engine-url and let the kit start the engine, or "
                           "start your server with the flags yourself")
-    if engine != "llamacpp":
+    if not registry.named(engine).server_flags:
         raise ConfigError(f"{what}: fixes and server flags are llama-server settings; the {engine} engine has none "
                           "of them", "run on llama.cpp (the default engine)")
     if source == DOCKER and applied.server_args:

@@ -11,7 +11,7 @@
 - `ChatUrlProvider`: any OpenAI-compatible URL; the kit cannot reload it, and says so.
 
 Each session's `launch["reload"]` says what was done and whether it was confirmed. `url_provider` picks the
-provider for a server at a URL by its engine's registry name (`kit check URL`).
+provider for a server at a URL by what its engine's registration says (`EngineKind.url_reload`, `kit check URL`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from typing import Any, Callable, Iterator
 
 from kit.core.errors import ConfigError
 from kit.engines import registry
-from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.ollama import OllamaEngine
 from kit.engines.openai_compat import OpenAICompatEngine
-from kit.engines.sglang import SglangEngine
 from kit.launch.provider import EngineSession
 from kit.core.secret_urls import redact_url
 
@@ -125,28 +123,33 @@ class ChatUrlProvider:
             engine.close()
 
 
-def _ollama(url: str, model: str | None, unload_timeout: float) -> Any:
+def _unload(url: str, engine: registry.EngineKind, model: str | None, unload_timeout: float) -> Any:
     if not model:
-        raise ConfigError("checking an Ollama server needs the model name", "pass --model NAME (see `ollama ls`)")
+        raise ConfigError(f"checking an {engine.label} server needs the model name",
+                          "pass --model NAME (see `ollama ls`)")
     return OllamaProvider(url, model, unload_timeout=unload_timeout)
 
 
-# how a server at a URL (`kit check URL`) is brought back to a cold cache, by engine (kit.engines.registry
-# names): Ollama confirms an unload, vLLM resets its prefix cache (dev mode), llama.cpp erases its slots
-# (--slot-save-path), SGLang flushes its radix cache; a plain OpenAI-compatible URL is not reloaded
-URL_PROVIDERS: dict[str, Callable[[str, str | None, float], Any]] = {
-    registry.OLLAMA.name: _ollama,
-    registry.VLLM.name: lambda url, model, _: VllmResetProvider(url, model),
-    registry.LLAMACPP.name: lambda url, _model, _: ResetProvider(url, registry.LLAMACPP.name,
-                                                                 lambda: LlamaCppEngine(url)),
-    registry.SGLANG.name: lambda url, model, _: ResetProvider(url, registry.SGLANG.name,
-                                                              lambda: SglangEngine(url, model)),
-    registry.OPENAI.name: lambda url, model, _: ChatUrlProvider(url, model),
+def _own_reset(url: str, engine: registry.EngineKind, model: str | None, _timeout: float) -> Any:
+    options = {"model": model} if engine.takes_model else {}
+    return ResetProvider(url, engine.name, lambda: engine.client(url, **options))
+
+
+# how a server at a URL (`kit check URL`) is brought back to a cold cache, by its engine's `url_reload`
+# (kit.engines.registry): Ollama confirms an unload, vLLM resets its prefix cache (dev mode), an adapter with a
+# reset of its own uses it (llama.cpp erases its slots with --slot-save-path, SGLang flushes its radix cache);
+# a plain OpenAI-compatible URL is not reloaded
+RELOADS: dict[str, Callable[[str, registry.EngineKind, str | None, float], Any]] = {
+    registry.UNLOAD: _unload,
+    registry.PREFIX_RESET: lambda url, _engine, model, _: VllmResetProvider(url, model),
+    registry.OWN_RESET: _own_reset,
+    registry.NO_RELOAD: lambda url, _engine, model, _: ChatUrlProvider(url, model),
 }
 
 
 def url_provider(url: str, engine: str, model: str | None, unload_timeout: float) -> Any:
     """The provider for a server of `engine` at `url` (not the embedded engine: the runner launches that one)."""
-    if engine not in URL_PROVIDERS:
-        raise ConfigError(f"unknown engine kind {engine!r}", f"choose one of {', '.join(URL_PROVIDERS)}")
-    return URL_PROVIDERS[engine](url, model, unload_timeout)
+    if engine not in registry.ENGINES:
+        raise ConfigError(f"unknown engine kind {engine!r}", f"choose one of {', '.join(registry.ENGINES)}")
+    found = registry.ENGINES[engine]
+    return RELOADS[found.url_reload](url, found, model, unload_timeout)

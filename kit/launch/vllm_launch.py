@@ -8,7 +8,7 @@ A run on `--engine vllm` gets an `ArmProviders` whose cache-on arm serves from s
   `vllm` executable `--server-bin` names), one process per session, its log in the run folder;
 - URLs (`--engine-url on=URL --engine-url off=URL`): servers someone else started, one per arm.
 Every server runs the protocol's flags (kit.launch.container_spec.vllm_serve_args). Which protocols a
-vLLM run serves, each kind says itself (`Kind.on_vllm`, kit.protocols.kinds.refuse_on_vllm).
+vLLM run serves, each kind says itself (`Kind.engine_rules`, kit.protocols.kinds.serves and refuse_unserved).
 """
 
 from __future__ import annotations

@@ -21,9 +21,11 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `record`: the record class its passes write (a `kit.record.model.RequestRecord` with a `TITLE`, the heading of
   its table in docs/records.md); a kind whose passes write another kind's records names that kind's class and
   comes after it in the registry (kit.protocols.kinds.record_classes: a BFCL pass writes the grid's);
-- `on_vllm(protocol, starts_servers)`: None if a vLLM run does not serve the kind; else it raises
-  ConfigError for what vLLM cannot serve in this protocol (`starts_servers`: the kit starts the vLLM
-  servers, rather than reaching them by --engine-url);
+- `engine_rules`: engine name -> rule, for the engines that run only the kinds that name them
+  (kit.engines.registry `kinds_opt_in`, vLLM): the kind runs on such an engine only if it names it, and its
+  rule `(protocol, starts_servers)` raises ConfigError for what that engine cannot serve in this protocol
+  (`starts_servers`: the kit starts the servers, rather than reaching them by --engine-url). Whether a kind
+  runs on an engine is asked in one place: kit.protocols.kinds.serves;
 - `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
 - `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not;
 - `from_files`: False for a kind whose run folders are imported (`harness`): protocol files cannot ask for it.
@@ -55,8 +57,8 @@ kinds come from the registry. `tests/protocols/test_kinds.py` shows a toy kind g
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +182,8 @@ class Kind:
     launcher: Launcher
     analysis: Analysis | None
     record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record.model)
-    on_vllm: Callable[[Any, bool], None] | None = None  # None: vLLM does not run it; else refuses what vLLM cannot
+    # engines that run only the kinds naming them (vLLM) -> what each refuses in one of its protocols (kinds.serves)
+    engine_rules: Mapping[str, Callable[[Any, bool], None]] = field(default_factory=dict)
     note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
     plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file

@@ -9,8 +9,8 @@ when it is asked for a name the kit does not ship, or for all its names. Its nam
 through its kinds (`values()`, `items()`) loads them all.
 
 Everything that depends on a kind looks it up in `KINDS`: loading protocol files, the runner (prepare,
-run, and the results at the end of a run), what a vLLM run serves (`refuse_on_vllm`), `kit analyze`
-(kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.app.console.results_view,
+run, and the results at the end of a run), whether a kind runs on an engine (`serves`, `refuse_unserved`),
+`kit analyze` (kit.analysis.collect), `kit verify` (kit.bundle.recompute), the console (kit.app.console.results_view,
 results_note), the launcher (kit.tui.catalog, kit.tui.form, its divergence plot), the record classes
 (`record_classes`: what a record is checked against, and docs/records.md's tables). A protocol file's own
 name (`sentinel`) and its kind (`grid`) differ: docs/protocols.md lists them. To add a kind, see
@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from kit.core.errors import ConfigError, KitError
-from kit.engines.registry import VLLM, EngineKind
+from kit.engines.registry import DEFAULT, ENGINES, EngineKind
 from kit.record.manifest import Manifest
 from kit.record.model import RequestRecord, validate
 from kit.protocols import spec
@@ -216,24 +216,33 @@ def of_run(run_dir: Path) -> Kind:
     return named(Manifest.load(run_dir).run.protocol.kind, str(run_dir))
 
 
+def serves(kind: Kind, engine: EngineKind) -> bool:
+    """Whether `kit run --engine NAME` runs protocols of `kind` on `engine`, the one place this is asked: an engine
+    that runs protocols runs every kind a protocol file can ask for, or where it runs only the kinds that name it
+    (`kinds_opt_in`, vLLM), those whose `engine_rules` name it."""
+    return engine.runs and kind.from_files and (not engine.kinds_opt_in or engine.name in kind.engine_rules)
+
+
 def served_on(engine: EngineKind) -> list[str]:
-    """The kinds `kit run --engine NAME` runs on `engine`: every kind a protocol file can ask for, or where the
-    engine runs only the kinds that declare how (vLLM), those whose `on_vllm` does; none where it runs none."""
-    if not engine.runs:
-        return []
-    return [name for name, kind in KINDS.items() if kind.from_files and (not engine.kinds_opt_in or kind.on_vllm)]
+    """The kinds `engine` serves (`serves`), in registry order; none where it runs none."""
+    return [name for name, kind in KINDS.items() if serves(kind, engine)]
 
 
-def refuse_on_vllm(protocol: spec.ProtocolBase, *, starts_servers: bool) -> None:
-    """What a vLLM run cannot serve, refused before the run folder exists: a kind vLLM does not run (`kit check
-    URL --kind vllm` covers pinning on a running server), and what the kind's own `on_vllm` refuses."""
+def refuse_unserved(protocol: spec.ProtocolBase, engine: EngineKind, *, starts_servers: bool) -> None:
+    """What `engine` cannot serve, refused before the run folder exists: a kind it does not run (`kit check URL
+    --kind NAME` covers pinning on a running server), and what the kind's own rule for the engine refuses."""
     kind = of(protocol)
-    if kind.on_vllm is None:
-        served = served_on(VLLM)
-        raise ConfigError(f"{kind.name} protocols do not run on vLLM (it serves {', '.join(served[:-1])} and "
-                          f"{served[-1]}; `kit check URL --kind vllm` checks a running server's cache states)",
-                          "drop --engine vllm to run it on llama.cpp")
-    kind.on_vllm(protocol, starts_servers)
+    if not serves(kind, engine):
+        served = served_on(engine)
+        runs = f"it serves {', '.join(served[:-1])} and {served[-1]}" if len(served) > 1 else (
+            f"it serves {served[0]}" if served else "it runs no protocols")
+        default = ENGINES[DEFAULT]
+        raise ConfigError(f"{kind.name} protocols do not run on {engine.label} ({runs}; `kit check URL --kind "
+                          f"{engine.name}` checks a running server's cache states)",
+                          f"drop --engine {engine.name} to run it on {default.label}")
+    rule = kind.engine_rules.get(engine.name)
+    if rule is not None:
+        rule(protocol, starts_servers)
 
 
 def for_table(table: dict[str, Any] | None) -> Kind | None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from kit.core.errors import ConfigError
 from kit.core.paths import protocols_dir
+from kit.engines import registry
 from kit.protocols import yaml_strict
 from kit.protocols.bounds import FIRST_ITEM_MAX, ITEMS_MAX, CacheRam, CtxSize, Seed, count
 
@@ -33,7 +34,15 @@ class EngineSettings(Strict):
     cache_ram: CacheRam | None = Field(0, description="server-level prompt cache in MiB; 0 disables, null = default")
     # The engine the file is written for: the launcher calls it ready only where `kit doctor` finds that engine,
     # and offers only engines of it. Not in the run's resolved protocol (`kit run --engine` says what ran).
-    kind: Literal["llamacpp", "vllm"] = Field("llamacpp", exclude=True)
+    kind: str = Field(registry.DEFAULT, exclude=True)
+
+    @field_validator("kind")
+    @classmethod
+    def _runs(cls, name: str) -> str:
+        """An engine `kit run` runs (kit.engines.registry.run_choices)."""
+        if name not in registry.run_choices():
+            raise ValueError(f"{name!r} is not an engine kit run runs: give one of {', '.join(registry.run_choices())}")
+        return name
 
 
 class Workload(Strict):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.core.errors import ConfigError, KitError
+from kit.engines import registry
 from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
 from kit.run import engine_source
 
@@ -25,7 +26,7 @@ def check(options: Any) -> None:
         return
     llamacpp_sdist.check_build(build)
     clash = [option for source, option in engine_source.given(options) if source != "engine-build"]
-    clash += [f"--engine {options.engine}"] if options.engine != "llamacpp" else []
+    clash += [] if registry.named(options.engine).builds else [f"--engine {options.engine}"]
     if clash:
         raise ConfigError(f"{OPTION} {build} chooses the engine the kit starts, so it cannot combine with "
                           f"{' and '.join(clash)}", f"drop {' and '.join(clash)}, or drop {OPTION}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.errors import ConfigError
-from kit.engines.registry import DEFAULT as DEFAULT_ENGINE
+from kit.engines import registry
 from kit.protocols import kinds
 from kit.protocols.kind import CpuEstimate, rough_duration
 from kit.protocols.spec import ProtocolBase
@@ -83,8 +83,9 @@ def on_the_cpu_engine(options: Any) -> bool:
     """Whether the run is served by the embedded engine on this machine's CPU, in this process: what the
     rough estimates are about, or a llama.cpp build made here for it (an engine elsewhere, a user's binary, a
     container or a cluster is not)."""
-    return (engine_source(options) in ("embedded", "engine-build") and options.engine == DEFAULT_ENGINE
-            and options.executor == "local")
+    engine = registry.ENGINES.get(options.engine)
+    return (engine_source(options) in ("embedded", "engine-build") and engine is not None
+            and registry.EMBEDDED in engine.launch and options.executor == "local")
 
 
 def asking(options: Any, protocol: ProtocolBase, path: Path, limit: float = HOUR) -> LongRun | None:

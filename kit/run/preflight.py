@@ -103,12 +103,12 @@ def check_engine_choice(options: Any) -> None:
     if options.engine not in runs:
         raise ConfigError(f"--engine {options.engine!r} is not an engine the kit runs", f"give {' or '.join(runs)}")
     engine = registry.named(options.engine)
-    if engine.server_per_arm and options.engine_url:
+    if engine.arm_per_server and options.engine_url:
         raise ConfigError(f"--engine-url {options.engine_url} names one server, but {engine.label} fixes prefix "
                           "caching per server process",
                           "give one per cache arm: --engine-url on=URL --engine-url off=URL")
-    if options.engine_urls and not engine.server_per_arm:
-        per_arm = [registry.named(n) for n in runs if registry.named(n).server_per_arm]
+    if options.engine_urls and not engine.arm_per_server:
+        per_arm = [registry.named(n) for n in runs if registry.named(n).arm_per_server]
         raise ConfigError(f"--engine-url ARM=URL gives a server per cache arm, which only "
                           f"{' or '.join(e.label for e in per_arm)} runs",
                           f"add --engine {' or '.join(e.name for e in per_arm)}, or give {engine.label} one "

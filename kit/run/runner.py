@@ -87,7 +87,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     source = engine_source(options)
     if options.provider is not None:  # source "provider": the one the caller made
         return options.provider
-    if registry.named(options.engine).server_per_arm:  # a server per cache arm: kit.launch.vllm_launch
+    if registry.named(options.engine).arm_per_server:  # a server per cache arm: kit.launch.vllm_launch
         return _vllm_provider(options, protocol)
     if source == "url" and options.engine_url:
         return ExternalProvider(options.engine_url)
@@ -158,8 +158,8 @@ def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = p
                           f"{options.engine}", f"add --engine {written.name} (--launcher docker, native "
                           f"{written.name}, or --engine-url on=URL --engine-url off=URL), or run a llama.cpp protocol "
                           "(grid, grid-cpu)")
-    if engine.server_per_arm:  # what vLLM cannot serve, refused before anything is fetched or written
-        kinds.refuse_on_vllm(protocol, starts_servers=options.provider is None and not options.engine_urls)
+    # what the engine cannot serve, refused before anything is fetched or written
+    kinds.refuse_unserved(protocol, engine, starts_servers=options.provider is None and not options.engine_urls)
     long_runs.refuse_unconfirmed(options, protocol, path)  # before BFCL, a model or a backend is fetched or built
     prepared = kind.prepare(protocol, RunInputs(gsm8k=options.gsm8k, say=say))
     content = path.read_bytes().decode("utf-8")  # the exact bytes digested, so resume can check them

@@ -16,17 +16,45 @@ from kit.app import doctor
 from kit.app.doctor import DOCKER_CPU_WAY, DOCKER_WAY, EMBEDDED_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY, Check
 from kit.core.errors import KitError
 from kit.core.paths import protocols_dir
+from kit.engines import registry as engines
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Kind
 
 EMBEDDED = EMBEDDED_WAY
 ENDPOINT = "your own endpoint URL"  # not a doctor way: always there, never proven here
-STARTED_LLAMACPP = (EMBEDDED, NATIVE_LLAMACPP_WAY, DOCKER_WAY, DOCKER_CPU_WAY)  # llama.cpp engines the kit starts
-ANY_LLAMACPP = (*STARTED_LLAMACPP, ENDPOINT)
-VLLM_WAYS = (DOCKER_WAY, NATIVE_VLLM_WAY, ENDPOINT)  # the doctor's ways that run vLLM, and a vLLM server by URL
 NOT_PROVEN = f"the {EMBEDDED} is not proven on this machine: run `kit doctor`"
 CPU_FIGURE = "; vLLM on a GPU takes far less"  # after the CPU estimate of a vLLM file or setup
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """One way to get an engine: what the doctor must allow for it, and the runner's engine and launcher."""
+
+    key: str
+    label: str
+    doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
+    engine: str = engines.DEFAULT  # RunOptions.engine (the endpoint's comes from its kind)
+    launcher: str = "native"  # RunOptions.launcher
+    image: str | None = None  # RunOptions.image and .gpus (--launcher docker)
+    gpus: str | None = None
+
+    @property
+    def way(self) -> str:
+        """The engine way a protocol kind must accept (kind_ways)."""
+        return self.doctor_way or ENDPOINT
+
+
+ENGINES = (
+    EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
+    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
+    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
+    EngineChoice("llamacpp-cpu-container", "llama.cpp CPU container (kit images build llamacpp)", DOCKER_CPU_WAY,
+                 launcher="docker", image="kit/llamacpp:7e4c0a9-cpu", gpus="none"),
+    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine=engines.VLLM.name, launcher="docker"),
+    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine=engines.VLLM.name),
+    EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
+)
 
 
 @dataclass(frozen=True)
@@ -85,26 +113,25 @@ class Entry:
     runnable: bool  # can be started here (ready, or with the user's own endpoint URL only)
     why_not: str | None  # shown when it is not ready here
     ready: bool = False  # an engine way it can use is proven here
-    engine: str = "llamacpp"  # the engine the file is written for (its engine.kind)
+    engine: str = engines.DEFAULT  # the engine the file is written for (its engine.kind)
 
     def explanation(self) -> str:
         return f"{self.measures}.\nNeeds {self.needs}; {self.estimate}."
 
 
-def kind_ways(kind: str, known: Mapping[str, Kind] | None = None, engine: str = "llamacpp") -> tuple[str, ...]:
-    """The engine ways a protocol of this kind written for `engine` can use: for vLLM the doctor's vLLM ways;
-    for llama.cpp from its kind's launcher entry (an unknown kind: any llama.cpp engine)."""
+def kind_ways(kind: str, known: Mapping[str, Kind] | None = None, engine: str = engines.DEFAULT) -> tuple[str, ...]:
+    """The engine ways a protocol of this kind written for `engine` can use: the doctor's ways that start that
+    engine (`ENGINES`), and a server of it by URL unless the kind needs servers the kit starts itself."""
     known = _registry() if known is None else known
     launcher = known[kind].launcher if kind in known else None
     started_only = launcher is not None and launcher.started_engine_only
-    if engine == "vllm":
-        return tuple(way for way in VLLM_WAYS if not (started_only and way == ENDPOINT))
-    return STARTED_LLAMACPP if started_only else ANY_LLAMACPP
+    started = tuple(choice.way for choice in ENGINES if choice.doctor_way and choice.engine == engine)
+    return started if started_only or not engines.named(engine).endpoint_label else (*started, ENDPOINT)
 
 
-def kind_needs(kind: str, known: Mapping[str, Kind] | None = None, engine: str = "llamacpp") -> str:
-    if engine == "vllm":
-        return "a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)"
+def kind_needs(kind: str, known: Mapping[str, Kind] | None = None, engine: str = engines.DEFAULT) -> str:
+    if needs := engines.named(engine).launcher_needs:  # a file written for it needs that engine itself
+        return needs
     known = _registry() if known is None else known
     return known[kind].launcher.needs if kind in known else "an engine"
 
@@ -130,23 +157,25 @@ def entry(path: Path, known: Mapping[str, Kind], caps: Capabilities) -> Entry:
     launcher = known[kind].launcher if kind in known else None
     measures, needs = (launcher.measures, launcher.needs) if launcher else (f"a {kind} protocol", "see the file")
     description = " ".join(str(data.get("description", "")).split())
-    if engine == "vllm":
+    if engines.named(engine).launcher_needs:
         needs = kind_needs(kind, known, engine)
     runnable, ready, why_not = readiness(kind, known, caps, engine)
     cost = str(launcher.estimate(data)) if launcher and launcher.estimate else "duration unknown"
-    if engine == "vllm" and launcher and launcher.estimate:
+    if engines.named(engine).needs_gpu and launcher and launcher.estimate:
         cost += CPU_FIGURE
     return Entry(path.stem, path, kind, description, measures, needs, cost, runnable, why_not, ready, engine)
 
 
 def written_for(data: Mapping) -> str:
-    """The engine a protocol file (as read from YAML) is written for: its `engine.kind`, else llama.cpp."""
+    """The engine a protocol file (as read from YAML) is written for: its `engine.kind` where that is an engine the
+    kit runs, else the default (llama.cpp)."""
     engine = data.get("engine")
-    return "vllm" if isinstance(engine, Mapping) and engine.get("kind") == "vllm" else "llamacpp"
+    kind = engine.get("kind") if isinstance(engine, Mapping) else None
+    return kind if isinstance(kind, str) and kind in engines.run_choices() else engines.DEFAULT
 
 
 def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
-              engine: str = "llamacpp") -> tuple[bool, bool, str | None]:
+              engine: str = engines.DEFAULT) -> tuple[bool, bool, str | None]:
     """(can start, ready, why not ready) for a kind written for `engine` on this machine: ready where an
     engine way it can use is open; startable without one only where the user's own endpoint URL will do."""
     if kind not in known:
@@ -157,9 +186,11 @@ def readiness(kind: str, known: Mapping[str, Kind], caps: Capabilities,
     if any(way in caps.ways for way in ways):
         return True, True, None
     missing = {way: caps.why_not[way] for way in ways if way in caps.why_not}
-    if engine == "vllm" and NATIVE_VLLM_WAY in caps.blocked:  # the most telling way: its GPU, then its executable
-        reason = (f"written for vLLM, which `kit doctor` does not find here ({NATIVE_VLLM_WAY}: "
-                  f"{caps.blocked[NATIVE_VLLM_WAY]}; `d` shows every check and its fix)")
+    written = engines.named(engine)
+    native = next((c.way for c in ENGINES if c.engine == engine and c.launcher == "native" and c.doctor_way), None)
+    if written.needs_gpu and native is not None and native in caps.blocked:  # the most telling way: its GPU, then its executable
+        reason = (f"written for {written.label}, which `kit doctor` does not find here ({native}: "
+                  f"{caps.blocked[native]}; `d` shows every check and its fix)")
     elif missing:
         reason = next(iter(missing.values()))
     else:

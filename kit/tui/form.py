@@ -11,10 +11,9 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from kit.app.doctor import DOCKER_CPU_WAY, DOCKER_WAY, NATIVE_LLAMACPP_WAY, NATIVE_VLLM_WAY
 from kit.core.errors import KitError
 from kit.engines import registry as engines
-from kit.tui.catalog import CPU_FIGURE, EMBEDDED, ENDPOINT, Capabilities, kind_needs, kind_ways
+from kit.tui.catalog import CPU_FIGURE, ENGINES, Capabilities, EngineChoice, kind_needs, kind_ways
 
 if TYPE_CHECKING:
     from kit.protocols.kind import Launcher
@@ -23,34 +22,6 @@ GGUF_MAGIC = b"GGUF"
 HF_ID = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face model id: Org/Name
 
 
-@dataclass(frozen=True)
-class EngineChoice:
-    """One way to get an engine: what the doctor must allow for it, and the runner's engine and launcher."""
-
-    key: str
-    label: str
-    doctor_way: str | None  # the doctor's way that must be open; None: nothing local needed
-    engine: str = engines.DEFAULT  # RunOptions.engine (the endpoint's comes from its kind)
-    launcher: str = "native"  # RunOptions.launcher
-    image: str | None = None  # RunOptions.image and .gpus (--launcher docker)
-    gpus: str | None = None
-
-    @property
-    def way(self) -> str:
-        """The engine way a protocol kind must accept (kit.tui.catalog.kind_ways)."""
-        return self.doctor_way or ENDPOINT
-
-
-ENGINES = (
-    EngineChoice("embedded", "embedded CPU engine (llama.cpp 7e4c0a9)", EMBEDDED),
-    EngineChoice("native", "native GPU build (llama-server binary)", NATIVE_LLAMACPP_WAY),
-    EngineChoice("llamacpp-container", "llama.cpp container", DOCKER_WAY, launcher="docker"),
-    EngineChoice("llamacpp-cpu-container", "llama.cpp CPU container (kit images build llamacpp)", DOCKER_CPU_WAY,
-                 launcher="docker", image="kit/llamacpp:7e4c0a9-cpu", gpus="none"),
-    EngineChoice("vllm-container", "vLLM container", DOCKER_WAY, engine="vllm", launcher="docker"),
-    EngineChoice("vllm-native", "native vLLM (kit engines install vllm)", NATIVE_VLLM_WAY, engine="vllm"),
-    EngineChoice("endpoint", "my own endpoint (URL + kind)", None),
-)
 CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
     "auto": "auto (the wheel's where this CPU allows, else portable)",
     "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
@@ -72,9 +43,9 @@ def engine_problem(choice: EngineChoice, caps: Capabilities, kind: str, protocol
     """Why this engine cannot be used here for this kind of protocol (`protocol`: its file), or None."""
     engine = engines.named(choice.engine)
     if choice.doctor_way is not None and not engine.runs_written_for(engines.named(written_for(protocol))):
-        return written_for_vllm(protocol)
-    if engine.server_per_arm:
-        if problem := vllm_problem(protocol):
+        return written_for_problem(protocol)
+    if engine.arm_per_server:
+        if problem := serving_problem(engine, protocol):
             return problem
     elif choice.way not in kind_ways(kind):
         return f"{kind} protocols cannot use {choice.label}: they need {kind_needs(kind)}"
@@ -91,13 +62,16 @@ def written_for(protocol: str) -> str:
         return engines.DEFAULT
 
 
-def written_for_vllm(protocol: str) -> str:
-    return (f"{Path(protocol).stem} is written for vLLM (engine.kind: vllm): pick the vLLM container, native vLLM "
-            "or your own vLLM servers")
+def written_for_problem(protocol: str) -> str:
+    """A file written for an engine with a server per cache arm (vLLM) runs on that engine only: pick one of its ways."""
+    engine = engines.named(written_for(protocol))
+    ways = [choice.label for choice in ENGINES if choice.engine == engine.name]
+    return (f"{Path(protocol).stem} is written for {engine.label} (engine.kind: {engine.name}): pick "
+            f"{', '.join(ways)} or your own {engine.label} servers")
 
 
-def vllm_problem(protocol: str) -> str | None:
-    """Why vLLM cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_on_vllm), or None."""
+def serving_problem(engine: engines.EngineKind, protocol: str) -> str | None:
+    """Why `engine` cannot run this protocol file (the runner's rules, kit.protocols.kinds.refuse_unserved), or None."""
     from kit.protocols import kinds  # noqa: PLC0415 - the registry loads once a form opens
 
     try:
@@ -105,24 +79,25 @@ def vllm_problem(protocol: str) -> str | None:
     except KitError as exc:
         return exc.line()
     try:
-        kinds.refuse_on_vllm(loaded, starts_servers=False)
+        kinds.refuse_unserved(loaded, engine, starts_servers=False)
     except KitError as exc:
-        if kinds.of(loaded).on_vllm is None:  # its fix names the CLI's --engine
-            return f"{exc.message}: pick a llama.cpp engine, or a vLLM protocol ({vllm_protocols()})"
+        if not kinds.serves(kinds.of(loaded), engine):  # its fix names the CLI's --engine
+            default = engines.named(engines.DEFAULT).label
+            return f"{exc.message}: pick a {default} engine, or a {engine.label} protocol ({protocols_for(engine.name)})"
         return exc.line()
     return None
 
 
 @functools.cache
-def vllm_protocols() -> str:
-    """The kit's own protocol files written for vLLM (`engine.kind: vllm`), named as a list in words."""
+def protocols_for(engine: str) -> str:
+    """The kit's own protocol files written for `engine` (their `engine.kind`), named as a list in words."""
     import yaml  # noqa: PLC0415
 
     from kit.core.paths import protocols_dir  # noqa: PLC0415
     from kit.tui.catalog import written_for as file_written_for  # noqa: PLC0415
 
     names = [path.stem for path in sorted(protocols_dir().glob("*.yaml"), key=lambda path: path.stem)
-             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == "vllm"]
+             if file_written_for(data if isinstance(data := yaml.safe_load(path.read_text()), dict) else {}) == engine]
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
@@ -139,7 +114,7 @@ def reused_server_problem(engine: str, protocol: str) -> str | None:
     try:
         refuse_reused_servers(loaded, of(loaded), SimpleNamespace(fresh_servers=False))
     except KitError as exc:  # its fix names the CLI's --engine-url
-        pick = ("grid-vllm (a server per cache arm)" if engines.named(engine).server_per_arm
+        pick = ("grid-vllm (a server per cache arm)" if engines.named(engine).arm_per_server
                 else "a protocol with server: shared or per_arm")
         return f"{exc.message}: pick {pick}, or an engine the kit starts"
     return None
@@ -319,12 +294,12 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     if setup.engine == "endpoint":
         found["engine"] = found["engine"] or reused_server_problem(setup.endpoint_kind, setup.protocol)
         endpoint = engines.named(setup.endpoint_kind)
-        if endpoint.server_per_arm:
-            found["endpoint_kind"] = vllm_problem(setup.protocol)
+        if endpoint.arm_per_server:
+            found["endpoint_kind"] = serving_problem(endpoint, setup.protocol)
             found.update(check_arm_urls(setup.url_on, setup.url_off))
         else:
             if not endpoint.runs_written_for(engines.named(written_for(setup.protocol))):
-                found["endpoint_kind"] = written_for_vllm(setup.protocol)
+                found["endpoint_kind"] = written_for_problem(setup.protocol)
             found["url"] = check_url(setup.url)
     elif engines.named(choice.engine).checkpoint:
         found["model"] = check_checkpoint(setup.model, registry_names().checkpoints)
@@ -408,7 +383,7 @@ def run_options(setup: Setup):
     model = setup.model.strip()
     if engines.named(engine).checkpoint and model and Path(model).expanduser().is_dir():
         model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
-    by_arm = endpoint and engines.named(engine).server_per_arm
+    by_arm = endpoint and engines.named(engine).arm_per_server
     return RunOptions(protocol=setup.protocol, overrides=overrides(setup), engine=engine,
                       model=None if endpoint or not model else model,
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,

@@ -8,7 +8,7 @@ the cache on or off, hashes alike, because the serving state is what the watch c
 question. A request is *greedy* when it sets temperature 0 or top-k 1, *seeded* when it sets an integer
 seed (top level, or Ollama's `options`); alarms only concern such requests.
 
-The answer's shape is found from the path (SHAPES); its encoding from the content type: one JSON body,
+The answer's shape is found from the path (SHAPES: the endpoints each engine's registration lists, EngineKind.watched); its encoding from the content type: one JSON body,
 server-sent events (`data: {...}` lines) or JSON lines (Ollama). The output hash is the sha256 of the
 normalized text (as every kit record's `output_sha256`); the token ids, where the engine gives them, are
 hashed separately (`tokens_sha256`, evidence: a streamed llama.cpp answer carries ids an unstreamed one
@@ -17,7 +17,6 @@ lacks unless asked). Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -26,41 +25,18 @@ import orjson
 
 from kit.core.digests import sha256_json, sha256_text
 from kit.core.errors import KitError
-from kit.engines import llamacpp, ollama, openai_compat, vllm
+from kit.engines import registry
 from kit.engines.base import Completion, NormalizedCompletion, prompt_text
+from kit.engines.watched import first_choice
 from kit.record.cache_state import Calibration, StateLabel, classify, from_telemetry
 
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
 STATE_FIELDS = frozenset({"cache_prompt", "id_slot", "keep_alive"})
 
 
-def _llama(body: dict[str, Any]) -> Any:
-    body.setdefault("tokens", [])  # present only when the client asked `return_tokens`
-    return llamacpp.normalize(body)
-
-
-def _chat(body: dict[str, Any]) -> Any:
-    return openai_compat.normalize_chat(body)
-
-
-def _text_completion(body: dict[str, Any]) -> Any:
-    body.setdefault("usage", {})
-    return vllm.normalize_completion(body)
-
-
-def _ollama(body: dict[str, Any]) -> Any:
-    return ollama.normalize(body)
-
-
-# path -> (the answer's shape, its OpenTelemetry operation name)
-SHAPES: dict[str, tuple[str, str]] = {
-    "/completion": ("llama", "text_completion"), "/completions": ("llama", "text_completion"),
-    "/v1/chat/completions": ("chat", "chat"), "/chat/completions": ("chat", "chat"),
-    "/v1/completions": ("completion", "text_completion"),
-    "/api/generate": ("ollama", "generate_content"), "/api/chat": ("ollama", "chat"),
-}
-NORMALIZERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "llama": _llama, "chat": _chat, "completion": _text_completion, "ollama": _ollama}
+# path -> how its answers read (kit.engines.watched.Dialect: shape, OpenTelemetry operation name, normalizer),
+# from every engine's registration (EngineKind.watched)
+SHAPES = registry.watched_endpoints()
 
 
 def watched(method: str, path: str) -> bool:
@@ -146,46 +122,6 @@ def _events(data: bytes, sse: bool) -> list[Any]:
     return [event for event in found if isinstance(event, dict)]
 
 
-def _joined(events: list[dict[str, Any]], text: Callable[[dict[str, Any]], Any]) -> str:
-    return "".join(part for part in map(text, events) if isinstance(part, str))
-
-
-def _last(events: list[dict[str, Any]], key: str) -> Any:
-    return next((event[key] for event in reversed(events) if event.get(key) is not None), None)
-
-
-def _choice(event: dict[str, Any]) -> dict[str, Any]:
-    choices = event.get("choices")
-    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-
-
-def assembled(shape: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A streamed answer's events as the one body the same request unstreamed would have had."""
-    if shape == "llama":
-        body = dict(events[-1]) if events else {}
-        body["content"] = _joined(events, lambda e: e.get("content"))
-        body["tokens"] = [t for e in events for t in (e.get("tokens") or [])]
-        probs = [p for e in events for p in (e.get("completion_probabilities") or [])]
-        body["completion_probabilities"] = probs or None
-        return body
-    if shape == "ollama":
-        body = dict(events[-1]) if events else {}
-        if any("message" in e for e in events):
-            body["message"] = {"role": "assistant",
-                               "content": _joined(events, lambda e: (e.get("message") or {}).get("content"))}
-        else:
-            body["response"] = _joined(events, lambda e: e.get("response"))
-        return body
-    finish = next((_choice(e)["finish_reason"] for e in reversed(events) if _choice(e).get("finish_reason")), None)
-    if shape == "chat":
-        text = _joined(events, lambda e: (_choice(e).get("delta") or {}).get("content"))
-        choice: dict[str, Any] = {"message": {"role": "assistant", "content": text}, "finish_reason": finish}
-    else:
-        choice = {"text": _joined(events, lambda e: _choice(e).get("text")), "finish_reason": finish}
-    return {"choices": [choice], "usage": _last(events, "usage"), "timings": _last(events, "timings"),
-            "model": _last(events, "model")}
-
-
 @dataclass(frozen=True)
 class Answered:
     """One answer as the watch reads it: the adapter's completion (None when it could not be read, with
@@ -223,22 +159,22 @@ class Answered:
 
 def answered(path: str, content_type: str, data: bytes) -> Answered:
     """The answer of a generation call to `path`, from its content type and the bytes upstream sent."""
-    shape = SHAPES[path][0]
+    dialect = SHAPES[path]
     media = content_type.split(";")[0].strip().lower()
-    if media in ("text/event-stream", "application/x-ndjson") or (shape == "ollama" and b"\n{" in data.strip()):
+    if media in ("text/event-stream", "application/x-ndjson") or (dialect.json_lines and b"\n{" in data.strip()):
         events = _events(data, sse=media == "text/event-stream")
         if not events:
             return Answered(None, "a streamed answer with no JSON event")
-        body: Any = assembled(shape, events)
+        body: Any = dialect.assemble(events)
     else:
         body = parse_json(data)
         if not isinstance(body, dict):
             return Answered(None, "the answer is not a JSON object")
     _usage_from_timings(body)
-    given = bool(body.get("tokens")) or bool(_choice(body).get("token_ids"))
+    given = bool(body.get("tokens")) or bool(first_choice(body).get("token_ids"))
     model = body.get("model") if isinstance(body.get("model"), str) else None
     try:
-        completion = NORMALIZERS[shape](body)
+        completion = dialect.normalize(body)
     except KitError as exc:
         return Answered(None, exc.message, model)
     return Answered(completion, None, model, given)

@@ -464,7 +464,7 @@ def gen_ai(asked: observe.Asked, answer: observe.Answered) -> dict[str, Any]:
     """The call's OpenTelemetry GenAI semantic-convention attributes (those with a value)."""
     completion = answer.completion
     values = {
-        "gen_ai.operation.name": observe.SHAPES[asked.path][1],
+        "gen_ai.operation.name": observe.SHAPES[asked.path].operation,
         "gen_ai.request.model": asked.model, "gen_ai.request.seed": asked.seed,
         "gen_ai.request.temperature": asked.temperature, "gen_ai.request.max_tokens": asked.max_tokens,
         "gen_ai.response.model": answer.model,

@@ -79,7 +79,7 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
     engine = registry.ENGINES[engine_kind]
     settings = Settings(url, store_bodies=store_bodies, calibration=calibration, pinned=pinned, engine_build=build,
                         reuse_tolerance=int(engine.check_overrides.get("reuse_tolerance", 8)),
-                        counters=engine is registry.VLLM, alarm_requests=alarm_requests)
+                        counters=engine.arm_per_server, alarm_requests=alarm_requests)
     recorder = Recorder.open(out, rotate, protocol={"name": PROTOCOL, "kind": PROTOCOL,
                                                     "resolved": settings_json(settings, engine_kind, rotate, bounds)},
                              engine={"kind": "url", "engine_kind": engine.label, "url": redact_url(url),

@@ -25,6 +25,7 @@ from kit.core.atomic_file import write_json_atomic
 from kit.core.digests import sha256_text
 from kit.record.manifest import Manifest, now
 from kit.core.paths import protocols_dir
+from kit.engines.registry import VLLM
 from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -128,7 +129,7 @@ def test_every_shipped_kind_is_registered_whole_under_its_own_name():
         assert kinds.for_table({"table": kind.table}) is kind
         assert issubclass(kind.record, RequestRecord) and kind.record is not RequestRecord
     # what vLLM serves, each kind says on its own registration
-    assert [name for name, kind in kinds.KINDS.items() if kind.on_vllm] == ["grid", "sweep", "flag_order"]
+    assert [name for name, kind in kinds.KINDS.items() if kind.engine_rules] == ["grid", "sweep", "flag_order"]
 
 
 def test_each_record_class_is_its_first_registered_kinds_procedure():
@@ -176,18 +177,18 @@ def test_vllm_refuses_a_kind_it_does_not_serve_and_what_the_kind_itself_refuses(
     reset, _, _ = kinds.load("demo")
     with pytest.raises(ConfigError, match=r"reset protocols do not run on vLLM \(it serves grid, sweep and "
                                           r"flag_order;"):
-        kinds.refuse_on_vllm(reset, starts_servers=True)
+        kinds.refuse_unserved(reset, VLLM, starts_servers=True)
     shared, _, _ = kinds.load("grid-cpu")
     assert shared.server == "shared"
     with pytest.raises(ConfigError, match="server: shared"):
-        kinds.refuse_on_vllm(shared, starts_servers=False)
+        kinds.refuse_unserved(shared, VLLM, starts_servers=False)
     alternating, _, _ = kinds.load("grid-vllm", {"passes": ["on", "off", "on", "off"]})
-    kinds.refuse_on_vllm(alternating, starts_servers=False)  # servers reached by URL: both up is theirs to allow
+    kinds.refuse_unserved(alternating, VLLM, starts_servers=False)  # servers reached by URL: both up is theirs to allow
     with pytest.raises(ConfigError, match="keep a cache-on and a cache-off vLLM server up at once"):
-        kinds.refuse_on_vllm(alternating, starts_servers=True)
+        kinds.refuse_unserved(alternating, VLLM, starts_servers=True)
     with pytest.raises(ConfigError, match="sets cache_ram"):
-        kinds.refuse_on_vllm(kinds.load("flag-order")[0], starts_servers=True)
-    kinds.refuse_on_vllm(kinds.load("flag-order-vllm")[0], starts_servers=True)
+        kinds.refuse_unserved(kinds.load("flag-order")[0], VLLM, starts_servers=True)
+    kinds.refuse_unserved(kinds.load("flag-order-vllm")[0], VLLM, starts_servers=True)
 
 
 def test_every_protocol_file_loads_as_its_kind():

@@ -14,6 +14,7 @@ import yaml
 from kit.app import doctor
 from kit.app.doctor import DOCKER_WAY, NATIVE_VLLM_WAY, CommandResult
 from kit.core.paths import protocols_dir
+from kit.engines import registry as engines
 from kit.run.preflight import check_engine_choice
 from kit.tui import form
 from kit.tui.catalog import CPU_FIGURE, EMBEDDED, Capabilities, capabilities
@@ -34,8 +35,8 @@ def setup_for(name: str, out: Path, **values) -> form.Setup:
 
 
 def test_the_vllm_protocols_the_form_names_are_the_ones_vllm_runs():
-    assert form.vllm_protocols() == "flag-order-vllm, grid-vllm, grid-vllm-fresh or sweep-vllm"
-    assert all(form.vllm_problem(str(protocols_dir() / f"{name}.yaml")) is None for name in VLLM_FILES)
+    assert form.protocols_for("vllm") == "flag-order-vllm, grid-vllm, grid-vllm-fresh or sweep-vllm"
+    assert all(form.serving_problem(engines.VLLM, str(protocols_dir() / f"{name}.yaml")) is None for name in VLLM_FILES)
 
 
 @pytest.mark.parametrize("engine, launcher", [("vllm-container", "docker"), ("vllm-native", "native")])

@@ -38,6 +38,7 @@ from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
 from kit.record.model import BfclRecord
+from kit.engines.registry import VLLM
 
 CANONICAL = 0  # episode order: ascending id, the same in every pass
 
@@ -208,5 +209,5 @@ KIND = Kind(
               "prompts, slow on a CPU",
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True),
     analysis=Analysis(None),  # read only through the cells its manifest lists: one grid folder per arm
-    units=True, record=BfclRecord, on_vllm=on_vllm,
+    units=True, record=BfclRecord, engine_rules={VLLM.name: on_vllm},
     headline=Lazy("kit.protocols.flag_order.view:headline"))

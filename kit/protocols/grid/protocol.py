@@ -43,6 +43,7 @@ from kit.workloads.bfcl import (
     ensure_bfcl,
 )
 from kit.workloads.bfcl.agent import opening_messages
+from kit.engines.registry import VLLM
 
 
 @dataclass(frozen=True)
@@ -439,5 +440,5 @@ KIND = Kind(
         needs="any llama.cpp engine (vLLM: a server per cache arm, server: per_arm or per_pass) + BFCL (fetched once); "
               "long prompts, slow on a CPU", estimate=estimate_on_cpu,
         size=BFCL_EPISODES),
-    analysis=Analysis("grid"), units=True, record=BfclRecord, on_vllm=on_vllm, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
+    analysis=Analysis("grid"), units=True, record=BfclRecord, engine_rules={VLLM.name: on_vllm}, plot_rows=Lazy("kit.protocols.grid.view:plot_rows"),
     headline=Lazy("kit.protocols.grid.view:headline"))

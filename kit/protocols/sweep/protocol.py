@@ -33,6 +33,7 @@ from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, Bfcl
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.record.model import BfclRecord
+from kit.engines.registry import VLLM
 
 
 @dataclass(frozen=True)
@@ -212,5 +213,5 @@ KIND = Kind(
         estimate=estimate_on_cpu, size=BFCL_EPISODES, started_engine_only=True,
         repeats=Number("Histories", "histories", 11, high=100,
                        placeholder="canonical order + N-1 random orders, same for every format")),
-    analysis=Analysis("sweep"), units=True, record=BfclRecord, on_vllm=on_vllm,
+    analysis=Analysis("sweep"), units=True, record=BfclRecord, engine_rules={VLLM.name: on_vllm},
     headline=Lazy("kit.protocols.sweep.view:headline"))

@@ -134,7 +134,7 @@ class SetupScreen(Screen):
 
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
-        engine, by_arm = self.setup.engine, engines.named(self.setup.endpoint_kind).server_per_arm
+        engine, by_arm = self.setup.engine, engines.named(self.setup.endpoint_kind).arm_per_server
         visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
                    "url": engine == "endpoint" and not by_arm, "url_on": engine == "endpoint" and by_arm,
                    "url_off": engine == "endpoint" and by_arm, "model": engine != "endpoint",
