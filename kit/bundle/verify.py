@@ -265,7 +265,8 @@ def check_results(bundle: safe_tar.Unpacked, run_id: str, manifest: RunManifest,
     kind = manifest.protocol.kind
     if kind not in kinds.KINDS:
         verdict.problems.append(Problem(prefix + RunPaths.MANIFEST, f"protocol kind {kind!r} cannot be "
-                                        "recomputed by this kit (upgrade the kit)"))
+                                        "recomputed by this kit (upgrade the kit, or install the package that "
+                                        "registers the kind: its pyproject's kit.kinds entry point)"))
         return None
     copy = recompute.raw_copy(bundle.folder / RUNS / run_id, bundle.scratch, run_id)
     verdict.runs[run_id] = kept = VerifiedRun(copy)

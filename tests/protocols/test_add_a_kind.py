@@ -112,6 +112,8 @@ def test_a_kind_in_a_package_of_its_own_runs_is_analysed_bundled_verified_and_sh
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(toy.parent / "site")])
     refused = run_here("verify", str(bundle))
     assert refused.returncode == 1 and "protocol kind 'toy' cannot be recomputed by this kit" in refused.stdout
+    assert "install the package that registers the kind" in refused.stdout
+
 
 def test_a_kind_registered_by_an_entry_point_is_gone_with_its_package(toy, monkeypatch):
     assert "toy" in kinds.KINDS and isinstance(kinds.KINDS["toy"], Kind)
