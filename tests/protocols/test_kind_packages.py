@@ -23,6 +23,7 @@ REACHES_IN = {
     "kit/analysis/findings.py": {"grid", "harness"},  # Table III labels; the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results
     "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
+    "kit/compare/evidence.py": {"reset"},  # Table IV's evidence of a run not analysed: its reset table, typed
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/importers/cli.py": {"harness"},  # prints what it imported
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule

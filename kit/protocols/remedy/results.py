@@ -84,8 +84,7 @@ def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, dict[s
         found["IV"] = rate(counts(units)["paths_differ"], len(units))
         scored = outcomes(units)
         if scored is not None:
-            found["VII"] = rate(scored["recompute_right_hit_wrong"] + scored["recompute_wrong_hit_right"],
-                                scored["items"])
+            found["VII"] = rate(scored.recompute_right_hit_wrong + scored.recompute_wrong_hit_right, scored.items)
     if bfcl:
         compared = [passes.compare(pair["on"], pair["off"]) for pair in bfcl.values() if {"on", "off"} <= set(pair)]
         found["V"] = rate(sum(c["diverged"] for c in compared), sum(c["episodes"] for c in compared))
