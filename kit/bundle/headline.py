@@ -38,7 +38,8 @@ def headline(run: BundledRun) -> Headline:
         try:
             read(data, h)
         except NotResults as exc:  # a kind's model refused it: the field and what is wrong, in one line
-            h.verdict.append(f"{name} is not laid out as this kit reads it: {exc.message.removeprefix('results table: ')}")
+            h.verdict.append(f"{name} is not laid out as this kit reads it: "
+                             f"{exc.message.removeprefix('results table: ')}; see the raw file")
             h.held = None
         except ODD as exc:
             h.verdict.append(f"{name} is not laid out as this kit reads it ({type(exc).__name__}): see the raw file")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Self, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.core.errors import ConfigError
 from kit.core.packaged_yaml import validated
@@ -94,6 +94,15 @@ class Identity(Part):
     logprobs_identical: Count
 
 
+class EpisodeVerdict(Part):
+    """Whether one episode diverged between two passes, how, and where first (kit.record.divergence)."""
+
+    diverged: bool
+    kind: str | None = None
+    request_index: Count | None = None
+    token_index: Count | None = None
+
+
 class Comparison(Part):
     """Episode divergence of one pass against another (grid kinds), or why they were not compared (`skipped`).
     The fields of both writers (kit.protocols.grid.results, kit.protocols.passes) in the order they write them."""
@@ -109,8 +118,14 @@ class Comparison(Part):
     status: dict[str, Count] = {}  # episode -> 1 where it diverged, else 0 (kit.protocols.passes)
     first_request_index: list[Count | None] = []
     first_token_index: list[Count] = []
-    per_episode: dict[str, JsonObject] = {}
+    per_episode: dict[str, EpisodeVerdict] = {}
     identity: Identity | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> Self:
+        if self.compared and not {"episodes", "diverged"} <= self.model_fields_set:
+            raise ValueError("a comparison made needs its episodes and diverged counts")
+        return self
 
     @property
     def compared(self) -> bool:

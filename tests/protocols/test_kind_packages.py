@@ -18,7 +18,6 @@ ABOVE_PROTOCOLS = ("kit.analysis", "kit.compare", "kit.bundle", "kit.tui", "kit.
 REACHES_IN = {
     "kit/protocols/sweep/protocol.py": {"grid"},  # a sweep runs the grid's BFCL passes
     "kit/protocols/flag_order/protocol.py": {"grid"},  # so does flag x order
-    "kit/protocols/flag_order/view.py": {"grid"},  # and shows its rates the grid's way
     "kit/analysis/bridge_findings.py": {"reset"},  # the bridge's Table IV counts reuse the kind's own counts
     "kit/analysis/findings.py": {"grid", "harness"},  # Table III labels; the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results

@@ -7,9 +7,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from kit.protocols.grid.view import rate_cells
 from kit.core.layout import Layout
-from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
+from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row, rate_cells
 
 
 def flag_order_table(table: dict[str, Any]) -> Table:
