@@ -15,12 +15,14 @@ import pytest
 from kit.bundle.recompute import RAW_INPUTS
 from kit.protocols import kinds
 from kit.protocols.grid.results import GridResults
+from kit.protocols.pinning.table import PinningResults
 from kit.protocols.reset.results import ResetResults
 from kit.protocols.results_model import NotResults, Results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RUNS = FIXTURES / "records_v1"
-MODELS: dict[str, type[Results]] = {"restored-state control": ResetResults, "grid": GridResults}  # each typed kind's table name -> its model
+MODELS: dict[str, type[Results]] = {"restored-state control": ResetResults, "grid": GridResults,
+                                    "pinning": PinningResults}  # each typed kind's table name -> its model
 
 
 def _text(data: dict) -> bytes:
