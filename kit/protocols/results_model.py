@@ -36,6 +36,11 @@ def _place(loc: tuple[Any, ...], _data: Any) -> str:
     return ".".join(str(part) for part in loc) or "the top level"
 
 
+def field_alias(name: str) -> Any:
+    """A field written under a Python keyword (`pass`): `pass_: str = field_alias("pass")`."""
+    return Field(alias=name)
+
+
 class Part(BaseModel):
     """A part of a results table: declared keys typed, in the order written; any other key kept as read. Strict:
     a value of another JSON type is refused, never converted (`true` is no count, `"3"` no number)."""
@@ -133,6 +138,10 @@ class Comparison(Part):
         return "skipped" not in self.model_fields_set
 
 
-def field_alias(name: str) -> Any:
-    """A field written under a Python keyword (`pass`): `pass_: str = field_alias("pass")`."""
-    return Field(alias=name)
+class VoidPass(Part):
+    """A pass not analysed (not OK, or its records missing): its status and why."""
+
+    pass_: str = field_alias("pass")
+    status: str | None = None
+    reason: str | None = None
+

@@ -59,7 +59,7 @@ def _tokens(passes: OkPasses, pass_id: str, units: list[str]) -> int:
 
 def _same_output(passes: OkPasses, a: str, b: str) -> dict[str, Any]:
     """Are two cache-on passes the same token for token (prompts, emitted tokens, request counts)?"""
-    found = passes.compare(a, b)
+    found = passes.compare(a, b).to_json()
     if "skipped" in found:
         return found
     units = list(found["status"])
@@ -87,13 +87,13 @@ def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: dic
                              "cache_ram": (cell.get("engine") or {}).get("cache_ram"), "passes": cell["passes"],
                              "server": _server(infos, cell["passes"], [on1, on2]),
                              "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or PassInfo())}
-    run_to_run = passes.compare(on1, on2)
+    run_to_run = passes.compare(on1, on2).to_json()
     if "skipped" not in run_to_run and run_to_run["episodes"]:
         run_to_run["quartiles"] = quartile_split(list(run_to_run["status"].values()))
     entry["run_to_run"] = run_to_run
     off = [p for p in cell["passes"] if kinds.get(p) == "off"]
     if off:
-        entry["path"] = passes.compare(on1, off[0])
+        entry["path"] = passes.compare(on1, off[0]).to_json()
     return entry
 
 

@@ -87,7 +87,7 @@ def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, dict[s
             found["VII"] = rate(scored.recompute_right_hit_wrong + scored.recompute_wrong_hit_right, scored.items)
     if bfcl:
         compared = [passes.compare(pair["on"], pair["off"]) for pair in bfcl.values() if {"on", "off"} <= set(pair)]
-        found["V"] = rate(sum(c["diverged"] for c in compared), sum(c["episodes"] for c in compared))
+        found["V"] = rate(sum(c.diverged for c in compared), sum(c.episodes for c in compared))
     return found, cost(sums)
 
 
