@@ -13,13 +13,13 @@ from kit.core.paths import RunPaths
 from kit.protocols.results_model import JsonObject, Results
 
 
-def write_results(run_dir: Path, table: Results | JsonObject, json_name: str, csv_name: str, fields: Sequence[str],
+def write_results(run_dir: Path, table: Results, json_name: str, csv_name: str, fields: Sequence[str],
                   rows: Iterable[Mapping[str, Any]]) -> JsonObject:
     """results/<json_name>.json holds `table`; results/<csv_name>.csv holds `rows` (only `fields`). Returns the
-    table as written (its JSON values). A kind whose table has no model yet hands its JSON values."""
+    table as written (its JSON values)."""
     out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
-    written = table.to_json() if isinstance(table, Results) else table
+    written = table.to_json()
     write_json_atomic(out / f"{json_name}.json", written)
     with writing(out / f"{csv_name}.csv") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
