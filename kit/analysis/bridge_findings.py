@@ -41,7 +41,7 @@ def table_iv_row(run: RunFolder, sessions: dict[str, PassData]) -> dict[str, Any
     ok = [{"session": pid, **reset_table.counts(units)} for pid, units in paths.items()]
     return {"run": run.run_id, "model": run.model, "format": run.format, "sessions": [c["session"] for c in ok],
             **{key: [c[key] for c in ok] for key in reset_table.COUNT_KEYS},
-            "across_sessions": reset_table.across_sessions(paths)}
+            "across_sessions": reset_table.across_sessions(paths).to_json()}
 
 
 def reference_answers(run: RunFolder) -> tuple[dict[str, str] | None, str | None]:

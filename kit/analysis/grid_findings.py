@@ -15,16 +15,17 @@ import numpy as np
 from kit.engines import registry
 from kit.protocols.grid import results as grid_results
 from kit.analysis.collect import RunFolder, format_rank
+from kit.protocols.results_model import Comparison
 from kit.protocols.grid.setting import pass_order, prompt_cache_setting
 from kit.record.divergence import TOKEN_IDS
 
 COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}
 
 
-def _indicators(comparison: dict[str, Any], order: list[str]) -> tuple[list[str], list[int]]:
-    per_episode = comparison.get("per_episode") or {}
+def _indicators(comparison: Comparison, order: list[str]) -> tuple[list[str], list[int]]:
+    per_episode = comparison.per_episode
     units = [u for u in order if u in per_episode] or list(per_episode)
-    return units, [int(per_episode[u]["diverged"]) for u in units]
+    return units, [int(per_episode[u].diverged) for u in units]
 
 
 def grid_run_findings(run: RunFolder, replicates: int, seed: int) -> dict[str, Any]:
@@ -41,25 +42,27 @@ def grid_run_counts(run: RunFolder) -> dict[str, Any]:
     table = grid_results.grid_table(run.path, run.manifest.passes, lambda file: run.records(file, "deferred"))
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
-                           "top_logprobs": run.top_logprobs, "comparisons": {}, "outcomes": table.get("passes"),
-                           "flips": table.get("flips")}
-    for name, comparison in table["comparisons"].items():
+                           "top_logprobs": run.top_logprobs, "comparisons": {},
+                           "outcomes": [p.to_json() for p in table.passes],
+                           "flips": {name: f.to_json() for name, f in table.flips.items()}}
+    for name, comparison in table.comparisons.items():
         key = COMPARISON_KEYS.get(name, name)
-        if "skipped" in comparison:
-            out["comparisons"][key] = {"passes": comparison["passes"], "skipped": comparison["skipped"]}
+        if not comparison.compared:
+            out["comparisons"][key] = {"passes": comparison.passes, "skipped": comparison.skipped}
             continue
-        first = run.ok_passes.get(comparison["passes"][0])
+        first = run.ok_passes.get(comparison.passes[0])
         order = list(first.order) if first else []
         units, indicators = _indicators(comparison, order)
-        entry = {k: comparison[k] for k in ("passes", "episodes", "diverged", "kinds", "first_request_index",
-                                             "first_token_index")}
-        entry["wilson"] = comparison["interval"]
+        written = comparison.to_json()
+        entry = {k: written[k] for k in ("passes", "episodes", "diverged", "kinds", "first_request_index",
+                                         "first_token_index")}
+        entry["wilson"] = written["interval"]
         entry["episode_ids"] = units
         entry["indicators_in_execution_order"] = indicators
         if indicators:
             entry["interval"] = None  # its place among the keys: `add_intervals` fills it in
-        if "identity" in comparison:
-            entry["identity"] = comparison["identity"]
+        if comparison.identity is not None:
+            entry["identity"] = comparison.identity.to_json()
         out["comparisons"][key] = entry
     return out
 

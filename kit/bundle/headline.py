@@ -17,6 +17,7 @@ from kit.core.layout import Layout
 from kit.core.paths import RunPaths
 from kit.protocols.headline import Headline
 from kit.protocols.kinds import for_table
+from kit.protocols.results_model import NotResults
 
 FINDINGS = f"analysis/{FILE}"  # written by `kit analyze RUN_DIR` (its default --out)
 HELD = {True: "held", False: "did NOT hold", None: "not judged"}  # a Headline's `held`, in words
@@ -36,6 +37,10 @@ def headline(run: BundledRun) -> Headline:
             continue
         try:
             read(data, h)
+        except NotResults as exc:  # a kind's model refused it: the field and what is wrong, in one line
+            h.verdict.append(f"{name} is not laid out as this kit reads it: "
+                             f"{exc.message.removeprefix('results table: ')}; see the raw file")
+            h.held = None
         except ODD as exc:
             h.verdict.append(f"{name} is not laid out as this kit reads it ({type(exc).__name__}): see the raw file")
             h.held = None

@@ -8,7 +8,7 @@ configuration (a claim is judged on any model, format or scale).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +27,12 @@ from kit.compare.names import model_display
 from kit.compare.run_rows import FindingsShape, count, number, odds_ratio, optional, slope
 from kit.compare.measures import Measured
 from kit.core.paths import RunPaths
+from kit.protocols.reset.results import TABLE as RESET_TABLE
+from kit.protocols.reset.results import ResetResults
+from kit.protocols.results_model import NotResults
 
 RESET_FILE = RunPaths.result_name("reset_table")  # where a reset run's results table lies in its folder
 FINDINGS_FILE = f"{RunPaths.ANALYSIS}/{RunPaths.FINDINGS}"
-RESET_TABLE = "restored-state control"  # the `table` name of a reset run's results (kit.protocols.reset.results)
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def _rate(row: TableIIIRow | TableVRow, prefix: str, what: str) -> Rate:
                 optional(cell("hi"), f"{what} hi"))
 
 
-def _reset_row(label: str, sessions: list[Session], across: dict[str, Any]) -> ResetRow:
+def _reset_row(label: str, sessions: list[Session], across: Mapping[str, Any]) -> ResetRow:
     if across.get("items") is None:
         return ResetRow(label, tuple(sessions))
     return ResetRow(label, tuple(sessions), count(across["items"], "across_sessions items"),
@@ -295,18 +297,16 @@ def from_findings(findings: Findings, source: str = "findings.json") -> Evidence
                     vii=_shape("Table VII", lambda: _table_vii(TableVIIRow.of(table("VII"), strict=True))))
 
 
-def from_reset_table(table: dict[str, Any], label: str, source: str = RESET_FILE) -> Evidence:
-    """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read)."""
-    def read() -> Evidence:
-        sessions = [Session(str(s["session"]), count(s["items"], "items"),
-                            count(s["recompute_reproduces"], "recompute_reproduces"),
-                            count(s["hit_reproduces"], "hit_reproduces"), count(s["paths_differ"], "paths_differ"),
-                            None if s.get("cache_caused") is None else count(s["cache_caused"], "cache_caused"))
-                    for s in table["sessions"] if s.get("status") == "OK"]
-        across = table.get("across_sessions") or {}
-        return Evidence(source, iv=[_reset_row(label, sessions, across)] if sessions else [])
-
-    return _shape(source, read)
+def from_reset_table(table: Any, label: str, source: str = RESET_FILE) -> Evidence:
+    """Table IV's evidence from a restored-state run's own results table (a run `kit analyze` has not read), read
+    through the reset kind's model (kit.protocols.reset.results): FindingsShape naming the field when it is odd."""
+    try:
+        t = ResetResults.of(table, source)
+    except NotResults as exc:
+        raise FindingsShape(exc.message) from None
+    sessions = [Session(s.session, s.items, s.recompute_reproduces, s.hit_reproduces, s.paths_differ, s.cache_caused)
+                for s in t.ok_sessions()]
+    return Evidence(source, iv=[_reset_row(label, sessions, t.across_sessions.to_json())] if sessions else [])
 
 
 def from_run(findings: Any, results: list[Any], label: str) -> Evidence | None:

@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kit.core.errors import ConfigError
+from kit.core.errors import ConfigError, KitError
 
 
 def read_yaml(package: str, name: str, path: Path | None, what: str) -> tuple[Any, str]:
@@ -33,12 +33,12 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 def validated(model: type[Model], data: Any, origin: str, where: Callable[[tuple[Any, ...], Any], str],
-              fix: str) -> Model:
-    """`data` as `model`; else a ConfigError naming `origin`, the first problem's place (`where(loc, data)`),
-    what is wrong and how many more problems there are."""
+              fix: str, error: type[KitError] = ConfigError) -> Model:
+    """`data` as `model`; else an `error` (a ConfigError) naming `origin`, the first problem's place
+    (`where(loc, data)`), what is wrong and how many more problems there are."""
     try:
         return model.model_validate(data)
     except ValidationError as err:
         first, more = err.errors()[0], err.error_count() - 1
         extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(f"{origin}: {where(tuple(first['loc']), data)}: {first['msg']}{extra}", fix) from None
+        raise error(f"{origin}: {where(tuple(first['loc']), data)}: {first['msg']}{extra}", fix) from None

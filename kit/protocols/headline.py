@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.core.layout import DASH, Layout, ci, pct
+from kit.protocols.results_model import Comparison, Interval, JsonObject
 
 FEW = 10  # below this many observations a rate is flagged as resting on few observations
 
@@ -33,12 +34,13 @@ def few(n: Any) -> str:
     return f" (n={n} only: little evidence)" if isinstance(n, int) and n < FEW else ""
 
 
-def rate(k: int, n: int, interval: dict[str, Any] | None = None, unit: str = "episodes") -> str:
+def rate(k: int, n: int, interval: Interval | JsonObject | None = None, unit: str = "episodes") -> str:
     """`k/n unit (r%, 95% CI [lo, hi])`; the Wilson interval is computed when the results give none."""
     if not n:
         return f"0/0 {unit} (no observation)"
-    if interval and interval.get("lo") is not None:
-        lo, hi, method = interval["lo"], interval["hi"], interval.get("method")
+    given = Interval.of(interval) if interval is not None else None
+    if given is not None and given.lo is not None:
+        lo, hi, method = given.lo, given.hi, given.method
     else:
         from kit.stats.intervals import wilson_interval  # noqa: PLC0415 - kit.stats is heavy to import
 
@@ -47,21 +49,35 @@ def rate(k: int, n: int, interval: dict[str, Any] | None = None, unit: str = "ep
     return f"{k}/{n} {unit} ({pct(k / n)}%, {label} {ci(lo, hi)}){few(n)}"
 
 
-def comparison_line(c: dict[str, Any]) -> str:
+def comparison_line(comparison: Comparison | JsonObject) -> str:
     """One comparison of two passes (grid kinds) as a rate with its interval, or why it was not compared."""
-    if "skipped" in c:
-        return f"not compared: {c['skipped']}"
-    return rate(int(c["diverged"]), int(c["episodes"]), c.get("interval"))
+    c = Comparison.of(comparison)
+    if not c.compared:
+        return f"not compared: {c.skipped}"
+    return rate(c.diverged, c.episodes, c.interval)
 
 
-def comparison_row(name: str, c: dict[str, Any]) -> list[str]:
+def comparison_row(name: str, comparison: Comparison | JsonObject) -> list[str]:
     """One comparison of two passes as a row under COMPARISON_HEADER."""
-    if "skipped" in c:
-        return [name, " vs ".join(c.get("passes") or []) or DASH, DASH, DASH, DASH, str(c["skipped"])]
-    interval = c.get("interval") or {}
-    n = int(c["episodes"])
-    return [name, " vs ".join(c.get("passes") or []), f"{c['diverged']}/{n}",
-            pct(c["diverged"] / n) if n else DASH, ci(interval.get("lo"), interval.get("hi")), few(n).strip()]
+    c = Comparison.of(comparison)
+    if not c.compared:
+        return [name, " vs ".join(c.passes) or DASH, DASH, DASH, DASH, str(c.skipped)]
+    interval = c.interval or Interval()
+    n = c.episodes
+    return [name, " vs ".join(c.passes), f"{c.diverged}/{n}", pct(c.diverged / n) if n else DASH,
+            ci(interval.lo, interval.hi), few(n).strip()]
+
+
+def rate_cells(comparison: Comparison | JsonObject) -> tuple[str, str, str]:
+    """A comparison's diverged/episodes, rate and Wilson interval as the console's table cells."""
+    c = Comparison.of(comparison)
+    if not c.compared:
+        return "—", "—", str(c.skipped)
+    interval = c.interval
+    if interval is None or interval.rate is None or interval.lo is None or interval.hi is None:
+        return "0/0", "—", ""
+    return (f"{c.diverged}/{c.episodes}", f"{100 * interval.rate:.1f}%",
+            f"[{100 * interval.lo:.1f}, {100 * interval.hi:.1f}]")
 
 
 COMPARISON_HEADER = ["comparison", "passes", "diverged", "rate (%)", "95% CI", "note"]

@@ -10,7 +10,9 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
   `records/<pass>.jsonl` (`kit.record.files.RecordWriter`), every pass ends OK or VOID in the manifest;
 - `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
-  results table (its `"table"` key is `table`). The runner calls it at the end of a run and
+  results table (its `"table"` key is `table`), built and written through the kind's typed model (a
+  `kit.protocols.results_model.Results` in its results.py, which its view reads too: `Model.of(table)`,
+  one-line `NotResults` for a table of another shape). The runner calls it at the end of a run and
   `kit verify` calls it again on the bundle's raw records (`kit.bundle.recompute`), so both see the
   same numbers;
 - `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it

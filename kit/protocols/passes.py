@@ -12,6 +12,7 @@ from typing import Any
 from kit.record.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
 from kit.record.manifest import PassInfo
 from kit.record.files import logprobs_of, logprobs_pair, read_records
+from kit.protocols.results_model import Comparison
 
 
 @dataclass(frozen=True)
@@ -154,17 +155,17 @@ class OkPasses:
             self.loaded[pass_id] = load_pass(self.run_dir, pass_id, self.ok[pass_id], records=self.records)
         return self.loaded[pass_id]
 
-    def compare(self, a: str, b: str) -> dict[str, Any]:
+    def compare(self, a: str, b: str) -> Comparison:
         """Episode divergence of pass `a` against pass `b` (in `a`'s execution order)."""
         from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
 
         pa, pb = self.get(a), self.get(b)
         if pa is None or pb is None:
-            return {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or not run)"}
+            return Comparison(passes=[a, b], skipped="a pass is not OK (VOID, failed or not run)")
         units, indicators, verdicts = divergence_indicators(pa, pb)
-        return {"passes": [a, b], **level_note(comparison_level(pa.all_ids() and pb.all_ids())),
-                "episodes": len(units), "diverged": sum(indicators),
-                "rate": sum(indicators) / len(units) if units else None,
-                "interval": rate_interval(sum(indicators), len(units)).to_json() if units else None,
-                "status": dict(zip(units, indicators)),
-                "first_request_index": [v["request_index"] for v in verdicts if v["diverged"]]}
+        return Comparison(passes=[a, b], **level_note(comparison_level(pa.all_ids() and pb.all_ids())),
+                          episodes=len(units), diverged=sum(indicators),
+                          rate=sum(indicators) / len(units) if units else None,
+                          interval=rate_interval(sum(indicators), len(units)).to_json() if units else None,
+                          status=dict(zip(units, indicators)),
+                          first_request_index=[v["request_index"] for v in verdicts if v["diverged"]])

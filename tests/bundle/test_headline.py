@@ -61,7 +61,8 @@ def test_a_cache_off_repeat_that_diverged_means_the_controls_did_not_hold(tmp_pa
 def test_results_laid_out_otherwise_are_said_so_not_raised(tmp_path):
     run, _ = _grid(tmp_path, lambda table: table.update(comparisons=[]))
     h = headline(run)
-    assert h.verdict == ["results/grid.json is not laid out as this kit reads it (AttributeError): see the raw file"]
+    assert h.verdict == ["results/grid.json is not laid out as this kit reads it: comparisons: Input should be a valid "
+                         "dictionary; see the raw file"]  # the field its kind's model refused, in one line
     assert "not laid out as this kit reads it" in report.render([run], {})
 
 

@@ -18,11 +18,11 @@ ABOVE_PROTOCOLS = ("kit.analysis", "kit.compare", "kit.bundle", "kit.tui", "kit.
 REACHES_IN = {
     "kit/protocols/sweep/protocol.py": {"grid"},  # a sweep runs the grid's BFCL passes
     "kit/protocols/flag_order/protocol.py": {"grid"},  # so does flag x order
-    "kit/protocols/flag_order/view.py": {"grid"},  # and shows its rates the grid's way
     "kit/analysis/bridge_findings.py": {"reset"},  # the bridge's Table IV counts reuse the kind's own counts
     "kit/analysis/findings.py": {"grid", "harness"},  # Table III labels; the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results
     "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
+    "kit/compare/evidence.py": {"reset"},  # Table IV's evidence of a run not analysed: its reset table, typed
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/importers/cli.py": {"harness"},  # prints what it imported
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule

@@ -161,14 +161,14 @@ def test_a_record_is_checked_against_its_procedures_class(tmp_path):
 
 
 def test_the_launchers_plot_shows_the_rows_each_kind_declares():
-    reset = {"table": "restored-state control", "sessions": [
-        {"session": "s1", "status": "OK", "items": 8, "paths_differ": 2},
-        {"session": "s2", "status": "VOID", "items": 8, "paths_differ": 0}]}
+    reset = {"table": "restored-state control", "sessions": [  # laid out as results/reset_table.json is
+        {"session": "s1", "status": "OK", "items": 8, "recompute_reproduces": 8, "hit_reproduces": 8, "paths_differ": 2},
+        {"session": "s2", "status": "VOID", "reason": "engine gone"}], "across_sessions": {"sessions": 1}}
     [(label, k, n, lo, hi)] = rows_for(reset)
     assert (label, k, n) == ("s1 paths differ", 2, 8) and 0 < lo < 2 / 8 < hi < 1
-    grid = {"table": "grid", "comparisons": {
-        "path": {"diverged": 3, "episodes": 10, "interval": {"rate": 0.3, "lo": 0.1, "hi": 0.6}},
-        "run-to-run cache-off": {"skipped": "one pass only"}}}
+    grid = {"table": "grid", "passes": [], "comparisons": {
+        "path": {"passes": ["on1", "off1"], "diverged": 3, "episodes": 10, "interval": {"rate": 0.3, "lo": 0.1, "hi": 0.6}},
+        "run-to-run cache-off": {"passes": ["off1", "off2"], "skipped": "one pass only"}}}
     assert rows_for(grid) == [("path", 3, 10, 0.1, 0.6)]
     assert rows_for({"table": "sweep"}) == [] and rows_for({}) == []
 

@@ -23,6 +23,7 @@ from kit.protocols.ladder.contrasts import (
     rung_status,
 )
 from kit.protocols.ladder.protocol import gate, groups, prepare
+from kit.protocols.ladder.table import ContrastRow, Cost
 from kit.protocols.procedure import RunInputs
 
 
@@ -40,37 +41,38 @@ def test_l0_pairs_the_first_miss_with_every_other_trial_of_its_own_group():
     found = pairs(groups_, L0)
     assert [(unit, [trial for trial, _ in treated]) for unit, _, _, treated in found] == [("a", [1, 2]), ("b", [1, 2])]
     row = measure(groups_, L0)
-    assert (row["status"], row["pairs"], row["identical"], row["unique_max"]) == ("diverges", 4, 3, 2)
-    assert row["first_difference"] == {"unit": "a", "trial": 2, "token": 1}
-    assert row["control"] is None  # L0 is its own control
+    assert (row.status, row.pairs, row.identical, row.unique_max) == ("diverges", 4, 3, 2)
+    assert row.first_difference is not None and row.first_difference.to_json() == {"unit": "a", "trial": 2, "token": 1}
+    assert row.control is None  # L0 is its own control
 
 
 def test_l2_pairs_the_first_miss_with_every_hit_and_checks_its_control():
     groups_ = {("base", "miss"): {"a": [out(1, 2), out(1, 2)]},
                ("base", "hit"): {"a": [out(1, 2, lps=(-0.5, -0.25)), out(1, 2)]}}
     row = measure(groups_, L2)
-    assert (row["status"], row["pairs"], row["identical"]) == ("holds", 2, 2)
-    assert row["logprobs_equal"] == 1  # one hit's tokens match but its logprobs do not
-    assert row["max_logprob_gap"] == pytest.approx(0.25)
-    assert row["control"] is True
-    lo, hi = row["interval"]
+    assert (row.status, row.pairs, row.identical) == ("holds", 2, 2)
+    assert row.logprobs_equal == 1  # one hit's tokens match but its logprobs do not
+    assert row.max_logprob_gap == pytest.approx(0.25)
+    assert row.control is True
+    lo, hi = row.interval
     assert 0 < lo < 1 == hi  # Wilson interval of 2/2
     groups_[("base", "miss")]["a"][1] = out(9)
-    assert measure(groups_, L2)["control"] is False
+    assert measure(groups_, L2).control is False
 
 
 def test_a_hit_the_counters_do_not_show_voids_the_rung_even_with_identical_tokens():
     groups_ = {("base", "miss"): {"a": [out(1), out(1)]}, ("base", "hit"): {"a": [out(1), out(1, ok=False)]}}
     row = measure(groups_, L2)
-    assert row["status"] == "VOID" and "did not show the cache state" in row["reason"]
-    assert "base hit a#1" in row["reason"]
-    assert headline([row])["through"] is None
+    assert row.status == "VOID" and "did not show the cache state" in str(row.reason)
+    assert "base hit a#1" in str(row.reason)
+    assert headline([row]).through is None
 
 
 def test_a_contrast_with_nothing_to_compare_is_void_and_an_unmeasured_one_says_why():
-    assert measure({}, L2)["status"] == "VOID"
+    assert measure({}, L2).status == "VOID"
     row = measure({}, Contrast("L7", "other hardware", not_measured="another machine"))
-    assert (row["status"], row["reason"]) == ("not measured", "another machine")
+    assert (row.status, row.reason) == ("not measured", "another machine")
+    assert row.to_json() == {"rung": "L7", "what": "other hardware", "status": "not measured", "reason": "another machine"}
 
 
 def test_logprob_gap_stops_where_the_tokens_part():
@@ -79,29 +81,32 @@ def test_logprob_gap_stops_where_the_tokens_part():
     assert logprob_gap(out(), out()) is None
 
 
-def row(rung: str, status: str) -> dict:
-    return {"rung": rung, "status": status}
+def row(rung: str, status: str) -> ContrastRow:
+    return ContrastRow(rung=rung, what="", status=status)
 
 
 def test_the_headline_climbs_until_the_first_rung_that_does_not_hold():
     rows = [row("L0", "holds"), row("L1", "holds"), row("L2", "diverges"), row("L3", "holds"),
             row("L4", "holds"), row("L4", "not measured"), row("L7", "not measured")]
     found = headline(rows)
-    assert found["through"] == "L1"
-    assert found["rungs"]["L4"] == "holds"  # its measured contrast holds; the unmeasured part is named beside
-    assert found["text"] == "invariant through L1; then L2 diverges, L3 holds, L4 holds, L7 not measured"
-    assert headline([row("L0", "diverges")])["text"].startswith("not invariant even at L0")
-    assert headline([row("L0", "holds"), row("L1", "not measured")])["through"] == "L0"
+    assert found.through == "L1"
+    assert found.rungs["L4"] == "holds"  # its measured contrast holds; the unmeasured part is named beside
+    assert found.text == "invariant through L1; then L2 diverges, L3 holds, L4 holds, L7 not measured"
+    assert headline([row("L0", "diverges")]).text.startswith("not invariant even at L0")
+    assert headline([row("L0", "holds"), row("L1", "not measured")]).through == "L0"
     assert rung_status([row("L3", "holds"), row("L3", "VOID"), row("L3", "diverges")]) == "VOID"
 
 
 def test_closes_names_the_fixes_that_hold_and_cost_is_against_the_unfixed_arm():
-    fixes = [{"rung": "L2", "fix": UNFIXED, "status": "diverges"}, {"rung": "L2", "fix": "F16", "status": "holds"},
-             {"rung": "L2", "fix": "one thread", "status": "VOID"}]
+    fixes = [ContrastRow(rung="L2", what="", fix=name, status=status)
+             for name, status in ((UNFIXED, "diverges"), ("F16", "holds"), ("one thread", "VOID"))]
     assert closes(fixes) == ["F16"]
-    cost = against({"latency_s": 3.0, "tokens_per_s": 10.0}, {"latency_s": 1.0, "tokens_per_s": 20.0})
-    assert cost == {"latency_ratio": 3.0, "throughput_change_pct": -50.0}
-    assert against(None, {"latency_s": 1.0, "tokens_per_s": 1.0}) == {}
+    fix = ContrastRow(rung="L2", what="", fix="F16", status="holds", cost=Cost(requests=1, latency_s=3.0, tokens_per_s=10.0))
+    against(fix, Cost(requests=1, latency_s=1.0, tokens_per_s=20.0))
+    assert (fix.latency_ratio, fix.throughput_change_pct) == (3.0, -50.0)
+    unmeasured = ContrastRow(rung="L2", what="", fix="x", status="VOID")
+    against(unmeasured, Cost(requests=1, latency_s=1.0, tokens_per_s=1.0))
+    assert "latency_ratio" not in unmeasured.to_json()
 
 
 def test_the_gates_prove_each_cache_state_and_unknown_never_passes():
@@ -178,7 +183,8 @@ def test_the_console_shows_both_tables_and_the_launcher_plots_divergence_with_it
     rungs = [measure(groups_, L0), measure(groups_, L2), measure({}, Contrast("L7", "hardware", not_measured="elsewhere"))]
     fixes = [measure(groups_, Contrast("L2", "hit vs miss", ("base", "miss", 0), ("base", "hit"), served=("base", "hit"),
                                        fix=UNFIXED))]
-    table = {"table": "ladder", "headline": headline(rungs), "rungs": rungs, "fixes": fixes, "closes_L2": closes(fixes)}
+    table = {"table": "ladder", "design": {}, "headline": headline(rungs).to_json(),
+             "rungs": [r.to_json() for r in rungs], "fixes": [f.to_json() for f in fixes], "closes_L2": closes(fixes)}
     console = Console(record=True, width=200)
     console.print(results_view(table))
     text = console.export_text()

@@ -203,7 +203,7 @@ def test_the_stricter_prefill_time_gate_is_recomputed_from_the_same_records(chec
     pure = [r["completion"]["prefill_ms"] for r in rows if r["role"] == "pure"]
     dirty = [r["completion"]["prefill_ms"] for r in rows if r["role"] == "contaminated"]
     apart = min(dirty) > max(pure) or min(pure) > max(dirty)
-    strict = analysis.pinning_table(copy)
+    strict = analysis.pinning_table(copy).to_json()
     default = json.loads((run_dir / "results" / "pinning.json").read_text())
     assert strict["gate"]["gate_on"] == "prefill_times" and default["gate"]["gate_on"] == "states"
     assert strict["gate"]["arm_prefill_times"]["separate"] == apart

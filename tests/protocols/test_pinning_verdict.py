@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.protocols.pinning import results
+from kit.protocols.pinning.table import PinningResults, StateRow
 from kit.protocols.pinning.verdict import flips_of, verdict
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "records_v1" / "pinning-tiny-20261201-071511"
@@ -30,14 +31,15 @@ def state(name: str, output: str, n: int = 2) -> dict:
     ([], None),
 ])
 def test_a_state_change_flips_the_bytes_only_between_named_states(states, flips):
-    assert flips_of(states) is flips
-    table = {"states": states, "telemetry": True, "cycles": [], "gate": {"status": "PASS", "reasons": []},
-             "regimes": {"always_fresh": {"n": 0}, "steady": {"n": 0}}}
-    assert verdict(table)["state_change_flips_bytes"] is flips  # the gated verdict reads the same rule
+    assert flips_of([StateRow.of(s) for s in states]) is flips
+    table = {"table": "pinning", "engine": {}, "telemetry": True, "outputs": {}, "passes": [], "states": states,
+             "gate": {"status": "PASS", "reasons": []}, "arms": {"pure": {"n": 0}, "contaminated": {"n": 0}},
+             "cycles": [], "regimes": {"always_fresh": {"n": 0}, "steady": {"n": 0}}}
+    assert verdict(PinningResults.of(table)).state_change_flips_bytes is flips  # the gated verdict: the same rule
 
 
 def test_the_pinning_fixture_of_an_earlier_release_recomputes_as_written(tmp_path):
     run_dir = tmp_path / FIXTURE.name
     shutil.copytree(FIXTURE, run_dir)
     written = json.loads((FIXTURE / "results" / "pinning.json").read_text())
-    assert json.loads(json.dumps(results.pinning_table(run_dir))) == written
+    assert json.loads(json.dumps(results.pinning_table(run_dir).to_json())) == written

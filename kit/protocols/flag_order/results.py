@@ -18,12 +18,78 @@ from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
+from kit.protocols.results_model import Comparison, Count, JsonObject, Number, Part, Results, VoidPass
 from kit.record.files import read_records
 
 QUARTILES = (1, 2, 3, 4)
 
 
-def _server(infos: dict[str, PassInfo], pass_ids: list[str], on_passes: list[str]) -> dict[str, Any]:
+class Server(Part):
+    """The server(s) an arm's passes ran on (see `_server`)."""
+
+    pids: list[Count] = []
+    sessions: list[str] = []
+    cache_ram_arg: list[str | None] = []
+    one_server: bool = False
+
+
+class Quartiles(Part):
+    """Divergent episodes per quartile of execution order and the exact trend test over them."""
+
+    diverged: list[Count]
+    episodes: list[Count]
+    trend: JsonObject  # kit.stats.position_trend_test(...).to_json(): its `p` is what the view shows
+
+
+class RunToRun(Comparison):
+    quartiles: Quartiles | None = None
+
+
+class Cell(Part):
+    """One arm (a prompt-cache setting under one pass order): its passes, servers, run-to-run and path divergence."""
+
+    prompt_cache: str | None = None
+    order: str | None = None
+    lifetime: str = "shared"
+    cache_ram: Number | None = None
+    passes: list[str]
+    server: Server
+    requests_first_pass: Count | None = None
+    run_to_run: RunToRun
+    path: Comparison | None = None
+
+
+class SameOutput(Part):
+    """Two cache-on passes compared token for token, or why not (`skipped`)."""
+
+    passes: list[str] = []
+    skipped: str | None = None
+    episodes: Count = 0
+    episodes_identical: Count = 0
+    tokens: Count = 0
+    identical: bool | None = None
+
+
+class OrderCheck(Part):
+    """Two cells that differ only in pass order: their cache-on passes compared, and the change in run-to-run rate."""
+
+    prompt_cache: str | None = None
+    cells: list[str]
+    cache_on: dict[str, SameOutput]
+    identical: bool | None = None
+    run_to_run_difference: Number | None = None
+
+
+class FlagOrderResults(Results):
+    """results/flag_order.json."""
+
+    cells: dict[str, Cell]
+    void_passes: list[VoidPass]
+    orders: dict[str, OrderCheck] = {}
+    fresh_server_per_arm: bool | None = None
+
+
+def _server(infos: dict[str, PassInfo], pass_ids: list[str], on_passes: list[str]) -> Server:
     """The server(s) an arm's passes ran on: server sessions (the kit's name for each server it started;
     process ids in runs made before it named them), process ids, the `--cache-ram` each was started with,
     and whether the two cache-on passes shared one server."""
@@ -40,8 +106,8 @@ def _server(infos: dict[str, PassInfo], pass_ids: list[str], on_passes: list[str
 
     sessions = sorted({str(s) for p in pass_ids if (s := server(p)) is not None})
     on_servers = {server(p) for p in on_passes}
-    return {"pids": pids, "sessions": sessions, "cache_ram_arg": sorted(set(flags), key=str),
-            "one_server": len(on_servers) == 1 and None not in on_servers}
+    return Server(pids=pids, sessions=sessions, cache_ram_arg=sorted(set(flags), key=str),
+                  one_server=len(on_servers) == 1 and None not in on_servers)
 
 
 def _requests(run_dir: Path, info: PassInfo) -> int | None:
@@ -57,100 +123,95 @@ def _tokens(passes: OkPasses, pass_id: str, units: list[str]) -> int:
     return sum(len(r.tokens) for u in units for r in data.units.get(u, [])) if data else 0
 
 
-def _same_output(passes: OkPasses, a: str, b: str) -> dict[str, Any]:
+def _same_output(passes: OkPasses, a: str, b: str) -> SameOutput:
     """Are two cache-on passes the same token for token (prompts, emitted tokens, request counts)?"""
     found = passes.compare(a, b)
-    if "skipped" in found:
-        return found
-    units = list(found["status"])
-    return {"passes": [a, b], "episodes": found["episodes"],
-            "episodes_identical": found["episodes"] - found["diverged"], "tokens": _tokens(passes, a, units),
-            "identical": found["diverged"] == 0}
+    if not found.compared:
+        return SameOutput(**found.to_json())
+    return SameOutput(passes=[a, b], episodes=found.episodes, episodes_identical=found.episodes - found.diverged,
+                      tokens=_tokens(passes, a, list(found.status)), identical=found.diverged == 0)
 
 
-def quartile_split(indicators: list[int]) -> dict[str, Any]:
+def quartile_split(indicators: list[int]) -> Quartiles:
     """Divergent episodes per quartile of execution order (1..4) and the exact trend test over them."""
     from kit.stats import position_trend_test, quartile_scores  # noqa: PLC0415 - loads scipy: only when computing
 
     scores = quartile_scores(len(indicators))
-    return {"diverged": [sum(y for y, s in zip(indicators, scores) if s == q) for q in QUARTILES],
-            "episodes": [int((scores == q).sum()) for q in QUARTILES],
-            "trend": position_trend_test(indicators, scores).to_json()}
+    return Quartiles(diverged=[sum(y for y, s in zip(indicators, scores) if s == q) for q in QUARTILES],
+                     episodes=[int((scores == q).sum()) for q in QUARTILES],
+                     trend=position_trend_test(indicators, scores).to_json())
 
 
-def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: dict[str, Any]) -> dict[str, Any]:
+def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: dict[str, Any]) -> Cell:
     labels = cell.get("flag_order") or {}
     on1, on2 = labels["run_to_run"]
     kinds = dict(zip(cell["passes"], (cell.get("resolved") or {}).get("passes") or []))
-    entry: dict[str, Any] = {"prompt_cache": labels.get("prompt_cache"), "order": labels.get("order"),
-                             "lifetime": labels.get("server", "shared"),
-                             "cache_ram": (cell.get("engine") or {}).get("cache_ram"), "passes": cell["passes"],
-                             "server": _server(infos, cell["passes"], [on1, on2]),
-                             "requests_first_pass": _requests(run_dir, infos.get(cell["passes"][0]) or PassInfo())}
-    run_to_run = passes.compare(on1, on2)
-    if "skipped" not in run_to_run and run_to_run["episodes"]:
-        run_to_run["quartiles"] = quartile_split(list(run_to_run["status"].values()))
-    entry["run_to_run"] = run_to_run
+    run_to_run = RunToRun(**passes.compare(on1, on2).to_json())
+    if run_to_run.compared and run_to_run.episodes:
+        run_to_run.quartiles = quartile_split(list(run_to_run.status.values()))
     off = [p for p in cell["passes"] if kinds.get(p) == "off"]
+    made = Cell(prompt_cache=labels.get("prompt_cache"), order=labels.get("order"),
+                lifetime=labels.get("server", "shared"), cache_ram=(cell.get("engine") or {}).get("cache_ram"),
+                passes=cell["passes"], server=_server(infos, cell["passes"], [on1, on2]),
+                requests_first_pass=_requests(run_dir, infos.get(cell["passes"][0]) or PassInfo()),
+                run_to_run=run_to_run)
     if off:
-        entry["path"] = passes.compare(on1, off[0])
-    return entry
+        made.path = passes.compare(on1, off[0])
+    return made
 
 
-def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], table: dict[str, Any]) -> dict[str, Any]:
+def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], cells: dict[str, Cell]) -> dict[str, OrderCheck]:
     """Per setting, each pair of cells that differ only in pass order: their first cache-on passes and
     their second cache-on passes compared token for token, and the change in run-to-run divergence."""
     found = {}
     for a, b in combinations(cells_in, 2):
-        ca, cb = table["cells"][a], table["cells"][b]
-        if ca["prompt_cache"] != cb["prompt_cache"] or ca["lifetime"] != cb["lifetime"] or ca["order"] == cb["order"]:
+        ca, cb = cells[a], cells[b]
+        if ca.prompt_cache != cb.prompt_cache or ca.lifetime != cb.lifetime or ca.order == cb.order:
             continue
-        ra, rb = ca["run_to_run"], cb["run_to_run"]
         pairs = zip(cells_in[a]["flag_order"]["run_to_run"], cells_in[b]["flag_order"]["run_to_run"])
-        entry: dict[str, Any] = {"prompt_cache": ca["prompt_cache"], "cells": [a, b],
-                                 "cache_on": {f"on{i}": _same_output(passes, pa, pb) for i, (pa, pb) in
-                                              enumerate(pairs, start=1)}}
-        checks = [c.get("identical") for c in entry["cache_on"].values()]
-        entry["identical"] = None if None in checks else all(checks)
-        if ra.get("rate") is not None and rb.get("rate") is not None:
-            entry["run_to_run_difference"] = rb["rate"] - ra["rate"]
-        found[f"{ca['prompt_cache']}: {a} vs {b}"] = entry
+        cache_on = {f"on{i}": _same_output(passes, pa, pb) for i, (pa, pb) in enumerate(pairs, start=1)}
+        checks = [c.identical for c in cache_on.values()]
+        entry = OrderCheck(prompt_cache=ca.prompt_cache, cells=[a, b], cache_on=cache_on,
+                           identical=None if None in checks else all(checks))
+        ra, rb = ca.run_to_run.rate, cb.run_to_run.rate
+        if ra is not None and rb is not None:
+            entry.run_to_run_difference = rb - ra
+        found[f"{ca.prompt_cache}: {a} vs {b}"] = entry
     return found
 
 
-def flag_order_table(run_dir: Path) -> dict[str, Any]:
+def flag_order_table(run_dir: Path) -> FlagOrderResults:
     loaded = Manifest.load(run_dir)
     infos = loaded.run.passes
     cells_in = loaded.run.cells
     passes = OkPasses(run_dir, infos)
-    table: dict[str, Any] = {"table": "flag_order", "run_id": loaded.run_id,
-                             "files": {"flag_order": RunPaths.result_name("flag_order"),
-                                       "flag_order_csv": RunPaths.result_name("flag_order", ".csv")},
-                             "cells": {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()},
-                             "void_passes": [{"pass": p, "status": i.status, "reason": i.reason}
-                                             for p, i in infos.items() if p not in passes.ok]}
-    table["orders"] = _orders(passes, cells_in, table)
+    cells = {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()}
     # every cell on servers of its own, its cache-on passes on one server exactly where its lifetime is shared
-    sessions = [s for c in table["cells"].values() for s in c["server"]["sessions"]]
-    table["fresh_server_per_arm"] = (all(c["server"]["one_server"] == (c["lifetime"] == "shared")
-                                         for c in table["cells"].values())
-                                     and len(set(sessions)) == len(sessions)) if sessions else None
-    return table
+    sessions = [s for c in cells.values() for s in c.server.sessions]
+    fresh = (all(c.server.one_server == (c.lifetime == "shared") for c in cells.values())
+             and len(set(sessions)) == len(sessions)) if sessions else None
+    return FlagOrderResults(table="flag_order", run_id=loaded.run_id,
+                            files={"flag_order": RunPaths.result_name("flag_order"),
+                                   "flag_order_csv": RunPaths.result_name("flag_order", ".csv")},
+                            cells=cells, void_passes=[VoidPass(pass_=p, status=i.status, reason=i.reason)
+                                                      for p, i in infos.items() if p not in passes.ok],
+                            orders=_orders(passes, cells_in, cells), fresh_server_per_arm=fresh)
 
 
 CSV_FIELDS = ("cell", "prompt_cache", "lifetime", "order", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi",
               "q1", "q2", "q3", "q4", "trend_p", "path_diverged", "path_episodes", "requests_first_pass")
 
 
-def _row(name: str, c: dict[str, Any]) -> dict[str, Any]:
-    r2r, path = c["run_to_run"], c.get("path") or {}
-    quartiles = r2r.get("quartiles") or {}
-    row = {"cell": name, "prompt_cache": c["prompt_cache"], "lifetime": c["lifetime"], "order": c["order"], "pass_a": r2r["passes"][0],
-           "pass_b": r2r["passes"][1], "episodes": r2r.get("episodes"), "diverged": r2r.get("diverged"),
-           "rate": r2r.get("rate"), **{k: (r2r.get("interval") or {}).get(k) for k in ("lo", "hi")},
-           "trend_p": (quartiles.get("trend") or {}).get("p"), "path_diverged": path.get("diverged"),
-           "path_episodes": path.get("episodes"), "requests_first_pass": c["requests_first_pass"]}
-    for quartile, count in zip(QUARTILES, quartiles.get("diverged") or []):
+def _row(name: str, c: Cell) -> dict[str, Any]:
+    r2r, path = c.run_to_run.to_json(), c.path.to_json() if c.path else {}
+    quartiles = c.run_to_run.quartiles
+    row = {"cell": name, "prompt_cache": c.prompt_cache, "lifetime": c.lifetime, "order": c.order,
+           "pass_a": c.run_to_run.passes[0], "pass_b": c.run_to_run.passes[1], "episodes": r2r.get("episodes"),
+           "diverged": r2r.get("diverged"), "rate": r2r.get("rate"),
+           **{k: getattr(c.run_to_run.interval, k, None) for k in ("lo", "hi")},
+           "trend_p": quartiles.trend.get("p") if quartiles else None, "path_diverged": path.get("diverged"),
+           "path_episodes": path.get("episodes"), "requests_first_pass": c.requests_first_pass}
+    for quartile, count in zip(QUARTILES, quartiles.diverged if quartiles else []):
         row[f"q{quartile}"] = count
     return row
 
@@ -158,5 +219,5 @@ def _row(name: str, c: dict[str, Any]) -> dict[str, Any]:
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the flag × order results and write results/flag_order.json and results/flag_order.csv."""
     table = flag_order_table(run_dir)
-    rows = [_row(name, c) for name, c in table["cells"].items()]
+    rows = [_row(name, c) for name, c in table.cells.items()]
     return write_results(run_dir, table, "flag_order", "flag_order", CSV_FIELDS, rows)

@@ -10,12 +10,61 @@ from pathlib import Path
 from typing import Any
 
 from kit.protocols.results_files import write_results
+from kit.protocols.results_model import (
+    Comparison,
+    Count,
+    EpisodeVerdict,
+    Identity,
+    Interval,
+    McNemar,
+    Part,
+    Results,
+    field_alias,
+)
 from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
 from kit.record.files import logprobs_pair, read_records
 
 Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
+
+
+class Outcomes(Part):
+    """A pass's BFCL outcomes: episodes, how many scored valid, and the count of each outcome."""
+
+    episodes: Count
+    valid: Count
+    by_outcome: dict[str, Count]
+
+
+class GridPass(Part):
+    """One pass of the run: its arm, how it ended and, where it is OK and its records are there, its outcomes."""
+
+    pass_: str = field_alias("pass")
+    arm: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    outcomes: Outcomes | None = None
+
+
+class Flips(Part):
+    """Episodes valid in one arm of a path comparison and not in the other, with their exact McNemar test."""
+
+    episodes: Count
+    valid_off_invalid_on: Count
+    invalid_off_valid_on: Count
+    mcnemar: McNemar
+
+
+class GridResults(Results):
+    """results/grid.json: the grid's comparisons of two passes, its passes' outcomes and the path flips."""
+
+    passes: list[GridPass]
+    void_passes: list[str] = []
+    comparisons: dict[str, Comparison]
+    flips: dict[str, Flips] = {}
+
+
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),
                 "path": (("on", 1), ("off", 1))}
 
@@ -78,7 +127,7 @@ def walk(requests: list[dict]) -> list[tuple[str, list]]:
     return [(r["prompt_sha256"], r["emitted"]) for r in requests]
 
 
-def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str]) -> dict[str, int]:
+def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str]) -> Identity:
     """Exact identity of two passes: episodes, log-probability records and their values (RQ1)."""
     counts = {"episodes": len(units), "episodes_identical": 0, "logprob_records": 0, "tokens_identical": 0,
               "logprobs_identical": 0}
@@ -92,10 +141,12 @@ def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str
                 counts["logprobs_identical"] += x == y
             same_episode &= ra["prompt_sha256"] == rb["prompt_sha256"] and ra["emitted"] == rb["emitted"] and la == lb
         counts["episodes_identical"] += same_episode
-    return counts
+    return Identity(**counts)
 
 
-def _compare(a, b, order: list[str]) -> dict[str, Any]:
+def _compare(a, b, order: list[str], passes: list[str], level: str, same: Identity) -> Comparison:
+    """Episode divergence of pass `a` against pass `b` (each: its requests, its episodes) in `order`, made at
+    `level`, with their exact identity `same`."""
     from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
 
     units = [u for u in order if u in a[1] and u in b[1]]
@@ -103,30 +154,33 @@ def _compare(a, b, order: list[str]) -> dict[str, Any]:
     diverged = [v for v in verdicts.values() if v.diverged]
     kinds: dict[str, int] = defaultdict(int)
     for v in diverged:
-        kinds[v.kind] += 1
-    return {"episodes": len(units), "diverged": len(diverged),
-            "interval": rate_interval(len(diverged), len(units)).to_json() if units else None,
-            "kinds": dict(kinds), "first_request_index": [v.request_index for v in diverged],
-            "first_token_index": [v.token_index for v in diverged if v.token_index is not None],
-            "per_episode": {u: v.to_json() for u, v in verdicts.items()}}
+        kinds[str(v.kind)] += 1
+    made = Comparison(passes=passes, episodes=len(units), diverged=len(diverged),
+                      interval=Interval(**rate_interval(len(diverged), len(units)).to_json()) if units else None,
+                      kinds=dict(kinds), first_request_index=[v.request_index for v in diverged],
+                      first_token_index=[v.token_index for v in diverged if v.token_index is not None],
+                      per_episode={u: EpisodeVerdict(**v.to_json()) for u, v in verdicts.items()}, identity=same)
+    if "compared_on" in level_note(level):  # written where it was made on strings (set: dumped in its place)
+        made.compared_on = level
+    return made
 
 
-def outcomes(episodes: dict[str, dict]) -> dict[str, Any]:
+def outcomes(episodes: dict[str, dict]) -> Outcomes:
     valid = sum(bool(e["score"]["valid"]) for e in episodes.values())
     by_outcome: dict[str, int] = defaultdict(int)
     for e in episodes.values():
         by_outcome[e["outcome"]] += 1
-    return {"episodes": len(episodes), "valid": valid, "by_outcome": dict(by_outcome)}
+    return Outcomes(episodes=len(episodes), valid=valid, by_outcome=dict(by_outcome))
 
 
-def flips(on: dict[str, dict], off: dict[str, dict]) -> dict[str, Any]:
+def flips(on: dict[str, dict], off: dict[str, dict]) -> Flips:
     from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
     units = sorted(set(on) & set(off))
     to_invalid = sum(bool(off[u]["score"]["valid"]) and not on[u]["score"]["valid"] for u in units)
     to_valid = sum(bool(on[u]["score"]["valid"]) and not off[u]["score"]["valid"] for u in units)
-    return {"episodes": len(units), "valid_off_invalid_on": to_invalid, "invalid_off_valid_on": to_valid,
-            "mcnemar": exact_mcnemar(to_invalid, to_valid).to_json()}
+    return Flips(episodes=len(units), valid_off_invalid_on=to_invalid, invalid_off_valid_on=to_valid,
+                 mcnemar=McNemar(**exact_mcnemar(to_invalid, to_valid).to_json()))
 
 
 def _repeat(pass_id: str) -> int:
@@ -136,42 +190,38 @@ def _repeat(pass_id: str) -> int:
 
 
 def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
-               records: Reader | None = None) -> dict[str, Any]:
+               records: Reader | None = None) -> GridResults:
     """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run), their
     records read through `records` when given (see `load_pass`)."""
     manifest = Manifest.load(run_dir)
     infos = infos if infos is not None else manifest.run.passes
     loaded = {pid: load_pass(run_dir, info, records) for pid, info in infos.items()
               if info.status == "OK" and (run_dir / str(info.file)).exists()}
-    table: dict[str, Any] = {
-        "table": "grid", "run_id": manifest.run_id,
-        "files": {"grid": RunPaths.result_name("grid"), "grid_csv": RunPaths.result_name("grid", ".csv")},
-        "passes": [{"pass": pid, "arm": info.arm, "status": info.status, "reason": info.reason,
-                    **({"outcomes": outcomes(loaded[pid][1])} if pid in loaded else {})}
-                   for pid, info in infos.items()],
-        "void_passes": [pid for pid, info in infos.items() if info.status != "OK"],
-        "comparisons": {},
-    }
     planned = [{"pass_id": pid, "arm": info.arm, "repeat": info.repeat or _repeat(pid),
                 "order": info.order_index or 0} for pid, info in infos.items()]
     emitted: dict[tuple[str, str], dict[str, list[dict]]] = {}  # (pass, level) -> its requests with `emitted`
+    found: dict[str, Comparison] = {}
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
-            table["comparisons"][name] = {"passes": [a, b], "skipped": "a pass is not OK (VOID, failed or cut short)"}
+            found[name] = Comparison(passes=[a, b], skipped="a pass is not OK (VOID, failed or cut short)")
             continue
         level = compared_on(loaded[a][0], loaded[b][0])
         for p in (a, b):  # a pass in two comparisons at one level is prepared once
             if (p, level) not in emitted:
                 emitted[p, level] = {u: _emitted(rs, level) for u, rs in loaded[p][0].items()}
         first, second = emitted[a, level], emitted[b, level]
-        result = {"passes": [a, b], **level_note(level),
-                  **_compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2])}
         units = [u for u in loaded[a][2] if u in loaded[b][1]]
-        result["identity"] = identity(first, second, units)
-        table["comparisons"][name] = result
-    table["flips"] = {name: flips(loaded[a][1], loaded[b][1]) for name, c in table["comparisons"].items()
-                      if name.startswith("path") and "skipped" not in c for a, b in [c["passes"]]}
-    return table
+        found[name] = _compare((first, loaded[a][1]), (second, loaded[b][1]), loaded[a][2], [a, b], level,
+                               identity(first, second, units))
+    return GridResults(
+        table="grid", run_id=manifest.run_id,
+        files={"grid": RunPaths.result_name("grid"), "grid_csv": RunPaths.result_name("grid", ".csv")},
+        passes=[GridPass(pass_=pid, arm=info.arm, status=info.status, reason=info.reason,
+                         **({"outcomes": outcomes(loaded[pid][1])} if pid in loaded else {}))
+                for pid, info in infos.items()],
+        void_passes=[pid for pid, info in infos.items() if info.status != "OK"], comparisons=found,
+        flips={name: flips(loaded[c.passes[0]][1], loaded[c.passes[1]][1]) for name, c in found.items()
+               if name.startswith("path") and c.compared})
 
 
 CSV_FIELDS = ("comparison", "pass_a", "pass_b", "episodes", "diverged", "rate", "lo", "hi")
@@ -180,7 +230,8 @@ CSV_FIELDS = ("comparison", "pass_a", "pass_b", "episodes", "diverged", "rate", 
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the grid results and write results/grid.json and results/grid.csv."""
     table = grid_table(run_dir)
-    rows = [{"comparison": name, "pass_a": c["passes"][0], "pass_b": c["passes"][1], "episodes": c.get("episodes"),
-             "diverged": c.get("diverged"), **{k: (c.get("interval") or {}).get(k) for k in ("rate", "lo", "hi")}}
-            for name, c in table["comparisons"].items()]
+    rows = [{"comparison": name, "pass_a": c.passes[0], "pass_b": c.passes[1],
+             "episodes": c.episodes if c.compared else None, "diverged": c.diverged if c.compared else None,
+             **{k: getattr(c.interval, k, None) for k in ("rate", "lo", "hi")}}
+            for name, c in table.comparisons.items()]
     return write_results(run_dir, table, "grid", "grid", CSV_FIELDS, rows)

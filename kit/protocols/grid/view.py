@@ -2,61 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
-from kit.protocols.kind import PlotRow
 from kit.core.layout import Layout
-from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row
+from kit.protocols.grid.results import GridResults
+from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row, rate_cells
+from kit.protocols.kind import PlotRow
+from kit.protocols.results_model import JsonObject
 
 
-def rate_cells(comparison: dict[str, Any]) -> tuple[str, str, str]:
-    """A comparison's diverged/episodes, rate and Wilson interval as table cells."""
-    if "skipped" in comparison:
-        return "—", "—", str(comparison["skipped"])
-    interval = comparison["interval"]
-    if interval is None:
-        return "0/0", "—", ""
-    return (f"{comparison['diverged']}/{comparison['episodes']}", f"{100 * interval['rate']:.1f}%",
-            f"[{100 * interval['lo']:.1f}, {100 * interval['hi']:.1f}]")
-
-
-def grid_table(table: dict[str, Any]) -> Table:
+def grid_table(table: GridResults | JsonObject) -> Table:
     """Divergence per comparison (Wilson 95% intervals), then BFCL outcomes per pass."""
+    t = GridResults.of(table)
     view = Table(title="Grid: episodes whose trajectory changed", title_justify="left")
     for column in ("comparison", "passes", "diverged", "rate", "95% CI (Wilson)", "first request"):
         view.add_column(column)
-    for name, comparison in table["comparisons"].items():
-        firsts = comparison.get("first_request_index") or []
-        view.add_row(str(name), " vs ".join(comparison["passes"]), *rate_cells(comparison),
+    for name, comparison in t.comparisons.items():
+        firsts = comparison.first_request_index
+        view.add_row(name, " vs ".join(comparison.passes), *rate_cells(comparison),
                      ", ".join(map(str, firsts[:8])) + (" …" if len(firsts) > 8 else ""))
     outcomes = []
-    for row in table["passes"]:
-        if "outcomes" in row:
-            outcomes.append(f"{row['pass']} {row['outcomes']['valid']}/{row['outcomes']['episodes']} valid")
+    for row in t.passes:
+        if row.outcomes is not None:
+            outcomes.append(f"{row.pass_} {row.outcomes.valid}/{row.outcomes.episodes} valid")
         else:
-            outcomes.append(f"{row['pass']} {row['status']}"
-                            + (f" ({row['reason']})" if row.get("reason") else ""))
-    identity = table["comparisons"].get("run-to-run cache-off", {}).get("identity")
+            outcomes.append(f"{row.pass_} {row.status}" + (f" ({row.reason})" if row.reason else ""))
+    off = t.comparisons.get("run-to-run cache-off")
+    identity = off.identity if off is not None else None
     caption = "BFCL outcomes: " + "; ".join(outcomes)
     if identity:
-        caption += (f"\ncache-off repeat: {identity['episodes_identical']}/{identity['episodes']} episodes identical, "
-                    f"{identity['logprobs_identical']}/{identity['logprob_records']} log-probabilities identical")
+        caption += (f"\ncache-off repeat: {identity.episodes_identical}/{identity.episodes} episodes identical, "
+                    f"{identity.logprobs_identical}/{identity.logprob_records} log-probabilities identical")
     view.caption, view.caption_justify = caption, "left"
     return view
 
 
-def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+def plot_rows(table: GridResults | JsonObject) -> list[PlotRow]:
     """Per comparison with an interval: its divergent episodes (the launcher's divergence plot)."""
-    return [(name, comparison["diverged"], comparison["episodes"], comparison["interval"]["lo"],
-             comparison["interval"]["hi"]) for name, comparison in table["comparisons"].items()
-            if comparison.get("interval")]
+    return [(name, c.diverged, c.episodes, c.interval.lo, c.interval.hi)
+            for name, c in GridResults.of(table).comparisons.items()
+            if c.interval is not None and c.interval.lo is not None and c.interval.hi is not None]
 
 
-def headline(t: dict[str, Any], h: Headline) -> None:
+def headline(table: GridResults | JsonObject, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    comps = t["comparisons"]
+    comps = GridResults.of(table).comparisons
     h.tables.append(Layout("grid", "Episodes whose trajectory changed, per comparison of two passes.",
                            COMPARISON_HEADER, [comparison_row(n, c) for n, c in comps.items()]))
     if "path" in comps:
@@ -65,10 +55,10 @@ def headline(t: dict[str, Any], h: Headline) -> None:
         if name != "path" and "run-to-run" not in name:
             h.verdict.append(f"{name}: {comparison_line(c)}")
     off = comps.get("run-to-run cache-off")
-    if off is None or "skipped" in off:
+    if off is None or not off.compared:
         h.controls.append("no cache-off repeat: the control was not run")
         return
-    h.held = int(off["diverged"]) == 0
+    h.held = off.diverged == 0
     h.controls.append("cache-off run-to-run (should not diverge): " + comparison_line(off))
     if "run-to-run cache-on" in comps:
         h.controls.append("cache-on run-to-run: " + comparison_line(comps["run-to-run cache-on"]))

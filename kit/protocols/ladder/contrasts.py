@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from kit.protocols.ladder.table import ContrastRow, Cost, FirstDifference, LadderHeadline
 from kit.record.divergence import first_difference
 
 RUNGS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7")
@@ -83,7 +84,7 @@ class _Tally:
     identical: int = 0
     logprobs_equal: int = 0
     gap: float | None = None
-    first: dict[str, Any] | None = None
+    first: FirstDifference | None = None
     unique: list[int] = field(default_factory=list)
     gate_failures: list[str] = field(default_factory=list)
 
@@ -119,17 +120,18 @@ def _gate_failures(groups: Groups, contrast: Contrast, units: Sequence[str]) -> 
     return failed
 
 
-def measure(groups: Groups, contrast: Contrast) -> dict[str, Any]:
+def measure(groups: Groups, contrast: Contrast) -> ContrastRow:
     """A contrast's row: status (holds / diverges / VOID / not measured), byte-identical share with its
     Wilson interval, unique outputs per prompt, logprobs equal, first difference, largest logprob gap,
     whether its control reproduced, and (for fixes) the cost of its served requests."""
-    row: dict[str, Any] = {"rung": contrast.rung, "what": contrast.what}
+    row = ContrastRow(rung=contrast.rung, what=contrast.what, status="not measured")
     if contrast.fix:
-        row["fix"] = contrast.fix
+        row.fix = contrast.fix
     if contrast.note:
-        row["note"] = contrast.note
+        row.note = contrast.note
     if contrast.not_measured:
-        return {**row, "status": "not measured", "reason": contrast.not_measured}
+        row.reason = contrast.not_measured
+        return row
     found = pairs(groups, contrast)
     tally = _Tally(gate_failures=_gate_failures(groups, contrast, [unit for unit, *_ in found]))
     for unit, _, ref, treated in found:
@@ -143,30 +145,33 @@ def measure(groups: Groups, contrast: Contrast) -> dict[str, Any]:
             if gap is not None:
                 tally.gap = gap if tally.gap is None else max(tally.gap, gap)
             if token is not None and tally.first is None:
-                tally.first = {"unit": unit, "trial": trial, "token": token}
-    row.update(_shares(tally), control=_control(groups, contrast))
+                tally.first = FirstDifference(unit=unit, trial=trial, token=token)
+    _shares(tally, row)
+    row.control = _control(groups, contrast)
     if contrast.served is not None:
-        row["cost"] = cost(groups, contrast.served)
+        row.cost = cost(groups, contrast.served)
     if not tally.pairs:
-        row.update(status="VOID", reason="no outputs to compare (every pass it needs is missing or VOID)")
+        row.status, row.reason = "VOID", "no outputs to compare (every pass it needs is missing or VOID)"
     elif tally.gate_failures:
-        row.update(status="VOID", reason=f"{len(tally.gate_failures)} request(s) did not show the cache state they "
-                                         f"were sent for (first: {tally.gate_failures[0]})")
+        row.status, row.reason = "VOID", (f"{len(tally.gate_failures)} request(s) did not show the cache state they "
+                                          f"were sent for (first: {tally.gate_failures[0]})")
     else:
-        row["status"] = "holds" if tally.identical == tally.pairs else "diverges"
+        row.status = "holds" if tally.identical == tally.pairs else "diverges"
     return row
 
 
-def _shares(tally: _Tally) -> dict[str, Any]:
+def _shares(tally: _Tally, row: ContrastRow) -> None:
+    """The tally's counts into `row`: its pairs, and where there are any, the shares and the first difference."""
     from kit.stats import wilson_interval  # noqa: PLC0415 - loads the statistics package only when computing
 
+    row.pairs = tally.pairs
     if not tally.pairs:
-        return {"pairs": 0}
+        return
     lo, hi = wilson_interval(tally.identical, tally.pairs)
-    return {"pairs": tally.pairs, "identical": tally.identical, "identical_share": tally.identical / tally.pairs,
-            "interval": [lo, hi], "logprobs_equal": tally.logprobs_equal,
-            "unique_max": max(tally.unique), "unique_mean": sum(tally.unique) / len(tally.unique),
-            "prompts": len(tally.unique), "first_difference": tally.first, "max_logprob_gap": tally.gap}
+    row.identical, row.identical_share, row.interval = tally.identical, tally.identical / tally.pairs, [lo, hi]
+    row.logprobs_equal, row.unique_max = tally.logprobs_equal, max(tally.unique)
+    row.unique_mean, row.prompts = sum(tally.unique) / len(tally.unique), len(tally.unique)
+    row.first_difference, row.max_logprob_gap = tally.first, tally.gap
 
 
 def _control(groups: Groups, contrast: Contrast) -> bool | None:
@@ -180,39 +185,39 @@ def _control(groups: Groups, contrast: Contrast) -> bool | None:
     return all(ref.tokens == out.tokens for ref, out in found) if found else None
 
 
-def cost(groups: Groups, where: Where) -> dict[str, Any] | None:
+def cost(groups: Groups, where: Where) -> Cost | None:
     """What the served requests cost: mean seconds per request and generated tokens per second."""
     outs = [out for outputs in groups.get(where, {}).values() for out in outputs]
     seconds = sum(out.wall for out in outs)
     if not outs or seconds <= 0:
         return None
-    return {"requests": len(outs), "latency_s": seconds / len(outs),
-            "tokens_per_s": sum(out.generated for out in outs) / seconds}
+    return Cost(requests=len(outs), latency_s=seconds / len(outs),
+                tokens_per_s=sum(out.generated for out in outs) / seconds)
 
 
-def against(fix_cost: dict[str, Any] | None, unfixed: dict[str, Any] | None) -> dict[str, Any]:
-    """A fix's cost beside the unfixed arm's: latency ratio and throughput change in percent."""
-    if not fix_cost or not unfixed:
-        return {}
-    return {"latency_ratio": fix_cost["latency_s"] / unfixed["latency_s"],
-            "throughput_change_pct": 100 * (fix_cost["tokens_per_s"] / unfixed["tokens_per_s"] - 1)}
+def against(row: ContrastRow, unfixed: Cost | None) -> None:
+    """A fix's cost beside the unfixed arm's, into its row: latency ratio and throughput change in percent."""
+    if row.cost is None or unfixed is None:
+        return
+    row.latency_ratio = row.cost.latency_s / unfixed.latency_s
+    row.throughput_change_pct = 100 * (row.cost.tokens_per_s / unfixed.tokens_per_s - 1)
 
 
-def rung_status(rows: list[dict[str, Any]]) -> str:
+def rung_status(rows: list[ContrastRow]) -> str:
     """A rung's status from its contrasts: not measured when none was; else the worst measured one
     (VOID before diverges before holds)."""
-    measured = [row["status"] for row in rows if row["status"] != "not measured"]
+    measured = [row.status for row in rows if row.measured]
     for status in ("VOID", "diverges", "holds"):
         if status in measured:
             return status
     return "not measured"
 
 
-def headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def headline(rows: list[ContrastRow]) -> LadderHeadline:
     """"invariant through L<k>" (k the highest rung with L0..Lk all holding; None: not even L0), and every
     higher rung's own status."""
-    by_rung = {rung: rung_status([row for row in rows if row["rung"] == rung]) for rung in RUNGS
-               if any(row["rung"] == rung for row in rows)}
+    by_rung = {rung: rung_status([row for row in rows if row.rung == rung]) for rung in RUNGS
+               if any(row.rung == rung for row in rows)}
     through = None
     for rung in RUNGS:
         if by_rung.get(rung) != "holds":
@@ -222,12 +227,12 @@ def headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     text = f"invariant through {through}" if through else "not invariant even at L0 (the identical call repeated)"
     if above:
         text += "; then " + ", ".join(f"{rung} {status}" for rung, status in above.items())
-    return {"through": through, "rungs": by_rung, "text": text}
+    return LadderHeadline(through=through, rungs=by_rung, text=text)
 
 
-def closes(fixes: list[dict[str, Any]], rung: str = "L2") -> list[str]:
+def closes(fixes: list[ContrastRow], rung: str = "L2") -> list[str]:
     """The fixes that close `rung`: measured, not VOID, every output identical after the fix."""
-    return [row["fix"] for row in fixes if row["rung"] == rung and row["status"] == "holds" and row["fix"] != UNFIXED]
+    return [str(row.fix) for row in fixes if row.rung == rung and row.status == "holds" and row.fix != UNFIXED]
 
 
 UNFIXED = "none (unfixed)"

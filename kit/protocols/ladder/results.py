@@ -8,7 +8,9 @@ from typing import Any
 
 from kit.core.paths import RunPaths
 from kit.protocols.ladder.contrasts import UNFIXED, Contrast, Groups, Out, against, closes, headline, measure
+from kit.protocols.ladder.table import LadderResults
 from kit.protocols.results_files import write_results
+from kit.protocols.results_model import JsonObject
 from kit.record.divergence import emitted
 from kit.record.files import read_records
 from kit.record.manifest import Manifest
@@ -38,20 +40,24 @@ def groups(run_dir: Path) -> Groups:
     return found
 
 
-def ladder_table(run_dir: Path) -> dict[str, Any]:
+def ladder_results(run_dir: Path) -> LadderResults:
     manifest = Manifest.load(run_dir)
     design = manifest.run.to_json().get("ladder") or {}
     outputs = groups(run_dir)
     rungs = [measure(outputs, Contrast.from_json(c)) for c in design.get("rungs", [])]
     fixes = [measure(outputs, Contrast.from_json(c)) for c in design.get("fixes", [])]
-    unfixed = next((row.get("cost") for row in fixes if row.get("fix") == UNFIXED), None)
+    unfixed = next((row.cost for row in fixes if row.fix == UNFIXED), None)
     for row in fixes:
-        row.update(against(row.get("cost"), unfixed))
+        against(row, unfixed)
     void = [pass_id for pass_id, info in manifest.run.passes.items() if info.status != "OK"]
-    return {"table": "ladder", "run_id": manifest.run_id,
-            "files": {"ladder": RunPaths.result_name("ladder")}, "design": design.get("design", {}),
-            "headline": headline(rungs), "rungs": rungs, "fixes": fixes, "closes_L2": closes(fixes),
-            "void_passes": void}
+    return LadderResults(table="ladder", run_id=manifest.run_id, files={"ladder": RunPaths.result_name("ladder")},
+                         design=design.get("design", {}), headline=headline(rungs), rungs=rungs, fixes=fixes,
+                         closes_L2=closes(fixes), void_passes=void)
+
+
+def ladder_table(run_dir: Path) -> JsonObject:
+    """The ladder table's JSON values (`kit analyze` keeps them in findings.json)."""
+    return ladder_results(run_dir).to_json()
 
 
 CSV_FIELDS = ("rung", "fix", "what", "status", "pairs", "identical", "identical_share", "unique_max",
@@ -60,5 +66,6 @@ CSV_FIELDS = ("rung", "fix", "what", "status", "pairs", "identical", "identical_
 
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the table and write results/ladder.json and results/ladder.csv into the run folder."""
-    table = ladder_table(run_dir)
-    return write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS, [*table["rungs"], *table["fixes"]])
+    table = ladder_results(run_dir)
+    return write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS,
+                         [row.to_json() for row in [*table.rungs, *table.fixes]])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -14,97 +13,105 @@ from kit.core.atomic_file import writing
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
+from kit.protocols.ladder.table import ContrastRow, LadderResults
+from kit.protocols.results_model import JsonObject
 
 STATUS_STYLE = {"holds": "green", "diverges": "red", "VOID": "yellow", "not measured": "dim"}
 
 
-def _status(row: dict[str, Any]) -> Text:
-    return Text(str(row["status"]), style=STATUS_STYLE.get(row["status"], "white"))
+def _status(row: ContrastRow) -> Text:
+    return Text(row.status, style=STATUS_STYLE.get(row.status, "white"))
 
 
-def _share(row: dict[str, Any]) -> str:
-    if not row.get("pairs"):
+def _share(row: ContrastRow) -> str:
+    if not row.pairs or len(row.interval) != 2:
         return DASH
-    lo, hi = row["interval"]
-    return f"{row['identical']}/{row['pairs']} [{lo:.2f}, {hi:.2f}]"
+    lo, hi = row.interval
+    return f"{row.identical}/{row.pairs} [{lo:.2f}, {hi:.2f}]"
 
 
-def _first(row: dict[str, Any]) -> str:
-    first = row.get("first_difference")
-    return f"{first['unit']}#{first['trial']} @{first['token']}" if first else "—"
+def _first(row: ContrastRow) -> str:
+    first = row.first_difference
+    return f"{first.unit}#{first.trial} @{first.token}" if first else "—"
 
 
-def _gap(row: dict[str, Any]) -> str:
-    gap = row.get("max_logprob_gap")
-    return "—" if gap is None else f"{gap:.3g}"
+def _gap(row: ContrastRow) -> str:
+    return "—" if row.max_logprob_gap is None else f"{row.max_logprob_gap:.3g}"
 
 
-def _control(row: dict[str, Any]) -> str | Text:
-    return {True: "yes", False: Text("no", style="red"), None: "—"}[row.get("control")]
+def _control(row: ContrastRow) -> str | Text:
+    return Text("no", style="red") if row.control is False else "—" if row.control is None else "yes"
 
 
-def rungs_table(table: dict[str, Any]) -> Table:
-    view = Table(title=f"Determinism ladder: {table['headline']['text']}", title_justify="left")
+def rungs_table(t: LadderResults) -> Table:
+    view = Table(title=f"Determinism ladder: {t.headline.text}", title_justify="left")
     for column in ("rung", "contrast", "status", "identical (95% CI)", "unique/prompt", "logprobs equal",
                    "first difference", "max |Δlogprob|", "control"):
         view.add_column(column, justify="left" if column in ("rung", "contrast", "status") else "right")
-    for row in table["rungs"]:
-        if row["status"] == "not measured":
-            view.add_row(row["rung"], str(row["what"]), _status(row), Text(str(row["reason"]), style="dim"),
-                         "", "", "", "", "")
+    for row in t.rungs:
+        if not row.measured:
+            view.add_row(row.rung, row.what, _status(row), Text(str(row.reason), style="dim"), "", "", "", "", "")
             continue
-        unique = f"{row['unique_max']} (mean {row['unique_mean']:.2f})" if row.get("pairs") else "—"
-        equal = f"{row['logprobs_equal']}/{row['pairs']}" if row.get("pairs") else "—"
-        view.add_row(row["rung"], str(row["what"]), _status(row), _share(row), unique, equal, _first(row),
-                     _gap(row), _control(row))
-    voided = [f"{row['rung']} {row['what']}: {row['reason']}" for row in table["rungs"]
-              if row["status"] == "VOID"]
+        unique = f"{row.unique_max} (mean {row.unique_mean:.2f})" if row.pairs else "—"
+        equal = f"{row.logprobs_equal}/{row.pairs}" if row.pairs else "—"
+        view.add_row(row.rung, row.what, _status(row), _share(row), unique, equal, _first(row), _gap(row),
+                     _control(row))
+    voided = [f"{row.rung} {row.what}: {row.reason}" for row in t.rungs if row.status == "VOID"]
     view.caption = "\n".join(["holds: every request byte-identical in tokens; unique/prompt: distinct outputs per "
                               "prompt over the trials (SGLang's and vLLM's measure)", *voided])
     view.caption_justify = "left"
     return view
 
 
-def fixes_table(table: dict[str, Any]) -> Table:
-    closing = table.get("closes_L2") or []
-    answer = f"closes L2: {', '.join(closing)}" if closing else "no fix measured here closes L2"
-    view = Table(title=f"Fixes for L2 (cache hit vs miss): {answer}", title_justify="left")
+def _closing(t: LadderResults) -> str:
+    return f"closes L2: {', '.join(t.closes_L2)}" if t.closes_L2 else "no fix measured here closes L2"
+
+
+def fixes_table(t: LadderResults) -> Table:
+    view = Table(title=f"Fixes for L2 (cache hit vs miss): {_closing(t)}", title_justify="left")
     for column in ("fix", "status after the fix", "identical (95% CI)", "latency s", "tokens/s", "latency ×",
                    "throughput Δ"):
         view.add_column(column, justify="left" if column in ("fix", "status after the fix") else "right")
-    for row in table["fixes"]:
-        if row["status"] == "not measured":
-            view.add_row(str(row["fix"]), _status(row), Text(str(row["reason"]), style="dim"), "", "", "", "")
+    for row in t.fixes:
+        if not row.measured:
+            view.add_row(str(row.fix), _status(row), Text(str(row.reason), style="dim"), "", "", "", "")
             continue
-        cost = row.get("cost") or {}
-        view.add_row(str(row["fix"]), _status(row), _share(row),
-                     f"{cost['latency_s']:.2f}" if cost else "—", f"{cost['tokens_per_s']:.1f}" if cost else "—",
-                     f"{row['latency_ratio']:.2f}" if "latency_ratio" in row else "—",
-                     f"{row['throughput_change_pct']:+.1f}%" if "throughput_change_pct" in row else "—")
-    notes = [f"{row['fix']}: {row['note']}" for row in table["fixes"] if row.get("note")]
+        cost = row.cost
+        view.add_row(str(row.fix), _status(row), _share(row),
+                     f"{cost.latency_s:.2f}" if cost else "—", f"{cost.tokens_per_s:.1f}" if cost else "—",
+                     *_against(row, "—"))
+    notes = [f"{row.fix}: {row.note}" for row in t.fixes if row.note]
     view.caption = "\n".join(["cost: the served requests' mean latency and generated tokens per second, against "
                               "the unfixed arm's cache hits", *notes])
     view.caption_justify = "left"
     return view
 
 
-def ladder_table(table: dict[str, Any]) -> Group:
+def _against(row: ContrastRow, none: str) -> list[str]:
+    """A fix's latency ratio and throughput change against the unfixed arm, as cells."""
+    return [f"{row.latency_ratio:.2f}" if row.latency_ratio is not None else none,
+            f"{row.throughput_change_pct:+.1f}%" if row.throughput_change_pct is not None else none]
+
+
+def ladder_table(table: LadderResults | JsonObject) -> Group:
     """The rungs, then the fixes table."""
-    return Group(rungs_table(table), fixes_table(table))
+    t = LadderResults.of(table)
+    return Group(rungs_table(t), fixes_table(t))
 
 
-def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+def plot_rows(table: LadderResults | JsonObject) -> list[PlotRow]:
     """Per measured contrast (rungs, then fixes): the share of requests that diverged, with its interval."""
+    t = LadderResults.of(table)
     rows = []
-    for row in [*table["rungs"], *table["fixes"]]:
-        if row["status"] in ("holds", "diverges") and row.get("pairs"):
-            lo, hi = row["interval"]
-            label = f"fix: {row['fix']}" if row.get("fix") else f"{row['rung']} {row['what']}"
-            rows.append((label[:60], row["pairs"] - row["identical"], row["pairs"], 1 - hi, 1 - lo))
+    for row in [*t.rungs, *t.fixes]:
+        if row.status in ("holds", "diverges") and row.pairs and len(row.interval) == 2:
+            lo, hi = row.interval
+            label = f"fix: {row.fix}" if row.fix else f"{row.rung} {row.what}"
+            rows.append((label[:60], row.pairs - row.identical, row.pairs, 1 - hi, 1 - lo))
     return rows
 
 
-def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
+def figure(run_dir: Path, table: LadderResults) -> Path | None:
     """figures/ladder.png: a bar per rung contrast (diverged share, 95% interval), the fixes beside.
     None when matplotlib is not installed or the folder cannot be written."""
     try:
@@ -126,7 +133,7 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     ax.barh(labels, rates, xerr=errors, color=colours, capsize=3)
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of requests diverged (95% Wilson interval)")
-    ax.set_title(textwrap.fill(table["headline"]["text"], 100), fontsize=9)
+    ax.set_title(textwrap.fill(table.headline.text, 100), fontsize=9)
     path = run_dir / "figures" / "ladder.png"
     try:
         path.parent.mkdir(exist_ok=True)
@@ -139,36 +146,31 @@ def figure(run_dir: Path, table: dict[str, Any]) -> Path | None:
     return path
 
 
-def ladder_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+def ladder_note(run_dir: Path, table: LadderResults | JsonObject | None) -> str | None:
     """Under the tables: the headline, what closes L2, and the figure (drawn here: figures/ladder.png)."""
-    if not table or table.get("table") != "ladder":
+    if not table or (isinstance(table, dict) and table.get("table") != "ladder"):
         return None
-    drawn = figure(run_dir, table)
-    closing = table.get("closes_L2") or []
-    parts = [table["headline"]["text"], f"L2 closed by: {', '.join(closing)}" if closing else "no fix closed L2"]
+    t = LadderResults.of(table)
+    drawn = figure(run_dir, t)
+    parts = [t.headline.text, f"L2 closed by: {', '.join(t.closes_L2)}" if t.closes_L2 else "no fix closed L2"]
     if drawn is not None:
         parts.append(f"figure: {drawn}")
-    return "; ".join(str(part) for part in parts)
+    return "; ".join(parts)
 
 
-def headline(t: dict[str, Any], h: Headline) -> None:
+def headline(table: LadderResults | JsonObject, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report):
     how far up the ladder the engine stays invariant, what closes L2, each rung's control, the two tables."""
-    h.verdict.append(str(t["headline"]["text"]))
-    closing = t.get("closes_L2") or []
-    h.verdict.append(f"closes L2: {', '.join(closing)}" if closing else "no fix measured here closes L2")
-    controls = [row for row in t["rungs"] if row.get("control") is not None]
+    t = LadderResults.of(table)
+    h.verdict.append(t.headline.text)
+    h.verdict.append(_closing(t))
+    controls = [row for row in t.rungs if row.control is not None]
     for row in controls:
-        h.controls.append(f"{row['rung']} {row['what']}: its control " +
-                          ("reproduced" if row["control"] else "did NOT reproduce"))
-    h.held = all(row["control"] for row in controls) if controls else None
+        h.controls.append(f"{row.rung} {row.what}: its control " + ("reproduced" if row.control else "did NOT reproduce"))
+    h.held = all(row.control for row in controls) if controls else None
     h.tables.append(Layout("ladder", "Each rung against the same baseline (holds: every request byte-identical "
                            "in tokens).", ["rung", "contrast", "status", "identical (95% CI)", "reason"],
-                           [[row["rung"], str(row["what"]), row["status"], _share(row),
-                             str(row.get("reason") or "")] for row in t["rungs"]]))
+                           [[row.rung, row.what, row.status, _share(row), str(row.reason or "")] for row in t.rungs]))
     h.tables.append(Layout("ladder fixes", "Fixes for L2 with their cost against the unfixed arm.",
                            ["fix", "status", "identical (95% CI)", "latency ×", "throughput Δ"],
-                           [[str(row["fix"]), row["status"], _share(row),
-                             f"{row['latency_ratio']:.2f}" if "latency_ratio" in row else DASH,
-                             f"{row['throughput_change_pct']:+.1f}%" if "throughput_change_pct" in row else DASH]
-                            for row in t["fixes"]]))
+                           [[str(row.fix), row.status, _share(row), *_against(row, DASH)] for row in t.fixes]))

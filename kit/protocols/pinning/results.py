@@ -31,6 +31,21 @@ from kit.record.cache_state import (
 from kit.record.divergence import first_difference
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
+from kit.protocols.pinning.table import (
+    Arms,
+    Cycle,
+    EngineEntry,
+    Fork,
+    Gate,
+    Impossible,
+    Modal,
+    PinningPass,
+    PinningResults,
+    PrefillMs,
+    Regime,
+    StateRow,
+    WithoutReset,
+)
 from kit.protocols.pinning.verdict import flips_of, verdict
 from kit.record.files import RecordView, read_views
 
@@ -130,42 +145,42 @@ def calls(records: list[RecordView], calibration: Calibration | None, tolerance:
     return [Call(r, *state, name) for r, state, name in zip(records, states, names)]
 
 
-def modal(outputs: list[str]) -> dict[str, Any]:
+def modal(outputs: list[str]) -> Modal:
     """Modal share of a list of output ids, with its Wilson 95% interval."""
     from kit.stats.intervals import wilson_interval  # noqa: PLC0415 - the stats package is heavy to import
 
     if not outputs:
-        return {"n": 0}
+        return Modal(n=0)
     counts = Counter(outputs)
     top, k = counts.most_common(1)[0]
     lo, hi = wilson_interval(k, len(outputs))
-    return {"n": len(outputs), "distinct": len(counts), "modal_output": top, "modal_count": k,
-            "modal_share": round(k / len(outputs), 6), "wilson95": [round(lo, 6), round(hi, 6)]}
+    return Modal(n=len(outputs), distinct=len(counts), modal_output=top, modal_count=k,
+                 modal_share=round(k / len(outputs), 6), wilson95=[round(lo, 6), round(hi, 6)])
 
 
-def _fork(a: RecordView, b: RecordView) -> dict[str, Any]:
+def _fork(a: RecordView, b: RecordView) -> Fork:
     ta, tb = a.text, b.text
     char = first_difference(ta, tb)
-    return {"char": char, "token": first_difference(a.emitted, b.emitted),
-            "context": ta[max(0, (char or 0) - 40):(char or 0)] if char is not None else None,
-            "a_continues": ta[char:char + 40] if char is not None else None,
-            "b_continues": tb[char:char + 40] if char is not None else None}
+    return Fork(char=char, token=first_difference(a.emitted, b.emitted),
+                context=ta[max(0, (char or 0) - 40):(char or 0)] if char is not None else None,
+                a_continues=ta[char:char + 40] if char is not None else None,
+                b_continues=tb[char:char + 40] if char is not None else None)
 
 
-def _cycle(pid: str, rows: list[Call], labels: dict[str, str]) -> dict[str, Any]:
+def _cycle(pid: str, rows: list[Call], labels: dict[str, str]) -> Cycle:
     measured = [c for c in rows if c.record.role in CYCLE_MEASURED]
     names = [c.record.role if c.record.role == "burn_in" else f"{c.record.role} {c.record.arm_index}"
              for c in measured]
     flips = [names[i] for i in range(1, len(measured))
              if measured[i].record.output_sha256 != measured[i - 1].record.output_sha256]
     arm_flips = [f for f in flips if f != "pure 1"]  # the burn-in -> pure boundary is excluded, as in seed 002
-    return {"pass": pid, "calls": names, "outputs": [labels[str(c.record.output_sha256)] for c in measured],
-            "states": [c.lineage for c in measured], "prefill_ms": [c.record.prefill_ms for c in measured],
-            "flips": flips, "flip_at_interposed_only": arm_flips == ["contaminated 1"]}
+    return Cycle(pass_=pid, calls=names, outputs=[labels[str(c.record.output_sha256)] for c in measured],
+                 states=[c.lineage for c in measured], prefill_ms=[c.record.prefill_ms for c in measured],
+                 flips=flips, flip_at_interposed_only=arm_flips == ["contaminated 1"])
 
 
 def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, PassInfo], dict[str, list[RecordView]]] | None = None,
-                  ) -> dict[str, Any]:
+                  ) -> PinningResults:
     """The pinning results of a run folder (from `loaded`, what `load` gave, when the caller has read it)."""
     manifest, passes, records = loaded or load(run_dir)
     tolerance = _tolerance(manifest)
@@ -179,44 +194,48 @@ def pinning_table(run_dir: Path, loaded: tuple[Manifest, dict[str, PassInfo], di
     ok = {pid for pid, info in passes.items() if info.status == "OK"}
     cycles = [pid for pid, info in passes.items() if info.phase == "cycle"]
     cycle_rows = [c for pid in cycles if pid in ok for c in by_pass[pid] if c.record.role in CYCLE_MEASURED]
-    table: dict[str, Any] = {
-        "table": "pinning", "run_id": manifest.run_id, "files": {"pinning": RunPaths.result_name("pinning"),
-                                                              "calls": RunPaths.result_name("pinning_calls", ".csv")},
-        "engine": {k: getattr(manifest.run.engine, k) for k in ("kind", "url", "model", "cache_ram", "engine")},
-        "telemetry": any(c.source == "telemetry" for rows in by_pass.values() for c in rows),
-        "calibration": calibration.to_json() if calibration else None,
-        "outputs": {label: sha for sha, label in labels.items()},
-        "passes": [{"pass": pid, "phase": info.phase, "status": info.status, "reason": info.reason,
-                    "reload_confirmed": bool((info.reload or {}).get("confirmed"))} for pid, info in passes.items()],
-    }
-    table["states"] = _states(cycle_rows, labels)
-    table["gate"] = _gate(passes, cycles, cycle_rows, manifest.run.protocol.resolved.get("gate_on", "states"))
-    table["arms"] = _arms(cycle_rows, labels, table["gate"])
-    table["cycles"] = [_cycle(pid, by_pass[pid], labels) for pid in cycles if pid in ok]
-    table["regimes"] = _regimes(passes, by_pass, ok, labels)
+    gate = _gate(passes, cycles, cycle_rows, manifest.run.protocol.resolved.get("gate_on", "states"))
+    table = PinningResults(
+        table="pinning", run_id=manifest.run_id, files={"pinning": RunPaths.result_name("pinning"),
+                                                        "calls": RunPaths.result_name("pinning_calls", ".csv")},
+        engine=EngineEntry(**{k: getattr(manifest.run.engine, k) for k in ("kind", "url", "model", "cache_ram", "engine")}),
+        telemetry=any(c.source == "telemetry" for rows in by_pass.values() for c in rows),
+        calibration=calibration.to_json() if calibration else None,
+        outputs={label: sha for sha, label in labels.items()},
+        passes=[PinningPass(pass_=pid, phase=info.phase, status=info.status, reason=info.reason,
+                            reload_confirmed=bool((info.reload or {}).get("confirmed"))) for pid, info in passes.items()],
+        states=_states(cycle_rows, labels), gate=gate, arms=_arms(cycle_rows, labels, gate),
+        cycles=[_cycle(pid, by_pass[pid], labels) for pid in cycles if pid in ok],
+        regimes=_regimes(passes, by_pass, ok, labels))
     unreset = _without_reset(passes, by_pass, labels) if not ok else None
     if unreset is not None:  # absent otherwise: the results of earlier runs recompute as they were written
-        table["without_reset"] = unreset
-    table["verdict"] = verdict(table)
+        table.without_reset = unreset
+    table.verdict = verdict(table)
     return table
 
 
-def _states(rows: list[Call], labels: dict[str, str]) -> list[dict[str, Any]]:
+def _states(rows: list[Call], labels: dict[str, str]) -> list[StateRow]:
     by_state: dict[str, list[Call]] = {}
     for c in rows:
         by_state.setdefault(c.lineage, []).append(c)
     result = []
     for state, group in by_state.items():
         times = [c.record.prefill_ms for c in group if c.record.prefill_ms is not None]
-        summary = modal([str(c.record.output_sha256) for c in group])
-        summary["modal_output"] = labels[summary["modal_output"]]
-        result.append({"state": state, "roles": sorted({str(c.record.role) for c in group}),
-                       "prefill_ms": {"min": min(times), "median": statistics.median(times), "max": max(times)}
-                       if times else None, **summary})
-    return sorted(result, key=lambda s: -(s["prefill_ms"] or {"median": 0})["median"])
+        summary = _labelled(modal([str(c.record.output_sha256) for c in group]), labels)
+        result.append(StateRow(state=state, roles=sorted({str(c.record.role) for c in group}),
+                               prefill_ms=PrefillMs(min=min(times), median=statistics.median(times), max=max(times))
+                               if times else None, **summary.to_json()))
+    return sorted(result, key=lambda s: -(s.prefill_ms.median if s.prefill_ms else 0))
 
 
-def _gate(passes: dict[str, PassInfo], cycles: list[str], rows: list[Call], gate_on: str) -> dict[str, Any]:
+def _labelled(summary: Modal, labels: dict[str, str]) -> Modal:
+    """`summary` with its modal output named by its label ("A") rather than its sha256."""
+    if summary.n:
+        summary.modal_output = labels[str(summary.modal_output)]
+    return summary
+
+
+def _gate(passes: dict[str, PassInfo], cycles: list[str], rows: list[Call], gate_on: str) -> Gate:
     """Every cycle's reload confirmed, and the arms separate: by cache state (KV lineage included), or,
     with `gate_on: prefill_times`, by raw prefill time with no overlap."""
     confirmed = [pid for pid in cycles if (passes[pid].reload or {}).get("confirmed")]
@@ -238,54 +257,50 @@ def _gate(passes: dict[str, PassInfo], cycles: list[str], rows: list[Call], gate
     if gate_on == "prefill_times" and split is not None and not split["separate"]:
         reasons.append(f"the arms' prefill times overlap (pure {split['a_range'][0]:.1f}-{split['a_range'][1]:.1f} ms, "
                        f"contaminated {split['b_range'][0]:.1f}-{split['b_range'][1]:.1f} ms)")
-    return {"status": "PASS" if not reasons else "VOID", "gate_on": gate_on,
-            "reloads_confirmed": [len(confirmed), len(cycles)],
-            "arm_states": arm_states, "arm_prefill_times": split, "reasons": reasons}
+    return Gate(status="PASS" if not reasons else "VOID", gate_on=gate_on, reloads_confirmed=[len(confirmed), len(cycles)],
+                arm_states=arm_states, arm_prefill_times=split, reasons=reasons)
 
 
-def _arms(rows: list[Call], labels: dict[str, str], gate: dict[str, Any]) -> dict[str, Any]:
-    arms: dict[str, Any] = {}
+def _arms(rows: list[Call], labels: dict[str, str], gate: Gate) -> Arms:
+    summaries: dict[str, Modal] = {}
     picked: dict[str, RecordView] = {}
     for arm in ("pure", "contaminated"):
         group = [c.record for c in rows if c.record.role == arm]
         summary = modal([str(r.output_sha256) for r in group])
-        if summary["n"]:
-            picked[arm] = next(r for r in group if r.output_sha256 == summary["modal_output"])
-            summary["modal_output"] = labels[summary["modal_output"]]
-        arms[arm] = summary
-    if gate["status"] != "PASS":
-        arms.update(differ=None, fork=None, withheld=f"gate VOID: {'; '.join(gate['reasons'])}")
+        if summary.n:
+            picked[arm] = next(r for r in group if r.output_sha256 == summary.modal_output)
+        summaries[arm] = _labelled(summary, labels)
+    arms = Arms(pure=summaries["pure"], contaminated=summaries["contaminated"])
+    if not gate.passed:
+        arms.differ, arms.fork, arms.withheld = None, None, f"gate VOID: {'; '.join(gate.reasons)}"
     elif len(picked) == 2:
         differ = picked["pure"].output_sha256 != picked["contaminated"].output_sha256
-        arms.update(differ=differ, fork=_fork(picked["pure"], picked["contaminated"]) if differ else None)
+        arms.differ, arms.fork = differ, _fork(picked["pure"], picked["contaminated"]) if differ else None
     return arms
 
 
 def _regime(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], counted: set[str], phase: str, role: str,
-            labels: dict[str, str]) -> tuple[dict[str, Any], list[Call]]:
+            labels: dict[str, str]) -> tuple[Regime, list[Call]]:
     """The calls of `role` in the passes of `phase` that are `counted`, and their modal output (labelled)."""
     rows = [c for pid, info in passes.items() if info.phase == phase and pid in counted
             for c in by_pass[pid] if c.record.role == role]
-    summary = modal([str(c.record.output_sha256) for c in rows])
-    if summary["n"]:
-        summary["modal_output"] = labels[summary["modal_output"]]
-    return summary, rows
+    return Regime(**_labelled(modal([str(c.record.output_sha256) for c in rows]), labels).to_json()), rows
 
 
 def _regimes(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]], ok: set[str],
-             labels: dict[str, str]) -> dict[str, Any]:
+             labels: dict[str, str]) -> dict[str, Regime]:
     result = {}
     for phase, role in (("always_fresh", "fresh"), ("steady", "steady")):
         summary, rows = _regime(passes, by_pass, ok, phase, role, labels)
-        if summary["n"]:
-            summary["states"] = dict(Counter(c.lineage for c in rows))
-        summary["void_passes"] = [pid for pid, info in passes.items() if info.phase == phase and pid not in ok]
+        if summary.n:
+            summary.states = dict(Counter(c.lineage for c in rows))
+        summary.void_passes = [pid for pid, info in passes.items() if info.phase == phase and pid not in ok]
         result[phase] = summary
     return result
 
 
 def _without_reset(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]],
-                   labels: dict[str, str]) -> dict[str, Any] | None:
+                   labels: dict[str, str]) -> WithoutReset | None:
     """What the calls of passes no reset preceded measure (see the module's documentation); None where no pass
     is of that kind. A pass's first call has an unknown history: its state stands, its KV lineage is unnamed."""
     unreset = [pid for pid, info in passes.items() if no_reset(info)]
@@ -297,17 +312,16 @@ def _without_reset(passes: dict[str, PassInfo], by_pass: dict[str, list[Call]],
     steady, _ = _regime(passes, by_pass, set(unreset), "steady", "steady", labels)
     cycles = [_cycle(pid, by_pass[pid], labels) for pid in unreset if passes[pid].phase == "cycle"]
     impossible = [
-        {"verdict": "manipulation gate", "reason": "needs a confirmed reset before every cycle"},
-        {"verdict": "arms differ, fork", "reason": "the registered endpoints are withheld without the gate"},
-        {"verdict": "always-fresh regime", "reason": "needs a fresh instance before every call"}]
-    if not any(s["state"] == "full_eval" for s in states):
-        impossible.append({"verdict": "full_eval state (a fresh instance)",
-                           "reason": "only a reset (or an eviction the kit cannot cause) gives one"})
-    return {"passes": unreset, "why": why, "states": states,
-            "state_change_flips_bytes": flips_of(states),
-            "steady": steady, "cycles": cycles,
-            "flip_at_interposed_only": [sum(c["flip_at_interposed_only"] for c in cycles), len(cycles)],
-            "impossible": impossible}
+        Impossible(verdict="manipulation gate", reason="needs a confirmed reset before every cycle"),
+        Impossible(verdict="arms differ, fork", reason="the registered endpoints are withheld without the gate"),
+        Impossible(verdict="always-fresh regime", reason="needs a fresh instance before every call")]
+    if not any(s.state == "full_eval" for s in states):
+        impossible.append(Impossible(verdict="full_eval state (a fresh instance)",
+                                     reason="only a reset (or an eviction the kit cannot cause) gives one"))
+    return WithoutReset(passes=unreset, why=why, states=states, state_change_flips_bytes=flips_of(states),
+                        steady=steady, cycles=cycles,
+                        flip_at_interposed_only=[sum(c.flip_at_interposed_only for c in cycles), len(cycles)],
+                        impossible=impossible)
 
 
 CSV_FIELDS = ("pass_id", "phase", "role", "arm_index", "state", "confidence", "source", "prefill_ms",
@@ -320,9 +334,10 @@ def write(run_dir: Path) -> dict[str, Any]:
     table = pinning_table(run_dir, loaded)
     out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
-    write_json_atomic(out / "pinning.json", table)
-    calibration = Calibration.from_json(table["calibration"]) if table["calibration"] else None
-    names = {sha: label for label, sha in table["outputs"].items()}
+    written = table.to_json()
+    write_json_atomic(out / "pinning.json", written)
+    calibration = Calibration.from_json(table.calibration) if table.calibration else None
+    names = {sha: label for label, sha in table.outputs.items()}
     with writing(out / "pinning_calls.csv") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
@@ -334,4 +349,4 @@ def write(run_dir: Path) -> dict[str, Any]:
                                  "prefill_ms": r.prefill_ms, "cached_tokens": r.cached_tokens,
                                  "prompt_tokens": r.prompt_tokens, "output": names.get(str(r.output_sha256), ""),
                                  "output_sha256": r.output_sha256})
-    return table
+    return written

@@ -19,6 +19,7 @@ from kit.core.paths import RunPaths
 from kit.protocols.passes import OkPasses
 from kit.protocols.reset.results import counts, item_paths, outcomes
 from kit.protocols.results_files import write_results
+from kit.protocols.results_model import Count, Interval, JsonObject, Number, Part, Results
 from kit.record.files import read_records
 from kit.record.manifest import Manifest
 
@@ -27,6 +28,41 @@ MEASURES = {"IV": "GSM8K paths differ (recompute vs cache hit)", "VII": "GSM8K c
             "V": "BFCL path divergence (cache-on vs cache-off pass)"}
 COSTS = ("ttft_ms", "prefill_tps", "decode_tps", "latency_s")
 Reader = Callable[[str, Any], list[dict[str, Any]]]  # records file (relative to the run folder), logprobs -> records
+
+
+class CostRow(Part):
+    """One prompt-length bin's cost: requests, mean time to first token, prefill and decode tokens per second, mean
+    latency, and each as a ratio to the unfixed arm's in the same bin."""
+
+    requests: Count
+    ttft_ms: Number
+    prefill_tps: Number | None = None
+    decode_tps: Number | None = None
+    latency_s: Number
+    ratio: dict[str, Number | None] = {}
+
+
+class Arm(Part):
+    """One arm: its fixes, its divergence measures (Wilson intervals), its cost per bin, what it closed and its
+    worst slowdown against the unfixed arm (the first)."""
+
+    name: str
+    fixes: list[str] = []
+    server_args: list[str] = []
+    divergence: dict[str, Interval] = {}
+    cost: dict[str, CostRow] = {}
+    closed: dict[str, str] = {}
+    worst_slowdown: Number | None = None
+
+
+class RemedyResults(Results):
+    """results/remedy.json."""
+
+    measures: dict[str, str]
+    bins: list[str]
+    arms: list[Arm]
+    cheapest_closing: dict[str, str | None]
+    not_ok_passes: list[str] = []
 
 
 def bin_of(prompt_tokens: int) -> str:
@@ -58,14 +94,14 @@ def reader(run_dir: Path) -> Reader:
     return records
 
 
-def rate(k: int, n: int) -> dict[str, Any]:
+def rate(k: int, n: int) -> Interval:
     """k of n with its Wilson 95% interval (k and n only where nothing was measured)."""
     from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
 
-    return rate_interval(k, n).to_json() if n else {"k": 0, "n": 0}
+    return Interval(**rate_interval(k, n).to_json()) if n else Interval(k=0, n=0)
 
 
-def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, Interval], dict[str, CostRow]]:
     """An arm's divergence (Tables IV, VII, V) and cost per prompt-length bin from its OK passes `own`, each
     records file read once (by `read`, which `passes` reads through as well) for both."""
     gsm8k: list[dict] = []
@@ -78,17 +114,16 @@ def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, dict[s
             gsm8k += records
         elif entry.get("workload") == "bfcl":
             bfcl[str(entry.get("unit"))][str(entry.get("cache"))] = pass_id
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Interval] = {}
     if gsm8k:
         units = item_paths(gsm8k)
         found["IV"] = rate(counts(units)["paths_differ"], len(units))
         scored = outcomes(units)
         if scored is not None:
-            found["VII"] = rate(scored["recompute_right_hit_wrong"] + scored["recompute_wrong_hit_right"],
-                                scored["items"])
+            found["VII"] = rate(scored.recompute_right_hit_wrong + scored.recompute_wrong_hit_right, scored.items)
     if bfcl:
         compared = [passes.compare(pair["on"], pair["off"]) for pair in bfcl.values() if {"on", "off"} <= set(pair)]
-        found["V"] = rate(sum(c["diverged"] for c in compared), sum(c["episodes"] for c in compared))
+        found["V"] = rate(sum(c.diverged for c in compared), sum(c.episodes for c in compared))
     return found, cost(sums)
 
 
@@ -108,7 +143,7 @@ def tally(records: list[dict[str, Any]], sums: dict[str, dict[str, float]]) -> N
         s["wall_seconds"] += record.get("wall_seconds") or 0.0
 
 
-def cost(sums: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+def cost(sums: dict[str, dict[str, float]]) -> dict[str, CostRow]:
     """Per prompt-length bin: requests, mean time to first token (ms), prefill and decode tokens per second
     (tokens over time, summed), mean end-to-end latency (s)."""
     found = {}
@@ -117,39 +152,44 @@ def cost(sums: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
         if not s:
             continue
         n = int(s["requests"])
-        found[label] = {"requests": n, "ttft_ms": s["prefill_ms"] / n,
-                        "prefill_tps": s["prefill_tokens"] / (s["prefill_ms"] / 1000) if s["prefill_ms"] else None,
-                        "decode_tps": s["decode_tokens"] / (s["decode_ms"] / 1000) if s["decode_ms"] else None,
-                        "latency_s": s["wall_seconds"] / n}
+        found[label] = CostRow(requests=n, ttft_ms=s["prefill_ms"] / n,
+                               prefill_tps=s["prefill_tokens"] / (s["prefill_ms"] / 1000) if s["prefill_ms"] else None,
+                               decode_tps=s["decode_tokens"] / (s["decode_ms"] / 1000) if s["decode_ms"] else None,
+                               latency_s=s["wall_seconds"] / n)
     return found
 
 
-def ratios(mine: dict[str, dict[str, Any]], unfixed: dict[str, dict[str, Any]]) -> None:
+def ratios(mine: dict[str, CostRow], unfixed: dict[str, CostRow]) -> None:
     """Each bin's cost as a ratio to the unfixed arm's in the same bin (None where either lacks it)."""
     for label, row in mine.items():
-        base = unfixed.get(label) or {}
-        row["ratio"] = {key: (row[key] / base[key] if row.get(key) and base.get(key) else None) for key in COSTS}
+        base = unfixed.get(label)
+
+        def ratio(key: str) -> Number | None:
+            value, against = getattr(row, key), getattr(base, key, None)
+            return value / against if value and against else None
+
+        row.ratio = {key: ratio(key) for key in COSTS}
 
 
-def closed(mine: dict[str, Any] | None, unfixed: dict[str, Any] | None) -> str:
+def closed(mine: Interval | None, unfixed: Interval | None) -> str:
     """closed (0 on the fix, > 0 unfixed), not closed (> 0 on the fix), nothing to close (0 on both), or
     not measured."""
-    if not mine or not unfixed or not mine["n"] or not unfixed["n"]:
+    if not mine or not unfixed or not mine.n or not unfixed.n:
         return "not measured"
-    if mine["k"]:
+    if mine.k:
         return "not closed"
-    return "closed" if unfixed["k"] else "nothing to close"
+    return "closed" if unfixed.k else "nothing to close"
 
 
-def slowdown(arm: dict[str, Any]) -> float | None:
+def slowdown(arm: Arm) -> Number | None:
     """The arm's worst slowdown over the bins: the largest of its time-to-first-token and latency ratios to the
     unfixed arm (None where no bin has one). The cheapest fix is the one whose worst slowdown is least."""
-    found = [row["ratio"][key] for row in arm["cost"].values() for key in ("ttft_ms", "latency_s")
-             if row["ratio"][key] is not None]
+    found = [value for row in arm.cost.values() for key in ("ttft_ms", "latency_s")
+             if (value := row.ratio.get(key)) is not None]
     return max(found) if found else None
 
 
-def remedy_table(run_dir: Path) -> dict[str, Any]:
+def remedy_results(run_dir: Path) -> RemedyResults:
     manifest = Manifest.load(run_dir)
     design = (getattr(manifest.run, "remedy", None) or {}).get("arms") or []
     read, own = reader(run_dir), by_arm(manifest)
@@ -158,35 +198,40 @@ def remedy_table(run_dir: Path) -> dict[str, Any]:
     for entry in design:
         name = entry["name"]
         divergence, costs = measured(read, passes, own.get(name, []))
-        arms.append({"name": name, "fixes": [f["name"] for f in entry.get("fixes") or []],
-                     "server_args": list(entry.get("server_args") or []), "divergence": divergence, "cost": costs})
+        arms.append(Arm(name=name, fixes=[f["name"] for f in entry.get("fixes") or []],
+                        server_args=list(entry.get("server_args") or []), divergence=divergence, cost=costs))
     unfixed = arms[0] if arms else None
-    cheapest: dict[str, Any] = {}
+    cheapest: dict[str, str | None] = {}
     for arm in arms:
-        ratios(arm["cost"], unfixed["cost"] if unfixed else {})
-        arm["closed"] = {m: closed(arm["divergence"].get(m), unfixed["divergence"].get(m) if unfixed else None)
-                         for m in MEASURES} if arm is not unfixed else {}
-        arm["worst_slowdown"] = slowdown(arm) if arm is not unfixed else None
+        ratios(arm.cost, unfixed.cost if unfixed else {})
+        arm.closed = {m: closed(arm.divergence.get(m), unfixed.divergence.get(m) if unfixed else None)
+                      for m in MEASURES} if arm is not unfixed else {}
+        arm.worst_slowdown = slowdown(arm) if arm is not unfixed else None
     for measure in MEASURES:
-        closing = [a for a in arms[1:] if a["closed"].get(measure) == "closed"]
-        closing.sort(key=lambda a: (a["worst_slowdown"] is None, a["worst_slowdown"] or 0.0))
-        cheapest[measure] = closing[0]["name"] if closing else None
+        closing = [a for a in arms[1:] if a.closed.get(measure) == "closed"]
+        closing.sort(key=lambda a: (a.worst_slowdown is None, a.worst_slowdown or 0.0))
+        cheapest[measure] = closing[0].name if closing else None
     void = sorted(pid for pid, info in manifest.run.passes.items() if info.status != "OK")
-    return {"table": "remedy", "run_id": manifest.run_id, "files": {"remedy": RunPaths.result_name("remedy")},
-            "measures": MEASURES, "bins": [label for _, label in BINS], "arms": arms, "cheapest_closing": cheapest,
-            "not_ok_passes": void}
+    return RemedyResults(table="remedy", run_id=manifest.run_id, files={"remedy": RunPaths.result_name("remedy")},
+                         measures=MEASURES, bins=[label for _, label in BINS], arms=arms, cheapest_closing=cheapest,
+                         not_ok_passes=void)
+
+
+def remedy_table(run_dir: Path) -> JsonObject:
+    """The remedy table's JSON values (`kit analyze` keeps them in findings.json)."""
+    return remedy_results(run_dir).to_json()
 
 
 CSV_FIELDS = ("arm", "bin", "requests", "ttft_ms", "prefill_tps", "decode_tps", "latency_s", "ttft_ratio",
               "prefill_ratio", "decode_ratio", "latency_ratio")
 
 
-def csv_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+def csv_rows(table: RemedyResults) -> list[dict[str, Any]]:
     rows = []
-    for arm in table["arms"]:
-        for label, row in arm["cost"].items():
-            r = row.get("ratio") or {}
-            rows.append({"arm": arm["name"], "bin": label, **{k: row[k] for k in ("requests", *COSTS)},
+    for arm in table.arms:
+        for label, row in arm.cost.items():
+            r = row.ratio
+            rows.append({"arm": arm.name, "bin": label, **{k: getattr(row, k) for k in ("requests", *COSTS)},
                          "ttft_ratio": r.get("ttft_ms"), "prefill_ratio": r.get("prefill_tps"),
                          "decode_ratio": r.get("decode_tps"), "latency_ratio": r.get("latency_s")})
     return rows
@@ -194,5 +239,5 @@ def csv_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the table and write results/remedy.json and .csv into the run folder."""
-    table = remedy_table(run_dir)
+    table = remedy_results(run_dir)
     return write_results(run_dir, table, "remedy", "remedy", CSV_FIELDS, csv_rows(table))

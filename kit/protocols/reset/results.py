@@ -4,14 +4,81 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+from pydantic import model_validator
 
 from kit.protocols.results_files import write_results
+from kit.protocols.results_model import Count, McNemar, Part, Results
 from kit.record.divergence import emitted, first_difference
 from kit.record.manifest import Manifest
 from kit.core.paths import RunPaths
 from kit.record.files import read_records
 from kit.workloads.answers import is_correct
+
+
+class Outcomes(Part):
+    """Correctness per path over the scored items, the flips in both directions and their exact McNemar test."""
+
+    items: Count
+    recompute_correct: Count
+    hit_correct: Count
+    recompute_right_hit_wrong: Count
+    recompute_wrong_hit_right: Count
+    mcnemar: McNemar
+
+
+class Session(Part):
+    """One session's row: its status, and for an OK session its counts (`counts`), its answers' correctness
+    (None where no item has a reference) and where the paths first differ."""
+
+    session: str
+    status: str | None  # null for a pass the manifest lists without an ending
+    reason: str | None = None
+    items: Count = 0
+    recompute_reproduces: Count = 0
+    hit_reproduces: Count = 0
+    paths_differ: Count = 0
+    cache_caused: Count | None = None  # absent in tables of kits before it was counted
+    outcomes: Outcomes | None = None
+    first_difference_tokens: list[Count] = []
+
+    @model_validator(mode="after")
+    def _counted(self) -> Self:
+        missing = [key for key in COUNT_KEYS[:4] if self.ok and key not in self.model_fields_set]
+        if missing:
+            raise ValueError(f"an OK session needs its counts: {', '.join(missing)} missing")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+    @property
+    def reproduces(self) -> bool:
+        """Each path reproduced itself on every item."""
+        return self.recompute_reproduces == self.items and self.hit_reproduces == self.items
+
+
+class AcrossSessions(Part):
+    """Items whose every output on a path is the same in all OK sessions (`note`: why not counted)."""
+
+    sessions: Count
+    note: str | None = None
+    items: Count | None = None
+    recompute_same_in_all: Count | None = None
+    hit_same_in_all: Count | None = None
+
+
+class ResetResults(Results):
+    """results/reset_table.json: the restored-state control's table (the paper's Table IV layout)."""
+
+    sessions: list[Session]
+    across_sessions: AcrossSessions
+    void_sessions: list[str] = []
+
+    def ok_sessions(self) -> list[Session]:
+        return [s for s in self.sessions if s.ok]
 
 
 def item_paths(records: list[dict]) -> dict[str, dict[str, Any]]:
@@ -29,7 +96,7 @@ def item_paths(records: list[dict]) -> dict[str, dict[str, Any]]:
     return {u: p for u, p in units.items() if u not in failed and len(p["cold"]) == 2 and len(p["warm"]) == 2}
 
 
-def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def outcomes(units: dict[str, dict[str, Any]]) -> Outcomes | None:
     """Correctness per path (answers compared numerically), flips in both directions, exact McNemar."""
     from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
@@ -40,9 +107,9 @@ def outcomes(units: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
              for u, p in scored.items()}
     lost = sum(r["cold"] and not r["warm"] for r in right.values())
     gained = sum(r["warm"] and not r["cold"] for r in right.values())
-    return {"items": len(right), "recompute_correct": sum(r["cold"] for r in right.values()),
-            "hit_correct": sum(r["warm"] for r in right.values()), "recompute_right_hit_wrong": lost,
-            "recompute_wrong_hit_right": gained, "mcnemar": exact_mcnemar(lost, gained).to_json()}
+    return Outcomes(items=len(right), recompute_correct=sum(r["cold"] for r in right.values()),
+                    hit_correct=sum(r["warm"] for r in right.values()), recompute_right_hit_wrong=lost,
+                    recompute_wrong_hit_right=gained, mcnemar=McNemar(**exact_mcnemar(lost, gained).to_json()))
 
 
 def counts(units: dict[str, dict[str, Any]]) -> dict[str, int]:
@@ -56,49 +123,47 @@ def counts(units: dict[str, dict[str, Any]]) -> dict[str, int]:
                                 and p["cold"][0] != p["warm"][0] for p in units.values())}
 
 
+TABLE = "restored-state control"  # the `table` name of its results
 COUNT_KEYS = tuple(counts({}))  # the names of a session's counts, in their order (for lists of them per session)
 
 
-def session_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+def session_rows(run_dir: Path) -> tuple[list[Session], dict[str, dict]]:
     manifest = Manifest.load(run_dir)
     rows, paths_by_session = [], {}
     passes = sorted(manifest.run.passes.items(), key=lambda kv: kv[1].session or 0)
     for pass_id, info in passes:
-        row: dict[str, Any] = {"session": pass_id, "status": info.status, "reason": info.reason}
         file = run_dir / (info.file or "")
         if info.status != "OK" or not info.file or not file.exists():
-            rows.append(row)
+            rows.append(Session(session=pass_id, status=info.status, reason=info.reason))
             continue
         units = item_paths(read_records(file).records)
         paths_by_session[pass_id] = units
         firsts = [first_difference(p["cold"][0], p["warm"][0]) for p in units.values()]
-        row.update(
-            **counts(units),
-            outcomes=outcomes(units),
-            first_difference_tokens=sorted(f for f in firsts if f is not None),
-        )
-        rows.append(row)
+        rows.append(Session(session=pass_id, status=info.status, reason=info.reason, **counts(units),
+                            outcomes=outcomes(units),
+                            first_difference_tokens=sorted(f for f in firsts if f is not None)))
     return rows, paths_by_session
 
 
-def across_sessions(paths_by_session: dict[str, dict]) -> dict[str, Any]:
+def across_sessions(paths_by_session: dict[str, dict]) -> AcrossSessions:
     """Items whose every output on a path is the same token sequence in all OK sessions."""
     if len(paths_by_session) < 2:
-        return {"sessions": len(paths_by_session), "note": "needs at least two OK sessions"}
+        return AcrossSessions(sessions=len(paths_by_session), note="needs at least two OK sessions")
     common = set.intersection(*(set(units) for units in paths_by_session.values()))
-    result: dict[str, Any] = {"sessions": len(paths_by_session), "items": len(common)}
-    for path, key in (("cold", "recompute_same_in_all"), ("warm", "hit_same_in_all")):
-        result[key] = sum(
-            len({out for units in paths_by_session.values() for out in units[unit][path]}) == 1 for unit in common)
-    return result
+
+    def same_in_all(path: str) -> int:
+        return sum(len({out for units in paths_by_session.values() for out in units[unit][path]}) == 1
+                   for unit in common)
+
+    return AcrossSessions(sessions=len(paths_by_session), items=len(common), recompute_same_in_all=same_in_all("cold"),
+                          hit_same_in_all=same_in_all("warm"))
 
 
-def reset_table(run_dir: Path) -> dict[str, Any]:
+def reset_table(run_dir: Path) -> ResetResults:
     rows, paths = session_rows(run_dir)
-    return {"table": "restored-state control", "run_id": Manifest.load(run_dir).run_id,
-            "files": {"reset_table": RunPaths.result_name("reset_table")}, "sessions": rows,
-            "across_sessions": across_sessions(paths),
-            "void_sessions": [r["session"] for r in rows if r["status"] != "OK"]}
+    return ResetResults(table=TABLE, run_id=Manifest.load(run_dir).run_id,
+                        files={"reset_table": RunPaths.result_name("reset_table")}, sessions=rows,
+                        across_sessions=across_sessions(paths), void_sessions=[r.session for r in rows if not r.ok])
 
 
 def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
@@ -113,7 +178,7 @@ def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
         file = run_dir / (info.file or "")
         if info.status != "OK" or not file.is_file():
             continue
-        scored = {}
+        scored: dict[tuple[str, str], dict[str, Any]] = {}
         for record in sorted(read_records(file).records, key=lambda r: r["seq"]):
             if record.get("reference") is not None:
                 scored.setdefault((record["unit"], record["expect"]), record["completion"])
@@ -130,4 +195,4 @@ CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reprodu
 def write(run_dir: Path) -> dict[str, Any]:
     """Compute the table and write results/reset_table.json and .csv into the run folder."""
     table = reset_table(run_dir)
-    return write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, table["sessions"])
+    return write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, [s.to_json() for s in table.sessions])

@@ -3,51 +3,60 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 from rich.table import Table
 from rich.text import Text
 
 from kit.protocols.kind import PlotRow
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline, rate
+from kit.protocols.reset.results import TABLE, ResetResults, Session
+from kit.protocols.results_model import JsonObject
 
 
-def reset_table(table: dict[str, Any]) -> Table:
+def reset_table(table: ResetResults | JsonObject) -> Table:
     """The restored-state table in the paper's Table IV layout (counts per session)."""
+    t = ResetResults.of(table)
     view = Table(title="Restored-state control (counts of items per session)", title_justify="left")
     for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
                    "cache-caused"):
         view.add_column(column, justify="right" if column not in ("session", "status") else "left")
     answers = []
-    for row in table["sessions"]:
-        if row["status"] == "OK":
-            view.add_row(str(row["session"]), "OK", str(row["items"]), str(row["recompute_reproduces"]),
-                         str(row["hit_reproduces"]), str(row["paths_differ"]), str(row["cache_caused"]))
-            if row.get("outcomes"):
-                o = row["outcomes"]
-                answers.append(f"{row['session']}: correct recompute {o['recompute_correct']}/{o['items']}, "
-                               f"cache hit {o['hit_correct']}/{o['items']}; flips {o['recompute_right_hit_wrong']} "
-                               f"right→wrong, {o['recompute_wrong_hit_right']} wrong→right "
-                               f"(exact McNemar p={o['mcnemar']['p']:.3g})")
+    for row in t.sessions:
+        if row.ok:
+            view.add_row(row.session, "OK", *map(str, _counts(row)))
+            if row.outcomes:
+                o = row.outcomes
+                answers.append(f"{row.session}: correct recompute {o.recompute_correct}/{o.items}, "
+                               f"cache hit {o.hit_correct}/{o.items}; flips {o.recompute_right_hit_wrong} "
+                               f"right→wrong, {o.recompute_wrong_hit_right} wrong→right "
+                               f"(exact McNemar p={o.mcnemar.p:.3g})")
         else:
-            view.add_row(str(row["session"]), Text(str(row["status"]), style="red"), "—", "—", "—", "—", "—")
-    across = table["across_sessions"]
-    if "items" in across:
-        view.caption = (f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}"
-                        f"/{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
-    else:
-        view.caption = f"across sessions: {across['note']}"
+            view.add_row(row.session, Text(str(row.status), style="red"), "—", "—", "—", "—", "—")
+    across = t.across_sessions
+    view.caption = across_line(t) or f"across sessions: {across.note}"
     view.caption = "\n".join([view.caption, *answers])
     view.caption_justify = "left"
     return view
 
 
-def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+def _counts(s: Session) -> list[int | None]:
+    return [s.items, s.recompute_reproduces, s.hit_reproduces, s.paths_differ, s.cache_caused]
+
+
+def across_line(t: ResetResults) -> str | None:
+    """The items the same in all OK sessions on each path; None where they were not counted."""
+    a = t.across_sessions
+    if a.items is None:
+        return None
+    return (f"same in all {a.sessions} OK sessions: recompute {a.recompute_same_in_all}/{a.items}, "
+            f"cache hit {a.hit_same_in_all}/{a.items}")
+
+
+def cut_answers_note(run_dir: Path, table: ResetResults | JsonObject | None) -> str | None:
     """Under a restored-state table whose answers were cut short: why its correct counts read low (e.g. the
     demo's 64 tokens end most answers before their '####' line). None when no scored answer was cut."""
-    if not table or table.get("table") != "restored-state control" or not any(
-            row.get("outcomes") for row in table.get("sessions", [])):
+    if not table or (isinstance(table, dict) and table.get("table") != TABLE) or not any(
+            row.outcomes for row in ResetResults.of(table).sessions):
         return None
     from kit.protocols.reset.results import cut_answers  # noqa: PLC0415
 
@@ -65,48 +74,45 @@ def cut_answers_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
         "the answers room"])
 
 
-def plot_rows(table: dict[str, Any]) -> list[PlotRow]:
+def plot_rows(table: ResetResults | JsonObject) -> list[PlotRow]:
     """Per OK session: how many items' paths differ, with its 95% interval (the launcher's divergence plot)."""
     from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when plotting
 
     rows = []
-    for row in table["sessions"]:
-        if row.get("status") == "OK" and row.get("items"):
-            interval = rate_interval(row["paths_differ"], row["items"])
-            rows.append((f"{row['session']} paths differ", row["paths_differ"], row["items"], interval.lo, interval.hi))
+    for row in ResetResults.of(table).ok_sessions():
+        if row.items:
+            interval = rate_interval(row.paths_differ, row.items)
+            rows.append((f"{row.session} paths differ", row.paths_differ, row.items, interval.lo, interval.hi))
     return rows
 
 
-def headline(t: dict[str, Any], h: Headline) -> None:
+def headline(table: ResetResults | JsonObject, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    ok = [s for s in t["sessions"] if s["status"] == "OK"]
+    t = ResetResults.of(table)
+    ok = t.ok_sessions()
     layout = Layout("restored-state control", "Per session: items whose tokens each path reproduces, and items "
                     "whose cache-hit path differs from the recompute path.",
                     ["session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
                      "cache-caused"])
-    for s in t["sessions"]:
-        layout.rows.append([str(s["session"]), str(s["status"])] + ([str(s[k]) for k in (
-            "items", "recompute_reproduces", "hit_reproduces", "paths_differ", "cache_caused")] if s in ok
-            else [DASH] * 5))
+    for s in t.sessions:
+        layout.rows.append([s.session, str(s.status)] + ([str(n) for n in _counts(s)] if s.ok else [DASH] * 5))
     h.tables.append(layout)
     if not ok:
         h.verdict.append("no OK session: nothing to judge")
         return
     if len(ok) > 1:  # one line naming every session first: the report's headline row shows the first line
         h.verdict.append(f"{len(ok)} sessions: the cache-hit path differs from the recompute path in "
-                         + ", ".join(f"{s['session']} {s['paths_differ']}/{s['items']}" for s in ok)
+                         + ", ".join(f"{s.session} {s.paths_differ}/{s.items}" for s in ok)
                          + " items; attributable to the cache: "
-                         + ", ".join(f"{s['session']} {s['cache_caused']}" for s in ok))
+                         + ", ".join(f"{s.session} {s.cache_caused}" for s in ok))
     for s in ok:
-        h.verdict.append(f"session {s['session']}: the cache-hit path differs from the recompute path in "
-                         + rate(int(s["paths_differ"]), int(s["items"]), unit="items")
-                         + f"; {s['cache_caused']} attributable to the cache")
-    bad = [s for s in ok if s["recompute_reproduces"] != s["items"] or s["hit_reproduces"] != s["items"]]
-    h.held = not bad
+        h.verdict.append(f"session {s.session}: the cache-hit path differs from the recompute path in "
+                         + rate(s.paths_differ, s.items, unit="items")
+                         + f"; {s.cache_caused} attributable to the cache")
+    h.held = all(s.reproduces for s in ok)
     h.controls.append("each path reproduces itself: " + "; ".join(
-        f"{s['session']} recompute {s['recompute_reproduces']}/{s['items']}, cache hit {s['hit_reproduces']}/"
-        f"{s['items']}" for s in ok))
-    across = t.get("across_sessions") or {}
-    if "items" in across:
-        h.controls.append(f"same in all {across['sessions']} OK sessions: recompute {across['recompute_same_in_all']}/"
-                          f"{across['items']}, cache hit {across['hit_same_in_all']}/{across['items']}")
+        f"{s.session} recompute {s.recompute_reproduces}/{s.items}, cache hit {s.hit_reproduces}/{s.items}"
+        for s in ok))
+    across = across_line(t)
+    if across:
+        h.controls.append(across)
