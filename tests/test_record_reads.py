@@ -205,7 +205,7 @@ def test_grid_identity_from_deferred_reads_counts_what_full_reads_count(tmp_path
         "on2": {"arm": "on", "order": EPISODES, "episodes": steps(0.25, False)},
         "off1": {"arm": "off", "order": EPISODES, "episodes": steps(0.5, False)},
         "off2": {"arm": "off", "order": EPISODES, "episodes": steps(0.5, False)}})
-    full = grid_results.grid_table(run)["comparisons"]  # `kit run`'s results: every array parsed
+    full = grid_results.grid_table(run).to_json()["comparisons"]  # `kit run`'s results: every array parsed
     parsed = []
     real = records._loads
     monkeypatch.setattr(records, "_loads", lambda raw: parsed.append(bytes(raw[:1])) or real(raw))

@@ -118,7 +118,8 @@ NOT_A_CREDENTIAL = {"arm_key": "the key of a harness cell's `key=value` suffix (
 OPEN_FIELDS = {
     "request.body": "the JSON body sent", "raw": "the engine's answer body", "legacy": "kit.record/1 values",
     "tool_refused": "the call policy's refusals", "state": "the cache state's evidence",
-    "gen_ai": "GenAI attributes from the bodies", "usage": "the harness's usage", "logprob_margins": "the harness's",
+    "gen_ai": "GenAI attributes from the bodies", "imported.done": "the harness's done marker",
+    "imported.runs": "each imported calls file: its name, run name, boxes, sha256 and done marker", "usage": "the harness's usage", "logprob_margins": "the harness's",
     "score": "BFCL's verdict", "calibration": "timing classes", "cells": "cells' passes and settings",
     "cpu_backend_switches": "backend names", "engine.cache_ram": "a number or null",
     "engine.image_identity": "image digests", "estimate": "seconds", "formats": "weight formats",
