@@ -71,6 +71,22 @@ def build_records() -> list[Path]:
     return sorted((cache_dir() / "engines").glob(f"{BINARY}-b*-*/{BUILD_RECORD}"))
 
 
+def builds_here(backend: str) -> list[int]:
+    """The build numbers of the finished builds made here for one CPU backend (from their BUILD.json), oldest
+    first; an unreadable record names no build (`record` says what is wrong with it when it is used)."""
+    found = set()
+    for path in build_records():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        number = data.get("build") if isinstance(data, dict) else None
+        if (isinstance(number, int) and not isinstance(number, bool) and data.get("cpu_backend") == backend
+                and path.parent.name == f"{BINARY}-b{number}-{backend}"):
+            found.add(number)
+    return sorted(found)
+
+
 def cmake_configure(source: Path, tree: Path, backend: str) -> list[str]:
     return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[check_backend(backend)]]
 

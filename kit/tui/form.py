@@ -3,6 +3,7 @@ the RunOptions the runner gets. Each check returns None (fine) or one line sayin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass, field
@@ -281,6 +282,9 @@ class Setup:
     out: str = ""
     executor: str = "local"  # EXECUTORS; offered for kinds whose units may run on Ray (Kind.units)
     ray_address: str = ""  # executor ray: empty (a local Ray instance), auto, or ray://HOST:PORT
+    fixes: tuple[str, ...] = ()  # named fixes picked from the registry (kit.launch.fixes.NAMED), as `--fix NAME`
+    more_fixes: str = ""  # fixes of the registry's families typed by name (chunk-16 threads-4), also `--fix`
+    engine_build: str = ""  # llama.cpp build N built here (`--engine-build N`); empty: the paper's (embedded)
     passes: int = 4  # the file's passes, not edited (a grid's estimate counts them)
     extra: dict[str, Any] = field(default_factory=dict)
     file_numbers: dict[str, str] = field(default_factory=dict)  # the file's own numbers: left as they are, no override
@@ -310,10 +314,87 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
     for name, number in kind_launcher(setup.kind).numbers().items():
         found[name] = check_count(getattr(setup, name), 1, number.high)
     found["out"] = check_out(setup.out)
+    found["engine_build"] = engine_build_problem(setup)
+    found["fixes"] = fixes_problem(setup)
     found["executor"] = executor_problem(setup)
     if setup.executor == "ray":
         found["ray_address"] = check_ray_address(setup.ray_address)
     return {name: text for name, text in found.items() if text}
+
+
+def fix_choices() -> list[tuple[str, str]]:
+    """The registry's named fixes, each with what it is meant to close (kit.launch.fixes.NAMED)."""
+    from kit.launch import fixes  # noqa: PLC0415
+
+    return [(fix.name, fix.closes) for fix in fixes.NAMED.values()]
+
+
+def fix_families() -> str:
+    """The registry's fix families (chunk-N, threads-N), as the field for them names them."""
+    from kit.launch import fixes  # noqa: PLC0415
+
+    return "; ".join(fixes.FAMILIES.values())
+
+
+def fix_names(setup: Setup) -> tuple[str, ...]:
+    """The fixes the form applies, in the order `--fix` would name them: those picked, then those typed."""
+    return (*setup.fixes, *setup.more_fixes.split())
+
+
+def engine_build_number(setup: Setup) -> int | None:
+    """The build the engine build field names for the embedded engine's choice (None: the paper's, or a
+    field that does not hold a build number: engine_build_problem says so)."""
+    text = setup.engine_build.strip()
+    return int(text) if setup.engine == "embedded" and text.isascii() and text.isdecimal() else None
+
+
+def builds_here(setup: Setup) -> list[int]:
+    """The llama.cpp builds made here for the CPU backend the form's engine build would run on."""
+    from kit.launch import llamacpp_build  # noqa: PLC0415
+
+    try:
+        backend = llamacpp_build.check_backend(setup.cpu_backend)
+    except KitError:
+        return []
+    return llamacpp_build.builds_here(backend)
+
+
+def engine_build_problem(setup: Setup) -> str | None:
+    """Why the run cannot use the build the field names (the runner's checks, kit.run.engine_build, and a
+    build made here: the form never starts a build), or None."""
+    text = setup.engine_build.strip()
+    if setup.engine != "embedded" or not text:
+        return None
+    if engine_build_number(setup) is None:
+        return f"{text[:40]!r} is not a llama.cpp build number (e.g. 11434); leave it empty for the paper's build"
+    from kit.launch import llamacpp_build  # noqa: PLC0415
+    from kit.run import engine_build  # noqa: PLC0415
+
+    options = engine_options(setup)
+    try:
+        engine_build.check(options)
+        llamacpp_build.record(int(text), llamacpp_build.check_backend(options.cpu_backend))
+    except KitError as exc:
+        return exc.line()
+    return None
+
+
+def fixes_problem(setup: Setup) -> str | None:
+    """Why the run cannot apply the fixes the form names with its engine, or the protocol's arms theirs (the
+    check `kit run --fix` makes: kit.run.preflight.check_fixes), or None. A file that does not load is left
+    to the engine field, which names what is wrong with it."""
+    from kit.protocols.kinds import of  # noqa: PLC0415
+    from kit.run import preflight  # noqa: PLC0415
+
+    try:
+        loaded = loaded_protocol(setup.protocol)
+    except KitError:
+        return None
+    try:
+        preflight.check_fixes(engine_options(setup), of(loaded), loaded)
+    except KitError as exc:
+        return exc.line()
+    return None
 
 
 def offers_executors(kind: str) -> bool:
@@ -372,28 +453,38 @@ def overrides(setup: Setup, every: bool = False) -> dict[str, Any]:
     return {**found, **setup.extra}
 
 
-def run_options(setup: Setup):
-    """RunOptions for a form without problems."""
-    from kit.run.executor_cli import chosen  # noqa: PLC0415
-    from kit.run.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a run starts
+def engine_options(setup: Setup):
+    """The RunOptions of the form's engine: where it comes from, its build and its fixes (what the runner's
+    engine and fix checks read), with the protocol's own numbers."""
+    from kit.run.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a form checks it
 
     choice = choice_of(setup.engine)
     endpoint = setup.engine == "endpoint"
     engine = setup.endpoint_kind if endpoint else choice.engine
-    model = setup.model.strip()
-    if engines.named(engine).checkpoint and model and Path(model).expanduser().is_dir():
-        model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
     by_arm = endpoint and engines.named(engine).arm_per_server
-    return RunOptions(protocol=setup.protocol, overrides=overrides(setup), engine=engine,
-                      model=None if endpoint or not model else model,
+    return RunOptions(protocol=setup.protocol, engine=engine,
                       server_bin=Path(setup.server_bin).expanduser() if setup.engine == "native" else None,
+                      engine_build=engine_build_number(setup),
                       engine_url=base_url(setup.url) if endpoint and not by_arm else None,
                       engine_urls={"on": base_url(setup.url_on), "off": base_url(setup.url_off)} if by_arm else {},
                       launcher=choice.launcher, image=choice.image, gpus=choice.gpus,
                       cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
-                      out=Path(setup.out).expanduser(),
-                      # as `--executor ray --ray-address ...` gives them (the CLI's defaults per task)
-                      **chosen(setup.executor, setup.ray_address.strip() or None, 1.0, 0.0))
+                      fixes=fix_names(setup))
+
+
+def run_options(setup: Setup):
+    """RunOptions for a form without problems."""
+    from kit.run.executor_cli import chosen  # noqa: PLC0415
+
+    options = engine_options(setup)
+    model = setup.model.strip()
+    if engines.named(options.engine).checkpoint and model and Path(model).expanduser().is_dir():
+        model = str(Path(model).expanduser())  # a checkpoint folder, as vLLM is given it
+    return dataclasses.replace(options, overrides=overrides(setup),
+                               model=None if setup.engine == "endpoint" or not model else model,
+                               out=Path(setup.out).expanduser(),
+                               # as `--executor ray --ray-address ...` gives them (the CLI's defaults per task)
+                               **chosen(setup.executor, setup.ray_address.strip() or None, 1.0, 0.0))
 
 
 def long_run(options: Any):

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+from textual.widgets import Button, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from kit.core.errors import KitError
 from kit.engines import registry as engines
@@ -34,6 +34,7 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
     "out": ("Output folder", "the run folder goes inside"),
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
+PAPER_BUILD = "empty: the paper's (the embedded engine, llama.cpp 7e4c0a9)"
 
 
 def confirm_long_run(found) -> AskScreen[bool]:
@@ -62,6 +63,8 @@ class SetupScreen(Screen):
     SetupScreen .row Select { width: 1fr; }
     SetupScreen .row SelectCurrent { border: none; height: 1; padding: 0 1; background: $boost; }
     SetupScreen .row Select:focus > SelectCurrent { background: $primary 30%; }
+    SetupScreen #f-fixes { height: auto; max-height: 6; border: none; padding: 0; background: $boost; }
+    SetupScreen #f-fixes:focus { background: $primary 30%; }
     SetupScreen .problem { color: $error; height: auto; padding-left: 15; }
     SetupScreen .problem.-ok { display: none; }
     SetupScreen #buttons { height: 3; margin-top: 1; }
@@ -88,27 +91,50 @@ class SetupScreen(Screen):
             yield from self.select("engine", "Engine", [(c.label, c.key) for c in form.ENGINES])
             yield from self.select("cpu_backend", "CPU backend",
                                    [(label, key) for key, label in form.CPU_BACKENDS.items()])
+            yield from self.field("engine_build", "llama.cpp build", PAPER_BUILD)
             yield from self.select("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])
             numbers = form.kind_launcher(self.entry.kind).numbers()
             for name, fixed in FIELDS.items():
                 if fixed is None and name not in numbers:
                     continue
-                if name == "ray_address":  # where passes run, after the workload (kinds with units only)
+                if name == "ray_address":  # the fixes, then where passes run (kinds with units only), after the workload
+                    yield from self.fix_picker()
                     yield from self.select("executor", "Passes run in",
                                            [(label, key) for key, label in form.EXECUTORS.items()])
                 label, placeholder = fixed or (numbers[name].label, numbers[name].placeholder)
-                with Vertical(classes="field", id=f"w-{name}"):
-                    with Horizontal(classes="row"):
-                        yield Label(label)
-                        suggester = SuggestFromList(sorted(self.models)) if name == "model" else None
-                        yield Input(value=getattr(self.setup, name), placeholder=placeholder, id=f"f-{name}",
-                                    suggester=suggester, compact=True)
-                    yield Static(classes="problem -ok", id=f"p-{name}")
+                yield from self.field(name, label, placeholder,
+                                      SuggestFromList(sorted(self.models)) if name == "model" else None)
             yield Static(id="estimate")
             with Horizontal(id="buttons"):
                 yield Button("Run (ctrl+r)", variant="success", id="start")
                 yield Button("Back (esc)", id="back")
         yield Footer()
+
+    def field(self, name: str, label: str, placeholder: str, suggester: SuggestFromList | None = None) -> ComposeResult:
+        """A field typed in (`name`: the Setup field)."""
+        with Vertical(classes="field", id=f"w-{name}"):
+            with Horizontal(classes="row"):
+                yield Label(label)
+                yield Input(value=getattr(self.setup, name), placeholder=placeholder, id=f"f-{name}",
+                            suggester=suggester, compact=True)
+            yield Static(classes="problem -ok", id=f"p-{name}")
+
+    def fix_picker(self) -> ComposeResult:
+        """The registry's named fixes, each with what it is meant to close (space picks one), and its families
+        typed by name: together the run's `--fix` (kit.launch.fixes)."""
+        with Vertical(classes="field", id="w-fixes"):
+            with Horizontal(classes="row"):
+                yield Label("Fixes")
+                yield Static(Text("none: the engine as the paper ran it; space picks (docs/remedy.md)",
+                                  style="dim"))
+            yield SelectionList[str](*[(Text(f"{name}: {closes}", no_wrap=True, overflow="ellipsis"), name,
+                                        name in self.setup.fixes) for name, closes in form.fix_choices()],
+                                     id="f-fixes", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("More fixes")
+                yield Input(value=self.setup.more_fixes, placeholder=form.fix_families(), id="f-more_fixes",
+                            compact=True)
+            yield Static(classes="problem -ok", id="p-fixes")
 
     def select(self, name: str, label: str, choices: list[tuple[str, str]]) -> ComposeResult:
         """A field chosen from a list (`name`: the Setup field)."""
@@ -132,25 +158,33 @@ class SetupScreen(Screen):
         setattr(self.setup, event.select.id.removeprefix("f-"), event.value)
         self.refresh_form()
 
+    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
+        self.setup.fixes = tuple(event.selection_list.selected)
+        self.refresh_form()
+
     def refresh_form(self) -> dict[str, str]:
         """Show only the fields the chosen engine uses; put each problem under its field."""
         engine, by_arm = self.setup.engine, engines.named(self.setup.endpoint_kind).arm_per_server
         visible = {"cpu_backend": engine == "embedded", "endpoint_kind": engine == "endpoint",
                    "url": engine == "endpoint" and not by_arm, "url_on": engine == "endpoint" and by_arm,
                    "url_off": engine == "endpoint" and by_arm, "model": engine != "endpoint",
-                   "server_bin": engine == "native",
+                   "server_bin": engine == "native", "engine_build": engine == "embedded",
                    # where passes run: only for kinds whose units may run on Ray (Kind.units)
                    "executor": form.offers_executors(self.entry.kind),
                    "ray_address": form.offers_executors(self.entry.kind) and self.setup.executor == "ray"}
-        for name, shown in visible.items():
-            self.query_one(f"#w-{name}").display = shown
         self.show_model_for(form.choice_of(engine).engine)
         found = form.problems(self.setup, self.app.caps, self.models)
+        # fixes set llama-server's flags: shown for a llama.cpp engine, or while they explain a problem
+        runs = self.setup.endpoint_kind if engine == "endpoint" else form.choice_of(engine).engine
+        visible["fixes"] = engines.named(runs).server_flags or "fixes" in found
+        for name, shown in visible.items():
+            self.query_one(f"#w-{name}").display = shown
+        self.show_builds()
         for widget in self.query(".problem"):
             problem = found.get(widget.id.removeprefix("p-"))
             widget.update(Text(f"✗ {problem}" if problem else ""))
             widget.set_class(problem is None, "-ok")
-        for name in FIELDS:
+        for name in (*FIELDS, "engine_build"):
             inputs = self.query(f"#f-{name}")
             if inputs:
                 inputs.first().set_class(name in found, "-invalid")
@@ -158,6 +192,14 @@ class SetupScreen(Screen):
         self.query_one("#estimate", Static).update(
             Text(form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run"))
         return found
+
+    def show_builds(self) -> None:
+        """The llama.cpp build field's hint and suggestions: the builds made here (kit engines build llamacpp)."""
+        built = [str(number) for number in form.builds_here(self.setup)]
+        field = self.query_one("#f-engine_build", Input)
+        field.placeholder = PAPER_BUILD + (f"; built here: {', '.join(built)}" if built else
+                                           "; none other built here (kit engines build llamacpp --build N)")
+        field.suggester = SuggestFromList(built)
 
     def show_model_for(self, engine: str) -> None:
         """The model field's hint and suggestions: GGUF models for llama.cpp, checkpoints for vLLM."""
