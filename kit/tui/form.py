@@ -284,6 +284,7 @@ class Setup:
     ray_address: str = ""  # executor ray: empty (a local Ray instance), auto, or ray://HOST:PORT
     fixes: tuple[str, ...] = ()  # named fixes picked from the registry (kit.launch.fixes.NAMED), as `--fix NAME`
     more_fixes: str = ""  # fixes of the registry's families typed by name (chunk-16 threads-4), also `--fix`
+    server_args: str = ""  # llama-server flags the registry does not name, space-separated: each a `--server-arg`
     engine_build: str = ""  # llama.cpp build N built here (`--engine-build N`); empty: the paper's (embedded)
     passes: int = 4  # the file's passes, not edited (a grid's estimate counts them)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -380,8 +381,8 @@ def engine_build_problem(setup: Setup) -> str | None:
 
 
 def fixes_problem(setup: Setup) -> str | None:
-    """Why the run cannot apply the fixes the form names with its engine, or the protocol's arms theirs (the
-    check `kit run --fix` makes: kit.run.preflight.check_fixes), or None. A file that does not load is left
+    """Why the run cannot apply the fixes and server flags the form names with its engine, or the protocol's
+    arms theirs (the check `kit run --fix` and `--server-arg` make: kit.run.preflight.check_fixes), or None. A file that does not load is left
     to the engine field, which names what is wrong with it."""
     from kit.protocols.kinds import of  # noqa: PLC0415
     from kit.run import preflight  # noqa: PLC0415
@@ -469,7 +470,7 @@ def engine_options(setup: Setup):
                       engine_urls={"on": base_url(setup.url_on), "off": base_url(setup.url_off)} if by_arm else {},
                       launcher=choice.launcher, image=choice.image, gpus=choice.gpus,
                       cpu_backend=setup.cpu_backend if setup.engine == "embedded" else "auto",
-                      fixes=fix_names(setup))
+                      fixes=fix_names(setup), server_args=tuple(setup.server_args.split()))
 
 
 def run_options(setup: Setup):

@@ -77,12 +77,28 @@ def test_the_fixes_reach_the_run_and_its_manifest_as_kit_run_fix_gives_them(tmp_
     assert form.run_options(setup).fixes == () and runner.options_json(form.run_options(setup))["fixes"] == ()
 
 
+def test_server_flags_reach_the_run_as_kit_run_server_arg_gives_them(tmp_path, monkeypatch):
+    setup = setup_for("reset", tmp_path, more_fixes="chunk-16", server_args="--swa-full  -fa=on")
+    assert form.problems(setup, CAPS, set()) == {}
+    from_form = form.run_options(setup)
+    from_cli = _cli_options(monkeypatch, setup.protocol, "--out", str(tmp_path), "--fix", "chunk-16",
+                            "--server-arg=--swa-full", "--server-arg=-fa=on")
+    assert from_form.server_args == ("--swa-full", "-fa=on")
+    assert runner.options_json(from_form) == runner.options_json(from_cli)
+    assert from_form.applied.to_json() == from_cli.applied.to_json()
+
+
 @pytest.mark.parametrize("values, cli_args", [
     ({"engine": "endpoint", "url": URL, "fixes": ("f16",)}, ("--engine-url", URL, "--fix", "f16")),
     ({"engine": "native", "fixes": ("cpu-backend-portable",)}, ("--server-bin", "BIN", "--fix", "cpu-backend-portable")),
     ({"fixes": ("reuse-off",)}, ("--fix", "reuse-off")),
     ({"more_fixes": "chunk-x"}, ("--fix", "chunk-x")),
     ({"fixes": ("f16",), "more_fixes": "chunk-16 chunk-32"}, ("--fix", "f16", "--fix", "chunk-16", "--fix", "chunk-32")),
+    ({"server_args": "--port=8081"}, ("--server-arg=--port=8081",)),
+    ({"more_fixes": "chunk-16", "server_args": "-ub=32"}, ("--fix", "chunk-16", "--server-arg=-ub=32")),
+    ({"engine": "llamacpp-cpu-container", "server_args": "--swa-full"}, ("--launcher", "docker", "--image",
+                                                                         "kit/llamacpp:7e4c0a9-cpu", "--gpus", "none",
+                                                                         "--server-arg=--swa-full")),
 ])
 def test_a_fix_the_engine_cannot_take_is_refused_inline_with_the_cli_s_line(values, cli_args, tmp_path):
     binary = tmp_path / "llama-server"
@@ -90,7 +106,7 @@ def test_a_fix_the_engine_cannot_take_is_refused_inline_with_the_cli_s_line(valu
     binary.chmod(0o755)
     setup = setup_for("reset", tmp_path, **{**values, **({"server_bin": str(binary)} if "engine" in values and
                                                            values["engine"] == "native" else {})})
-    found = form.problems(setup, Capabilities((EMBEDDED, "native llama.cpp GPU build")), set())
+    found = form.problems(setup, CAPS, set())
     assert "fixes" in found, found
     args = [str(binary) if arg == "BIN" else arg for arg in cli_args]
     assert found["fixes"] == _cli_error(setup.protocol, "--out", str(tmp_path / "out"), *args)
@@ -214,3 +230,26 @@ def test_the_picker_shows_the_refusal_where_the_engine_cannot_take_a_fix(tmp_pat
             assert not screen.query_one("#w-fixes").display  # nothing to pick for vLLM
 
     asyncio.run(drive())
+
+
+def test_the_results_screen_shows_a_remedy_run_s_table_and_cost_per_prompt_length(cpu_caps, tmp_path):
+    """A remedy run's table on the results screen (its kind's render, kit.protocols.remedy.view): each arm's
+    fixes, divergence with intervals, closed or not, the cheapest fix that closes each table, the cost per bin."""
+    from kit.run.execution import RunResult  # noqa: PLC0415
+    from tests.protocols.test_remedy_results import write_remedy_run  # noqa: PLC0415
+
+    run_dir = write_remedy_run(tmp_path / "remedy-run")
+    table = KINDS["remedy"].results(run_dir)
+
+    async def drive():
+        app = _app(tmp_path)
+        async with app.run_test(size=(160, 80)) as pilot:
+            app.show_results(RunResult(run_dir, "finished", None, table))
+            await pilot.pause()
+            return _shown(app.screen, "#table")
+
+    text = asyncio.run(drive())
+    for shown in ("Divergence per arm", "│ fix-a │ chunk-16 │", "│ fix-b │ --swa-full │", "(unfixed)",
+                  "[20.7, 100.0]) not closed │",
+                  "Cost per prompt-length bin", "1k-4k", "×2.00", "Table IV: cheapest fix that closes it: fix-a"):
+        assert shown in text, shown

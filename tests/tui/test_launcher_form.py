@@ -85,7 +85,7 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             await pilot.press("down", "enter")
             await pilot.pause()
             screen = app.screen
-            await pilot.press("tab", "tab", "tab")  # engine -> CPU backend -> llama.cpp build -> model
+            await pilot.press("tab", "tab", "tab")  # engine -> CPU backend -> engine build -> model
             assert app.focused is screen.query_one("#f-model", Input)
             await pilot.press(*"./nowhere.gguf")
             await pilot.pause()

@@ -28,6 +28,7 @@ folder as `kit run` (manifest.json, records/, logs/, results/).
 | picker | `w` | watch an engine: proxy it (`kit watch`) and see each call's cache state and alarms as it ends |
 | watch | `esc` | stop the proxy (the run ends finished), then back to the picker |
 | setup | `tab` / `shift+tab` | next / previous field |
+| setup | `space` | in the fix list: pick or drop a fix (docs/remedy.md) |
 | setup | `ctrl+r` | run (refused while a field shows a problem) |
 | setup | `esc` | back to the picker |
 | live run | `s` | stop after the current request: records kept, manifest says interrupted |

@@ -34,7 +34,8 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
     "out": ("Output folder", "the run folder goes inside"),
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
-PAPER_BUILD = "empty: the paper's (the embedded engine, llama.cpp 7e4c0a9)"
+SERVER_ARGS = "llama-server flags no fix names, as --server-arg takes them: e.g. --swa-full -ub=32"
+PAPER_BUILD = "llama.cpp build N; empty: the paper's (the embedded engine, 7e4c0a9)"
 
 
 def confirm_long_run(found) -> AskScreen[bool]:
@@ -91,7 +92,7 @@ class SetupScreen(Screen):
             yield from self.select("engine", "Engine", [(c.label, c.key) for c in form.ENGINES])
             yield from self.select("cpu_backend", "CPU backend",
                                    [(label, key) for key, label in form.CPU_BACKENDS.items()])
-            yield from self.field("engine_build", "llama.cpp build", PAPER_BUILD)
+            yield from self.field("engine_build", "Engine build", PAPER_BUILD)
             yield from self.select("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])
             numbers = form.kind_launcher(self.entry.kind).numbers()
             for name, fixed in FIELDS.items():
@@ -121,7 +122,8 @@ class SetupScreen(Screen):
 
     def fix_picker(self) -> ComposeResult:
         """The registry's named fixes, each with what it is meant to close (space picks one), and its families
-        typed by name: together the run's `--fix` (kit.launch.fixes)."""
+        typed by name: together the run's `--fix`; then further llama-server flags, its `--server-arg`s
+        (kit.launch.fixes)."""
         with Vertical(classes="field", id="w-fixes"):
             with Horizontal(classes="row"):
                 yield Label("Fixes")
@@ -134,6 +136,9 @@ class SetupScreen(Screen):
                 yield Label("More fixes")
                 yield Input(value=self.setup.more_fixes, placeholder=form.fix_families(), id="f-more_fixes",
                             compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Server flags")
+                yield Input(value=self.setup.server_args, placeholder=SERVER_ARGS, id="f-server_args", compact=True)
             yield Static(classes="problem -ok", id="p-fixes")
 
     def select(self, name: str, label: str, choices: list[tuple[str, str]]) -> ComposeResult:
