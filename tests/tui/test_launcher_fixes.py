@@ -253,3 +253,19 @@ def test_the_results_screen_shows_a_remedy_run_s_table_and_cost_per_prompt_lengt
                   "[20.7, 100.0]) not closed │",
                   "Cost per prompt-length bin", "1k-4k", "×2.00", "Table IV: cheapest fix that closes it: fix-a"):
         assert shown in text, shown
+
+
+def test_the_builds_offered_are_the_finished_ones_of_the_chosen_backend(cache):
+    from kit.launch import llamacpp_build  # noqa: PLC0415
+
+    _built(cache, 11434)
+    _built(cache, 10435)
+    broken = llamacpp_build.install_dir(9093, "portable")
+    broken.mkdir(parents=True)
+    (broken / llamacpp_build.BUILD_RECORD).write_text("{not json")  # unreadable: names no build
+    moved = llamacpp_build.install_dir(9094, "portable")
+    moved.mkdir(parents=True)
+    (moved / llamacpp_build.BUILD_RECORD).write_text('{"build": 9095, "cpu_backend": "portable"}')  # not its folder
+    assert llamacpp_build.builds_here("portable") == [10435, 11434]
+    assert llamacpp_build.builds_here("other") == []
+    assert form.builds_here(setup_for("reset", cache, cpu_backend="wheel")) == []  # a source build has no wheel
