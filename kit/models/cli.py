@@ -42,7 +42,7 @@ def _one_line_errors(command):
 class _ProgressLine:
     """Prints progress to stderr: a rewritten line on a terminal, one line per stage otherwise."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
         self.last: tuple[str, str] | None = None
         self.last_pct = -1
