@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Static checks for the container files: hadolint on both Dockerfiles, `docker-compose config`
 # on compose.yaml for every profile, shellcheck on images/*.sh and this folder's scripts, ruff on the
-# Python code (the rules pyproject.toml's [tool.ruff.lint] selects), and mypy on the files
-# pyproject.toml's [tool.mypy] lists.
+# Python code (the rules pyproject.toml's [tool.ruff.lint] selects), and mypy on all of kit/
+# (pyproject.toml's [tool.mypy]).
 #
 # Needs no Docker daemon. Works as root on a fresh Debian 12 machine: missing tools come from
 # apt (python3, python3-venv, docker-compose) and from PyPI into a private virtual environment
@@ -61,7 +61,7 @@ ruff check --quiet kit tests bench
 if ! python3 -c 'import mypy, numpy, pydantic, httpx, click' 2>/dev/null; then
     python3 -m pip install -q -e '.[test]'
 fi
-echo "== $(python3 -m mypy --version | cut -d' ' -f1-2): pyproject.toml's [tool.mypy] files"
+echo "== $(python3 -m mypy --version | cut -d' ' -f1-2): kit/, as pyproject.toml's [tool.mypy] says"
 python3 -m mypy
 
 echo "static checks passed"

@@ -56,6 +56,16 @@ def test_resume_refuses_a_manifest_without_protocol_text(tmp_path):
         resume(run_dir)
 
 
+def test_resume_refuses_no_protocol_text_even_where_the_sha256_says_none(tmp_path):
+    run_dir = stopped_run(tmp_path)
+    manifest = Manifest.load(run_dir)
+    manifest.run.protocol.content = None
+    manifest.run.protocol.sha256 = "none (no protocol text)"  # what the check used to compare a missing text with
+    manifest.save()
+    with pytest.raises(runner.KitError, match="no protocol text"):
+        resume(run_dir)
+
+
 def test_an_untampered_protocol_passes_the_check(tmp_path):
     check_stored_protocol(tmp_path, Manifest.load(stopped_run(tmp_path)).run.protocol)
 

@@ -52,7 +52,8 @@ def data_1(findings: Findings) -> dict[str, Any]:
     grid = [g for g in findings.grid or [] if any("interval" in c for c in g.comparisons.values())]
     if not grid:
         raise LookupError("no grid run with a comparison")
-    grid.sort(key=lambda g: (g.engine, g.model, format_rank(g.format), g.cache_ram == 0))
+    # engine, model and format are absent from older findings: such a run sorts first instead of ending the figure
+    grid.sort(key=lambda g: (g.engine or "", g.model or "", format_rank(g.format or ""), g.cache_ram == 0))
     return {"groups": [{"label": _run_label(g), "bars": {
         key: {k: interval[k] for k in ("rate", "lo", "hi", "k", "n")}
         for key, _ in COMPARISON_LABELS if (interval := (g.comparisons.get(key) or {}).get("interval"))}}
@@ -67,7 +68,9 @@ def figure_1(data: dict[str, Any], folder: Path) -> list[str]:
     width = 0.8 / len(COMPARISON_LABELS)
     colors = ("#9e9e9e", "#4c72b0", "#c44e52")
     for j, ((key, label), color) in enumerate(zip(COMPARISON_LABELS, colors)):
-        xs, ys, err = [], [], [[], []]
+        xs: list[float] = []
+        ys: list[float] = []
+        err: list[list[float]] = [[], []]  # below, above each bar
         for i, g in enumerate(grid):
             interval = g["bars"].get(key)
             if not interval:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
@@ -249,9 +250,10 @@ def _submit_reads(collection: Collection, pool: Pool) -> dict[str, list[Any]]:
     one pool of workers, the costliest first: the cores stay busy until the last records file is read, instead of
     idling at the end of each kind's turn. Per kind, the Futures of the results in the order of
     `collection.of_kind`."""
-    jobs = {"grid": [(_grid_run, (run,)) for run in collection.of_kind("grid")],
-            "sweep": [(_sweep_cell, job) for job in _sweep_jobs(collection.of_kind("sweep"))],
-            "reset": [(_reset_run, (run,)) for run in collection.of_kind("reset") if run.ok_passes]}
+    jobs: dict[str, list[tuple[Callable[..., Any], tuple[Any, ...]]]] = {
+        "grid": [(_grid_run, (run,)) for run in collection.of_kind("grid")],
+        "sweep": [(_sweep_cell, job) for job in _sweep_jobs(collection.of_kind("sweep"))],
+        "reset": [(_reset_run, (run,)) for run in collection.of_kind("reset") if run.ok_passes]}
     everything = [job for kind in jobs.values() for job in kind]
     futures: list[Any] = [None] * len(everything)
     for index in sorted(range(len(everything)), key=lambda i: -_read_cost(*everything[i])):

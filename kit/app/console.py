@@ -10,6 +10,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -64,7 +65,7 @@ class ConsoleReporter:
         self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta", markup=False), TimeRemainingColumn(),
                                  console=self.console, transient=True)
-        self.task = None
+        self.task: TaskID | None = None  # the bar's task, added when the run starts
         self.started = time.monotonic()
         self.first_verdict: float | None = None
         self.unit = "requests"
@@ -87,7 +88,7 @@ class ConsoleReporter:
                    f"assumes {event.basis})")
         elif isinstance(event, EpisodeDone):
             if self.unit == "episodes":
-                self.progress.advance(self.task)
+                self._advance()
             valid = {True: "valid", False: "invalid", None: "unscored"}[event.valid]
             print_(f"{event.pass_id} {event.done}/{event.total} {event.unit}: {event.requests} requests, "
                    f"{event.outcome}, BFCL {valid}")
@@ -104,11 +105,11 @@ class ConsoleReporter:
             how = (f", started in {startup:.1f} s" if startup is not None
                    else ", in a container" if "container" in launch else " (external)")
             print_(f"session {event.session} ({event.index}/{event.total}): engine {build or '?'}{how}")
-            self.progress.update(self.task, description=f"session {event.session}")
+            self._describe(f"session {event.session}")
         elif isinstance(event, RequestDone):
             if self.unit == "requests":
-                self.progress.advance(self.task)
-            self.progress.update(self.task, description=f"{event.session} {event.unit} {event.phase}")
+                self._advance()
+            self._describe(f"{event.session} {event.unit} {event.phase}")
         elif isinstance(event, ItemVerdict):
             differ = ((f"paths differ at token {event.first_difference}", "yellow") if event.paths_differ
                       else "paths identical")
@@ -124,6 +125,14 @@ class ConsoleReporter:
             print_(units_line(event))
         elif isinstance(event, RunEnded):
             self.close()
+
+    def _advance(self) -> None:
+        if self.task is not None:  # an event before RunStarted has no bar to move
+            self.progress.advance(self.task)
+
+    def _describe(self, description: str) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description=description)
 
     def say(self, text: object) -> None:
         """Print a line of the kit's that may quote a file, a path or an engine (literal text: a SafeConsole)."""
@@ -161,8 +170,8 @@ class PinningReporter(ConsoleReporter):
             self.progress.start()
             self.task = self.progress.add_task("starting engine", total=plan["requests"])
         elif isinstance(event, PinningCall):
-            self.progress.advance(self.task)
-            self.progress.update(self.task, description=f"{event.session} {event.role}")
+            self._advance()
+            self._describe(f"{event.session} {event.role}")
             ms = f"{event.prefill_ms:.0f}ms" if event.prefill_ms is not None else "?ms"
             label = self._name(event.output_sha256) if event.output_sha256 else "·"
             self.calls.append(Text.assemble(label, (f"({event.state or '?'} {ms})", "dim")))
@@ -171,7 +180,7 @@ class PinningReporter(ConsoleReporter):
             print_(Text.assemble(f"{event.session} ({event.phase}, ", reload, "): ", Text(" ").join(self.calls)))
             self.calls = []
         elif isinstance(event, SessionStarted):
-            self.progress.update(self.task, description=f"{event.session}")
+            self._describe(f"{event.session}")
         elif isinstance(event, SessionEnded):
             if event.status != "OK":
                 print_(Text.assemble(f"{event.session}: ", (str(event.status), "red"), f" — {event.reason}"))
@@ -185,7 +194,7 @@ def results_view(table: dict[str, Any] | None) -> Any:
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
     kind = kinds.for_table(table)
-    return kind.render(table) if kind else None
+    return kind.render(table) if kind and table is not None else None
 
 
 def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
@@ -193,7 +202,7 @@ def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
     kind = kinds.for_table(table)
-    return kind.note(run_dir, table) if kind and kind.note else None
+    return kind.note(run_dir, table) if kind and kind.note and table is not None else None
 
 
 def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:

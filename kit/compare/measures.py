@@ -8,12 +8,13 @@ column position. Rates, differences and slopes are held in percent (points), as 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 Kind = Literal["rate", "difference", "slope", "odds_ratio", "p_value"]
 Section = tuple[str, str]  # (table, part): part "rows" for a table's rows, "trend" for its trend over formats
 
-ROWS, TREND = "rows", "trend"
+ROWS: Final = "rows"
+TREND: Final = "trend"
 SCALE_KEYS = ("episodes", "items", "histories", "sessions")
 CONDITION_NAMES = {"prompt_cache": "prompt cache", "order": "pass order", "workload": "workload",
                    "reference": "difference from"}

@@ -46,7 +46,7 @@ class PublishedValue(BaseModel):
     def _shape(self) -> PublishedValue:
         if (self.k is None) != (self.n is None):
             raise ValueError("give both k and n, or neither")
-        if self.k is not None and self.k > self.n:
+        if self.k is not None and self.n is not None and self.k > self.n:
             raise ValueError(f"k={self.k} exceeds n={self.n}")
         if self.kind == "rate":
             self._rate()
@@ -79,7 +79,8 @@ class PublishedValue(BaseModel):
             number = getattr(self, name)
             if number is not None and not 0.0 <= number <= 100.0:
                 raise ValueError(f"{name}={number} is not a percent in [0, 100]")
-        if self.value is not None and self.k is not None and abs(100.0 * self.k / self.n - self.value) > ROUNDING:
+        if (self.value is not None and self.k is not None and self.n is not None
+                and abs(100.0 * self.k / self.n - self.value) > ROUNDING):
             raise ValueError(f"{self.k}/{self.n} = {100.0 * self.k / self.n:.3f}% does not round to the printed "
                              f"{self.value}%")
 
@@ -144,10 +145,10 @@ class PublishedRow(BaseModel):
         """The model as the paper's tables write it (Qwen2.5-7B)."""
         return re.sub(r"-Instruct$", "", self.model)
 
-    def conditions_of(self, value: PublishedValue) -> dict[str, str]:
+    def conditions_of(self, value: PublishedValue) -> dict[ConditionKey, str]:
         return {**self.conditions, **value.conditions}
 
-    def scale_of(self, value: PublishedValue) -> dict[str, int]:
+    def scale_of(self, value: PublishedValue) -> dict[ScaleKey, int]:
         return {**self.scale, **value.scale}
 
 

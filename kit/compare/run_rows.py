@@ -206,9 +206,9 @@ def table_vi(findings: Findings, index: RunIndex) -> list[RunRow]:
                      {"episodes": count(r["episodes"], "episodes"), "histories": count(r["histories"], "histories")},
                      {"prompt_cache": cache, "reference": reference})
         if r.get("canonical_k") is not None:
-            canonical = wilson(r["canonical_k"], r["canonical_n"], "canonical history")
-            row.measures["canonical"] = canonical
-            row.scale_overrides["canonical"] = {"episodes": canonical.n}
+            episodes = count(r["canonical_n"], "canonical history n")
+            row.measures["canonical"] = wilson(r["canonical_k"], episodes, "canonical history")
+            row.scale_overrides["canonical"] = {"episodes": episodes}
         else:
             row.missing["canonical"] = "this sweep has no canonical history (history 0) for this format"
         row.measures["mean"] = Measured(100 * number(r["mean"], "mean"), 100 * number(r["lo"], "lo"),

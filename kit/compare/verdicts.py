@@ -20,7 +20,7 @@ from typing import Any
 from kit.analysis.findings_model import Findings
 from kit.compare.measures import CONDITION_NAMES, MEASURES, Measured, RunRow, Section, section_name
 from kit.compare.names import engine_key, format_key, model_display, model_key
-from kit.compare.published import PublishedRow, PublishedValue, Reference
+from kit.compare.published import ConditionKey, PublishedRow, PublishedValue, Reference, ScaleKey
 from kit.compare.run_rows import read_rows, skipped_reason
 
 ALPHA = 0.05
@@ -94,7 +94,7 @@ def measured_text(m: Measured, kind: str) -> str:
         return f"{_p_text(m.value)} ({m.alternative})" if m.value is not None else "-"
     if m.sessions:
         counts = "/".join(str(s.k) for s in m.sessions)
-        ns = sorted({s.n for s in m.sessions})
+        ns = sorted({s.n for s in m.sessions if s.n is not None})  # each session's Wilson count has its n
         intervals = sorted({_interval(s.lo, s.hi, kind) for s in m.sessions})
         each = f" {intervals[0]} each" if len(intervals) == 1 else " " + "; ".join(
             _interval(s.lo, s.hi, kind) for s in m.sessions)
@@ -108,9 +108,10 @@ def measured_text(m: Measured, kind: str) -> str:
 def _inside(point: float, m: Measured) -> bool | None:
     """Is `point` inside this run's interval (every session's, for per-session counts)? None: no interval."""
     parts = m.sessions or (m,)
-    if any(p.lo is None or p.hi is None for p in parts):
+    bounds = [(p.lo, p.hi) for p in parts if p.lo is not None and p.hi is not None]
+    if len(bounds) < len(parts):
         return None
-    return all(p.lo - EPS <= point <= p.hi + EPS for p in parts)
+    return all(lo - EPS <= point <= hi + EPS for lo, hi in bounds)
 
 
 def _sign(x: float, centre: float) -> int:
@@ -156,12 +157,12 @@ def _differences(run_row: RunRow, rows: list[PublishedRow], names: dict[str, str
     return diffs
 
 
-def _condition_differences(run: dict[str, str | None], wanted: dict[str, str]) -> list[str]:
+def _condition_differences(run: dict[str, str | None], wanted: dict[ConditionKey, str]) -> list[str]:
     return [f"{CONDITION_NAMES[k]} {run.get(k)} vs {v}" for k, v in wanted.items()
             if run.get(k) is not None and str(run.get(k)) != v]
 
 
-def _unrecorded(run: dict[str, str | None], wanted: dict[str, str]) -> list[str]:
+def _unrecorded(run: dict[str, str | None], wanted: dict[ConditionKey, str]) -> list[str]:
     return [f"{CONDITION_NAMES[k]} not recorded in findings.json (not checked)" for k in wanted if run.get(k) is None]
 
 
@@ -193,7 +194,7 @@ def choose(run_row: RunRow, rows: list[PublishedRow]) -> tuple[PublishedRow | No
     return min(settled, key=lambda p: sorted(p.scale.values())), []
 
 
-def _underpowered(run_scale: dict[str, int], wanted: dict[str, int]) -> tuple[list[str], list[str]]:
+def _underpowered(run_scale: dict[str, int], wanted: dict[ScaleKey, int]) -> tuple[list[str], list[ScaleKey]]:
     """(shortfalls, scale keys this run does not give)."""
     short, unknown = [], []
     for key, paper in wanted.items():

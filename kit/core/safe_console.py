@@ -19,7 +19,7 @@ console made any other way, on markup switched back on, and on markup parsed fro
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final, TypedDict
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -27,7 +27,16 @@ from rich.text import Text
 
 from kit.core.terminal_text import printable
 
-LITERAL = {"markup": False, "emoji": False, "highlight": False}  # what a SafeConsole always renders with
+
+class LiteralSwitches(TypedDict):
+    """The switches a SafeConsole always renders with (a TypedDict: each passes as Rich's own keyword)."""
+
+    markup: bool
+    emoji: bool
+    highlight: bool
+
+
+LITERAL: Final = LiteralSwitches(markup=False, emoji=False, highlight=False)  # what a SafeConsole always renders with
 
 
 def printable_segments(segments: Iterable[Segment]) -> Iterator[Segment]:

@@ -35,11 +35,11 @@ def _progress(console) -> Iterator[Callable[[str, int, int], None]]:
     if not console.is_terminal:
         yield lambda what, done, total: None
         return
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn  # noqa: PLC0415
+    from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn  # noqa: PLC0415
 
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), console=console,
                   transient=True) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def update(what: str, done: int, total: int) -> None:
             if what not in tasks:

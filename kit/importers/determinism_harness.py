@@ -26,7 +26,7 @@ import hashlib
 import json
 import shutil
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import pairwise
@@ -80,8 +80,8 @@ class Scanned:
     side: dict[Path, bytes]  # each side file's bytes, copied as read
     calls_sha256: str
     calls_bytes: int
-    offsets: array  # the byte offset of each call's line, in execution order (by schedule_index)
-    numbers: array  # the line number of each call, in the same order
+    offsets: array[int]  # the byte offset of each call's line, in execution order (by schedule_index)
+    numbers: array[int]  # the line number of each call, in the same order
     mode: str  # the manifest's, else the first call's
     boxes: set[str]  # the boxes its calls name
 
@@ -133,9 +133,9 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int |
         raise ConfigError(f"{files.done} says {finished!r} calls finished (complete: {done.get('complete')!r}) "
                           f"but {files.calls} holds {len(indices)}", "import the run's complete files")
     calls.seek(offsets[order[0]])
-    first = check_call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
+    first_call = check_call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
     return Scanned(files, manifest, done, side, digest.hexdigest(), total, array("Q", (offsets[i] for i in order)),
-                   array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first.get("mode") or "unknown"),
+                   array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first_call.get("mode") or "unknown"),
                    boxes)
 
 
@@ -188,7 +188,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
         engine=engine, plan={"calls": total, "mode": mode, "boxes": boxes}, workload={"source": "determinism-harness"},
         seeds={}, provenance=collect())
     study_files = [(s.files.calls.name, s.manifest["run_name"], s.manifest) for s in study]
-    orders = [zip(s.offsets, s.numbers) for s in study]  # as the scan checked and sorted them
+    orders: list[Iterable[tuple[int, int]]] = [zip(s.offsets, s.numbers) for s in study]  # as the scan checked and sorted them
     with RecordWriter(run_dir / RunPaths.records_name(PASS), sync_each=False) as writer:
         for seq, made in enumerate(derive(kept, study_files, record.run_id, orders)):  # from the checked copies
             writer.write(made)
@@ -244,7 +244,8 @@ def import_run(files: HarnessFiles | Sequence[HarnessFiles], out: Path, threshol
     _names(study, report_path)
     report = (report_path, _report_file(report_path)) if report_path else None
     with ExitStack() as stack:
-        handles, scanned = [], []
+        handles: list[BinaryIO] = []
+        scanned: list[Scanned] = []
         for harness_files in study:
             handles.append(stack.enter_context(open_regular(harness_files.calls, "the harness's calls file",
                                                             CALLS_BYTES, FIX)))

@@ -136,8 +136,10 @@ def portable(chosen_by: str, reason: str, build_if_needed: bool, say: Callable[[
                               "run `kit engines build-cpu-backend` once (about a minute; needs cmake, make, g++)")
         say(f"Building the portable CPU backend once ({reason}).")
         portable_backend.build(say=say)
-    record = portable_backend.build_record()
-    folder = portable_backend.built_library()
+    record, folder = portable_backend.build_record(), portable_backend.built_library()
+    if record is None or folder is None:  # a build that left no library behind
+        raise EngineError("the portable CPU backend's build left no library",
+                          "run `kit engines build-cpu-backend` again and read its output")
     return CpuBackend("portable", chosen_by, reason, str(folder / portable_backend.LIBRARY), record["library_sha256"],
                       f"{record['source']} sdist, built here with cmake ({record['note']})", record["source_sha256"],
                       tuple(sorted(requirements("portable", record))), True, str(folder))

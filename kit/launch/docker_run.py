@@ -85,7 +85,7 @@ def remove_leftovers(run_id: str, log_dir: Path, say: Say) -> list[dict[str, Any
             f"kit.run_id={run_id} (docker ps -a --filter label=kit.run_id={run_id})")
         return []
     ours, others = launcher.leftovers(run_id)
-    found = []
+    found: list[dict[str, Any]] = []  # the entries returned
     for container in others:
         name = str(getattr(container, "name", container.id))
         say(f"warning: left container {name} as it is: it carries run {run_id}'s labels but not this kit's token, "

@@ -10,6 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
@@ -71,11 +72,28 @@ class ServerSpec:
         return args + list(self.extra_args)
 
 
-class NativeServer:
-    """One server process: a llama-server of a `ServerSpec`, or any spec with the same `label`, `check()`,
-    `argv(port)`, `host`, `port` and `env`. Use as a context manager, or call start() and stop()."""
+class LaunchSpec(Protocol):
+    """What NativeServer starts: a `ServerSpec`, or any spec with the same `label`, `check()`, `argv(port)`,
+    `host`, `port` and `env` (kit.launch.vllm_launch.VllmServeSpec)."""
 
-    def __init__(self, spec: ServerSpec, log_path: Path, startup_timeout: float = 180.0):
+    @property
+    def label(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def env(self) -> dict[str, str] | None: ...
+
+    def check(self) -> None: ...
+
+    def argv(self, port: int) -> list[str]: ...
+
+
+class NativeServer:
+    """One server process of a `LaunchSpec`. Use as a context manager, or call start() and stop()."""
+
+    def __init__(self, spec: LaunchSpec, log_path: Path, startup_timeout: float = 180.0):
         self.spec = spec
         self.log_path = log_path
         self.startup_timeout = startup_timeout
@@ -101,26 +119,26 @@ class NativeServer:
         started = time.monotonic()
         env, token = leftover_servers.launch_env(spec.env)  # the token proves to a later resume the kit started it
         try:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+            process = self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         except OSError as exc:  # e.g. not executable, or a file that is no program
             raise EngineError(f"{self.spec.label} could not be started ({exc.strerror or exc}): {self.argv[0]}",
                               "pass --server-bin with the path of an executable server") from exc
         finally:
             log.close()
-        leftover_servers.note_started(self.log_path, self.process.pid, self.argv, token)  # for a resume after a kill
+        leftover_servers.note_started(self.log_path, process.pid, self.argv, token)  # for a resume after a kill
         try:
-            self._wait_healthy(started)
+            self._wait_healthy(process, started)
         finally:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 leftover_servers.note_stopped(self.log_path)
         self.startup_seconds = round(time.monotonic() - started, 3)
         return self
 
-    def _wait_healthy(self, started: float) -> None:
+    def _wait_healthy(self, process: subprocess.Popen, started: float) -> None:
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() - started < self.startup_timeout:
-                code = self.process.poll()
+                code = process.poll()
                 if code is not None:
                     error = IllegalInstruction if code == -signal.SIGILL else EngineError
                     raise error(f"{self.spec.label} exited during start-up ({self._exit_reason(code)})",
@@ -149,6 +167,11 @@ class NativeServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id once started, else None."""
+        return self.process.pid if self.process is not None else None
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

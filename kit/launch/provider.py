@@ -136,7 +136,7 @@ class NativeProvider:
         server.start()
         engine = LlamaCppEngine(server.url, restartable=True, reuse_off=self.reuse_off)
         try:
-            launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid,
+            launch = {"argv": server.argv, "port": server.port, "pid": server.pid,
                       "startup_seconds": server.startup_seconds, "log": server.log_path.name, **engine.info()}
             if self.cpu is not None:
                 launch.update(cpu_backend=self.cpu.name, cpu_backend_sha256=self.cpu.library_sha256)

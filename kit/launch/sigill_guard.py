@@ -31,10 +31,10 @@ def recorded_requests(run_dir: Path) -> int:
 def switch(provider: EngineProvider, manifest: Manifest, error: IllegalInstruction,
            say: Callable[[str], None]) -> NativeProvider:
     """The provider on the portable backend, with the manifest saying so; or an EngineError saying why not."""
-    cpu = provider.cpu if isinstance(provider, NativeProvider) else None
-    if cpu is None:
+    if not isinstance(provider, NativeProvider) or provider.cpu is None:
         raise EngineError(f"{error.message}: the server binary uses an instruction this CPU lacks",
                           "use a llama-server built for this CPU (or the embedded engine without --server-bin)")
+    cpu = provider.cpu
     if cpu.name != "wheel" or cpu.chosen_by != "auto":
         raise EngineError(f"{error.message} on the {cpu.name} CPU backend (--cpu-backend {cpu.chosen_by})",
                           "run with --cpu-backend portable" if cpu.name == "wheel" else error.fix)

@@ -38,14 +38,18 @@ NO_VLLM = ("install it with `kit engines install vllm`, or pass --server-bin PAT
 class Checkpoint:
     """What vLLM serves: the name it loads (a Hugging Face id or a local folder) and its prompt family."""
 
-    served: str | None
+    served: str
     family: str | None
     registry_name: str | None = None
     format: str | None = None  # the weights' precision, where the registry knows it (BF16)
 
-    def details(self) -> dict[str, Any]:
-        return {"engine": "vllm 0.11.0", "model_name": self.served, "model_family": self.family,
-                "model_registry_name": self.registry_name, "format": self.format}
+
+def details(chosen: Checkpoint | None) -> dict[str, Any]:
+    """What the manifest records of the checkpoint (None: the model the servers at the URLs say they serve)."""
+    served, family, registry_name, precision = (
+        (chosen.served, chosen.family, chosen.registry_name, chosen.format) if chosen else (None, None, None, None))
+    return {"engine": "vllm 0.11.0", "model_name": served, "model_family": family,
+            "model_registry_name": registry_name, "format": precision}
 
 
 def checkpoint(model: str | None) -> Checkpoint:
@@ -116,7 +120,7 @@ class VllmNativeProvider:
         engine = VllmEngine(server.url, model=self.spec.model, prefix_caching=self.spec.prefix_caching,
                             restartable=True, request_token_ids=True)
         try:
-            launch = {"argv": server.argv, "port": server.port, "pid": server.process.pid,
+            launch = {"argv": server.argv, "port": server.port, "pid": server.pid,
                       "startup_seconds": server.startup_seconds, "log": server.log_path.name, **engine.info()}
             yield EngineSession(engine=engine, launch=launch, server=server)
         finally:
@@ -160,9 +164,10 @@ def by_urls(urls: dict[str, str], model: str | None) -> ArmProviders:
     if len(set(urls.values())) < len(urls):
         raise ConfigError("--engine-url gives the same server for both arms, but one vLLM server has one cache setting",
                           "start one server per arm and give each its own URL")
-    chosen = checkpoint(model) if model else Checkpoint(None, None)  # None: the model the servers say they serve
-    return ArmProviders({arm: VllmUrlProvider(urls[arm], arm == "on", chosen.served) for arm in ARMS},
-                        chosen.details())
+    chosen = checkpoint(model) if model else None  # None: the model the servers say they serve
+    return ArmProviders({arm: VllmUrlProvider(urls[arm], arm == "on", chosen.served if chosen else None)
+                         for arm in ARMS},
+                        details(chosen))
 
 
 def native(binary: Path | None, model: str | None, max_model_len: int, seed: int,
@@ -177,7 +182,7 @@ def native(binary: Path | None, model: str | None, max_model_len: int, seed: int
     if port is not None:
         raise ConfigError("--port names one port, but a vLLM run starts a server per cache arm",
                           "leave --port out: each server gets a free loopback port")
-    return ArmProviders({arm: VllmNativeProvider(spec) for arm, spec in specs.items()}, chosen.details())
+    return ArmProviders({arm: VllmNativeProvider(spec) for arm, spec in specs.items()}, details(chosen))
 
 
 def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launcher: Any = None,
@@ -195,9 +200,9 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
     launcher = launcher or DockerLauncher.from_env()
     asked = parse_gpus(gpus) if gpus else "all"
     build = {"dockerfile": "Dockerfile.vllm", "context": str(REPO_ROOT)} if image in (None, VLLM_IMAGE) else {}
-    details = {**chosen.details(), "gpus": gpus_text(asked)}
+    recorded = {**details(chosen), "gpus": gpus_text(asked)}
     return ArmProviders({arm: DockerProvider.vllm(launcher, run_id, prefix_caching=arm == "on",
-                                                  max_model_len=max_model_len, seed=seed, details=details,
+                                                  max_model_len=max_model_len, seed=seed, details=recorded,
                                                   image=image or VLLM_IMAGE, gpus=asked, image_options=build, **local)
-                         for arm in ARMS}, details)
+                         for arm in ARMS}, recorded)
 

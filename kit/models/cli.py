@@ -42,7 +42,7 @@ def _one_line_errors(command):
 class _ProgressLine:
     """Prints progress to stderr: a rewritten line on a terminal, one line per stage otherwise."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
         self.last: tuple[str, str] | None = None
         self.last_pct = -1
@@ -69,10 +69,11 @@ class _ProgressLine:
 def _size(n: int | None) -> str:
     if n is None:
         return "?"
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
     return "?"
 
 

@@ -63,9 +63,10 @@ def open_gguf(path: Path):
     small slices a large vocabulary needs. This subclass stores a plain ndarray view of the same
     memory map instead: same bytes, still read lazily from disk.
     """
-    gguf = _gguf()
+    _gguf()  # the kit's one-line error where gguf is missing
+    from gguf import GGUFReader  # noqa: PLC0415 - gguf is optional until a conversion asks for it
 
-    class _PlainViewReader(gguf.GGUFReader):
+    class _PlainViewReader(GGUFReader):
         @property
         def data(self):
             return self._plain_data

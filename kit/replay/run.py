@@ -173,33 +173,33 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
                           "beside the result)")
     problem = "; ".join(p for p in (problem, build_problem) if p) or None
     protocol = manifest.protocol
-    resume.check_stored_protocol(run_dir, protocol, "replay")
+    text = resume.check_stored_protocol(run_dir, protocol, "replay")
     name = protocol.name or "replay"
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise ConfigError(f"{where}: protocol name {name!r} is not a plain file name (it has a /, a leading dot or a "
                           "control character, or is over 50 characters)",
                           "a replay names its protocol file after it; restore the manifest from its bundle")
-    engine = manifest.engine
-    recorded_fixes = _fixes(saved, where)
+    recorded = manifest.engine
+    fixes, server_args = _fixes(saved, where)
     run_options = runner.RunOptions(
-        protocol="", overrides=protocol.overrides or {}, model=_model(engine, options.model, where),
+        protocol="", overrides=protocol.overrides or {}, model=_model(recorded, options.model, where),
         gsm8k=_gsm8k(manifest.workload, options.gsm8k, where),
-        server_bin=server_bin, engine_build=options.engine_build, threads=engine.threads, out=options.out,
+        server_bin=server_bin, engine_build=options.engine_build, threads=recorded.threads, out=options.out,
         launcher=saved.get("launcher") or "native", cpu_backend=_backend(manifest, options, where, say),
-        **recorded_fixes)
-    return Planned(run_dir, run_options, str(protocol.content), name, [build_line, *([problem] if problem else [])])
+        fixes=fixes, server_args=server_args)
+    return Planned(run_dir, run_options, text, name, [build_line, *([problem] if problem else [])])
 
 
-def _fixes(saved: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+def _fixes(saved: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The recorded fixes and server flags (lists of strings: resume.saved_options), checked as typed ones are
     (kit.launch.fixes) before anything is replayed: a run folder never adds a flag the allow-list refuses."""
-    found = {key: tuple(saved.get(key) or ()) for key in ("fixes", "server_args")}
+    fixes, server_args = (tuple(saved.get(key) or ()) for key in ("fixes", "server_args"))
     try:
-        fix_registry.parse(found["fixes"], found["server_args"])
+        fix_registry.parse(fixes, server_args)
     except ConfigError as exc:
         raise ConfigError(f"{where}: a recorded fix or server flag is refused: {exc.message}",
                           "replay only runs that the kit's own checks accept") from exc
-    return found
+    return fixes, server_args
 
 
 @contextmanager

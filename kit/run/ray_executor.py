@@ -18,6 +18,7 @@ or a stop cancels every task: each stops its unit between requests, which stops 
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import queue
@@ -301,7 +302,7 @@ class RayExecutor:
             return
         try:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                     logging_level="WARNING", configure_logging=False)
+                     logging_level=logging.WARNING, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EngineError(f"cannot reach the Ray cluster at {self.address or 'a new local one'}: {exc}",
                               "start it (`ray start --head`) or pass --ray-address auto|ray://HOST:PORT") from exc

@@ -65,7 +65,7 @@ def _check_layout(run_dir: Path, run: RunManifest) -> None:
 
 
 # the options a manifest records, by the type each must have; others (of another kit version) are not used
-SAVED_OPTIONS = {"gsm8k": str, "model": str, "server_bin": str, "engine_build": int, "engine_url": str, "engine_urls": dict, "engine": str,
+SAVED_OPTIONS: dict[str, type] = {"gsm8k": str, "model": str, "server_bin": str, "engine_build": int, "engine_url": str, "engine_urls": dict, "engine": str,
                  "port": int, "threads": int, "launcher": str, "cpu_backend": str, "provider": str, "image": str,
                  "gpus": str, "fixes": list, "server_args": list, **executors.SAVED_OPTIONS,
                  runner.CREDENTIALS_DROPPED: bool}
@@ -78,9 +78,7 @@ def saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
             if key in SAVED_OPTIONS and value is not None}
     for key, value in kept.items():
         wanted = SAVED_OPTIONS[key]
-        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)) or \
-                (wanted is dict and not all(isinstance(v, str) for v in [*value, *value.values()])) or \
-                (wanted is list and not all(isinstance(v, str) for v in value)):
+        if not _recorded_type(value, wanted):
             raise KitError(f"{run_dir}/manifest.json: options.{key} is {type(value).__name__} {str(value)[:80]!r}, "
                            f"not the {wanted.__name__} the kit records", "restore the manifest from its bundle")
     if kept.get("launcher", "native") not in ("native", "docker") or \
@@ -88,6 +86,17 @@ def saved_options(run_dir: Path, saved: Any) -> dict[str, Any]:
         raise KitError(f"{run_dir}/manifest.json: options.launcher {kept.get('launcher')!r} or options.cpu_backend "
                        f"{kept.get('cpu_backend')!r} is not one the kit has", "restore the manifest from its bundle")
     return kept
+
+
+def _recorded_type(value: Any, wanted: type) -> bool:
+    """Is `value` of the type the kit records: a bool is no int, a dict or list holds strings only."""
+    if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(v, str) for v in [*value, *value.values()])
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    return True
 
 
 def _resumed_server_bin(run_dir: Path, saved_options: dict[str, Any], engine: EngineInfo,
@@ -184,8 +193,8 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     if manifest.run.status == "finished" and not cut:
         raise KitError(f"{run_dir} already finished", "nothing to resume; start a new run with `kit run`")
     saved = manifest.run.protocol
-    check_stored_protocol(run_dir, saved)
-    protocol = kinds.parse_text(saved.content, f"{run_dir}/{MANIFEST} protocol", saved.overrides)
+    text = check_stored_protocol(run_dir, saved)
+    protocol = kinds.parse_text(text, f"{run_dir}/{MANIFEST} protocol", saved.overrides)
     kind = kinds.of(protocol)
     kept = saved_options(run_dir, manifest.run.options)
     if kept.pop("provider", None):
@@ -274,15 +283,16 @@ def _same_inputs(run_dir: Path, recorded: dict[str, Any], now_found: dict[str, A
                        "start a new run")
 
 
-def check_stored_protocol(run_dir: Path, saved: ProtocolInfo, doing: str = "resume") -> None:
-    """Resume (and replay) run the protocol text the manifest keeps only if it still has the sha256
-    recorded with it."""
+def check_stored_protocol(run_dir: Path, saved: ProtocolInfo, doing: str = "resume") -> str:
+    """The protocol text the manifest keeps, which resume (and replay) run only if it still has the sha256
+    recorded with it. A manifest without one is refused, whatever sha256 it records."""
     content, recorded = saved.content, saved.sha256
-    actual = sha256_text(content) if isinstance(content, str) else "none (no protocol text)"
-    if actual != recorded:
+    if not isinstance(content, str) or sha256_text(content) != recorded:
+        actual = sha256_text(content) if isinstance(content, str) else "none (no protocol text)"
         raise KitError(f"{run_dir}/manifest.json: the stored protocol text has sha256 {actual}, but the manifest "
                        f"records {recorded}; refusing to {doing} a run whose protocol was changed",
                        "restore the manifest from a bundle or start a new run")
+    return content
 
 
 def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: str) -> dict[str, str]:

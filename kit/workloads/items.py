@@ -28,7 +28,7 @@ def load_gsm8k(path: Path, count: int, first: int = 0) -> list[Item]:
     """Items `first .. first+count-1` of a GSM8K JSON-lines file (fields `question`, `answer`)."""
     if not path.is_file():
         raise ConfigError(f"GSM8K file not found: {path}", "pass --gsm8k with the path of GSM8K's test.jsonl")
-    items = []
+    items: list[Item] = []
     with path.open(encoding="utf-8") as fh:
         for index, line in enumerate(fh):
             if index < first or not line.strip():

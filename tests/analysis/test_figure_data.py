@@ -39,3 +39,14 @@ def test_write_all_writes_each_figures_data_beside_its_images(tmp_path):
     for fmt in block["formats"]:
         assert data["per_format"][fmt]["hazard"]["bins"] == block["per_format"][fmt]["hazard"]["bins"]
     assert (tmp_path / "fig3_mechanism.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_figure_1_orders_grid_runs_whose_findings_name_no_engine_model_or_format():
+    found = load("grid-tiny-20261201-070919")
+    bare = json.loads(json.dumps(found["grid"][0]))
+    for key in ("engine", "model", "format"):
+        bare.pop(key, None)
+    found["grid"].append(bare)  # an older findings.json: the run's configuration unknown
+    groups = figures.data_1(from_json(found))["groups"]
+    assert len(groups) == 2
+    assert groups[1]["bars"] == groups[0]["bars"]

@@ -11,6 +11,7 @@ tool messages. More than `MAXIMUM_STEP_LIMIT` calling steps in one turn force-qu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -163,11 +164,12 @@ def run_episode(
                 )
                 completion = engine.complete(request)
                 n_requests += 1
-                where = dict(pass_id=pass_id, episode_id=episode.id, turn_index=turn_index,
-                             step_index=step, request_index=n_requests - 1,
-                             prompt_tokens=prompt_tokens, max_tokens=request.max_tokens)
+                step_info = functools.partial(StepInfo, pass_id=pass_id, episode_id=episode.id,
+                                              turn_index=turn_index, step_index=step,
+                                              request_index=n_requests - 1, prompt_tokens=prompt_tokens,
+                                              max_tokens=request.max_tokens)
                 if completion.outcome == "context_overflow":
-                    report(StepInfo(**where, action="context_overflow"), request, completion)
+                    report(step_info(action="context_overflow"), request, completion)
                     outcome = "context_overflow"
                     break
                 text = completion.text
@@ -176,8 +178,8 @@ def run_episode(
                 decoded = worker.decode(text)
                 if decoded.ends_turn:
                     turn.decoded.append(decoded.calls)
-                    report(StepInfo(**where, action="end_turn", calls=decoded.calls,
-                                    decode_error=decoded.error), request, completion)
+                    report(step_info(action="end_turn", calls=decoded.calls,
+                                     decode_error=decoded.error), request, completion)
                     break
                 calls = decoded.calls or ()
                 turn.decoded.append(calls)
@@ -187,8 +189,8 @@ def run_episode(
                     messages.append({"role": "tool", "name": call, "content": result})
                 step += 1
                 action = "force_quit" if step > MAXIMUM_STEP_LIMIT else "execute"
-                report(StepInfo(**where, action=action, calls=calls, tool_results=tuple(results),
-                                tool_refused=execution.refused), request, completion)
+                report(step_info(action=action, calls=calls, tool_results=tuple(results),
+                                 tool_refused=execution.refused), request, completion)
                 if action == "force_quit":
                     outcome = "force_quit"
                     break

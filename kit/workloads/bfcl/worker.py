@@ -27,6 +27,7 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,7 @@ class BfclSession:
         entry = self._entry(episode_id)
         refused = {r.index: r for r in call_policy.refusals(calls, self._episode_methods(entry))}
         allowed = [c for i, c in enumerate(calls) if i not in refused]
-        ran = iter([])
+        ran: Iterator[object] = iter(())
         if allowed:
             results, _ = self._mt_utils.execute_multi_turn_func_call(
                 allowed,
