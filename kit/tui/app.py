@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from rich.segment import Segment
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.filter import LineFilter
 
@@ -43,7 +43,8 @@ class KitApp(App):
     every line it draws passes PrintableLines."""
 
     TITLE = "kit"
-    BINDINGS: ClassVar[list[Binding]] = [Binding("question_mark", "help", "Help", show=False), Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("question_mark", "help", "Help", show=False),
+                                             Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, caps: Capabilities | None = None, run_fn: Callable | None = None,
                  clock: Callable[[], float] = time.monotonic, protocols_folder: Path | None = None,
@@ -140,7 +141,7 @@ class KitApp(App):
             self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        if self.running():
+        if self.live is not None and self.running():
             self.quit_after_run = True
             self.live.action_stop()
             self.notify("quitting once the run has stopped cleanly", title="Quit")

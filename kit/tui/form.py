@@ -291,6 +291,8 @@ class Setup:
     file_numbers: dict[str, str] = field(default_factory=dict)  # the file's own numbers: left as they are, no override
 
 
+SETUP_FIELDS = frozenset(f.name for f in dataclasses.fields(Setup))
+
 def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[str, str]:
     """Field name -> what is wrong with it, for every field the chosen engine uses."""
     found: dict[str, str | None] = {}
@@ -506,8 +508,13 @@ def defaults(protocol: str, kind: str, data: dict[str, Any], out: Path) -> Setup
     numbers = {name: str(number.value(data)) for name, number in kind_launcher(kind).numbers().items()}
     written = written_for(protocol)
     endpoint_kind = written if written in ENDPOINT_KINDS else engines.DEFAULT
-    return Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, endpoint_kind=endpoint_kind,
-                 file_numbers=dict(numbers), **numbers)
+    setup = Setup(protocol, kind, out=str(out), passes=len(data.get("passes") or ()) or 4, endpoint_kind=endpoint_kind,
+                  file_numbers=dict(numbers))
+    for name, value in numbers.items():  # the kind's numbers are the form's own fields (kit.protocols.kind.Launcher)
+        if name not in SETUP_FIELDS:
+            raise ValueError(f"the {kind} launcher's number {name!r} is no field of the setup form")
+        setattr(setup, name, value)
+    return setup
 
 
 def estimate_line(setup: Setup) -> str:

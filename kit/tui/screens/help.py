@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
@@ -47,7 +47,7 @@ A pass whose gate fails is **VOID**: its records are kept but never counted as a
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen VerticalScroll { width: 90%; max-width: 100; height: 90%; border: round $primary;

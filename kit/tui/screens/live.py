@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, RichLog, Static
@@ -21,6 +21,7 @@ from kit.core.paths import RunPaths
 from kit.core.terminal_text import one_line
 from kit.tui.live_state import LiveState
 from kit.tui.widgets.cache_strip import CacheStrip
+from kit.tui.launcher_app import launcher
 
 GATE_STYLE = {"OK": "green", "VOID": "red", "failed": "red", "interrupted": "yellow", "running": "cyan"}
 
@@ -51,7 +52,7 @@ def tail(path: Path, lines: int = 6, max_bytes: int = 16384) -> list[str]:
 class LiveScreen(Screen):
     """Runs `options` with `run_fn` (the runner's `run`) in a worker and shows it as it happens."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("s", "stop", "Stop"), Binding("r", "results", "Results"),
                 Binding("escape", "back", "Back"), Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     LiveScreen #plan { height: auto; padding: 0 1; }
@@ -166,7 +167,7 @@ class LiveScreen(Screen):
         self.sub_title = f"{self.name_of_run()} {result.status}"
         self.render_state()
         self.refresh_bindings()
-        self.app.show_results(result)
+        launcher(self).show_results(result)
 
     def render_state(self) -> None:
         state = self.state
@@ -246,8 +247,8 @@ class LiveScreen(Screen):
 
     def action_back(self) -> None:
         if self.finished:
-            self.app.back_to_picker()
+            launcher(self).back_to_picker()
 
     def action_results(self) -> None:
         if self.result is not None:
-            self.app.show_results(self.result)
+            launcher(self).show_results(self.result)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -30,7 +30,7 @@ def report_text(caps: Capabilities) -> Text:
 
 
 class MachineScreen(ModalScreen):
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape,d,q", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,d,q", "dismiss", "Close")]
     DEFAULT_CSS = """
     MachineScreen { align: center middle; }
     MachineScreen VerticalScroll { width: 95%; height: 90%; border: round $primary; background: $surface;

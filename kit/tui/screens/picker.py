@@ -7,13 +7,14 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kit.tui.catalog import EMBEDDED, Capabilities, Entry, catalog
+from kit.tui.launcher_app import launcher
 
 
 def _label(entry: Entry) -> Text:
@@ -35,7 +36,7 @@ def _label(entry: Entry) -> Text:
 class PickerScreen(Screen):
     """Choose a protocol; Enter opens its setup form."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "choose", "Set up", priority=True), Binding("d", "doctor", "Machine"),
                 Binding("r", "app.open_replay", "Replay"),
                 Binding("w", "app.open_watch", "Watch"), Binding("question_mark", "app.help", "Help"),
                 Binding("q", "app.quit", "Quit")]
@@ -69,7 +70,7 @@ class PickerScreen(Screen):
 
     def set_capabilities(self, caps: Capabilities) -> None:
         self.caps = caps
-        self.entries = catalog(caps, self.app.protocols_folder)
+        self.entries = catalog(caps, launcher(self).protocols_folder)
         options = self.query_one("#protocols", OptionList)
         highlighted = options.highlighted or 0
         options.clear_options()
@@ -114,7 +115,7 @@ class PickerScreen(Screen):
         if not entry.runnable:
             self.notify(entry.why_not or "cannot run here", title=f"{entry.name} cannot start", severity="warning")
             return
-        self.app.open_setup(entry)
+        launcher(self).open_setup(entry)
 
     def action_doctor(self) -> None:
         """Every check of `kit doctor` and its fix (the line above the list only sums them up)."""

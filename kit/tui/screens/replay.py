@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
@@ -33,7 +33,7 @@ def _existing_path(text: str) -> Path:
 class ReplayScreen(Screen):
     """Replays `source` into `outputs` and shows the comparison as it fills in."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "app.pop_screen", "Back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back"),
                                          Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     ReplayScreen #status { height: auto; padding: 0 1; }

@@ -9,10 +9,11 @@ from typing import ClassVar
 import yaml
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
+from textual.widget import Widget
 from textual.widgets import Button, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from kit.core.errors import KitError
@@ -20,9 +21,11 @@ from kit.engines import registry as engines
 from kit.tui import form
 from kit.tui.catalog import Capabilities, Entry
 from kit.tui.widgets.ask import AskScreen
+from kit.tui.launcher_app import launcher
 
+MODEL_HINT = "registry name or .gguf path; empty: SmolLM2-135M Q4_1"
 FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher entry asks for, or not
-    "model": ("Model", "registry name or .gguf path; empty: SmolLM2-135M Q4_1"),
+    "model": ("Model", MODEL_HINT),
     "url": ("Endpoint URL", "http://127.0.0.1:8080"),
     "url_on": ("Cache-on URL", "vLLM server with --enable-prefix-caching, e.g. http://127.0.0.1:8001"),
     "url_off": ("Cache-off URL", "vLLM server with --no-enable-prefix-caching, e.g. http://127.0.0.1:8002"),
@@ -48,10 +51,18 @@ def confirm_long_run(found) -> AskScreen[bool]:
     return AskScreen(f"{found.message()}.\n{found.fix('type yes')} (Esc: back to the form).", "yes", validate)
 
 
+def named(widget: Widget, prefix: str) -> str:
+    """A form widget's field name: its id (every one of the form's fields and problem lines has one) less
+    its prefix."""
+    if widget.id is None:
+        raise ValueError(f"a {type(widget).__name__} of the setup form has no id")
+    return widget.id.removeprefix(prefix)
+
+
 class SetupScreen(Screen):
     """The form for one protocol."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("ctrl+r", "start", "Run", priority=True), Binding("escape", "back", "Back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+r", "start", "Run", priority=True), Binding("escape", "back", "Back"),
                 Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     SetupScreen VerticalScroll { padding: 0 1; }
@@ -156,11 +167,11 @@ class SetupScreen(Screen):
         self.query_one("#f-engine").focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        setattr(self.setup, event.input.id.removeprefix("f-"), event.value)
+        setattr(self.setup, named(event.input, "f-"), event.value)
         self.refresh_form()
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        setattr(self.setup, event.select.id.removeprefix("f-"), event.value)
+        setattr(self.setup, named(event.select, "f-"), event.value)
         self.refresh_form()
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
@@ -178,15 +189,15 @@ class SetupScreen(Screen):
                    "executor": form.offers_executors(self.entry.kind),
                    "ray_address": form.offers_executors(self.entry.kind) and self.setup.executor == "ray"}
         self.show_model_for(form.choice_of(engine).engine)
-        found = form.problems(self.setup, self.app.caps, self.models)
+        found = form.problems(self.setup, launcher(self).caps, self.models)
         # fixes set llama-server's flags: shown for a llama.cpp engine, or while they explain a problem
         runs = self.setup.endpoint_kind if engine == "endpoint" else form.choice_of(engine).engine
         visible["fixes"] = engines.named(runs).server_flags or "fixes" in found
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
         self.show_builds()
-        for widget in self.query(".problem"):
-            problem = found.get(widget.id.removeprefix("p-"))
+        for widget in self.query(".problem").results(Static):
+            problem = found.get(named(widget, "p-"))
             widget.update(Text(f"✗ {problem}" if problem else ""))
             widget.set_class(problem is None, "-ok")
         for name in (*FIELDS, "engine_build"):
@@ -218,7 +229,7 @@ class SetupScreen(Screen):
             field.placeholder = CHECKPOINT_HINT.format(DEFAULT_CHECKPOINT)
             field.suggester = SuggestFromList(sorted(form.registry_names().checkpoints))
         else:
-            field.placeholder = FIELDS["model"][1]
+            field.placeholder = MODEL_HINT
             field.suggester = SuggestFromList(sorted(self.models))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -236,9 +247,9 @@ class SetupScreen(Screen):
         options = form.run_options(self.setup)
         found = form.long_run(options)
         if found is None:
-            self.app.start_run(options)
+            launcher(self).start_run(options)
             return
-        self.app.push_screen(confirm_long_run(found), lambda yes: self.app.start_run(options) if yes else None)
+        self.app.push_screen(confirm_long_run(found), lambda yes: launcher(self).start_run(options) if yes else None)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -36,7 +36,7 @@ def _upstream_url(text: str) -> str:
 class WatchScreen(Screen):
     """Proxies `upstream`, recording into a run folder under `outputs`, and shows the calls as they end."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "stop", "Stop watching"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "stop", "Stop watching"),
                                          Binding("question_mark", "app.help", "Help")]
     DEFAULT_CSS = """
     WatchScreen #status { height: auto; padding: 0 1; }

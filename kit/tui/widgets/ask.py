@@ -9,7 +9,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
@@ -22,7 +22,7 @@ T = TypeVar("T")
 class AskScreen(ModalScreen[T | None], Generic[T]):
     """Asks `prompt` (the input shows `placeholder`) until `validate` accepts the answer, or Esc."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     AskScreen { align: center middle; }
     AskScreen #box { width: 80%; height: auto; border: round $primary; padding: 1 2; background: $surface; }
