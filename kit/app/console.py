@@ -185,7 +185,7 @@ def results_view(table: dict[str, Any] | None) -> Any:
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
     kind = kinds.for_table(table)
-    return kind.render(table) if kind else None
+    return kind.render(kind.read(table)) if kind and table is not None else None
 
 
 def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
@@ -193,7 +193,7 @@ def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
     kind = kinds.for_table(table)
-    return kind.note(run_dir, table) if kind and kind.note else None
+    return kind.note(run_dir, kind.read(table)) if kind and kind.note and table is not None else None
 
 
 def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:

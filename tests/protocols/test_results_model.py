@@ -99,11 +99,17 @@ def test_a_table_of_the_wrong_shape_is_refused_in_one_line_naming_file_and_field
     assert line.startswith(f"runs/x/results/reset_table.json: {field}") and "\n" not in line
 
 
-def test_a_kind_reading_a_table_of_the_wrong_shape_says_which_field_in_the_bundles_headline():
-    from kit.protocols.headline import Headline
-    from kit.protocols.reset.view import headline
-
+def test_a_kind_reading_a_table_of_the_wrong_shape_says_which_field():
     table = _demo_table()
     table["sessions"][1]["paths_differ"] = "many"
-    with pytest.raises(NotResults, match=r"sessions\.1\.paths_differ"):
-        headline(table, Headline("r", "reset", "finished"))
+    with pytest.raises(NotResults, match=r"^results/reset_table\.json: sessions\.1\.paths_differ"):
+        kinds.KINDS["reset"].read(table, "results/reset_table.json")
+
+
+@pytest.mark.parametrize("name", list(kinds.KINDS.shipped))
+def test_every_kind_carries_its_results_model_and_reads_a_table_through_it(name):
+    kind = kinds.KINDS[name]
+    assert kind.results_model is not Results and issubclass(kind.results_model, Results)
+    assert kind.results_model.__module__.startswith(f"kit.protocols.{name}.")
+    with pytest.raises(NotResults):
+        kind.read({"table": kind.table, "run_id": 3})

@@ -11,13 +11,11 @@ from rich.text import Text
 from kit.core.layout import DASH, Layout
 from kit.protocols.harness.table import Arm, HarnessResults, HarnessRunV1, HarnessStudy, ReportComparison
 from kit.protocols.headline import Headline, few
-from kit.protocols.results_model import JsonObject
 
 
-def harness_table(table: HarnessResults | JsonObject) -> Group:
+def harness_table(table: HarnessResults) -> Group:
     """An imported determinism-harness study: per box and arm its outputs and prefill, each box's gates and
     estimator, the boxes compared, the report's verdict (a run imported before several boxes: its first table)."""
-    table = HarnessResults.of(table)
     if not isinstance(table, HarnessStudy):
         return _harness_table_v1(HarnessRunV1.of(table))
     arms = Table(title=f"Imported harness study ({table.mode}): measured calls per box and arm",
@@ -118,9 +116,8 @@ def _verdict(passed: bool | None) -> str | tuple[str, str]:
     return "not evaluated" if passed is None else ("PASS", "green") if passed else ("FAIL", "red")
 
 
-def headline(table: HarnessResults | JsonObject, h: Headline) -> None:
+def headline(t: HarnessResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = HarnessResults.of(table)
     gate = t.gates.manipulation
     h.held = gate.pass_
     h.controls.append("manipulation gate " + {None: "not evaluated", True: "PASS", False: "FAIL"}[gate.pass_]

@@ -15,7 +15,7 @@ def rows_for(table: dict[str, Any]) -> list[tuple[str, int, int, float, float]]:
     from kit.protocols import kinds  # noqa: PLC0415
 
     kind = kinds.for_table(table)
-    return kind.plot_rows(table) if kind is not None and kind.plot_rows is not None else []
+    return kind.plot_rows(kind.read(table)) if kind is not None and kind.plot_rows is not None else []
 
 
 def _suffix(k: int, n: int, lo: float, hi: float) -> str:
