@@ -50,14 +50,19 @@ class Prefill(Kept):
     max: Number | None = None
 
 
-class Metrics(Kept):
-    """The harness's metrics of one arm's valid outputs (kit.protocols.harness.results.output_metrics)."""
+class Outputs(Kept):
+    """What both layouts say of one arm's valid outputs: how many, how many distinct, the modal one and its share."""
 
     n: Count
-    modal_count: Count
     modal_share: Number | None = None
     modal_sha256: str | None = None
     distinct_count: Count
+
+
+class Metrics(Outputs):
+    """The harness's metrics of one arm's valid outputs (kit.protocols.harness.results.output_metrics)."""
+
+    modal_count: Count
     all_identical: bool
     pairwise_agreement: Number | None = None
     divergence_char_indices: list[Count] = []
@@ -194,14 +199,10 @@ class HarnessStudy(HarnessResults):
                 for arm, m in ((arm, entry.metrics) for arm, entry in self.arms.items())]
 
 
-class ArmV1(Kept):
+class ArmV1(Outputs):
     """An arm (or a prefill state of one) in the first layout: its counts and metrics in one block."""
 
     n_raw: Count
-    n: Count
-    modal_share: Number | None = None
-    modal_sha256: str | None = None
-    distinct_count: Count
     prefill_ms: Prefill | None = None
 
 
