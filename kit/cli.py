@@ -428,16 +428,16 @@ def analyze(run_dirs: tuple[Path, ...], out: Path | None, no_figures: bool, bloc
                    f"{'not evaluated' if gate['pass'] is None else 'PASS' if gate['pass'] else 'FAIL'}, "
                    f"arms differ: {found['arms_differ']}")
         from kit.core.safe_console import SafeConsole  # noqa: PLC0415
-        from kit.protocols.harness.view import harness_table  # noqa: PLC0415
+        from kit.protocols.kinds import KINDS  # noqa: PLC0415
 
-        SafeConsole().print(harness_table(found))
+        SafeConsole().print(KINDS["harness"].render(KINDS["harness"].read(found)))
     for name, found_runs in (result.kinds or {}).items():  # kinds whose findings are their own results table
         from kit.core.safe_console import SafeConsole  # noqa: PLC0415
         from kit.protocols.kinds import KINDS  # noqa: PLC0415
 
         for found in found_runs:
             echo(one_line(f"{name} run {found['run']}:"))
-            SafeConsole().print(KINDS[name].render(found))
+            SafeConsole().print(KINDS[name].render(KINDS[name].read(found)))
     for name, reason in ((result.files or {}).get("figures") or {}).get("skipped", {}).items():
         echo(f"{name} skipped: {reason}")
     echo(f"written: {target}/findings.json, tables/, figures/")

@@ -119,12 +119,13 @@ def test_a_reporter_refuses_a_console_that_reads_markup():
 
 
 def test_file_text_in_a_result_table_is_printed_as_written():
+    from kit.protocols.reset.results import ResetResults
     from kit.protocols.reset.view import reset_table
 
     table = {"table": "restored-state control", "sessions": [{"session": "s1[/]", "status": f"VOID {HOSTILE}"}],
              "across_sessions": {"sessions": 0, "note": f"note {HOSTILE}"}}
     out = io.StringIO()
-    SafeConsole(file=out, width=400).print(reset_table(table))
+    SafeConsole(file=out, width=400).print(reset_table(ResetResults.of(table)))
     assert "s1[/]" in out.getvalue() and f"note {printable(HOSTILE)}" in out.getvalue()
     assert not CONTROL.search(out.getvalue())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import (
     BarColumn,
@@ -34,6 +34,9 @@ from kit.core.events import (
     UnitProgress,
 )
 from kit.core.safe_console import SafeConsole
+
+if TYPE_CHECKING:
+    from kit.protocols.results_model import Results
 
 
 def _plain(value: Any) -> str:
@@ -188,21 +191,33 @@ class PinningReporter(ConsoleReporter):
             self.close()
 
 
-def results_view(table: dict[str, Any] | None) -> Any:
+def read_results(table: Results | dict[str, Any] | None) -> Results | None:
+    """A results table as the model of the kind that wrote it (`Kind.read`: NotResults, one line, for a table of
+    another shape), or None for a table no registered kind made. A model is returned as it is: parse once, then
+    hand it to `results_view`, `results_note` and the launcher's plot."""
+    from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
+
+    kind = kinds.for_table(table)
+    return kind.read(table) if kind is not None and table is not None else None
+
+
+def results_view(table: Results | dict[str, Any] | None) -> Any:
     """A results table as its kind renders it (the `render` of its registration), or None for a table
     no registered kind made."""
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
-    kind = kinds.for_table(table)
-    return kind.render(table) if kind and table is not None else None
+    typed = read_results(table)
+    kind = kinds.for_table(typed)
+    return kind.render(typed) if kind is not None and typed is not None else None
 
 
-def results_note(run_dir: Path, table: dict[str, Any] | None) -> str | None:
+def results_note(run_dir: Path, table: Results | dict[str, Any] | None) -> str | None:
     """The line its kind prints under a results table (the `note` of its registration), or None."""
     from kit.protocols import kinds  # noqa: PLC0415 - the live views need no registry
 
-    kind = kinds.for_table(table)
-    return kind.note(run_dir, table) if kind and kind.note and table is not None else None
+    typed = read_results(table)
+    kind = kinds.for_table(typed)
+    return kind.note(run_dir, typed) if kind is not None and kind.note and typed is not None else None
 
 
 def qualitative_lines(run_dir: Path, table: dict[str, Any] | None) -> list[str]:

@@ -32,11 +32,10 @@ def headline(run: BundledRun) -> Headline:
         if not (name.startswith(f"{RunPaths.RESULTS}/") and name.endswith(".json") and isinstance(data, dict)):
             continue
         writer = for_table(data) if isinstance(data.get("table"), str) else None  # the kind that wrote the table
-        read = writer.headline if writer is not None else None
-        if read is None:
+        if writer is None or writer.headline is None:
             continue
         try:
-            read(data, h)
+            writer.headline(writer.read(data), h)  # the table parsed once, by the model of the kind that wrote it
         except NotResults as exc:  # a kind's model refused it: the field and what is wrong, in one line
             h.verdict.append(f"{name} is not laid out as this kit reads it: "
                              f"{exc.message.removeprefix('results table: ')}; see the raw file")

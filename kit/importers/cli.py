@@ -72,7 +72,6 @@ def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds
     other, and with --report how many of the report's values the kit's own numbers agree with.
     """
     from kit.core.safe_console import SafeConsole  # noqa: PLC0415
-    from kit.protocols.harness.view import harness_table  # noqa: PLC0415
     from kit.importers.determinism_harness import HarnessFiles, import_run  # noqa: PLC0415
     from kit.core.paths import outputs_dir  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
@@ -83,5 +82,6 @@ def determinism_harness(calls: tuple[Path, ...], report: Path | None, thresholds
     console = SafeConsole()
     with _progress(console) as progress:
         run_dir = import_run([HarnessFiles.beside(path, report) for path in calls], target, thresholds, progress)
-    console.print(harness_table(KINDS["harness"].results(run_dir)))
+    harness = KINDS["harness"]
+    console.print(harness.render(harness.read(harness.results(run_dir))))
     console.print(f"run folder: {run_dir}  (analyse it with `kit analyze {run_dir}`, bundle it with `kit bundle`)")

@@ -10,15 +10,17 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
   `records/<pass>.jsonl` (`kit.record.files.RecordWriter`), every pass ends OK or VOID in the manifest;
 - `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
-  results table (its `"table"` key is `table`), built and written through the kind's typed model (a
-  `kit.protocols.results_model.Results` in its results.py, which its view reads too: `Model.of(table)`,
-  one-line `NotResults` for a table of another shape). The runner calls it at the end of a run and
-  `kit verify` calls it again on the bundle's raw records (`kit.bundle.recompute`), so both see the
-  same numbers;
-- `render(table)`: the results table as `kit run` prints it and the launcher's results screen shows it
-  (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, table)`: a line printed under it, or None;
-  `plot_rows(table)`: the rows the launcher's results screen plots as divergence rates with intervals;
-- `headline(table, h)`: reads its results table into `h`, a `kit.protocols.headline.Headline` (the verdict,
+  results table as written (its `"table"` key is `table`), built and written through the kind's typed model.
+  The runner calls it at the end of a run and `kit verify` calls it again on the bundle's raw records
+  (`kit.bundle.recompute`), so both see the same numbers;
+- `results_model`: that model, a `kit.protocols.results_model.Results` subclass (in its results.py): every
+  reader of a table (the console, the launcher, `kit analyze`, the bundle's headline) parses it once, with
+  `Kind.read(table)`, and hands the model to the functions below (one-line `NotResults` for a table of
+  another shape);
+- `render(results)`: the typed table as `kit run` prints it and the launcher's results screen shows it
+  (`Lazy("kit.protocols.<name>.view:<function>")`); `note(run_dir, results)`: a line printed under it, or None;
+  `plot_rows(results)`: the rows the launcher's results screen plots as divergence rates with intervals;
+- `headline(results, h)`: reads its typed table into `h`, a `kit.protocols.headline.Headline` (the verdict,
   the controls and its table a reviewer reads first in `kit show` and the bundle's report);
 - `record`: the record class its passes write (a `kit.record.model.RequestRecord` with a `TITLE`, the heading of
   its table in docs/records.md); a kind whose passes write another kind's records names that kind's class and
@@ -39,7 +41,8 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 How to add a kind
 -----------------
 1. Make the package `kit/protocols/<name>/`: `protocol.py` (the model, `prepare`, `run` and
-   `KIND = Kind(...)` at its bottom), `results.py` (`results(run_dir)`), `view.py` (the renderer) and an
+   `KIND = Kind(...)` at its bottom), `results.py` (its `Results` model and `results(run_dir)`), `view.py`
+   (the renderer, reading the model) and an
    `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
    `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
    compute (`tests/test_import_cost.py` keeps `import kit.run.runner` free of scipy, matplotlib, textual, ...).
@@ -65,11 +68,12 @@ from pathlib import Path
 from typing import Any
 
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.results_model import JsonObject, Results
 from kit.protocols.spec import ProtocolBase
 from kit.record.model import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
-Table = dict[str, Any]  # a results table as `results` returns it
+Table = JsonObject  # a results table as `results` returns it (its JSON values, as written)
 PlotRow = tuple[str, int, int, float, float]  # label, diverged, total, 95% interval low and high
 
 
@@ -180,22 +184,28 @@ class Kind:
     run: Callable[[Any, Prepared, RunContext], None]
     results: Callable[[Path], Table]
     table: str  # the `"table"` name of what `results` returns
-    render: Callable[[Table], Any]  # a rich renderable
+    render: Callable[[Results], Any]  # a rich renderable
     launcher: Launcher
     analysis: Analysis | None
     record: type[RequestRecord] = RequestRecord  # the record class its passes write (kit.record.model)
     # engines that run only the kinds naming them (vLLM) -> what each refuses in one of its protocols (kinds.serves)
     engine_rules: Mapping[str, Callable[[Any, bool], None]] = field(default_factory=dict)
-    note: Callable[[Path, Table], str | None] | None = None  # a line under its rendered table, or None
-    plot_rows: Callable[[Table], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
+    note: Callable[[Path, Results], str | None] | None = None  # a line under its rendered table, or None
+    plot_rows: Callable[[Results], list[PlotRow]] | None = None  # its rows of the launcher's divergence plot
     from_files: bool = True  # False: its run folders are imported (kit import), never run from a protocol file
     imported_from: str | None = None  # its run folders' importer (`kit import NAME`): kit verify holds the files
     # they keep in records/imported/ against the manifest and makes their records again (kit.bundle.imported)
-    headline: Callable[[Table, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
+    headline: Callable[[Results, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
     # its arms' fixes (remedy: kit.launch.fixes.Applied per arm), or None: a kind with arms of its own refuses
     # `kit run --fix`, and each arm's fixes are checked against the run's engine before the run folder exists
     arm_fixes: Callable[[Any], list[Any]] | None = None
     units: bool = False  # True: its procedure hands its units to ctx.executor.map, so it runs on Ray (docs/ray.md)
+    results_model: type[Results] = Results  # its results table's model (a kind without one: the shared fields)
+
+    def read(self, table: Results | Table, source: str = "results table") -> Results:
+        """`table` (as `results` returned it, or as read from a file) as this kind's model, parsed once for its
+        view, note, plot rows and headline: NotResults naming `source` and the field of a table of another shape."""
+        return self.results_model.of(table, source)
 
 
 def rough_duration(seconds: float) -> str:

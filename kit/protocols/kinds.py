@@ -34,6 +34,7 @@ from kit.record.manifest import Manifest
 from kit.record.model import RequestRecord, validate
 from kit.protocols import spec
 from kit.protocols.kind import Kind
+from kit.protocols.results_model import Results
 
 ENTRY_POINTS = "kit.kinds"  # the entry-point group of the kinds a package outside the kit registers
 
@@ -245,9 +246,9 @@ def refuse_unserved(protocol: spec.ProtocolBase, engine: EngineKind, *, starts_s
         rule(protocol, starts_servers)
 
 
-def for_table(table: dict[str, Any] | None) -> Kind | None:
-    """The kind whose `results` made this table (by its `"table"` name, one per kind), or None. The kinds
-    already loaded are asked first: a run's own table at its end loads no other kind."""
-    name = (table or {}).get("table")
+def for_table(table: Results | dict[str, Any] | None) -> Kind | None:
+    """The kind whose `results` made this table (by its `"table"` name, one per kind; as read, or its model), or
+    None. The kinds already loaded are asked first: a run's own table at its end loads no other kind."""
+    name = table.table if isinstance(table, Results) else (table or {}).get("table")
     return next((kind for kind in KINDS.loaded() if kind.table == name), None) or next(
         (kind for kind in KINDS.values() if kind.table == name), None)

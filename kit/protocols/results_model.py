@@ -16,6 +16,7 @@ table's name, run and files, a rate's interval, an exact McNemar test, and a com
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Self, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -68,6 +69,16 @@ class Results(Part):
     table: str
     run_id: str | None = None
     files: dict[str, str] = {}
+
+    def not_ok(self) -> list[tuple[str, str, str]]:
+        """(name, status, reason) of each session or pass of the run that did not end OK and says why (the
+        launcher's status lines); none where the kind's table lists none."""
+        return []
+
+
+def said_not_ok(rows: Iterable[tuple[str, str | None, str | None]]) -> list[tuple[str, str, str]]:
+    """Of (name, status, reason) rows, those that did not end OK and say why (`Results.not_ok`)."""
+    return [(name, status, reason) for name, status, reason in rows if status is not None and status != "OK" and reason]
 
 
 class Interval(Part):

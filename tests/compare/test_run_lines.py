@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from kit.app.console import qualitative_lines
+from kit.protocols.reset.results import ResetResults
 from kit.protocols.reset.view import cut_answers_note
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "records_v1" / "demo-20261201-070851"
@@ -18,7 +19,7 @@ def table(folder: Path) -> dict:
 
 
 def test_answers_cut_short_come_with_a_three_line_caveat_counted_from_the_records():
-    lines = cut_answers_note(DEMO, table(DEMO)).splitlines()
+    lines = cut_answers_note(DEMO, ResetResults.of(table(DEMO))).splitlines()
     assert len(lines) == 3
     assert lines[0] == ("correctness: answers cut at 8 tokens before any final answer ('#### n') count as wrong: "
                         "4 of 4 in s1, 4 of 4 in s2 (recompute and cache-hit answers scored);")

@@ -24,9 +24,7 @@ REACHES_IN = {
     "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
     "kit/compare/evidence.py": {"reset"},  # Table IV's evidence of a run not analysed: its reset table, typed
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
-    "kit/importers/cli.py": {"harness"},  # prints what it imported
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
-    "kit/cli.py": {"harness"},  # `kit analyze` prints each imported harness run's table
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
     "kit/atlas/bisect.py": {"ladder"},  # `kit bisect --rung` accepts the ladder's rung names
     "kit/protocols/remedy/protocol.py": {"grid", "reset"},  # the remedy's arms run the reset session and grid pass

@@ -29,6 +29,7 @@ from kit.engines.registry import VLLM
 from kit.protocols import kinds
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, rough_duration
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
+from kit.protocols.results_model import Count, Results
 from kit.protocols.spec import ProtocolBase
 from kit.record.model import Gate, RequestRecord, ResetRecord
 from kit.record.files import RecordWriter, read_records
@@ -70,29 +71,37 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
     ctx.manifest.set_pass("p1", status="OK", reason=None, records=writer.count, ended=now())
 
 
+class ToyResults(Results):
+    """results/toy.json: how many notes, and the last."""
+
+    notes: Count
+    last: str | None = None
+
+
 RESULTS_CALLED: list[Path] = []
 
 
 def results(run_dir: Path) -> dict[str, Any]:
     RESULTS_CALLED.append(run_dir)
     records = read_records(run_dir / "records/p1.jsonl").records
-    table = {"table": "toy notes", "run_id": run_dir.name, "files": {"toy": "results/toy.json"},
-             "notes": len(records), "last": records[-1]["text"] if records else None}
+    table = ToyResults(table="toy notes", run_id=run_dir.name, files={"toy": "results/toy.json"},
+                       notes=len(records), last=records[-1]["text"] if records else None).to_json()
     (run_dir / "results").mkdir(exist_ok=True)
     write_json_atomic(run_dir / "results/toy.json", table)
     return table
 
 
-def render(table: dict[str, Any]) -> Table:
+def render(table: ToyResults) -> Table:
     view = Table(title="Toy notes")
     view.add_column("notes")
     view.add_column("last")
-    view.add_row(str(table["notes"]), str(table["last"]))
+    view.add_row(str(table.notes), str(table.last))
     return view
 
 
 TOY = Kind(
     name="toy", model=ToyProtocol, prepare=prepare, run=run, results=results, table="toy notes", render=render,
+    results_model=ToyResults,
     launcher=Launcher(measures="toy notes written without an engine", needs="nothing at all",
                       estimate=lambda data: f"{data.get('notes', 3)} notes, about {rough_duration(1)} on a CPU",
                       size=Number("Notes", "notes", 3, high=50)),

@@ -126,12 +126,13 @@ def test_written_shown_and_registered(run_dir: Path):
     rows = (run_dir / "results/remedy.csv").read_text().splitlines()
     assert rows[0].startswith("arm,bin,requests") and len(rows) == 1 + 3 * 3
     assert kinds.for_table(t) is kind and kind.analysis.table(run_dir)["arms"] == t["arms"]
+    typed = kind.read(t)  # parsed once, as every reader of the table does
     h = Headline("r", "remedy", "finished")
-    kind.headline(t, h)
+    kind.headline(typed, h)
     assert "Table V: cheapest fix that closes it: fix-b" in " ".join(h.verdict)
     assert [layout.name for layout in h.tables] == ["remedy", "remedy cost"]
-    assert ("unfixed Table V", 1, 1, *wilson_interval(1, 1)) in kind.plot_rows(t)
-    assert "Table IV: cheapest fix that closes it: fix-a" in view.remedy_note(run_dir, t)
+    assert ("unfixed Table V", 1, 1, *wilson_interval(1, 1)) in kind.plot_rows(typed)
+    assert "Table IV: cheapest fix that closes it: fix-a" in view.remedy_note(run_dir, typed)
 
 
 def test_each_records_file_and_the_manifest_are_read_once(run_dir: Path, monkeypatch):

@@ -99,11 +99,30 @@ def test_a_table_of_the_wrong_shape_is_refused_in_one_line_naming_file_and_field
     assert line.startswith(f"runs/x/results/reset_table.json: {field}") and "\n" not in line
 
 
-def test_a_kind_reading_a_table_of_the_wrong_shape_says_which_field_in_the_bundles_headline():
-    from kit.protocols.headline import Headline
-    from kit.protocols.reset.view import headline
-
+def test_a_kind_reading_a_table_of_the_wrong_shape_says_which_field():
     table = _demo_table()
     table["sessions"][1]["paths_differ"] = "many"
-    with pytest.raises(NotResults, match=r"sessions\.1\.paths_differ"):
-        headline(table, Headline("r", "reset", "finished"))
+    with pytest.raises(NotResults, match=r"^results/reset_table\.json: sessions\.1\.paths_differ"):
+        kinds.KINDS["reset"].read(table, "results/reset_table.json")
+
+
+@pytest.mark.parametrize("name", list(kinds.KINDS.shipped))
+def test_every_kind_carries_its_results_model_and_reads_a_table_through_it(name):
+    kind = kinds.KINDS[name]
+    assert kind.results_model is not Results and issubclass(kind.results_model, Results)
+    assert kind.results_model.__module__.startswith(f"kit.protocols.{name}.")
+    with pytest.raises(NotResults):
+        kind.read({"table": kind.table, "run_id": 3})
+
+
+def test_the_sessions_and_passes_that_did_not_end_ok_are_read_from_the_typed_table():
+    """The launcher's status lines (kit.tui.screens.results): each not-OK session or pass that says why."""
+    table = _demo_table()
+    assert ResetResults.of(table).not_ok() == []
+    table["sessions"][1] = {"session": table["sessions"][1]["session"], "status": "VOID", "reason": "engine went away"}
+    table["sessions"].append({"session": "s9", "status": None})  # listed without an ending: nothing to say
+    assert ResetResults.of(table).not_ok() == [(table["sessions"][1]["session"], "VOID", "engine went away")]
+    grid = {"table": "grid", "passes": [{"pass": "p1", "status": "OK"}, {"pass": "p2", "status": "FAILED",
+                                                                        "reason": "timeout"}], "comparisons": {}}
+    assert GridResults.of(grid).not_ok() == [("p2", "FAILED", "timeout")]
+    assert Results.of({"table": "other"}).not_ok() == []

@@ -237,10 +237,11 @@ def test_the_results_recompute_alarms_with_the_recorded_cap(tmp_path):
     assert "alarm_requests" not in uncapped  # a run recorded before the cap: its table as before
     from rich.console import Console
 
+    from kit.protocols.watch.results import WatchResults
     from kit.protocols.watch.view import watch_table
 
     console = Console(record=True, width=200)
-    console.print(watch_table(capped))
+    console.print(watch_table(WatchResults.of(capped)))
     assert "at most 2 requests: 2 forgotten" in console.export_text()
 
 

@@ -37,6 +37,7 @@ from kit.protocols.grid.protocol import (
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
+from kit.protocols.flag_order.results import FlagOrderResults
 from kit.record.model import BfclRecord
 from kit.engines.registry import VLLM
 
@@ -200,6 +201,7 @@ def on_vllm(protocol: FlagOrderProtocol, starts_servers: bool) -> None:
 
 
 KIND = Kind(
+    results_model=FlagOrderResults,
     name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
     render=Lazy("kit.protocols.flag_order.view:flag_order_table"),
     launcher=Launcher(

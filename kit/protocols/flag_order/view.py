@@ -8,15 +8,13 @@ from rich.text import Text
 from kit.core.layout import Layout
 from kit.protocols.flag_order.results import FlagOrderResults
 from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row, rate_cells
-from kit.protocols.results_model import JsonObject
 
 SERVERS = {True: "every arm ran on its own fresh server", None: "no servers recorded"}  # fresh_server_per_arm
 
 
-def flag_order_table(table: FlagOrderResults | JsonObject) -> Table:
+def flag_order_table(t: FlagOrderResults) -> Table:
     """Table III from one run: run-to-run cache-on divergence per cell (setting × pass order), the
     quartile split of the divergent episodes, then whether the two orders agree per setting."""
-    t = FlagOrderResults.of(table)
     view = Table(title="Flag × order: cache-on passes repeated (run-to-run divergence)", title_justify="left")
     for column in ("prompt cache", "order", "diverged", "rate", "95% CI (Wilson)", "per quartile", "trend p",
                    "path", "requests (1st pass)"):
@@ -46,9 +44,8 @@ def flag_order_table(table: FlagOrderResults | JsonObject) -> Table:
     return view
 
 
-def headline(table: FlagOrderResults | JsonObject, h: Headline) -> None:
+def headline(t: FlagOrderResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = FlagOrderResults.of(table)
     rows = []
     for cell in t.cells.values():
         label = f"prompt cache {cell.prompt_cache}, {cell.order}"

@@ -36,6 +36,7 @@ from kit.protocols.grid.bfcl_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols.spec import ProtocolBase, Strict
+from kit.protocols.grid.results import GridResults
 from kit.record.model import BfclRecord
 from kit.workloads.bfcl import (
     RENDERERS,
@@ -433,6 +434,7 @@ def on_vllm(protocol: GridProtocol, starts_servers: bool) -> None:
 
 
 KIND = Kind(
+    results_model=GridResults,
     name="grid", model=GridProtocol, prepare=prepare, run=run, results=results, table="grid",
     render=Lazy("kit.protocols.grid.view:grid_table"),
     launcher=Launcher(

@@ -19,6 +19,7 @@ from kit.protocols.results_model import (
     McNemar,
     Part,
     Results,
+    said_not_ok,
     field_alias,
 )
 from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
@@ -63,6 +64,9 @@ class GridResults(Results):
     void_passes: list[str] = []
     comparisons: dict[str, Comparison]
     flips: dict[str, Flips] = {}
+
+    def not_ok(self) -> list[tuple[str, str, str]]:
+        return said_not_ok((p.pass_, p.status, p.reason) for p in self.passes)
 
 
 WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run cache-on": (("on", 1), ("on", 2)),

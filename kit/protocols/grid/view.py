@@ -8,12 +8,10 @@ from kit.core.layout import Layout
 from kit.protocols.grid.results import GridResults
 from kit.protocols.headline import COMPARISON_HEADER, Headline, comparison_line, comparison_row, rate_cells
 from kit.protocols.kind import PlotRow
-from kit.protocols.results_model import JsonObject
 
 
-def grid_table(table: GridResults | JsonObject) -> Table:
+def grid_table(t: GridResults) -> Table:
     """Divergence per comparison (Wilson 95% intervals), then BFCL outcomes per pass."""
-    t = GridResults.of(table)
     view = Table(title="Grid: episodes whose trajectory changed", title_justify="left")
     for column in ("comparison", "passes", "diverged", "rate", "95% CI (Wilson)", "first request"):
         view.add_column(column)
@@ -37,16 +35,16 @@ def grid_table(table: GridResults | JsonObject) -> Table:
     return view
 
 
-def plot_rows(table: GridResults | JsonObject) -> list[PlotRow]:
+def plot_rows(table: GridResults) -> list[PlotRow]:
     """Per comparison with an interval: its divergent episodes (the launcher's divergence plot)."""
     return [(name, c.diverged, c.episodes, c.interval.lo, c.interval.hi)
-            for name, c in GridResults.of(table).comparisons.items()
+            for name, c in table.comparisons.items()
             if c.interval is not None and c.interval.lo is not None and c.interval.hi is not None]
 
 
-def headline(table: GridResults | JsonObject, h: Headline) -> None:
+def headline(table: GridResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    comps = GridResults.of(table).comparisons
+    comps = table.comparisons
     h.tables.append(Layout("grid", "Episodes whose trajectory changed, per comparison of two passes.",
                            COMPARISON_HEADER, [comparison_row(n, c) for n, c in comps.items()]))
     if "path" in comps:

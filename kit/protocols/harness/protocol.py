@@ -17,6 +17,7 @@ from kit.protocols.harness.calls import NAME
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.protocols.harness.table import HarnessResults
 from kit.record.model import HarnessRecord
 
 
@@ -48,6 +49,7 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 
 KIND = Kind(
+    results_model=HarnessResults,
     name="harness", model=HarnessProtocol, prepare=prepare, run=run, results=results, table="harness",
     imported_from=NAME,
     render=Lazy("kit.protocols.harness.view:harness_table"),

@@ -44,6 +44,7 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 
 from kit.protocols.harness import results_v1 as harness_v1
+from kit.protocols.harness.table import HarnessResults
 from kit.protocols.harness.modes import BoxCalls, box_of, kit_classes, median, mode_of, prefill_ms, prefill_state
 from kit.core.atomic_file import write_json_atomic
 from kit.core.digests import sha256_text
@@ -219,8 +220,9 @@ def compute(records: list[dict[str, Any]], resolved: dict[str, Any]) -> dict[str
 
 
 def results(run_dir: Path) -> dict[str, Any]:
-    """Compute the harness table from the run folder and write results/harness.json; with the harness's
-    own report imported beside the calls, the table says value by value where they agree."""
+    """Compute the harness table from the run folder and write results/harness.json through its model
+    (kit.protocols.harness.table); with the harness's own report imported beside the calls, the table says value
+    by value where they agree. Returns the table as written."""
     manifest = Manifest.load(run_dir)
     resolved = manifest.run.protocol.resolved
     table = {"run_id": manifest.run_id, **compute(read_records(run_dir / CALLS).records, resolved)}
@@ -232,6 +234,7 @@ def results(run_dir: Path) -> dict[str, Any]:
             from kit.protocols.harness.report import compare  # noqa: PLC0415
 
             table["report_comparison"] = compare(table, report)
+    written = HarnessResults.of(table, str(run_dir / RESULTS)).to_json()
     RunPaths(run_dir).results.mkdir(exist_ok=True)
-    write_json_atomic(run_dir / RESULTS, table)
-    return table
+    write_json_atomic(run_dir / RESULTS, written)
+    return written

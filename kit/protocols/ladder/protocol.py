@@ -30,6 +30,7 @@ from kit.protocols.ladder import results as ladder_results
 from kit.protocols.ladder.aligned import aligned_prefix
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
+from kit.protocols.ladder.table import LadderResults
 from kit.record.files import RecordWriter
 from kit.record.manifest import now
 from kit.record.model import Gate, LadderRecord
@@ -254,6 +255,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
 
 
 KIND = Kind(
+    results_model=LadderResults,
     name="ladder", model=LadderProtocol, prepare=prepare, run=run, results=results, table="ladder",
     render=Lazy("kit.protocols.ladder.view:ladder_table"),
     launcher=Launcher(

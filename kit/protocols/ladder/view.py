@@ -14,7 +14,6 @@ from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 from kit.protocols.ladder.table import ContrastRow, LadderResults
-from kit.protocols.results_model import JsonObject
 
 STATUS_STYLE = {"holds": "green", "diverges": "red", "VOID": "yellow", "not measured": "dim"}
 
@@ -93,15 +92,13 @@ def _against(row: ContrastRow, none: str) -> list[str]:
             f"{row.throughput_change_pct:+.1f}%" if row.throughput_change_pct is not None else none]
 
 
-def ladder_table(table: LadderResults | JsonObject) -> Group:
+def ladder_table(t: LadderResults) -> Group:
     """The rungs, then the fixes table."""
-    t = LadderResults.of(table)
     return Group(rungs_table(t), fixes_table(t))
 
 
-def plot_rows(table: LadderResults | JsonObject) -> list[PlotRow]:
+def plot_rows(t: LadderResults) -> list[PlotRow]:
     """Per measured contrast (rungs, then fixes): the share of requests that diverged, with its interval."""
-    t = LadderResults.of(table)
     rows = []
     for row in [*t.rungs, *t.fixes]:
         if row.status in ("holds", "diverges") and row.pairs and len(row.interval) == 2:
@@ -146,11 +143,10 @@ def figure(run_dir: Path, table: LadderResults) -> Path | None:
     return path
 
 
-def ladder_note(run_dir: Path, table: LadderResults | JsonObject | None) -> str | None:
+def ladder_note(run_dir: Path, t: LadderResults | None) -> str | None:
     """Under the tables: the headline, what closes L2, and the figure (drawn here: figures/ladder.png)."""
-    if not table or (isinstance(table, dict) and table.get("table") != "ladder"):
+    if t is None:
         return None
-    t = LadderResults.of(table)
     drawn = figure(run_dir, t)
     parts = [t.headline.text, f"L2 closed by: {', '.join(t.closes_L2)}" if t.closes_L2 else "no fix closed L2"]
     if drawn is not None:
@@ -158,10 +154,9 @@ def ladder_note(run_dir: Path, table: LadderResults | JsonObject | None) -> str 
     return "; ".join(parts)
 
 
-def headline(table: LadderResults | JsonObject, h: Headline) -> None:
+def headline(t: LadderResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report):
     how far up the ladder the engine stays invariant, what closes L2, each rung's control, the two tables."""
-    t = LadderResults.of(table)
     h.verdict.append(t.headline.text)
     h.verdict.append(_closing(t))
     controls = [row for row in t.rungs if row.control is not None]

@@ -34,6 +34,7 @@ from kit.protocols import bounds as b
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
+from kit.protocols.pinning.table import PinningResults
 from kit.record.model import PinningRecord
 from kit.record.files import RecordWriter, read_records
 
@@ -250,6 +251,7 @@ def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tu
 
 
 KIND = Kind(
+    results_model=PinningResults,
     name="pinning", model=PinningProtocol, prepare=prepare, run=run, results=results, table="pinning",
     render=Lazy("kit.protocols.pinning.view:pinning_verdict"),
     launcher=Launcher(

@@ -4,7 +4,7 @@ fields are declared in the order the results module writes them, so the file's b
 
 from __future__ import annotations
 
-from kit.protocols.results_model import Count, JsonObject, Number, Part, Results, field_alias
+from kit.protocols.results_model import Count, JsonObject, Number, Part, Results, field_alias, said_not_ok
 
 
 class Modal(Part):
@@ -166,3 +166,6 @@ class PinningResults(Results):
     regimes: dict[str, Regime]
     without_reset: WithoutReset | None = None  # absent where some pass is OK
     verdict: Verdict | None = None  # set last: it reads the rest
+
+    def not_ok(self) -> list[tuple[str, str, str]]:
+        return said_not_ok((p.pass_, p.status, p.reason) for p in self.passes)

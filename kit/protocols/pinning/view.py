@@ -9,17 +9,15 @@ from rich.text import Text
 from kit.core.layout import DASH, Layout, pct
 from kit.protocols.headline import Headline, few
 from kit.protocols.pinning.table import Modal, PinningResults
-from kit.protocols.results_model import JsonObject
 
 
 def _share(summary: Modal) -> str:
     return summary.share("—", "{k}/{n} [{lo:.2f}, {hi:.2f}]")
 
 
-def pinning_verdict(table: PinningResults | JsonObject) -> Group:
+def pinning_verdict(t: PinningResults) -> Group:
     """The short verdict of `kit check`: states with their prefill signatures, determinism per state,
     the gate, whether the arms differ and where they fork, the pinned regimes, and the advice."""
-    t = PinningResults.of(table)
     unreset = t.without_reset
     rows = t.states or (unreset.states if unreset else [])
     title = "Cache states found (cycle calls of the measured prompt)" if t.states or not unreset else \
@@ -62,9 +60,8 @@ def _headline_share(s: Modal) -> str:
     return f"{s.modal_count}/{s.n} ({pct(lo)}{DASH}{pct(hi)}%){few(s.n)}"
 
 
-def headline(table: PinningResults | JsonObject, h: Headline) -> None:
+def headline(t: PinningResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = PinningResults.of(table)
     gate = t.gate
     h.held = gate.passed
     h.controls.append(f"gate {gate.status}: reloads confirmed {'/'.join(map(str, gate.reloads_confirmed))}"

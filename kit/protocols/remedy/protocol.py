@@ -42,6 +42,7 @@ from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
 from kit.protocols.reset.protocol import Gates, Phase, ResetProtocol, check_gate, items_for, serve_session
 from kit.protocols.spec import ProtocolBase, Strict, Workload
+from kit.protocols.remedy.results import RemedyResults
 from kit.record.model import ResetRecord
 from kit.workloads.items import MATH_SYSTEM_PROMPT
 
@@ -274,7 +275,7 @@ LAUNCHER = Launcher(
     estimate=estimate_on_cpu, size=Number("Items", "gsm8k.workload.items", 3, high=1000), started_engine_only=True)
 VIEW = "kit.protocols.remedy.view"
 
-KIND = Kind(name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
+KIND = Kind(results_model=RemedyResults, name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
             launcher=LAUNCHER, analysis=Analysis("remedy", table=Lazy("kit.protocols.remedy.results:remedy_table")),
             render=Lazy(f"{VIEW}:remedy_table"), note=Lazy(f"{VIEW}:remedy_note"), headline=Lazy(f"{VIEW}:headline"),
             plot_rows=Lazy(f"{VIEW}:plot_rows"), arm_fixes=lambda protocol: [a.applied() for a in protocol.arms],

@@ -12,7 +12,7 @@ from kit.core.terminal_text import printable
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 from kit.protocols.remedy.results import RemedyResults
-from kit.protocols.results_model import Interval, JsonObject
+from kit.protocols.results_model import Interval
 
 TABLES = {"IV": "Table IV", "VII": "Table VII", "V": "Table V"}
 
@@ -57,13 +57,13 @@ def layouts(t: RemedyResults) -> list[Layout]:
     return [divergence, cost]
 
 
-def remedy_table(results: RemedyResults | JsonObject) -> Any:
+def remedy_table(results: RemedyResults) -> Any:
     from rich.console import Group  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415 - cells as plain text, never Rich markup
 
     tables = []
-    for layout in layouts(RemedyResults.of(results)):
+    for layout in layouts(results):
         table = Table(title=f"{layout.name}: {layout.caption}", title_justify="left")
         for column in layout.header:
             table.add_column(column)
@@ -96,25 +96,23 @@ def _not_ok(t: RemedyResults) -> str:
     return f"{len(t.not_ok_passes)} passes did not end OK and are not counted"
 
 
-def remedy_note(run_dir: Path, table: RemedyResults | JsonObject) -> str | None:
-    t = RemedyResults.of(table)
+def remedy_note(run_dir: Path, t: RemedyResults) -> str | None:
     lines = closing_lines(t)
     if t.not_ok_passes:
         lines.append(f"{_not_ok(t)}: {', '.join(t.not_ok_passes[:5])}")
     return "; ".join(lines) or None
 
 
-def headline(table: RemedyResults | JsonObject, h: Headline) -> None:
-    t = RemedyResults.of(table)
+def headline(t: RemedyResults, h: Headline) -> None:
     h.verdict.extend(closing_lines(t))
     if t.not_ok_passes:
         h.verdict.append(f"{len(t.not_ok_passes)} passes not OK, not counted")
     h.tables.extend(layouts(t))
 
 
-def plot_rows(table: RemedyResults | JsonObject) -> list[PlotRow]:
+def plot_rows(table: RemedyResults) -> list[PlotRow]:
     rows = []
-    for arm in RemedyResults.of(table).arms:
+    for arm in table.arms:
         for m, label in TABLES.items():
             measure = arm.divergence.get(m)
             if measure and measure.n and measure.k is not None and measure.lo is not None and measure.hi is not None:

@@ -23,6 +23,7 @@ from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Numb
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols import bounds as b
 from kit.protocols.spec import ProtocolBase, Strict, Workload
+from kit.protocols.reset.results import ResetResults
 from kit.record.model import Gate, ResetRecord
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
 
@@ -242,6 +243,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
 
 
 KIND = Kind(
+    results_model=ResetResults,
     name="reset", model=ResetProtocol, prepare=prepare, run=run, results=results,
     table="restored-state control", render=Lazy("kit.protocols.reset.view:reset_table"),
     launcher=Launcher(

@@ -9,7 +9,7 @@ from typing import Any, Self
 from pydantic import model_validator
 
 from kit.protocols.results_files import write_results
-from kit.protocols.results_model import Count, McNemar, Part, Results
+from kit.protocols.results_model import Count, McNemar, Part, Results, said_not_ok
 from kit.record.divergence import emitted, first_difference
 from kit.record.manifest import Manifest
 from kit.core.paths import RunPaths
@@ -76,6 +76,9 @@ class ResetResults(Results):
     sessions: list[Session]
     across_sessions: AcrossSessions
     void_sessions: list[str] = []
+
+    def not_ok(self) -> list[tuple[str, str, str]]:
+        return said_not_ok((s.session, s.status, s.reason) for s in self.sessions)
 
     def ok_sessions(self) -> list[Session]:
         return [s for s in self.sessions if s.ok]

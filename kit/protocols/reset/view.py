@@ -9,13 +9,11 @@ from rich.text import Text
 from kit.protocols.kind import PlotRow
 from kit.core.layout import DASH, Layout
 from kit.protocols.headline import Headline, rate
-from kit.protocols.reset.results import TABLE, ResetResults, Session
-from kit.protocols.results_model import JsonObject
+from kit.protocols.reset.results import ResetResults, Session
 
 
-def reset_table(table: ResetResults | JsonObject) -> Table:
+def reset_table(t: ResetResults) -> Table:
     """The restored-state table in the paper's Table IV layout (counts per session)."""
-    t = ResetResults.of(table)
     view = Table(title="Restored-state control (counts of items per session)", title_justify="left")
     for column in ("session", "status", "items", "recompute reproduces", "cache hit reproduces", "paths differ",
                    "cache-caused"):
@@ -52,11 +50,10 @@ def across_line(t: ResetResults) -> str | None:
             f"cache hit {a.hit_same_in_all}/{a.items}")
 
 
-def cut_answers_note(run_dir: Path, table: ResetResults | JsonObject | None) -> str | None:
+def cut_answers_note(run_dir: Path, table: ResetResults | None) -> str | None:
     """Under a restored-state table whose answers were cut short: why its correct counts read low (e.g. the
     demo's 64 tokens end most answers before their '####' line). None when no scored answer was cut."""
-    if not table or (isinstance(table, dict) and table.get("table") != TABLE) or not any(
-            row.outcomes for row in ResetResults.of(table).sessions):
+    if table is None or not any(row.outcomes for row in table.sessions):
         return None
     from kit.protocols.reset.results import cut_answers  # noqa: PLC0415
 
@@ -74,21 +71,20 @@ def cut_answers_note(run_dir: Path, table: ResetResults | JsonObject | None) -> 
         "the answers room"])
 
 
-def plot_rows(table: ResetResults | JsonObject) -> list[PlotRow]:
+def plot_rows(table: ResetResults) -> list[PlotRow]:
     """Per OK session: how many items' paths differ, with its 95% interval (the launcher's divergence plot)."""
     from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when plotting
 
     rows = []
-    for row in ResetResults.of(table).ok_sessions():
+    for row in table.ok_sessions():
         if row.items:
             interval = rate_interval(row.paths_differ, row.items)
             rows.append((f"{row.session} paths differ", row.paths_differ, row.items, interval.lo, interval.hi))
     return rows
 
 
-def headline(table: ResetResults | JsonObject, h: Headline) -> None:
+def headline(t: ResetResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = ResetResults.of(table)
     ok = t.ok_sessions()
     layout = Layout("restored-state control", "Per session: items whose tokens each path reproduces, and items "
                     "whose cache-hit path differs from the recompute path.",

@@ -32,6 +32,7 @@ from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, Bfcl
                                          PassPlan, bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
+from kit.protocols.sweep.results import SweepResults
 from kit.record.model import BfclRecord
 from kit.engines.registry import VLLM
 
@@ -204,6 +205,7 @@ def on_vllm(protocol: SweepProtocol, starts_servers: bool) -> None:
 
 
 KIND = Kind(
+    results_model=SweepResults,
     name="sweep", model=SweepProtocol, prepare=prepare, run=run, results=results, table="sweep",
     render=Lazy("kit.protocols.sweep.view:sweep_table"),
     launcher=Launcher(

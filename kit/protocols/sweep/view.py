@@ -7,13 +7,11 @@ from rich.text import Text
 
 from kit.core.layout import DASH, Layout, pct
 from kit.protocols.headline import Headline, comparison_line, few
-from kit.protocols.results_model import JsonObject
 from kit.protocols.sweep.results import SweepResults
 
 
-def sweep_table(table: SweepResults | JsonObject) -> Table:
+def sweep_table(t: SweepResults) -> Table:
     """Path divergence per weight format over histories, then the reference and replicate checks."""
-    t = SweepResults.of(table)
     view = Table(title="Sweep: path divergence (cache-on pass vs the format's cache-off reference)",
                  title_justify="left")
     for column in ("format", "diverged per history", "mean", "SD", "range", "status varies"):
@@ -43,9 +41,8 @@ def sweep_table(table: SweepResults | JsonObject) -> Table:
     return view
 
 
-def headline(table: SweepResults | JsonObject, h: Headline) -> None:
+def headline(t: SweepResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = SweepResults.of(table)
     layout = Layout("sweep", "Path divergence per weight format over histories (cache-on pass vs the format's "
                     "cache-off reference).", ["format", "histories", "mean (%)", "SD", "range (%)", "status varies"])
     for label, row in t.formats.items():

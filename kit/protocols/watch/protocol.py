@@ -15,6 +15,7 @@ from kit.core.errors import ConfigError
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
+from kit.protocols.watch.results import WatchResults
 from kit.record.model import WatchRecord
 
 
@@ -47,6 +48,7 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 
 KIND = Kind(
+    results_model=WatchResults,
     name="watch", model=WatchProtocol, prepare=prepare, run=run, results=results, table="watch",
     render=Lazy("kit.protocols.watch.view:watch_table"), headline=Lazy("kit.protocols.watch.view:headline"),
     launcher=Launcher(measures="live traffic through `kit watch`: cache state per call, same request answered "

@@ -7,15 +7,13 @@ from rich.table import Table
 
 from kit.core.layout import Layout
 from kit.protocols.headline import Headline
-from kit.protocols.results_model import JsonObject
 from kit.protocols.watch.results import WatchResults
 
 REPEATED_SHOWN = 20
 
 
-def watch_table(table: WatchResults | JsonObject) -> Group:
+def watch_table(t: WatchResults) -> Group:
     """Calls by state, the repeated requests with their outputs per state, and the alarms."""
-    t = WatchResults.of(table)
     states = Table(title=f"Watched calls ({t.calls}) of {t.upstream or 'the upstream'}", title_justify="left")
     for column in ("cache state", "calls"):
         states.add_column(column)
@@ -38,9 +36,8 @@ def watch_table(table: WatchResults | JsonObject) -> Group:
     return Group(states, repeated, *lines)
 
 
-def headline(table: WatchResults | JsonObject, h: Headline) -> None:
+def headline(t: WatchResults, h: Headline) -> None:
     """The run's headline from its results table (kit.protocols.headline; `kit show` and the bundle's report)."""
-    t = WatchResults.of(table)
     alarms = {kind: n for kind, n in t.alarms.items() if n}
     h.verdict.append(f"{t.calls} watched calls; alarms: "
                      + (", ".join(f"{kind} {n}" for kind, n in alarms.items()) if alarms else "none"))

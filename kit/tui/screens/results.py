@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from kit.app.console import qualitative_lines, results_note, results_view
+from kit.app.console import qualitative_lines, read_results, results_note, results_view
 from kit.core.paths import RunPaths, shown_path
 from kit.core.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
@@ -63,6 +63,7 @@ class ResultsScreen(Screen):
     def __init__(self, result):
         super().__init__()
         self.result = result
+        self.typed = read_results(result.table)  # parsed once, by the model of the kind that wrote it
         # set before mounting: the Header reads them once it has mounted its parts
         self.title, self.sub_title = "kit", f"results of {self.result.run_dir.name}"
 
@@ -81,25 +82,23 @@ class ResultsScreen(Screen):
         status.append(result.status, style=f"bold {STATUS_STYLE.get(result.status, '')}")
         if result.reason:
             status.append(f": {one_line(result.reason)}")  # reasons may quote an engine's answer
-        for row in (result.table or {}).get("sessions", []) + (result.table or {}).get("passes", []):
-            if row.get("status") not in (None, "OK") and row.get("reason"):
-                name = row.get("session") or row.get("pass")
-                status.append("\n" + one_line(f"{name} {row['status']}: {row['reason']}"), style="red")
+        typed = self.typed
+        for name, ended, reason in typed.not_ok() if typed is not None else []:
+            status.append("\n" + one_line(f"{name} {ended}: {reason}"), style="red")
         if result.status == "interrupted":
             status.append("\nThe records written so far are complete; the counts below cover them only.",
                           style="dim")
         self.query_one("#status", Static).update(status)
-        table = result.table or {}
-        view = results_view(table)
-        note = results_note(result.run_dir, table) if result.run_dir.is_dir() else None
+        view = results_view(typed)
+        note = results_note(result.run_dir, typed) if result.run_dir.is_dir() else None
         shown = view if view is not None else Text("no result table", style="dim")
         parts = [shown] + ([Text(note, style="dim")] if note is not None else [])
         if result.status == "finished":  # as `kit run` ends: do the paper's qualitative findings hold here
             parts += [Text(one_line(line), style="bold" if line.startswith("qualitative:") else "")
-                      for line in qualitative_lines(result.run_dir, table)]
+                      for line in qualitative_lines(result.run_dir, result.table)]
         self.query_one("#table", Static).update(Group(*parts))
         self.query_one("#plot", Static).update(Group(Text("Divergence with 95% intervals", style="bold"),
-                                                     plot(table, self.app.size.width - 4)))
+                                                     plot(typed, self.app.size.width - 4)))
         self.query_one("#paths", Static).update(self.paths_text())
 
     def paths_text(self) -> Text:
@@ -107,8 +106,7 @@ class ResultsScreen(Screen):
         text = Text()
         text.append("run folder: ", style="bold")
         text.append(f"{run_dir}\n")
-        files = (self.result.table or {}).get("files", {})
-        for name, rel in files.items():
+        for name, rel in (self.typed.files if self.typed is not None else {}).items():
             text.append(f"{name}: ", style="bold")
             text.append(f"{run_dir / rel}\n")
         found = bundle_of(run_dir)

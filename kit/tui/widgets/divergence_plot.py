@@ -5,24 +5,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+if TYPE_CHECKING:
+    from kit.protocols.results_model import Results
 
-def rows_for(table: dict[str, Any]) -> list[tuple[str, int, int, float, float]]:
+
+def rows_for(table: Results | dict[str, Any] | None) -> list[tuple[str, int, int, float, float]]:
     """(label, diverged, total, lo, hi) per row, as the kind that made the table plots it (its `plot_rows`)."""
     from kit.protocols import kinds  # noqa: PLC0415
 
     kind = kinds.for_table(table)
-    return kind.plot_rows(table) if kind is not None and kind.plot_rows is not None else []
+    if kind is None or kind.plot_rows is None or table is None:
+        return []
+    return kind.plot_rows(kind.read(table))
 
 
 def _suffix(k: int, n: int, lo: float, hi: float) -> str:
     return f"| {100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({k}/{n})"
 
 
-def plot(table: dict[str, Any], columns: int = 100) -> Text:
+def plot(table: Results | dict[str, Any] | None, columns: int = 100) -> Text:
     """The plot as styled text, fitted into `columns` terminal columns (the bar gets what is left)."""
     rows = rows_for(table)
     text = Text()

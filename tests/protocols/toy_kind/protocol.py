@@ -17,6 +17,8 @@ from kit.record.completion import documented
 from kit.record.manifest import now
 from kit.record.model import RequestRecord
 
+from .results import ToyResults
+
 PASS = "asked"
 
 
@@ -70,7 +72,8 @@ def estimate(data: dict[str, Any]) -> CpuEstimate:
 
 KIND = Kind(
     name="toy", model=ToyProtocol, prepare=prepare, run=run, results=results, table="toy answers",
-    render=Lazy("toy_kind.view:render"), headline=Lazy("toy_kind.view:headline"), record=ToyRecord,
+    results_model=ToyResults, render=Lazy("toy_kind.view:render"), headline=Lazy("toy_kind.view:headline"),
+    record=ToyRecord,
     launcher=Launcher(measures="how many distinct answers one prompt gets", needs="any engine",
                       estimate=estimate, size=Number("Repeats", "repeats", 3, high=50)),
     analysis=Analysis("toy", table=Lazy("toy_kind.results:toy_table")))

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
 from kit.core.layout import Layout
 from kit.protocols.headline import Headline
 
+from .results import ToyResults
 
-def render(table: dict[str, Any]) -> Table:
+
+def render(table: ToyResults) -> Table:
     view = Table(title="Toy answers")
     for column in ("answers", "distinct", "first"):
         view.add_column(column)
-    view.add_row(str(table["answers"]), str(table["distinct"]), str(table["first"]))
+    view.add_row(str(table.answers), str(table.distinct), str(table.first))
     return view
 
 
-def headline(table: dict[str, Any], h: Headline) -> None:
-    h.verdict.append(f"{table['distinct']} distinct answer(s) in {table['answers']}")
-    h.tables.append(Layout("toy", "Toy answers.", ["answers", "distinct"],
-                           [[str(table["answers"]), str(table["distinct"])]]))
+def headline(table: ToyResults, h: Headline) -> None:
+    h.verdict.append(f"{table.distinct} distinct answer(s) in {table.answers}")
+    h.tables.append(Layout("toy", "Toy answers.", ["answers", "distinct"], [[str(table.answers), str(table.distinct)]]))
