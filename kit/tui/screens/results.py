@@ -14,7 +14,7 @@ from typing import ClassVar
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
@@ -23,6 +23,7 @@ from kit.app.console import qualitative_lines, read_results, results_note, resul
 from kit.core.paths import RunPaths, shown_path
 from kit.core.terminal_text import one_line
 from kit.tui.widgets.divergence_plot import plot
+from kit.tui.launcher_app import launcher
 
 OPEN_WAIT_S = 5  # xdg-open hands the folder to the file manager and exits; its exit status says if it could
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "failed": "red"}
@@ -52,7 +53,7 @@ def bundle_of(run_dir: Path) -> Path | None:
 class ResultsScreen(Screen):
     """Shows one finished (or stopped) run."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("o", "open_folder", "Open results"), Binding("c", "copy_path", "Copy path"),
                 Binding("n", "new_run", "New run"), Binding("escape", "app.pop_screen", "Back"),
                 Binding("question_mark", "app.help", "Help"), Binding("q", "app.quit", "Quit")]
     DEFAULT_CSS = """
@@ -157,4 +158,4 @@ class ResultsScreen(Screen):
                     title="Copy path")
 
     def action_new_run(self) -> None:
-        self.app.back_to_picker()
+        launcher(self).back_to_picker()
