@@ -8,6 +8,7 @@ results' recomputation."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -258,3 +259,61 @@ def test_a_connection_cap_past_the_open_file_limit_is_refused_before_anything_is
     assert result.returncode != 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
     assert result.stderr.startswith("kit: error: --max-connections 2000 needs 2320 open files and this process "
                                     "may open 600; pass --max-connections 280 or less")
+
+
+class _Recording:
+    """The part of an asyncio transport _Coalesced uses, keeping each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_writes_within_one_turn_of_the_loop_go_out_as_one_in_order_and_none_is_lost():
+    from kit.watch.connections import COALESCE_BYTES, _Coalesced
+
+    async def scenario() -> _Recording:
+        loop = asyncio.get_running_loop()
+        sent = _Recording()
+        out = _Coalesced(sent, loop)  # type: ignore[arg-type]
+        out.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        out.write(b"body")
+        assert sent.writes == [] and out.get_write_buffer_size() == len(b"HTTP/1.1 200 OK\r\n\r\nbody")
+        await asyncio.sleep(0)  # the loop's next turn
+        assert sent.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+        out.write(b"a" * COALESCE_BYTES)
+        out.write(b"b")  # past the bound: written at once
+        assert sent.writes[1:] == [b"a" * COALESCE_BYTES + b"b"]
+        out.write(b"0\r\n\r\n")
+        out.close()  # what is held goes out before the close
+        assert sent.writes[2:] == [b"0\r\n\r\n"] and sent.closed
+        return sent
+
+    sent = asyncio.run(scenario())
+    assert b"".join(sent.writes).startswith(b"HTTP/1.1 200 OK")
+
+    async def aborted() -> _Recording:
+        sent = _Recording()
+        out = _Coalesced(sent, asyncio.get_running_loop())  # type: ignore[arg-type]
+        out.write(b"dropped")
+        out.abort()
+        await asyncio.sleep(0)
+        return sent
+
+    sent = asyncio.run(aborted())
+    assert sent.aborted and sent.writes == []
