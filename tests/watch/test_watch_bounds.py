@@ -261,6 +261,18 @@ def test_a_connection_cap_past_the_open_file_limit_is_refused_before_anything_is
                                     "may open 600; pass --max-connections 280 or less")
 
 
+
+def test_a_client_that_leaves_mid_stream_ends_the_relay_lets_the_upstream_go_and_is_recorded(tmp_path):
+    with watching(tmp_path, "endless") as (watch, raw, port):
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")  # the stream has begun
+            assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
+        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert record["error"] == "the client went away before the answer was in"
+
 class _Recording:
     """The part of an asyncio transport _Coalesced uses, keeping each write."""
 
