@@ -88,22 +88,29 @@ def start_stub() -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def baseline_tree(ref: str, into: Path) -> Path:
-    """The kit as committed at `ref`, unpacked under `into` (SystemExit naming the ref if git cannot)."""
+def baseline_tree(ref: str, into: Path) -> str:
+    """The PYTHONPATH of the kit as committed at `ref`, unpacked under `into` (SystemExit naming the ref if git
+    cannot), with its own dependencies' event loop: where its pyproject.toml does not list uvloop (which
+    uvicorn uses whenever it is installed), a shadow package makes `import uvloop` fail, as it did there."""
     tree = into / "baseline"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", "--format=tar", ref, "kit"], cwd=HERE, capture_output=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", ref, "kit", "pyproject.toml"], cwd=HERE,
+                             capture_output=True)
     if archive.returncode != 0:
         raise SystemExit(f"kit: error: --baseline-ref {ref}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
+    if "uvloop" in (tree / "pyproject.toml").read_text():
+        return str(tree)
+    (into / "no-uvloop" / "uvloop").mkdir(parents=True)
+    (into / "no-uvloop" / "uvloop" / "__init__.py").write_text("raise ImportError('not a dependency at the ref')\n")
+    return f"{tree}{os.pathsep}{into / 'no-uvloop'}"
 
 
-def start_proxy(upstream: str, out: Path, tree: Path = HERE) -> tuple[subprocess.Popen, str]:
+def start_proxy(upstream: str, out: Path, path: str = str(HERE)) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "watch", "--upstream", upstream, "--listen",
-                             f"127.0.0.1:{port}", "--quiet", "--out", str(out)], cwd=tree,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(tree)})
+                             f"127.0.0.1:{port}", "--quiet", "--out", str(out)], cwd=path.split(os.pathsep)[0],
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": path})
     url = f"http://127.0.0.1:{port}"
     wait_for(url + "/metrics")
     return proc, url
