@@ -56,13 +56,17 @@ class Watch:
         return f"http://{host}:{port}"
 
     def stop(self, status: str = "finished", reason: str | None = None, stopped_by: str | None = None) -> None:
-        """Write what is queued and end the run (its manifest says why, the console sums it up)."""
+        """Write what is queued and end the run (its manifest says why, the console sums it up); a call the
+        proxy could not observe ends it failed."""
+        if self.proxy.unobserved and status == "finished":
+            status, reason = "failed", self.proxy.unobserved
         self.recorder.close(status, reason, watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
                                                    "alarms": dict(self.proxy.tracker.counts),
                                                    "alarm_requests_forgotten": self.proxy.tracker.forgotten})
         self.sock.close()
-        self.live.console.print(f"kit watch: stopped; {self.live.summary()}; run folder {self.recorder.run_dir}",
-                                soft_wrap=True)
+        lost = f"; {self.proxy.unobserved}" if self.proxy.unobserved else ""
+        self.live.console.print(f"kit watch: stopped; {self.live.summary()}{lost}; run folder "
+                                f"{self.recorder.run_dir}", soft_wrap=True)
 
 
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,

@@ -273,6 +273,28 @@ def test_a_client_that_leaves_mid_stream_ends_the_relay_lets_the_upstream_go_and
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert record["error"] == "the client went away before the answer was in"
 
+
+def test_a_call_that_cannot_be_observed_still_reaches_the_client_is_counted_said_and_fails_the_run(
+        tmp_path, monkeypatch, capfd):
+    """Observation runs off the forwarding path (after the answer is sent): a failure there loses the record,
+    never silently."""
+    from kit.watch import observe
+
+    def broken(path: str, content_type: str, data: bytes) -> Any:
+        raise ValueError("a normalizer bug")
+
+    monkeypatch.setattr(observe, "answered", broken)
+    with watching(tmp_path) as (watch, raw, port):
+        reply = httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=10)
+        assert reply.status_code == 200 and reply.json()["content"]  # the answer is the upstream's
+        assert until(lambda: watch.proxy.calls == 1)
+    manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "could not be observed (ValueError: a normalizer bug)" in \
+        manifest["reason"]
+    assert manifest["watch"]["calls"] == 1 and manifest["watch"]["calls_recorded"] == 0
+    said = capfd.readouterr().err
+    assert "kit watch: a call could not be observed" in said and "its record is lost" in said.splitlines()[-1]
+
 class _Recording:
     """The part of an asyncio transport _Coalesced uses, keeping each write."""
 
