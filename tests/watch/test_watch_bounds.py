@@ -330,12 +330,16 @@ def test_writes_within_one_turn_of_the_loop_go_out_as_one_in_order_and_none_is_l
         assert sent.writes == [] and out.get_write_buffer_size() == len(b"HTTP/1.1 200 OK\r\n\r\nbody")
         await asyncio.sleep(0)  # the loop's next turn
         assert sent.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+        out.write(b"chunk")  # a later turn of the same answer: straight out
+        assert sent.writes[1:] == [b"chunk"]
+        out.answered()  # the next answer's first turn is held again
         out.write(b"a" * COALESCE_BYTES)
         out.write(b"b")  # past the bound: written at once
-        assert sent.writes[1:] == [b"a" * COALESCE_BYTES + b"b"]
+        assert sent.writes[2:] == [b"a" * COALESCE_BYTES + b"b"]
+        out.answered()
         out.write(b"0\r\n\r\n")
         out.close()  # what is held goes out before the close
-        assert sent.writes[2:] == [b"0\r\n\r\n"] and sent.closed
+        assert sent.writes[3:] == [b"0\r\n\r\n"] and sent.closed
         return sent
 
     sent = asyncio.run(scenario())
