@@ -381,12 +381,12 @@ class Proxy:
     def _done(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
         """Observe one finished generation call (`_observe`). Observing runs off the forwarding path, where
         nothing would say it failed: a call that could not be observed is still counted, said in the server's
-        log, and ends the run failed (`unobserved`), its record lost but never silently."""
+        log, and ends the run failed (`unobserved`): a record may be lost, never silently."""
         self.calls += 1
         try:
             self._observe(call, data, error, counters_after)
         except Exception as exc:  # noqa: BLE001 - said and counted, below
-            why = f"a call could not be observed ({type(exc).__name__}: {exc}); its record is lost"
+            why = f"a call could not be observed ({type(exc).__name__}: {exc}); it may be unrecorded"
             self.unobserved = self.unobserved or why
             LOG.error("kit watch: %s", why)
 

@@ -293,7 +293,7 @@ def test_a_call_that_cannot_be_observed_still_reaches_the_client_is_counted_said
         manifest["reason"]
     assert manifest["watch"]["calls"] == 1 and manifest["watch"]["calls_recorded"] == 0
     said = capfd.readouterr().err
-    assert "kit watch: a call could not be observed" in said and "its record is lost" in said.splitlines()[-1]
+    assert "kit watch: a call could not be observed" in said and "it may be unrecorded" in said.splitlines()[-1]
 
 class _Recording:
     """The part of an asyncio transport _Coalesced uses, keeping each write."""
