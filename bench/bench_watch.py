@@ -9,11 +9,14 @@ Two upstreams, each measured the same way:
 
 The proxy runs as `kit watch --quiet` in a process of its own (recording into a temporary run folder, as in
 use); the client sends direct and proxied calls alternately (one of each, `--calls` times per mode), so both
-arms see the same load. Prints p50 and p99 of each arm and the proxy's added p50 and p99 (proxied minus
-direct), and the CPU time the proxy's process spent per call (steadier than wall time on a loaded machine);
-target: at most 2 ms added at p50.
+arms see the same load. With `--baseline-ref REF` a second proxy runs the kit as committed at REF (a
+`git archive` of it in a temporary folder) beside this tree's, and its calls are interleaved with the others
+(direct, this tree, REF, in turn): before and after, side by side under the same load. Prints p50 and p99 of
+each arm, each proxy's added p50 and p99 (proxied minus direct), the CPU time its process spent per call
+(steadier than wall time on a loaded machine) and the load average; target (issue 40): at most 0.5 ms added
+at p50 and 1 ms of the proxy's CPU per call on the stub, streamed or not.
 
-    PYTHONPATH=. python bench/bench_watch.py [--calls 200] [--upstream engine,stub]
+    PYTHONPATH=. python bench/bench_watch.py [--calls 200] [--upstream engine,stub] [--baseline-ref main]
 """
 
 from __future__ import annotations
@@ -85,11 +88,29 @@ def start_stub() -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def start_proxy(upstream: str, out: Path) -> tuple[subprocess.Popen, str]:
+def baseline_tree(ref: str, into: Path) -> str:
+    """The PYTHONPATH of the kit as committed at `ref`, unpacked under `into` (SystemExit naming the ref if git
+    cannot), with its own dependencies' event loop: where its pyproject.toml does not list uvloop (which
+    uvicorn uses whenever it is installed), a shadow package makes `import uvloop` fail, as it did there."""
+    tree = into / "baseline"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", "--format=tar", ref, "kit", "pyproject.toml"], cwd=HERE,
+                             capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"kit: error: --baseline-ref {ref}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    if "uvloop" in (tree / "pyproject.toml").read_text():
+        return str(tree)
+    (into / "no-uvloop" / "uvloop").mkdir(parents=True)
+    (into / "no-uvloop" / "uvloop" / "__init__.py").write_text("raise ImportError('not a dependency at the ref')\n")
+    return f"{tree}{os.pathsep}{into / 'no-uvloop'}"
+
+
+def start_proxy(upstream: str, out: Path, path: str = str(HERE)) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "watch", "--upstream", upstream, "--listen",
-                             f"127.0.0.1:{port}", "--quiet", "--out", str(out)], cwd=HERE,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(HERE)})
+                             f"127.0.0.1:{port}", "--quiet", "--out", str(out)], cwd=path.split(os.pathsep)[0],
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": path})
     url = f"http://127.0.0.1:{port}"
     wait_for(url + "/metrics")
     return proc, url
@@ -117,24 +138,29 @@ def quantiles(ms: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-def measure(name: str, upstream: str, proxied: str, calls: int, body: dict, proxy_pid: int) -> list[str]:
+def measure(name: str, upstream: str, proxies: dict[str, tuple[str, int]], calls: int, body: dict) -> list[str]:
+    """Each proxy's added latency and CPU per call, its calls interleaved with direct ones (`proxies`: label
+    -> (URL, pid))."""
     rows = []
+    urls = {"direct": upstream, **{label: url for label, (url, _) in proxies.items()}}
     with httpx.Client(timeout=120) as client:
         for stream in (False, True):
-            for url in (upstream, proxied):  # warm both paths: connections, the engine's cache
+            for url in urls.values():  # warm every path: connections, the engine's cache
                 for _ in range(5):
                     timed(client, url, body, stream)
-            direct, through = [], []
-            cpu = cpu_seconds(proxy_pid)
+            times: dict[str, list[float]] = {label: [] for label in urls}
+            cpu = {label: cpu_seconds(pid) for label, (_, pid) in proxies.items()}
             for _ in range(calls):
-                direct.append(timed(client, upstream, body, stream))
-                through.append(timed(client, proxied, body, stream))
-            cpu = (cpu_seconds(proxy_pid) - cpu) / calls * 1000
-            (d50, d99), (p50, p99) = quantiles(direct), quantiles(through)
-            rows.append(f"{name:<7} {'stream' if stream else 'json':<7} {calls:>5}  direct p50 {d50:8.2f} p99 {d99:8.2f}"
-                        f"  proxied p50 {p50:8.2f} p99 {p99:8.2f}  added p50 {p50 - d50:+6.2f} p99 {p99 - d99:+7.2f}"
-                        f"  proxy CPU/call {cpu:5.2f} ms")
-            print(rows[-1], flush=True)
+                for label, url in urls.items():
+                    times[label].append(timed(client, url, body, stream))
+            d50, d99 = quantiles(times["direct"])
+            for label, (_, pid) in proxies.items():
+                used = (cpu_seconds(pid) - cpu[label]) / calls * 1000
+                p50, p99 = quantiles(times[label])
+                rows.append(f"{name:<7} {'stream' if stream else 'json':<7} {label:<9} {calls:>5}  direct p50 {d50:7.2f}"
+                            f" p99 {d99:7.2f}  proxied p50 {p50:7.2f} p99 {p99:7.2f}  added p50 {p50 - d50:+6.2f} p99 "
+                            f"{p99 - d99:+7.2f}  proxy CPU/call {used:5.2f} ms")
+                print(rows[-1], flush=True)
     return rows
 
 
@@ -142,6 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per arm and mode")
     parser.add_argument("--upstream", default="engine,stub", help="which upstreams: engine, stub or both")
+    parser.add_argument("--baseline-ref", help="also measure the kit as committed at this git ref, interleaved")
     parser.add_argument("--serve-stub", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_stub:
@@ -149,8 +176,10 @@ def main() -> None:
 
         uvicorn.run(stub_app(), host="127.0.0.1", port=args.serve_stub, log_level="warning", access_log=False)
         return
-    print(f"kit watch overhead, {args.calls} calls per arm and mode, ms (CPUs: {os.cpu_count()})")
+    print(f"kit watch overhead, {args.calls} calls per arm and mode, ms (CPUs: {os.cpu_count()}, load average "
+          f"{' '.join(f'{load:.2f}' for load in os.getloadavg())})")
     with tempfile.TemporaryDirectory(prefix="kit-bench-watch-") as tmp:
+        baseline = baseline_tree(args.baseline_ref, Path(tmp)) if args.baseline_ref else None
         for name in args.upstream.split(","):
             if name == "stub":
                 server, upstream = start_stub()
@@ -165,14 +194,18 @@ def main() -> None:
                                                  ctx_size=2048, threads=os.cpu_count() or 2, env=binary.env),
                                       Path(tmp) / "server.log").start()
                 upstream, stop = native.url, native.stop
-            proxy, proxied = start_proxy(upstream, Path(tmp) / name)
+            started = [("this tree", *start_proxy(upstream, Path(tmp) / name))]
+            if baseline is not None:
+                started.append((args.baseline_ref, *start_proxy(upstream, Path(tmp) / f"{name}-baseline", baseline)))
             try:
-                measure(name, upstream, proxied, args.calls,
-                        {"prompt": "The capital of France is", "n_predict": 1, "temperature": 0}, proxy.pid)
+                measure(name, upstream, {label: (url, proc.pid) for label, proc, url in started}, args.calls,
+                        {"prompt": "The capital of France is", "n_predict": 1, "temperature": 0})
             finally:
-                proxy.send_signal(2)
-                proxy.wait(30)
+                for _, proc, _ in started:
+                    proc.send_signal(2)
+                    proc.wait(30)
                 stop()
+        print(f"load average at the end {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
 
 
 if __name__ == "__main__":

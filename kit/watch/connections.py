@@ -17,6 +17,13 @@ gives the protocol class uvicorn serves with (its `http` setting). With it a con
 and past `max_connections` connections at once uvicorn answers every new request 503 (`limit_concurrency`).
 A request read in one piece arms no timer of its own: they are armed only when a request arrives in parts
 or a client does not read. `sendable` says whether uvicorn can send an upstream's answer at all.
+
+What uvicorn writes to a client in the turn of the event loop that begins an answer (its status line and
+headers, the body read whole or the first chunk, a short answer's last chunk) goes out in one write
+(`_Coalesced`): on a loaded machine each socket write costs the client a system call's time, and an answer
+read whole took two. The bytes and their order are unchanged; they are handed to the socket at the answer's
+end, at the loop's next turn, or past COALESCE_BYTES, whichever comes first, so the transport's flow control
+(and the unread-client bound) see them as before; a streamed answer's later chunks go out as they come.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from kit.core.limits import (
     WATCH_BODY_RATE, WATCH_CONNECTIONS, WATCH_HEADER_BYTES, WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT,
     WATCH_REQUEST_BYTES_MAX)
 
+COALESCE_BYTES = 1 << 16  # bytes held for one write at most (past them: written at once)
 REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
 
 
@@ -48,6 +56,61 @@ class Bounds:
     def to_json(self) -> dict[str, Any]:
         return {"idle_timeout_s": self.idle_timeout, "header_timeout_s": self.header_timeout,
                 "max_connections": self.max_connections, "header_bytes": self.header_bytes}
+
+
+class _Coalesced:
+    """A client's transport whose writes within the turn of the loop that begins an answer go out as one (the
+    module's docstring); after that, until the answer's end (`answered`), each write goes out as it comes (a
+    streamed answer's chunks arrive a turn apart: holding them would only cost a callback each). Everything
+    else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._transport, self._loop = transport, loop
+        self._held: list[bytes] = []
+        self._size = 0
+        self._due: asyncio.Handle | None = None
+        self._through = False  # the answer's first turn is over: writes go straight out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def write(self, data: bytes) -> None:
+        if self._through:
+            self._transport.write(data)
+            return
+        self._held.append(data)
+        self._size += len(data)
+        if self._size > COALESCE_BYTES:
+            self.flush()
+        elif self._due is None:
+            self._due = self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._through = True
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held, self._size = [], 0
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def answered(self) -> None:
+        """An answer ended: what is held goes out, and the next answer's first turn is held again."""
+        self.flush()
+        self._through = False
+
+    def get_write_buffer_size(self) -> int:
+        return self._size + self._transport.get_write_buffer_size()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held, self._size = [], 0
+        self._transport.abort()
 
 
 class _Bounded(HttpToolsProtocol):
@@ -67,6 +130,7 @@ class _Bounded(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = _Coalesced(transport, self.loop)  # type: ignore[assignment]
         self._awaiting()  # uvicorn arms its keep-alive timer only after a response: a client that never sends too
 
     def _awaiting(self) -> None:
@@ -76,6 +140,7 @@ class _Bounded(HttpToolsProtocol):
         self.timeout_keep_alive_task = self.loop.call_at(self._idle_at, self.timeout_keep_alive_handler)
 
     def on_response_complete(self) -> None:
+        self.transport.answered()  # type: ignore[attr-defined] # its end goes out now, before it is observed
         super().on_response_complete()  # arms uvicorn's keep-alive timer (unless a pipelined request is next)
         self._idle_at = self.loop.time() + self.timeout_keep_alive
 

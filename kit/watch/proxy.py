@@ -9,9 +9,11 @@ header that is not UTF-8, which aiohttp would re-encode) gets a 400, one the ups
 each a one-line JSON error and one line in the server's log; nothing raises out of a request, and the count
 of requests in flight is given back on every path. A client that leaves while the upstream has not begun
 its answer makes the proxy give the request up (`_ClientWatch`). The bounds on clients themselves (time,
-sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also observed: the answer's bytes are kept (up to
-ANSWER_BYTES_DEFAULT; past that, passed on unread) and, once the last byte is in, normalized, classified,
-checked for alarms, counted in the metrics and handed to the recorder. Behind vLLM (`counters`), a call that
+sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also
+observed, off the forwarding path: the request's bytes and the answer's are kept (the answer's up to
+ANSWER_BYTES_DEFAULT; past that, passed on unread) and, on the loop's turn after the answer's last byte went
+to the client, the request hashed, the answer normalized, classified, checked for alarms, counted in the
+metrics and handed to the recorder. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
 whose deltas stand for its cached tokens where its usage does not say (only if no other request started
 meanwhile: kit.engines.vllm's rule). An upstream that fails before
@@ -141,7 +143,8 @@ class _ClientWatch:
 
 @dataclass
 class _Call:
-    asked: observe.Asked
+    path: str
+    body: bytes  # read (parsed, hashed) once the answer is sent (`Proxy._done`), not before forwarding
     started: str
     clock: float
     number: int = 0  # how many requests the proxy had forwarded when this one started
@@ -175,6 +178,7 @@ class Proxy:
         self.metrics = Metrics(self.tracker, lambda: self.in_flight)
         self.forwarded = 0  # requests forwarded so far (a call is alone if none started while it ran)
         self.calls = 0
+        self.unobserved: str | None = None  # why the first call that could not be observed was not (then: failed)
         self._tasks: set[asyncio.Task[None]] = set()  # observations waiting on vLLM's counters
         self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
 
@@ -260,7 +264,7 @@ class Proxy:
             self.metrics.refused.labels("not_utf8").inc()
             return _error(400, "the request target or a header is not UTF-8 text, which the upstream client would "
                                "not send byte for byte; nothing was forwarded")
-        call = _Call(observe.asked(path, data), now(), time.perf_counter()) if observe.watched(method, path) else None
+        call = _Call(path, data, now(), time.perf_counter()) if observe.watched(method, path) else None
         if call is None:
             self.metrics.passed.inc()
         assert self.session is not None
@@ -375,9 +379,21 @@ class Proxy:
         return parse_cache_counters(data.decode("utf-8", "replace"))
 
     def _done(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
+        """Observe one finished generation call (`_observe`). Observing runs off the forwarding path, where
+        nothing would say it failed: a call that could not be observed is still counted, said in the server's
+        log, and ends the run failed (`unobserved`): a record may be lost, never silently."""
+        self.calls += 1
+        try:
+            self._observe(call, data, error, counters_after)
+        except Exception as exc:  # noqa: BLE001 - said and counted, below
+            why = f"a call could not be observed ({type(exc).__name__}: {exc}); it may be unrecorded"
+            self.unobserved = self.unobserved or why
+            LOG.error("kit watch: %s", why)
+
+    def _observe(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
         """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
         seconds = time.perf_counter() - call.clock
-        asked = call.asked
+        asked = observe.asked(call.path, call.body)
         if error is None and call.status != 200:
             error = f"the upstream answered HTTP {call.status}"
         if error is None and call.encoded:
@@ -389,7 +405,6 @@ class Proxy:
         output = answer.output_sha256
         alarms = self.tracker.see(Call(asked.request_sha256, asked.decoding, label.state, output))
         self.metrics.seen(label.state, seconds, alarms, failed=error is not None)
-        self.calls += 1
         completion = answer.completion
         fields: dict[str, Any] = {
             "prompt_sha256": asked.prompt_sha256, "endpoint": asked.path, "request_sha256": asked.request_sha256,
@@ -454,9 +469,28 @@ class _Relay(_Cuttable):
         self.proxy.relayed(self.upstream, self.call, data, self.error)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Streamed as Starlette's StreamingResponse streams, given up when the client leaves; what listens for
+        that is one task of the loop's own, not an anyio task group (its cancel scopes cost a streamed call
+        about a tenth of a millisecond of CPU, bench/bench_watch.py)."""
+        relay, left = asyncio.current_task(), False
+
+        async def listen() -> None:
+            nonlocal left
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            left = True
+            if relay is not None:
+                relay.cancel()
+
+        listener = asyncio.get_running_loop().create_task(listen())
         try:
-            await super().__call__(scope, receive, send)
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not left or relay is None:
+                raise
+            relay.uncancel()  # the client left: the relay ends here (end() says so in its record)
         finally:
+            listener.cancel()
             self.end()
 
 

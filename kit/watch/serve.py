@@ -1,5 +1,6 @@
 """One watch from start to stop: ask the upstream what it is, make the run folder, serve the proxy with
-uvicorn on a bound socket, and end the run when it stops. `serve` runs in the main thread until a signal
+uvicorn on a bound socket (on uvloop's event loop where it is installed, a dependency but on Windows: uvicorn's
+`loop="auto"`), and end the run when it stops. `serve` runs in the main thread until a signal
 (Ctrl-C, SIGTERM) stops it; `in_thread` runs one in a thread of this process (tests, the benchmark)."""
 
 from __future__ import annotations
@@ -55,13 +56,17 @@ class Watch:
         return f"http://{host}:{port}"
 
     def stop(self, status: str = "finished", reason: str | None = None, stopped_by: str | None = None) -> None:
-        """Write what is queued and end the run (its manifest says why, the console sums it up)."""
+        """Write what is queued and end the run (its manifest says why, the console sums it up); a call the
+        proxy could not observe ends it failed."""
+        if self.proxy.unobserved and status == "finished":
+            status, reason = "failed", self.proxy.unobserved
         self.recorder.close(status, reason, watch={"stopped_by": stopped_by, "calls": self.proxy.calls,
                                                    "alarms": dict(self.proxy.tracker.counts),
                                                    "alarm_requests_forgotten": self.proxy.tracker.forgotten})
         self.sock.close()
-        self.live.console.print(f"kit watch: stopped; {self.live.summary()}; run folder {self.recorder.run_dir}",
-                                soft_wrap=True)
+        lost = f"; {self.proxy.unobserved}" if self.proxy.unobserved else ""
+        self.live.console.print(f"kit watch: stopped; {self.live.summary()}{lost}; run folder "
+                                f"{self.recorder.run_dir}", soft_wrap=True)
 
 
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,
@@ -87,8 +92,8 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
                              options={"listen": "%s:%d" % sock.getsockname()[:2]}, provenance=collect())
     live = live or Live(quiet=quiet)
     proxy = Proxy(settings, record=recorder.add, report=live.call)
-    config = uvicorn.Config(proxy.app, interface="asgi3", log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=10, **server_settings(bounds),
+    config = uvicorn.Config(proxy.app, interface="asgi3", loop="auto", log_level="warning", access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=10, **server_settings(bounds),
                             http=protocol(bounds, lambda reason: proxy.metrics.refused.labels(reason).inc()))
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
     live.console.print(f"kit watch: {redact_url(url)}, {found.line()}, proxied at {watch.url}; recording into "

@@ -8,6 +8,7 @@ results' recomputation."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -259,3 +260,99 @@ def test_a_connection_cap_past_the_open_file_limit_is_refused_before_anything_is
     assert result.returncode != 0 and result.stdout == "" and list(tmp_path.iterdir()) == []
     assert result.stderr.startswith("kit: error: --max-connections 2000 needs 2320 open files and this process "
                                     "may open 600; pass --max-connections 280 or less")
+
+
+
+def test_a_client_that_leaves_mid_stream_ends_the_relay_lets_the_upstream_go_and_is_recorded(tmp_path):
+    with watching(tmp_path, "endless") as (watch, raw, port):
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")  # the stream has begun
+            assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
+        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)
+        assert until(lambda: watch.proxy.calls == 1)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert record["error"] == "the client went away before the answer was in"
+
+
+def test_a_call_that_cannot_be_observed_still_reaches_the_client_is_counted_said_and_fails_the_run(
+        tmp_path, monkeypatch, capfd):
+    """Observation runs off the forwarding path (after the answer is sent): a failure there loses the record,
+    never silently."""
+    from kit.watch import observe
+
+    def broken(path: str, content_type: str, data: bytes) -> Any:
+        raise ValueError("a normalizer bug")
+
+    monkeypatch.setattr(observe, "answered", broken)
+    with watching(tmp_path) as (watch, raw, port):
+        reply = httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=10)
+        assert reply.status_code == 200 and reply.json()["content"]  # the answer is the upstream's
+        assert until(lambda: watch.proxy.calls == 1)
+    manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "could not be observed (ValueError: a normalizer bug)" in \
+        manifest["reason"]
+    assert manifest["watch"]["calls"] == 1 and manifest["watch"]["calls_recorded"] == 0
+    said = capfd.readouterr().err
+    assert "kit watch: a call could not be observed" in said and "it may be unrecorded" in said.splitlines()[-1]
+
+class _Recording:
+    """The part of an asyncio transport _Coalesced uses, keeping each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_writes_within_one_turn_of_the_loop_go_out_as_one_in_order_and_none_is_lost():
+    from kit.watch.connections import COALESCE_BYTES, _Coalesced
+
+    async def scenario() -> _Recording:
+        loop = asyncio.get_running_loop()
+        sent = _Recording()
+        out = _Coalesced(sent, loop)  # type: ignore[arg-type]
+        out.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        out.write(b"body")
+        assert sent.writes == [] and out.get_write_buffer_size() == len(b"HTTP/1.1 200 OK\r\n\r\nbody")
+        await asyncio.sleep(0)  # the loop's next turn
+        assert sent.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+        out.write(b"chunk")  # a later turn of the same answer: straight out
+        assert sent.writes[1:] == [b"chunk"]
+        out.answered()  # the next answer's first turn is held again
+        out.write(b"a" * COALESCE_BYTES)
+        out.write(b"b")  # past the bound: written at once
+        assert sent.writes[2:] == [b"a" * COALESCE_BYTES + b"b"]
+        out.answered()
+        out.write(b"0\r\n\r\n")
+        out.close()  # what is held goes out before the close
+        assert sent.writes[3:] == [b"0\r\n\r\n"] and sent.closed
+        return sent
+
+    sent = asyncio.run(scenario())
+    assert b"".join(sent.writes).startswith(b"HTTP/1.1 200 OK")
+
+    async def aborted() -> _Recording:
+        sent = _Recording()
+        out = _Coalesced(sent, asyncio.get_running_loop())  # type: ignore[arg-type]
+        out.write(b"dropped")
+        out.abort()
+        await asyncio.sleep(0)
+        return sent
+
+    sent = asyncio.run(aborted())
+    assert sent.aborted and sent.writes == []
