@@ -155,8 +155,13 @@ class RunEnded:
     reason: str | None
 
 
+class KindEvent:
+    """An event a kind sends through `ctx.emit` to a listener of its own that takes it out of the stream (the
+    grid's EpisodeFinished, to its LiveComparer), so no view is ever handed one."""
+
+
 Event = (RunStarted | SessionStarted | RequestDone | ItemVerdict | EpisodeDone | EpisodeVerdict | PlanEstimate
-         | SessionEnded | RunEnded | PinningCall | PassSummary | Notice | UnitProgress)
+         | SessionEnded | RunEnded | PinningCall | PassSummary | Notice | UnitProgress | KindEvent)
 Emit = Callable[[Event], None]
 
 

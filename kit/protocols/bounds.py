@@ -36,8 +36,9 @@ from kit.core.limits import (  # noqa: F401 - re-exported for the protocol model
 )
 
 
-def count(low: int, high: int, default: int | None = ..., **extra) -> Any:
-    """A strict integer field within [low, high] (booleans, floats and strings are refused)."""
+def count(low: int, high: int, default: Any = ..., **extra) -> Any:
+    """A strict integer field within [low, high] (booleans, floats and strings are refused); `default`: an int,
+    None, or ... (required)."""
     return Field(default, strict=True, ge=low, le=high, **extra)
 
 

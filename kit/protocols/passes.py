@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kit.record.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
 from kit.record.manifest import PassInfo
@@ -91,7 +91,7 @@ class Margins(Sequence):
                 self._completion.get("logprobs"), other._completion.get("logprobs")))
             self._completion = other._completion = None
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(map(_position, self.entries[index]))
         return _position(self.entries[index])
@@ -119,7 +119,7 @@ def load_pass(run_dir: Path, pass_id: str, info: PassInfo, keep_logprobs: bool =
     """Read a pass's records file (through `records`, e.g. RunFolder.records, when given: file, keep
     log-probabilities? -> its records); units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
-    keep = "deferred" if keep_logprobs else False
+    keep: Literal["deferred"] | bool = "deferred" if keep_logprobs else False
     read = records(str(info.file), keep) if records else read_records(run_dir / str(info.file), logprobs=keep).records
     for record in read:
         rank = record.get("phase_index", record.get("step", 0))
@@ -163,7 +163,8 @@ class OkPasses:
         if pa is None or pb is None:
             return Comparison(passes=[a, b], skipped="a pass is not OK (VOID, failed or not run)")
         units, indicators, verdicts = divergence_indicators(pa, pb)
-        return Comparison(passes=[a, b], **level_note(comparison_level(pa.all_ids() and pb.all_ids())),
+        note: dict[str, Any] = level_note(comparison_level(pa.all_ids() and pb.all_ids()))  # unset on ids
+        return Comparison(passes=[a, b], **note,
                           episodes=len(units), diverged=sum(indicators),
                           rate=sum(indicators) / len(units) if units else None,
                           interval=rate_interval(sum(indicators), len(units)).to_json() if units else None,

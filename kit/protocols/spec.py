@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
 
 from kit.core.errors import ConfigError
 from kit.core.paths import protocols_dir
@@ -84,11 +85,13 @@ def resolve(name_or_path: str) -> Path:
     raise ConfigError(f"unknown protocol {name_or_path!r}", f"choose one of {', '.join(known)} or give a YAML path")
 
 
-def _where(error: dict[str, Any]) -> str:
+M = TypeVar("M", bound=Strict)  # the protocol model a file validates against (parse, load)
+
+def _where(error: ErrorDetails) -> str:
     return ".".join(str(part) for part in error["loc"]) or "(top level)"
 
 
-def _got(error: dict[str, Any]) -> str:
+def _got(error: ErrorDetails) -> str:
     value = error.get("input")
     if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 40):
         return f" (got {value!r})"
@@ -104,8 +107,7 @@ def overridden_keys(overrides: dict[str, Any] | None, prefix: str = "") -> list[
     return keys
 
 
-def parse(data: Any, source: str, models: Mapping[str, type[Strict]],
-          options: dict[str, str] | None = None) -> Strict:
+def parse(data: Any, source: str, models: Mapping[str, type[M]], options: dict[str, str] | None = None) -> M:
     """Validate protocol data against the model of its kind; raise ConfigError naming `source`, the key
     and the allowed values, or the option (from `options`: dotted key -> option) that set the value."""
     if not isinstance(data, dict):
@@ -129,8 +131,8 @@ def parse(data: Any, source: str, models: Mapping[str, type[Strict]],
                           "fix the protocol file; the limits are in docs/protocols.md") from None
 
 
-def load(name_or_path: str, models: Mapping[str, type[Strict]],
-         overrides: dict[str, Any] | None = None) -> tuple[Strict, Path, str]:
+def load(name_or_path: str, models: Mapping[str, type[M]],
+         overrides: dict[str, Any] | None = None) -> tuple[M, Path, str]:
     """Load, override and validate a protocol. Returns (protocol, file, sha256 of the file's bytes)."""
     path = resolve(name_or_path)
     raw = path.read_bytes()

@@ -10,7 +10,7 @@ BFCL's verdict. As soon as an episode exists in both passes of a comparison, its
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from kit.record.divergence import episode_divergence
 from kit.core.errors import ConfigError
 from kit.core.events import (
     EpisodeVerdict,
+    KindEvent,
     Notice,
     PlanEstimate,
     SessionStarted,
@@ -61,7 +62,8 @@ class PassPlan:
         """What the manifest records of the pass once its server is up, besides what every pass records."""
         return {}
 
-FAMILY_RENDERERS = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
+PromptFormat = Literal["auto", "chatml", "qwen25", "llama31"]  # a protocol's workload.prompt_format
+FAMILY_RENDERERS: dict[str, PromptFormat] = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
 
 
 def _arm(value: Any) -> Any:
@@ -77,7 +79,7 @@ class BfclWorkload(Strict):
     # explicit episode ids instead of the first N in ascending order (at least one, each once)
     ids: Annotated[tuple[str, ...], b.UNIQUE, Field(min_length=1, max_length=b.EPISODES_MAX)] | None = None
     # (with ids, `episodes` below their number keeps the first ones: `--episodes 1` sizes such a file down)
-    prompt_format: Literal["auto", "chatml", "qwen25", "llama31"] = "auto"
+    prompt_format: PromptFormat = "auto"
     max_tokens_cap: b.MaxTokens = 4096
     # a smoke-test cap; the paper has none
     max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)
@@ -87,7 +89,8 @@ class BfclWorkload(Strict):
 
     @property
     def count(self) -> int:
-        return len(self.chosen_ids()) if self.ids else self.episodes
+        chosen = self.chosen_ids()
+        return len(chosen) if chosen is not None else self.episodes
 
 
 class BfclPassesProtocol(ProtocolBase):
@@ -160,7 +163,7 @@ def results(run_dir: Path) -> dict[str, Any]:
     return grid_results.write(run_dir)
 
 
-def renderer_for(protocol: GridProtocol, engine_details: dict[str, Any]):
+def renderer_for(protocol: BfclPassesProtocol, engine_details: dict[str, Any]):
     name = protocol.workload.prompt_format
     if name == "auto":
         family = engine_details.get("model_family")
@@ -204,7 +207,7 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
 
 
 def served(todo: list, key: Callable[[Any], str], start: Callable[[Any, str], Any],
-           ctx: RunContext, keys: list[str] | None = None) -> Iterator[tuple[Any, Any]]:
+           ctx: RunContext, keys: list[str] | None = None) -> Generator[tuple[Any, Any], None, None]:
     """(pass, live session) for the passes `todo` in order. Passes with the same `key` share one server:
     `start(pass, key)` opens its session (a context manager) at the first of them, and it is closed after
     the last, so passes of different keys that alternate keep their servers up at once. `keys`: every
@@ -269,7 +272,7 @@ def together(todo: list, key: Callable[[Any], str]) -> list[list]:
 
 
 @dataclass(frozen=True)
-class EpisodeFinished:
+class EpisodeFinished(KindEvent):
     """An episode a pass finished, on its way to the run's LiveComparer (from a unit run elsewhere, too)."""
 
     pass_id: str
@@ -341,7 +344,7 @@ class PassesUnit(BfclUnit):
 
     passes: list[tuple[PassPlan, str]]
     servers: list[str]
-    server: Callable[[Any, Any, PassPlan], Any]
+    server: Callable[[Any, Any, Any], Any]  # (protocol, provider, pass): a PassPlan, or a kind's own subclass
 
 
 def run_passes(ctx: RunContext, unit: Unit) -> None:
@@ -363,7 +366,7 @@ def run_passes(ctx: RunContext, unit: Unit) -> None:
 
 
 def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, todo: list[PassPlan],
-          key: Callable[[Any], str], server: Callable[[Any, Any, PassPlan], Any], pairs: dict[str, tuple[str, str]],
+          key: Callable[[Any], str], server: Callable[[Any, Any, Any], Any], pairs: dict[str, tuple[str, str]],
           fresh_server_per_pass: bool, estimate_provider: Any = None) -> None:
     """Run the BFCL passes `todo` (in run order; passes of the same `key` share one server, whose provider is
     `server(protocol, provider, pass)`): handed to the executor as units of passes whose servers are up together

@@ -135,7 +135,7 @@ def cache_ab(b: BoxCalls) -> dict[str, Any]:
     warm, cold = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("warm", "cold"))
     warm_median, cold_median = median(warm), median(cold)
     threshold = warm_median * COLD_FACTOR if warm_median is not None else None
-    gate = {"cold_all_above": bool(cold) and threshold is not None and all(v > threshold for v in cold),
+    gate: dict[str, Any] = {"cold_all_above": bool(cold) and threshold is not None and all(v > threshold for v in cold),
             "warm_median_below_cold_third": warm_median is not None and cold_median is not None
             and warm_median < cold_median / COLD_FACTOR,
             "warm_median_ms": warm_median, "cold_median_ms": cold_median, "threshold_ms": threshold}
@@ -148,7 +148,7 @@ def cache_ab(b: BoxCalls) -> dict[str, Any]:
 def cache_timing(b: BoxCalls) -> dict[str, Any]:
     low, high = b.limits()
     adjacent, gapped = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("adjacent", "gapped"))
-    gate = {"adjacent_all_below": bool(adjacent) and all(v < low for v in adjacent),
+    gate: dict[str, Any] = {"adjacent_all_below": bool(adjacent) and all(v < low for v in adjacent),
             "gapped_all_above": bool(gapped) and all(v > high for v in gapped),
             "adjacent_median_ms": median(adjacent), "gapped_median_ms": median(gapped),
             "adjacent_max_ms_threshold": low, "gapped_min_ms_threshold": high}
@@ -170,7 +170,7 @@ def cache_instance(b: BoxCalls) -> dict[str, Any]:
     numbers = sorted({c.get("cycle") for arm in ("pure", "contaminated") for c in b.valid[arm]} | set(resets),
                      key=lambda c: (c is None, c if c is not None else 0))
     pure, contaminated = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("pure", "contaminated"))
-    gate = {"pure_all_below": bool(pure) and all(v < low for v in pure),
+    gate: dict[str, Any] = {"pure_all_below": bool(pure) and all(v < low for v in pure),
             "contaminated_all_above": bool(contaminated) and all(v > high for v in contaminated),
             "resets_confirmed": bool(resets) and all(resets.get(c) for c in numbers),
             "resets_by_cycle": {str(c): resets.get(c) for c in numbers},
@@ -211,7 +211,7 @@ def churn_ab(b: BoxCalls) -> dict[str, Any]:
     blocked = median(loads["blocked"])
     threshold = blocked * COLD_FACTOR if blocked is not None else None
     ended = [c for c in b.raw.get("churn", []) if kept(c)]
-    gate = {"blocked_warm": blocked is not None and blocked < WARM_MAX_S,
+    gate: dict[str, Any] = {"blocked_warm": blocked is not None and blocked < WARM_MAX_S,
             "churn_all_confirmed": bool(ended) and all(c.get("pre_unload_confirmed") is True for c in ended),
             "churn_all_cold": bool(loads["churn"]) and threshold is not None
             and all(s > threshold for s in loads["churn"]),
@@ -237,7 +237,7 @@ def decomposition(records: list[dict[str, Any]]) -> dict[str, Any]:
         position = ("churn" if call["arm"] == "churn" else "first_blocked_block" if repeat < MINI_BLOCK
                     else "block_head" if repeat % MINI_BLOCK == 0 else "block_rest")
         by_box[box_of(call)][position].append(call)
-    out = {}
+    out: dict[str, Any] = {}
     for box in sorted(by_box):
         out[box] = {}
         for position in ("first_blocked_block", "block_head", "block_rest", "churn"):

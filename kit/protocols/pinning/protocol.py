@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
 from kit.protocols.pinning import results as pinning_results
 from kit.record.cache_state import Calibration, classify, from_telemetry
-from kit.engines.base import Completion, CompletionRequest, Engine, Message, require
+from kit.engines.base import Completion, CompletionRequest, Engine, Message, PromptTools, require
 from kit.core.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.record.manifest import now
 from kit.core.paths import RunPaths
@@ -145,7 +145,7 @@ def chat_request(engine: Engine, messages: list[Message], *, max_tokens: int, se
     """One greedy chat turn as the request `engine` takes: the prompt its own template renders where it
     declares `prompt_rendering`, else the messages themselves."""
     if engine.capabilities.prompt_rendering:
-        prompt = engine.apply_template(messages)  # declared: the engine has its prompt tools
+        prompt = cast(PromptTools, engine).apply_template(messages)  # declared: the engine has its prompt tools
         return CompletionRequest(prompt, max_tokens=max_tokens, seed=seed, top_logprobs=max(1, top_logprobs))
     require(engine, "chat_messages", "the cache-instance protocol")
     return CompletionRequest(messages=tuple(messages), max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)
@@ -217,6 +217,8 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
                                      phase=plan.phase, role=call.role, arm_index=call.arm_index,
                                      measured=call.measured, state=state)
             digest = record.output_sha256
+            if digest is None:  # answered() sets it from the completion's text, always
+                raise ValueError(f"pass {plan.pass_id}: a pinning record without its output_sha256")
             if call.measured:
                 outputs.append(digest)
             ctx.emit(PinningCall(plan.pass_id, plan.phase, call.role, call.arm_index, state["state"],

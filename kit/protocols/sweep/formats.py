@@ -81,14 +81,16 @@ def resolve(formats: dict[str, FormatSource], details: dict[str, Any], say=print
             base = resolved[source.of][0] if source.of else run_model(details)
             say(f"format {label}: {source.derive} from {base.path.name} (gguf; converted once, then cached)")
             made = ensure_format(base, source.derive, cache_dir)
-            entry = {"how": f"derived {source.derive}", "from": source.of or SOURCE, "from_sha256": base.sha256,
+            entry: dict[str, Any] = {"how": f"derived {source.derive}", "from": source.of or SOURCE, "from_sha256": base.sha256,
                      "converter_record": made.path.name + ".json"}
             if source.expect_sha256:
                 entry.update(expect_sha256=source.expect_sha256, matches_expected=made.sha256 == source.expect_sha256)
         elif source.model == SOURCE:
             made, entry = run_model(details), {"how": "the run's model"}
-        else:
+        elif source.model is not None:
             made, entry = ensure_model(source.model), {"how": f"model {source.model}"}
+        else:  # FormatSource's validator: a model or a derivation, always one
+            raise ValueError(f"format {label} names neither a model nor a derivation")
         resolved[label] = (made, {**entry, "path": str(made.path), "file": made.path.name, "sha256": made.sha256,
                                   "name": made.name})
     return resolved
