@@ -221,6 +221,7 @@ def stop_left_engines(scratch: str) -> int:
 
 
 WARM_HOLD_S = 60.0  # the longest a warm-up task keeps its worker from the others (RayExecutor.prepare)
+WARM_END_S = 5.0  # the longest the units wait for the released warm-up tasks to end (a running one ends at once)
 
 
 class _Gate:
@@ -327,7 +328,9 @@ class RayExecutor:
         if self.gate is not None:
             ray.kill(self.gate)
             self.gate = None
-            ray.wait(self.warming, num_returns=len(self.warming), timeout=WARM_HOLD_S)
+            _, never = ray.wait(self.warming, num_returns=len(self.warming), timeout=WARM_END_S)
+            for task in never:  # one no node had a slot for (a node lost since prepare): not worth waiting on
+                ray.cancel(task)
 
     def _submit(self, ctx: RunContext, run_unit: UnitFunction, unit: Unit, number: int,
                 shipment: Shipment | None = None) -> _Attempt:
