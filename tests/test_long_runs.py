@@ -14,6 +14,7 @@ from kit import cli
 from kit.core.errors import ConfigError
 from kit.core.paths import protocols_dir
 from kit.protocols import kinds
+from kit.protocols.bfcl_passes import drive
 from kit.protocols.grid import protocol as grid
 from kit.run import long_runs, runner
 from tests.cli_main import run_main
@@ -27,7 +28,7 @@ def nothing_fetched(monkeypatch):
     """BFCL's install, the model fetch and the engine's backend fail the test if the run reaches them."""
     def reached(*args, **kwargs):
         pytest.fail("the run went on to install or fetch before it was confirmed")
-    monkeypatch.setattr(grid, "ensure_bfcl", reached)
+    monkeypatch.setattr(drive, "ensure_bfcl", reached)
     monkeypatch.setattr(runner, "ensure_model", reached)
     monkeypatch.setattr(runner.embedded, "locate", reached)
 

@@ -18,7 +18,7 @@ from kit.analysis.collect import Collection, RunFolder, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import Pool, call, default_workers, import_before_forking
 from kit.protocols import kinds
-from kit.protocols.grid import setting as grid_setting
+from kit.protocols.bfcl_passes import setting as grid_setting
 from kit.protocols.passes import load_pass
 from kit.core.errors import KitError
 from kit.record.manifest import now

@@ -16,7 +16,7 @@ from kit.engines import registry
 from kit.protocols.grid import results as grid_results
 from kit.analysis.collect import RunFolder, format_rank
 from kit.protocols.results_model import Comparison
-from kit.protocols.grid.setting import pass_order, prompt_cache_setting
+from kit.protocols.bfcl_passes.setting import pass_order, prompt_cache_setting
 from kit.record.divergence import TOKEN_IDS
 
 COMPARISON_KEYS = {"run-to-run cache-off": "off_r2r", "run-to-run cache-on": "on_r2r", "path": "path"}

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kit.engines import registry
 from kit.analysis.findings_model import Findings, RunEntry, SweepFindings
-from kit.protocols.grid.setting import pass_order
+from kit.protocols.bfcl_passes.setting import pass_order
 from kit.compare.measures import ROWS, TREND, Measured, RunRow, Section
 from kit.stats import rate_interval
 

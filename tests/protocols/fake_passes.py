@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-from kit.protocols.grid import protocol as grid
+from kit.protocols.bfcl_passes import drive
 from kit.protocols.procedure import LOCAL, Prepared
 
 PREPARED = Prepared(plan={}, workload={}, payload="BFCL's install")
@@ -59,6 +59,6 @@ def fake_passes(monkeypatch) -> list[tuple[str, str]]:
         assert worker == "the run's BFCL worker"  # a unit run in the run's process uses the run's worker
         ran.append((plan.pass_id, live.launch["label"]))
 
-    monkeypatch.setattr(grid, "bfcl_passes", bfcl_passes)
-    monkeypatch.setattr(grid, "run_pass", run_pass)
+    monkeypatch.setattr(drive, "bfcl_passes", bfcl_passes)
+    monkeypatch.setattr(drive, "run_pass", run_pass)
     return ran

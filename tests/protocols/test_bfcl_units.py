@@ -11,6 +11,7 @@ import pytest
 
 from kit.launch.provider import ArmProviders
 from kit.protocols import kinds
+from kit.protocols.bfcl_passes import drive
 from kit.protocols.flag_order import protocol as flag_order
 from kit.protocols.grid import protocol as grid
 from kit.protocols.procedure import RunContext
@@ -80,10 +81,10 @@ def test_a_resumed_grid_hands_over_only_the_passes_it_lacks(tmp_path, monkeypatc
 def test_together_cuts_only_where_no_server_is_up():
     def key(pass_id):
         return pass_id[0]
-    assert grid.together(list("aabbc"), key) == [["a", "a"], ["b", "b"], ["c"]]
-    assert grid.together(list("abab"), key) == [list("abab")]
-    assert grid.together(list("abacdd"), key) == [list("aba"), ["c"], ["d", "d"]]
-    assert grid.together([], key) == []
+    assert drive.together(list("aabbc"), key) == [["a", "a"], ["b", "b"], ["c"]]
+    assert drive.together(list("abab"), key) == [list("abab")]
+    assert drive.together(list("abacdd"), key) == [list("aba"), ["c"], ["d", "d"]]
+    assert drive.together([], key) == []
 
 
 def test_a_unit_ships_without_the_runs_bfcl_worker(tmp_path, monkeypatch):

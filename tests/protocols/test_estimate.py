@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kit.protocols import kinds
-from kit.protocols.grid import protocol as grid
+from kit.protocols.bfcl_passes import drive
 from kit.protocols.reset import protocol as reset
 from kit.protocols.estimate import Speed
 
@@ -22,8 +22,8 @@ def test_reset_estimate_recomputes_cold_prompts_and_reuses_warm_ones():
 
 def test_bfcl_estimate_counts_a_server_start_only_for_passes_with_their_own_server():
     protocol, _, _ = kinds.load("grid-cpu")
-    shared = grid.estimate(protocol.workload, ["on", "off"], SPEED, episodes=2, fresh_server_per_pass=False)
-    fresh = grid.estimate(protocol.workload, ["on", "off"], SPEED, episodes=2, fresh_server_per_pass=True)
+    shared = drive.estimate(protocol.workload, ["on", "off"], SPEED, episodes=2, fresh_server_per_pass=False)
+    fresh = drive.estimate(protocol.workload, ["on", "off"], SPEED, episodes=2, fresh_server_per_pass=True)
     per_episode = 4 * ((200 / 200 + 64 / 40) + (100 / 200 + 64 / 40))
     assert shared.seconds == pytest.approx(2 * per_episode, abs=0.1)
     assert fresh.seconds == pytest.approx(shared.seconds + 2 * 3.0, abs=0.1)

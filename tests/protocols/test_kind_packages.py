@@ -16,18 +16,15 @@ ABOVE_PROTOCOLS = ("kit.analysis", "kit.compare", "kit.bundle", "kit.tui", "kit.
                    "kit.replay", "kit.importers", "kit.app.check", "kit.app.doctor")
 # modules outside a kind's package that import one of its modules, and why (the registry aside)
 REACHES_IN = {
-    "kit/protocols/sweep/protocol.py": {"grid"},  # a sweep runs the grid's BFCL passes
-    "kit/protocols/flag_order/protocol.py": {"grid"},  # so does flag x order
     "kit/analysis/bridge_findings.py": {"reset"},  # the bridge's Table IV counts reuse the kind's own counts
-    "kit/analysis/findings.py": {"grid", "harness"},  # Table III labels; the harness's report values per run
+    "kit/analysis/findings.py": {"harness"},  # the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results
-    "kit/compare/run_rows.py": {"grid"},  # the pass order label of a grid run
     "kit/compare/evidence.py": {"reset"},  # Table IV's evidence of a run not analysed: its reset table, typed
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
     "kit/atlas/bisect.py": {"ladder"},  # `kit bisect --rung` accepts the ladder's rung names
-    "kit/protocols/remedy/protocol.py": {"grid", "reset"},  # the remedy's arms run the reset session and grid pass
+    "kit/protocols/remedy/protocol.py": {"reset"},  # the remedy's arms run the reset session
     "kit/protocols/remedy/results.py": {"reset"},  # and count Tables IV and VII with the reset kind's own counts
 }
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from kit.core.events import Notice, SessionStarted
 from kit.protocols import kinds
-from kit.protocols.grid import protocol as grid
+from kit.protocols.bfcl_passes import drive
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import protocol as remedy
 from kit.record.manifest import Manifest
@@ -36,7 +36,7 @@ def fake_install(monkeypatch) -> list:
         told.append(say)
         return SimpleNamespace(to_manifest=lambda: {"bfcl_eval": "stand-in"})
 
-    monkeypatch.setattr(grid, "ensure_bfcl", ensure_bfcl)
+    monkeypatch.setattr(drive, "ensure_bfcl", ensure_bfcl)
     return told
 
 

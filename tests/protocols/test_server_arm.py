@@ -1,5 +1,5 @@
 """The cache arm of a server whose prefix caching is its launch setting (vLLM), checked around a pass
-(kit.protocols.grid.bfcl_pass.ServerArm), and the per-request gate on such a server. A stub stands in for
+(kit.protocols.bfcl_passes.one_pass.ServerArm), and the per-request gate on such a server. A stub stands in for
 the engine: the checks read only its launch flag, its own word and its counters."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from kit.engines.vllm import CacheCounters
 from kit.core.errors import ConfigError
-from kit.protocols.grid.bfcl_pass import GridGates, PassTally, ServerArm, gate
+from kit.protocols.bfcl_passes.one_pass import GridGates, PassTally, ServerArm, gate
 
 
 @dataclass

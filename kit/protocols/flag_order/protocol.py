@@ -20,20 +20,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from kit.protocols.flag_order import results as flag_order_run
-from kit.protocols.grid.setting import pass_order, prompt_cache_setting
+from kit.protocols.bfcl_passes.setting import pass_order, prompt_cache_setting
 from kit.core.errors import ConfigError
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
-from kit.protocols.grid.protocol import (
-    BFCL_EPISODES,
-    Arm,
-    BfclPassesProtocol,
-    PassPlan,
-    bfcl_estimate,
-    drive,
-    prepare_bfcl,
-    rerun_whole,
-)
+from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
+from kit.protocols.bfcl_passes.model import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_estimate
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict

@@ -6,7 +6,7 @@ Workloads, each through the pass of the kind that owns it (no request loop of it
   kit.protocols.reset.protocol.serve_session): the paper's Table IV (paths differ) and Table VII
   (correctness flips) per arm;
 - `bfcl`: every BFCL multi-turn episode on a fresh server of each arm, a cache-on pass then a cache-off
-  pass (the grid's pass, kit.protocols.grid.bfcl_pass.run_pass): Table V (path divergence) per arm.
+  pass (the grid's pass, kit.protocols.bfcl_passes.one_pass.run_pass): Table V (path divergence) per arm.
 Units alternate the arms' order (A B C, then C B A, ...). A fix that leaves no cache hit (`reuse-off`)
 gates its warm requests as recomputes (0 cached tokens) and its cache-on passes with no hit share.
 """
@@ -27,16 +27,9 @@ from kit.core.paths import RunPaths
 from kit.launch import fixes as fix_registry
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
-from kit.protocols.grid.bfcl_pass import GridGates, run_pass
-from kit.protocols.grid.protocol import (
-    BfclWorkload,
-    GridProtocol,
-    PassPlan,
-    bfcl_passes,
-    prepare_bfcl,
-    rerun_whole,
-    served,
-)
+from kit.protocols.bfcl_passes.drive import bfcl_passes, prepare_bfcl, rerun_whole, served
+from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, PassPlan
+from kit.protocols.bfcl_passes.one_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
@@ -132,16 +125,16 @@ def reset_protocol(protocol: RemedyProtocol) -> ResetProtocol:
         "top_logprobs": g.top_logprobs, "phases": list(PHASES), "gates": g.gates.model_dump()})
 
 
-def grid_protocol(protocol: RemedyProtocol, hits: bool = True) -> GridProtocol:
-    """The BFCL workload as the grid's protocol its pass serves; `hits` False (a fix that leaves no cache hit):
-    cache-on requests need no hit share."""
+def grid_protocol(protocol: RemedyProtocol, hits: bool = True) -> BfclPassesProtocol:
+    """The BFCL workload as the protocol of BFCL passes its pass serves (the grid's part of it); `hits` False (a fix
+    that leaves no cache hit): cache-on requests need no hit share."""
     w = protocol.bfcl
     assert w is not None
     gates = w.gates.model_dump() | ({} if hits else {"on_min_hit_share": 0.0})
-    return GridProtocol.model_validate({
+    return BfclPassesProtocol.model_validate({
         "protocol": "grid", "engine": protocol.engine.model_dump(), "seed": protocol.seed,
         "order_seed": protocol.order_seed, "workload": w.workload.model_dump(), "top_logprobs": w.top_logprobs,
-        "gates": gates, "passes": ["on", "off"], "server": "per_pass"})
+        "gates": gates})
 
 
 def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:

@@ -27,9 +27,10 @@ from kit.launch.provider import for_arm, per_arm_servers
 from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
-from kit.protocols.grid.bfcl_pass import run_pass
-from kit.protocols.grid.protocol import (BFCL_EPISODES, BfclPassesProtocol, BfclUnit, EpisodeFinished, LiveComparer,
-                                         PassPlan, bfcl_estimate, bfcl_passes, compared, episode_order, prepare_bfcl)
+from kit.protocols.bfcl_passes.drive import (BfclUnit, EpisodeFinished, LiveComparer, bfcl_passes, compared,
+                                             prepare_bfcl)
+from kit.protocols.bfcl_passes.model import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, episode_order
+from kit.protocols.bfcl_passes.one_pass import run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.protocols.sweep.results import SweepResults

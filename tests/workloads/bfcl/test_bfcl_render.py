@@ -101,7 +101,7 @@ def test_registry_names_each_family():
 def test_every_prompt_format_a_protocol_may_name_has_its_renderer():
     from typing import get_args
 
-    from kit.protocols.grid.protocol import FAMILY_RENDERERS, BfclWorkload
+    from kit.protocols.bfcl_passes.model import FAMILY_RENDERERS, BfclWorkload
 
     named = set(get_args(BfclWorkload.model_fields["prompt_format"].annotation)) - {"auto"}
     assert named <= set(RENDERERS) and set(FAMILY_RENDERERS.values()) <= named
