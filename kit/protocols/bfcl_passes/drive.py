@@ -5,22 +5,30 @@ of a comparison have it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Generator, Iterator
-from contextlib import ExitStack, closing, contextmanager
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kit.core.errors import ConfigError
-from kit.core.events import EpisodeVerdict, KindEvent, Notice, PlanEstimate, SessionStarted
+from kit.core.events import Emit, Event, EpisodeVerdict, KindEvent, Notice, PlanEstimate, SessionStarted
 from kit.core.paths import RunPaths
-from kit.launch.provider import for_arm
+from kit.launch.provider import EngineProvider, EngineSession, for_arm
 from kit.protocols.bfcl_passes.model import FAMILY_RENDERERS, BfclPassesProtocol, BfclWorkload, PassPlan, episode_order
 from kit.protocols.bfcl_passes.one_pass import run_pass
 from kit.protocols.estimate import Speed, probe
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
 from kit.record.divergence import episode_divergence
 from kit.workloads.bfcl import RENDERERS, BfclWorker, ensure_bfcl
+from kit.workloads.bfcl.client import Episode
+from kit.workloads.bfcl.provision import BfclInstall
+from kit.workloads.bfcl.render import Renderer
 from kit.workloads.bfcl.agent import opening_messages
+
+P = TypeVar("P", bound=PassPlan)  # a pass's plan: the grid's, or a kind's own subclass
+Pr = TypeVar("Pr", bound=BfclPassesProtocol)  # a kind's protocol
+T = TypeVar("T")
+ServerOf = Callable[[Pr, EngineProvider, P], EngineProvider]  # (protocol, the run's provider, pass) -> its server's
 
 
 def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: RunInputs) -> Prepared:
@@ -37,11 +45,12 @@ def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: Run
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def renderer_for(protocol: BfclPassesProtocol, engine_details: dict[str, Any]):
+def renderer_for(protocol: BfclPassesProtocol, family: object) -> tuple[str, Renderer]:
+    """The prompt format's name and renderer: the protocol's, or under `auto` the one of the model's `family` (as the
+    engine's provider describes it)."""
     name = protocol.workload.prompt_format
     if name == "auto":
-        family = engine_details.get("model_family")
-        if family not in FAMILY_RENDERERS:
+        if not isinstance(family, str) or family not in FAMILY_RENDERERS:
             raise ConfigError("cannot tell which prompt format this model uses",
                               "set workload.prompt_format to chatml, qwen25 or llama31 in the protocol")
         name = FAMILY_RENDERERS[family]
@@ -80,15 +89,15 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
                         f"~{out} new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
 
 
-def served(todo: list, key: Callable[[Any], str], start: Callable[[Any, str], Any],
-           ctx: RunContext, keys: list[str] | None = None) -> Generator[tuple[Any, Any], None, None]:
+def served(todo: Sequence[P], key: Callable[[P], str], start: Callable[[P, str], AbstractContextManager[EngineSession]],
+           ctx: RunContext, keys: list[str] | None = None) -> Generator[tuple[P, EngineSession], None, None]:
     """(pass, live session) for the passes `todo` in order. Passes with the same `key` share one server:
     `start(pass, key)` opens its session (a context manager) at the first of them, and it is closed after
     the last, so passes of different keys that alternate keep their servers up at once. `keys`: every
     server of the run in order, where `todo` is a part of its passes (how SessionStarted numbers them)."""
     keys = keys or list(dict.fromkeys(key(p) for p in todo))
     last = {key(p): p.pass_id for p in todo}
-    servers: dict[str, tuple[ExitStack, Any, str]] = {}
+    servers: dict[str, tuple[ExitStack, EngineSession, str]] = {}
     try:
         for plan in todo:
             label = key(plan)
@@ -106,7 +115,7 @@ def served(todo: list, key: Callable[[Any], str], start: Callable[[Any, str], An
             stack.close()
 
 
-def rerun_whole(plans: list, key: Callable[[Any], str], ctx: RunContext, what: str) -> None:
+def rerun_whole(plans: Sequence[P], key: Callable[[P], str], ctx: RunContext, what: str) -> None:
     """Passes that must share one server history (the same `key`) run again together: where some of a
     key's passes finished before the run stopped and some did not, the finished ones are superseded
     (kept aside in records/superseded/) and run again with the rest on a new server."""
@@ -121,11 +130,11 @@ def rerun_whole(plans: list, key: Callable[[Any], str], ctx: RunContext, what: s
                 ctx.done.discard(pass_id)
 
 
-def together(todo: list, key: Callable[[Any], str]) -> list[list]:
+def together(todo: Sequence[T], key: Callable[[T], str]) -> list[list[T]]:
     """The passes `todo` (in run order) cut into units: a cut falls only where no server is up, so every
     server's passes, and the passes of servers up at once (keys that alternate), stay in one unit."""
     last = {key(plan): index for index, plan in enumerate(todo)}
-    units: list[list] = []
+    units: list[list[T]] = []
     reach = -1  # the last pass of the servers the current unit has started
     for index, plan in enumerate(todo):
         if index > reach:
@@ -144,9 +153,9 @@ class EpisodeFinished(KindEvent):
     requests: list
 
 
-def compared(comparer: LiveComparer, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+def compared(comparer: LiveComparer, emit: Emit) -> Emit:
     """`emit` with each EpisodeFinished handed to `comparer` instead (it emits the verdicts)."""
-    def route(event: Any) -> None:
+    def route(event: Event) -> None:
         if isinstance(event, EpisodeFinished):
             comparer.episode_finished(event.pass_id, event.unit, event.requests)
         else:
@@ -156,12 +165,13 @@ def compared(comparer: LiveComparer, emit: Callable[[Any], None]) -> Callable[[A
 
 @contextmanager
 def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, arms: list[str],
-                fresh_server_per_pass: bool, estimate_provider: Any = None) -> Iterator[tuple[Any, list, Any]]:
+                fresh_server_per_pass: bool, estimate_provider: EngineProvider | None = None,
+                ) -> Iterator[tuple[BfclWorker, list[Episode], Renderer]]:
     """What every run of BFCL passes starts with: the prompt format, the BFCL worker (described in the
     workload), the canonical episodes, and the estimated duration of the passes still to run (`arms`),
     measured on a server of its own started by `estimate_provider` (default: the run's), so the probe
     leaves nothing in any pass's cache. Yields (worker, canonical episodes, renderer)."""
-    format_name, render = renderer_for(protocol, ctx.provider.describe())
+    format_name, render = renderer_for(protocol, ctx.provider.describe().get("model_family"))
     ctx.manifest.update(prompt_format=format_name)
     workload = protocol.workload
     with BfclWorker(prepared.payload, log_path=RunPaths(ctx.run_dir).logs / "bfcl-worker.log") as worker:
@@ -186,34 +196,35 @@ class BfclUnit:
     canonical episodes, the prompt renderer and BFCL's install. `worker` is the run's BFCL worker where the unit
     runs in the run's process; shipped elsewhere it is left behind, and the unit starts a worker of its own."""
 
-    protocol: Any
-    canonical: list
-    render: Any
-    install: Any
-    worker: Any = None
+    protocol: BfclPassesProtocol
+    canonical: list[Episode]
+    render: Renderer
+    install: BfclInstall
+    worker: BfclWorker | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> object:
         return {**self.__dict__, "worker": None}  # a process handle stays where it was started
 
-    def bfcl_worker(self, stack: ExitStack, ctx: RunContext, unit: str) -> Any:
+    def bfcl_worker(self, stack: ExitStack, ctx: RunContext, unit: str) -> BfclWorker:
         """The run's BFCL worker, else one of the unit's own (`logs/bfcl-worker-<unit>.log`) closed with `stack`."""
         return self.worker or stack.enter_context(
             BfclWorker(self.install, log_path=RunPaths(ctx.run_dir).logs / f"bfcl-worker-{unit}.log"))
 
 
 @dataclass(kw_only=True)
-class PassesUnit(BfclUnit):
+class PassesUnit(BfclUnit, Generic[Pr, P]):
     """Passes in run order, each with the label of the server it shares (`passes`); `servers`, every server label of
     the run's passes still to run; `server(protocol, provider, pass)`, the provider of a pass's server (module-level)."""
 
-    passes: list[tuple[PassPlan, str]]
+    protocol: Pr
+    passes: list[tuple[P, str]]
     servers: list[str]
-    server: Callable[[Any, Any, Any], Any]  # (protocol, provider, pass): a PassPlan, or a kind's own subclass
+    server: ServerOf[Pr, P]
 
 
 def run_passes(ctx: RunContext, unit: Unit) -> None:
     """A unit's passes in order, on servers started for them (`served`): each pass's episodes in its order."""
-    job: PassesUnit = unit.payload
+    job: PassesUnit[BfclPassesProtocol, PassPlan] = unit.payload
     logs, label = RunPaths(ctx.run_dir).logs, {plan.pass_id: name for plan, name in job.passes}
     with ExitStack() as stack:
         worker = job.bfcl_worker(stack, ctx, unit.name)
@@ -229,9 +240,9 @@ def run_passes(ctx: RunContext, unit: Unit) -> None:
                      lambda pass_id, episode, requests: ctx.emit(EpisodeFinished(pass_id, episode, requests)))
 
 
-def drive(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContext, todo: list[PassPlan],
-          key: Callable[[Any], str], server: Callable[[Any, Any, Any], Any], pairs: dict[str, tuple[str, str]],
-          fresh_server_per_pass: bool, estimate_provider: Any = None) -> None:
+def drive(protocol: Pr, prepared: Prepared, ctx: RunContext, todo: list[P], key: Callable[[P], str],
+          server: ServerOf[Pr, P], pairs: dict[str, tuple[str, str]], fresh_server_per_pass: bool,
+          estimate_provider: EngineProvider | None = None) -> None:
     """Run the BFCL passes `todo` (in run order; passes of the same `key` share one server, whose provider is
     `server(protocol, provider, pass)`): handed to the executor as units of passes whose servers are up together
     (`together`), every episode in its pass's order; verdicts of the comparisons `pairs` as soon as both passes

@@ -3,16 +3,21 @@ the size and rough duration the launcher reads from a protocol file."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal, TypedDict
 
 import numpy as np
 from pydantic import BeforeValidator, Field
 
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.one_pass import GridGates
-from kit.protocols.kind import CpuEstimate, Number
+from kit.protocols.kind import CpuEstimate, FileData, Number
 from kit.protocols.spec import ProtocolBase, Strict
+
+
+class PassFields(TypedDict, total=False):
+    """The keys a kind's passes add to their manifest entries (`passes.<id>`): none here; a kind's own pass plan
+    names its keys in a TypedDict of its own (kit.protocols.flag_order, kit.protocols.remedy)."""
 
 
 @dataclass(frozen=True)
@@ -22,10 +27,7 @@ class PassPlan:
     repeat: int  # 1 for the first pass of its arm under its order, 2 for the second
     order: int
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def manifest_fields(self) -> dict[str, Any]:
+    def manifest_fields(self) -> PassFields:
         """What the manifest records of the pass once its server is up, besides what every pass records."""
         return {}
 
@@ -34,7 +36,7 @@ PromptFormat = Literal["auto", "chatml", "qwen25", "llama31"]  # a protocol's wo
 FAMILY_RENDERERS: dict[str, PromptFormat] = {"chatml": "chatml", "qwen": "qwen25", "llama3": "llama31"}  # registry family -> prompt_format
 
 
-def _arm(value: Any) -> Any:
+def _arm(value: object) -> object:
     """YAML 1.1 reads a bare `on`/`off` as true/false: take those as the arm names they were meant as."""
     return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
@@ -80,7 +82,7 @@ def episode_order(episodes: list, order: int, seed: int) -> list:
     return [episodes[i] for i in np.random.default_rng([seed, order]).permutation(len(episodes))]
 
 
-def bfcl_episodes(data: dict[str, Any]) -> int:
+def bfcl_episodes(data: FileData) -> int:
     """BFCL episodes a protocol file asks for: its explicit ids (at most `episodes` of them), else `episodes`."""
     workload = data.get("workload") or {}
     ids = workload.get("ids")
@@ -90,8 +92,7 @@ def bfcl_episodes(data: dict[str, Any]) -> int:
 BFCL_EPISODES = Number("Episodes", "workload.episodes", bfcl_episodes)  # the size of every BFCL protocol
 
 
-def bfcl_estimate(data: dict[str, Any], passes: int, servers: int = 0, how: str = "") -> CpuEstimate:
-    """The launcher's rough duration of a BFCL file on the embedded CPU engine (two cores): about two
-    minutes per episode and pass, five seconds per server started; `how` says how passes are served."""
-    episodes = bfcl_episodes(data)
+def bfcl_estimate(episodes: int, passes: int, servers: int = 0, how: str = "") -> CpuEstimate:
+    """The launcher's rough duration of a BFCL file of `episodes` (`bfcl_episodes`) on the embedded CPU engine (two
+    cores): about two minutes per episode and pass, five seconds per server started; `how` says how passes are served."""
     return CpuEstimate(f"{episodes} episodes x {passes} passes{how}", episodes * passes * 120 + servers * 5)

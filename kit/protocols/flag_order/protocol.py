@@ -13,7 +13,7 @@ are compared (run-to-run divergence); an arm with a cache-off pass also gets the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,8 @@ from kit.core.errors import ConfigError
 from kit.protocols import bounds as b
 from kit.launch.provider import for_arm, per_arm_servers
 from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
-from kit.protocols.bfcl_passes.model import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_estimate
+from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProtocol, PassFields, PassPlan, bfcl_episodes,
+                                             bfcl_estimate)
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
@@ -62,16 +63,20 @@ DEFAULT_ARMS = (
 )
 
 
+class FlagOrderFields(PassFields):
+    """What a flag x order pass adds to its manifest entry: its arm's name (`cell`) and `--cache-ram`."""
+
+    cell: str
+    cache_ram: int | None
+
+
 @dataclass(frozen=True)
 class FlagOrderPass(PassPlan):
     cell: str = ""
     cache_ram: int | None = None
     server: str = "shared"
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def manifest_fields(self) -> dict[str, Any]:
+    def manifest_fields(self) -> FlagOrderFields:
         return {"cell": self.cell, "cache_ram": self.cache_ram}
 
 
@@ -180,7 +185,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a flag × order file on the embedded CPU engine: a fresh server per arm."""
     arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
     passes = sum(len(arm.get("passes") or ()) for arm in arms)
-    return bfcl_estimate(data, passes, len(arms), f" in {len(arms)} arms (a fresh server each)")
+    return bfcl_estimate(bfcl_episodes(data), passes, len(arms), f" in {len(arms)} arms (a fresh server each)")
 
 
 def on_vllm(protocol: FlagOrderProtocol, starts_servers: bool) -> None:

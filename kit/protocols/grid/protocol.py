@@ -20,7 +20,8 @@ from kit.engines.registry import VLLM
 from kit.launch.provider import for_arm
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
-from kit.protocols.bfcl_passes.model import BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_estimate
+from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes,
+                                             bfcl_estimate)
 from kit.protocols.grid import results as grid_results
 from kit.protocols.grid.results import GridResults
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
@@ -57,7 +58,7 @@ def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
     passes = pass_plan(protocol)
     return prepare_bfcl(protocol, {"passes": [p.pass_id for p in passes], "orders": list(protocol.orders),
                                    "server": protocol.server,
-                                   "comparisons": list(grid_results.comparisons([p.as_json() for p in passes]))},
+                                   "comparisons": list(grid_results.comparisons(passes))},
                         inputs)
 
 
@@ -80,13 +81,13 @@ def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
     if protocol.server == "per_arm":
         rerun_whole(plans, key, ctx, "server")
     todo = [p for p in plans if p.pass_id not in ctx.done]
-    drive(protocol, prepared, ctx, todo, key, grid_server, grid_results.comparisons([p.as_json() for p in plans]),
+    drive(protocol, prepared, ctx, todo, key, grid_server, grid_results.comparisons(plans),
           protocol.server == "per_pass")
 
 
 def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     """The launcher's rough duration of a grid file on the embedded CPU engine (one server)."""
-    return bfcl_estimate(data, len(data.get("passes") or ()) or 4)
+    return bfcl_estimate(bfcl_episodes(data), len(data.get("passes") or ()) or 4)
 
 
 def on_vllm(protocol: GridProtocol, starts_servers: bool) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kit.protocols.bfcl_passes.model import PassPlan
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import (
     Comparison,
@@ -73,11 +74,11 @@ WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run ca
                 "path": (("on", 1), ("off", 1))}
 
 
-def comparisons(passes: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    """The comparisons a set of passes (dicts with pass_id, arm, repeat, order) allows: run-to-run
-    within each arm and the path comparison under each order, and each arm's first pass across orders."""
-    index = {(p["arm"], p["repeat"], p["order"]): p["pass_id"] for p in passes}
-    orders = list(dict.fromkeys(p["order"] for p in passes))
+def comparisons(passes: Sequence[PassPlan]) -> dict[str, tuple[str, str]]:
+    """The comparisons a set of passes allows: run-to-run within each arm and the path comparison under each
+    order, and each arm's first pass across orders."""
+    index = {(p.arm, p.repeat, p.order): p.pass_id for p in passes}
+    orders = list(dict.fromkeys(p.order for p in passes))
     found = {}
     for order in orders:
         tag = "" if len(orders) == 1 else f" (order {order})"
@@ -201,8 +202,9 @@ def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
     infos = infos if infos is not None else manifest.run.passes
     loaded = {pid: load_pass(run_dir, info, records) for pid, info in infos.items()
               if info.status == "OK" and (run_dir / str(info.file)).exists()}
-    planned = [{"pass_id": pid, "arm": info.arm, "repeat": info.repeat or _repeat(pid),
-                "order": info.order_index or 0} for pid, info in infos.items()]
+    # a pass the manifest names no arm of is in no comparison (its arm matches neither on nor off)
+    planned = [PassPlan(pid, info.arm or "", info.repeat or _repeat(pid), info.order_index or 0)
+               for pid, info in infos.items()]
     emitted: dict[tuple[str, str], dict[str, list[dict]]] = {}  # (pass, level) -> its requests with `emitted`
     found: dict[str, Comparison] = {}
     for name, (a, b) in comparisons(planned).items():

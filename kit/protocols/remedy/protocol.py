@@ -17,7 +17,7 @@ import re
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import Field, field_validator, model_validator
 
@@ -28,7 +28,7 @@ from kit.launch import fixes as fix_registry
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import bfcl_passes, prepare_bfcl, rerun_whole, served
-from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, PassPlan
+from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, PassFields, PassPlan
 from kit.protocols.bfcl_passes.one_pass import GridGates, run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
@@ -200,10 +200,25 @@ def _gsm8k(protocol: RemedyProtocol, ctx: RunContext, items: list[Any], provider
             pid = pass_id(arm.name, "gsm8k", item.id)
             if pid in ctx.done:
                 continue
-            ctx.manifest.set_pass(pid, remedy={"arm": arm.name, "workload": "gsm8k", "unit": item.id})
+            ctx.manifest.set_pass(pid, remedy=RemedyEntry(arm=arm.name, workload="gsm8k", unit=item.id))
             check = _no_hit_check if arm.applied().reuse_off else check_gate
             serve_session(reset, ctx, providers[arm.name], pid, [item], system_prompt,
                           (index * len(protocol.arms) + position, total), check)
+
+
+class RemedyEntry(TypedDict):
+    """`passes.<id>.remedy`: the remedy arm (`arm`), workload, unit (item or episode) and, for BFCL, cache arm."""
+
+    arm: str
+    workload: Literal["gsm8k", "bfcl"]
+    unit: str
+    cache: NotRequired[str]
+
+
+class RemedyFields(PassFields):
+    """What a BFCL pass of the remedy adds to its manifest entry."""
+
+    remedy: RemedyEntry
 
 
 @dataclass(frozen=True)
@@ -218,7 +233,7 @@ class RemedyPass(PassPlan):
         """The label of its server, which the episode's cache-on and cache-off passes of its arm share."""
         return pass_id(self.fix, "bfcl", self.unit)
 
-    def manifest_fields(self) -> dict[str, Any]:
+    def manifest_fields(self) -> RemedyFields:
         return {"remedy": {"arm": self.fix, "workload": "bfcl", "unit": self.unit, "cache": self.arm}}
 
 

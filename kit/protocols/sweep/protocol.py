@@ -29,7 +29,8 @@ from kit.protocols import bounds as b
 from kit.protocols.sweep import formats as weight_formats
 from kit.protocols.bfcl_passes.drive import (BfclUnit, EpisodeFinished, LiveComparer, bfcl_passes, compared,
                                              prepare_bfcl)
-from kit.protocols.bfcl_passes.model import BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_estimate, episode_order
+from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, BfclPassesProtocol, PassPlan, bfcl_episodes, bfcl_estimate,
+                                             episode_order)
 from kit.protocols.bfcl_passes.one_pass import run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs, Unit
@@ -197,7 +198,7 @@ def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
     histories = data.get("histories", 11)
     references = len(data.get("reference_orders") or (0, 1))
     passes = formats * (histories + references) + (formats if data.get("replicate") else 0)
-    return bfcl_estimate(data, passes, passes, " (a fresh server each)")
+    return bfcl_estimate(bfcl_episodes(data), passes, passes, " (a fresh server each)")
 
 
 def on_vllm(protocol: SweepProtocol, starts_servers: bool) -> None:
