@@ -35,7 +35,7 @@ def cell_divergence(run: RunFolder, loaded: dict[str, PassData]) -> dict[str, An
         return {"skipped": "needs one OK cache-on pass and one OK cache-off reference pass"}
     units, indicators, verdicts = divergence_indicators(loaded[on], loaded[off])
     return {"passes": [on, off], "episodes": units, "indicators": indicators, "diverged": int(sum(indicators)),
-            "n": len(units), "first_request_index": [v["request_index"] for v in verdicts if v["diverged"]]}
+            "n": len(units), "first_request_index": [v.request_index for v in verdicts if v.diverged]}
 
 
 class _Cells:

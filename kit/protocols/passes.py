@@ -9,10 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kit.record.divergence import TOKEN_IDS, comparison_level, emitted, episode_divergence, level_note
+from kit.record.completion import TokenLogprob
+from kit.record.divergence import (TOKEN_IDS, EpisodeDivergence, comparison_level, emitted, episode_divergence,
+                                   level_note)
 from kit.record.manifest import PassInfo
-from kit.record.files import logprobs_of, logprobs_pair, read_records
+from kit.record.files import DeferredLogprobs, logprobs_pair, read_records
 from kit.protocols.results_model import Comparison
+
+
+Logprobs = list[TokenLogprob] | DeferredLogprobs | None  # a completion's `logprobs` as a read gives it
+# a run folder's records file (relative to it), how much of the log-probabilities to keep -> its records as read
+RecordsReader = Callable[[str, bool | Literal["deferred"]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -56,10 +63,10 @@ def top_two_margin(logprobs: list[float]) -> float:
     return first - second
 
 
-def _position(entry: dict[str, Any]) -> tuple[Any, float]:
+def _position(entry: TokenLogprob) -> tuple[int | str, float]:
     """(token key: the id where the engine gave one, else the token string; top-two margin) of one entry."""
     key = entry.get("id")
-    return (entry.get("token") if key is None else key,
+    return (entry["token"] if key is None else key,
             top_two_margin([float(t["logprob"]) for t in entry.get("top") or ()]))
 
 
@@ -68,17 +75,17 @@ class Margins(Sequence):
     deferred them: kit.record.files.logprobs_of) and worked out as they are visited (`_position`): the
     mechanism compares only some of a pass's requests, and walks each only to its first flip."""
 
-    __slots__ = ("_completion", "_entries")
+    __slots__ = ("_read", "_entries")
 
-    def __init__(self, completion: dict[str, Any]):
-        self._completion: dict[str, Any] | None = completion
-        self._entries: list[dict[str, Any]] = []
+    def __init__(self, logprobs: Logprobs):
+        self._read: Logprobs = logprobs  # the completion's `logprobs` as read, until parsed
+        self._entries: list[TokenLogprob] = []
 
     @property
-    def entries(self) -> list[dict[str, Any]]:
-        if self._completion is not None:
-            self._entries = logprobs_of(self._completion) or []
-            self._completion = None
+    def entries(self) -> list[TokenLogprob]:
+        if self._read is not None:
+            self._entries = logprobs_pair(self._read, None)[0] or []
+            self._read = None
         return self._entries
 
     def __len__(self) -> int:
@@ -86,17 +93,16 @@ class Margins(Sequence):
 
     def pair(self, other: Margins) -> None:
         """Parse both sides' arrays now, once if their bytes are the same (kit.record.files.logprobs_pair)."""
-        if self._completion is not None and other._completion is not None:
-            self._entries, other._entries = (value or [] for value in logprobs_pair(
-                self._completion.get("logprobs"), other._completion.get("logprobs")))
-            self._completion = other._completion = None
+        if self._read is not None and other._read is not None:
+            self._entries, other._entries = (value or [] for value in logprobs_pair(self._read, other._read))
+            self._read = other._read = None
 
     def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(map(_position, self.entries[index]))
         return _position(self.entries[index])
 
-    def __iter__(self) -> Iterator[tuple[Any, float]]:
+    def __iter__(self) -> Iterator[tuple[int | str, float]]:
         return map(_position, self.entries)
 
 
@@ -106,7 +112,7 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
     top_k = body.get("n_probs", body.get("logprobs"))
     logprobs = None
     if keep_logprobs:
-        logprobs = Margins(completion)
+        logprobs = Margins(completion.get("logprobs"))
     return Request(prompt_sha256=record["prompt_sha256"], tokens=tuple(emitted(record)),
                    strings=tuple(completion.get("tokens") or ()), has_ids=completion.get("token_ids") is not None,
                    cached_tokens=completion.get("cached_tokens"), top_k=int(top_k) if top_k is not None else None,
@@ -115,7 +121,7 @@ def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:
 
 
 def load_pass(run_dir: Path, pass_id: str, info: PassInfo, keep_logprobs: bool = False,
-              records: Callable[[str, Any], list[dict[str, Any]]] | None = None) -> PassData:
+              records: RecordsReader | None = None) -> PassData:
     """Read a pass's records file (through `records`, e.g. RunFolder.records, when given: file, keep
     log-probabilities? -> its records); units keep the manifest's execution order (`order`)."""
     units: dict[str, list[tuple[int, int, Request]]] = defaultdict(list)
@@ -129,12 +135,12 @@ def load_pass(run_dir: Path, pass_id: str, info: PassInfo, keep_logprobs: bool =
     return data
 
 
-def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int], list[dict[str, Any]]]:
+def divergence_indicators(a: PassData, b: PassData) -> tuple[list[str], list[int], list[EpisodeDivergence]]:
     """Episodes present in both passes in `a`'s execution order, their 0/1 divergence, and the verdicts."""
     units = [u for u in a.order if u in b.units]
     level = comparison_level(a.all_ids() and b.all_ids())
     verdicts = [episode_divergence(a.walk(u, level), b.walk(u, level)) for u in units]
-    return units, [int(v.diverged) for v in verdicts], [v.to_json() for v in verdicts]
+    return units, [int(v.diverged) for v in verdicts], verdicts
 
 
 class OkPasses:
@@ -142,7 +148,7 @@ class OkPasses:
     where given, as `load_pass` takes it)."""
 
     def __init__(self, run_dir: Path, infos: dict[str, PassInfo],
-                 records: Callable[[str, Any], list[dict[str, Any]]] | None = None):
+                 records: RecordsReader | None = None):
         self.run_dir = run_dir
         self.ok = {p: i for p, i in infos.items() if i.status == "OK" and (run_dir / (i.file or "")).is_file()}
         self.loaded: dict[str, PassData] = {}
@@ -163,10 +169,13 @@ class OkPasses:
         if pa is None or pb is None:
             return Comparison(passes=[a, b], skipped="a pass is not OK (VOID, failed or not run)")
         units, indicators, verdicts = divergence_indicators(pa, pb)
-        note: dict[str, Any] = level_note(comparison_level(pa.all_ids() and pb.all_ids()))  # unset on ids
-        return Comparison(passes=[a, b], **note,
+        level = comparison_level(pa.all_ids() and pb.all_ids())
+        made = Comparison(passes=[a, b],
                           episodes=len(units), diverged=sum(indicators),
                           rate=sum(indicators) / len(units) if units else None,
                           interval=rate_interval(sum(indicators), len(units)).to_json() if units else None,
                           status=dict(zip(units, indicators)),
-                          first_request_index=[v["request_index"] for v in verdicts if v["diverged"]])
+                          first_request_index=[v.request_index for v in verdicts if v.diverged])
+        if "compared_on" in level_note(level):  # unset on ids (set: dumped in its place)
+            made.compared_on = level
+        return made

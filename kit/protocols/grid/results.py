@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kit.protocols.bfcl_passes.model import PassPlan
+from kit.protocols.passes import Logprobs
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import (
     Comparison,
@@ -94,62 +96,83 @@ def comparisons(passes: Sequence[PassPlan]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _request(record: dict[str, Any]) -> dict[str, Any]:
-    """What the grid's results need of a request record (the prompt text and raw body are dropped); its
-    `logprobs` as read (parsed, or DeferredLogprobs: `identity` parses them)."""
-    completion = record["completion"]
-    return {"step": record["step"], "prompt_sha256": record["prompt_sha256"], "ids": completion.get("token_ids"),
-            "tokens": list(completion.get("tokens") or ()), "logprobs": completion["logprobs"]}
+@dataclass(frozen=True, slots=True)
+class GridRequest:
+    """What the grid's results need of a request record (the prompt text and raw body are dropped): its
+    `logprobs` as read (parsed, or DeferredLogprobs: `identity` parses them); `emitted`, its tokens at the
+    comparison level (`_emitted`)."""
+
+    step: int
+    prompt_sha256: str
+    ids: list[int] | None
+    tokens: list[str]
+    logprobs: Logprobs
+    emitted: Sequence[int | str] | None = None
 
 
-def compared_on(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> str:
+class EpisodeScore(NamedTuple):
+    """What the grid's results need of an episode record: BFCL's verdict and the episode's outcome."""
+
+    valid: bool
+    outcome: str
+
+
+Requests = dict[str, list[GridRequest]]  # a pass's requests per episode, in step order
+Loaded = tuple[Requests, dict[str, EpisodeScore], list[str]]  # (requests, episodes, execution order) of a pass
+
+
+def compared_on(a: Requests, b: Requests) -> str:
     """The comparison level of two passes (kit.record.divergence.comparison_level)."""
-    return comparison_level(all(r["ids"] is not None for side in (a, b) for requests in side.values()
+    return comparison_level(all(r.ids is not None for side in (a, b) for requests in side.values()
                                 for r in requests))
 
 
-def _emitted(requests: list[dict], level: str) -> list[dict]:
+def _emitted(requests: list[GridRequest], level: str) -> list[GridRequest]:
     """`requests` with `emitted` at the comparison level."""
-    key = "ids" if level == TOKEN_IDS else "tokens"
-    return [{**r, "emitted": list(r[key])} for r in requests]
+    return [replace(r, emitted=list(r.ids) if level == TOKEN_IDS and r.ids is not None else list(r.tokens))
+            for r in requests]
 
 
-def load_pass(run_dir: Path, info: PassInfo, records: Reader | None = None,
-              ) -> tuple[dict[str, list[dict]], dict[str, dict], list[str]]:
-    """(requests per episode in step order, episode records, episode execution order) of one pass, read
+def load_pass(run_dir: Path, info: PassInfo, records: Reader | None = None) -> Loaded:
+    """(requests per episode in step order, episodes' scores, episode execution order) of one pass, read
     through `records` (e.g. RunFolder.records: file -> its records) when given."""
     read = records or (lambda file: read_records(run_dir / file).records)
-    requests: dict[str, list[dict]] = defaultdict(list)
+    requests: Requests = defaultdict(list)
     for record in read(str(info.file)):
         if record.get("action") != "sentinel":
-            requests[record["unit"]].append(_request(record))
-    episodes = {r["unit"]: r for r in read(str(info.episodes_file))}
+            completion = record["completion"]
+            requests[record["unit"]].append(GridRequest(
+                record["step"], record["prompt_sha256"], completion.get("token_ids"),
+                list(completion.get("tokens") or ()), completion["logprobs"]))
+    episodes = {r["unit"]: EpisodeScore(bool(r["score"]["valid"]), r["outcome"])
+                for r in read(str(info.episodes_file))}
     order = [unit for unit in info.order if unit in episodes]
-    return {u: sorted(rs, key=lambda r: r["step"]) for u, rs in requests.items()}, episodes, order
+    return {u: sorted(rs, key=lambda r: r.step) for u, rs in requests.items()}, episodes, order
 
 
-def walk(requests: list[dict]) -> list[tuple[str, list]]:
-    return [(r["prompt_sha256"], r["emitted"]) for r in requests]
+def walk(requests: list[GridRequest]) -> list[tuple[str, Sequence[int | str]]]:
+    return [(r.prompt_sha256, r.emitted or []) for r in requests]
 
 
-def identity(a: dict[str, list[dict]], b: dict[str, list[dict]], units: list[str]) -> Identity:
+def identity(a: Requests, b: Requests, units: list[str]) -> Identity:
     """Exact identity of two passes: episodes, log-probability records and their values (RQ1)."""
     counts = {"episodes": len(units), "episodes_identical": 0, "logprob_records": 0, "tokens_identical": 0,
               "logprobs_identical": 0}
     for unit in units:
         same_episode = len(a[unit]) == len(b[unit])
         for ra, rb in zip(a[unit], b[unit]):
-            la, lb = logprobs_pair(ra["logprobs"], rb["logprobs"])
+            la, lb = logprobs_pair(ra.logprobs, rb.logprobs)
             counts["logprob_records"] += len(la)
             for x, y in zip(la, lb):
                 counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
                 counts["logprobs_identical"] += x == y
-            same_episode &= ra["prompt_sha256"] == rb["prompt_sha256"] and ra["emitted"] == rb["emitted"] and la == lb
+            same_episode &= ra.prompt_sha256 == rb.prompt_sha256 and ra.emitted == rb.emitted and la == lb
         counts["episodes_identical"] += same_episode
     return Identity(**counts)
 
 
-def _compare(a, b, order: list[str], passes: list[str], level: str, same: Identity) -> Comparison:
+def _compare(a: tuple[Requests, dict[str, EpisodeScore]], b: tuple[Requests, dict[str, EpisodeScore]],
+             order: list[str], passes: list[str], level: str, same: Identity) -> Comparison:
     """Episode divergence of pass `a` against pass `b` (each: its requests, its episodes) in `order`, made at
     `level`, with their exact identity `same`."""
     from kit.stats import rate_interval  # noqa: PLC0415 - loads scipy: only when computing
@@ -170,20 +193,20 @@ def _compare(a, b, order: list[str], passes: list[str], level: str, same: Identi
     return made
 
 
-def outcomes(episodes: dict[str, dict]) -> Outcomes:
-    valid = sum(bool(e["score"]["valid"]) for e in episodes.values())
+def outcomes(episodes: dict[str, EpisodeScore]) -> Outcomes:
+    valid = sum(e.valid for e in episodes.values())
     by_outcome: dict[str, int] = defaultdict(int)
     for e in episodes.values():
-        by_outcome[e["outcome"]] += 1
+        by_outcome[e.outcome] += 1
     return Outcomes(episodes=len(episodes), valid=valid, by_outcome=dict(by_outcome))
 
 
-def flips(on: dict[str, dict], off: dict[str, dict]) -> Flips:
+def flips(on: dict[str, EpisodeScore], off: dict[str, EpisodeScore]) -> Flips:
     from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
     units = sorted(set(on) & set(off))
-    to_invalid = sum(bool(off[u]["score"]["valid"]) and not on[u]["score"]["valid"] for u in units)
-    to_valid = sum(bool(on[u]["score"]["valid"]) and not off[u]["score"]["valid"] for u in units)
+    to_invalid = sum(off[u].valid and not on[u].valid for u in units)
+    to_valid = sum(on[u].valid and not off[u].valid for u in units)
     return Flips(episodes=len(units), valid_off_invalid_on=to_invalid, invalid_off_valid_on=to_valid,
                  mcnemar=McNemar(**exact_mcnemar(to_invalid, to_valid).to_json()))
 
@@ -205,7 +228,7 @@ def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
     # a pass the manifest names no arm of is in no comparison (its arm matches neither on nor off)
     planned = [PassPlan(pid, info.arm or "", info.repeat or _repeat(pid), info.order_index or 0)
                for pid, info in infos.items()]
-    emitted: dict[tuple[str, str], dict[str, list[dict]]] = {}  # (pass, level) -> its requests with `emitted`
+    emitted: dict[tuple[str, str], Requests] = {}  # (pass, level) -> its requests with `emitted`
     found: dict[str, Comparison] = {}
     for name, (a, b) in comparisons(planned).items():
         if a not in loaded or b not in loaded:
