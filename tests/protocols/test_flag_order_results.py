@@ -49,7 +49,7 @@ def run_dir(tmp_path_factory):
         argv = ["llama-server", "-m", "model.gguf"] + ([] if arm.cache_ram is None else ["--cache-ram", "0"])
         manifest["passes"][plan.pass_id].update(repeat=plan.repeat, order_index=0,
                                                 launch={"pid": 100 + protocol.arms.index(arm), "argv": argv})
-    manifest["cells"] = flag_order.cells(protocol)
+    manifest["cells"] = {name: cell.to_json() for name, cell in flag_order.cells(protocol).items()}
     manifest["protocol"]["kind"] = "flag_order"
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
@@ -122,3 +122,19 @@ def test_kit_analyze_reads_the_cells_as_table_iii(run_dir, tmp_path):
     assert rows == {("default", "adjacent"): (3, 8), ("default", "cache-off pass in between"): (5, 8),
                     ("disabled", "adjacent"): (0, 8), ("disabled", "cache-off pass in between"): (1, 8)}
     assert "Q4_K_M" in (out / "tables" / "table_III.md").read_text()
+
+
+def test_a_manifest_cell_of_the_wrong_shape_is_refused_naming_the_key(run_dir, tmp_path):
+    """The manifest's cells are read back as the CellSpec the run wrote: a cell whose run-to-run pair is not two
+    pass ids is one line naming the cell and the key, not a traceback."""
+    import shutil  # noqa: PLC0415
+
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["cells"]["default-between"]["flag_order"]["run_to_run"] = ["default-between-on1"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(flag_order_run.NotResults,
+                       match=r"^manifest.json cells.default-between: flag_order.run_to_run: List should have at least 2"):
+        flag_order_run.flag_order_table(folder)
+    assert flag_order_run.flag_order_table(run_dir).cells["default-between"].passes  # the untouched run still reads

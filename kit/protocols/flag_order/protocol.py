@@ -30,7 +30,7 @@ from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProto
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
-from kit.protocols.flag_order.results import FlagOrderResults
+from kit.protocols.flag_order.results import CellEngine, CellLabels, CellPasses, CellSpec, FlagOrderResults
 from kit.record.model import BfclRecord
 from kit.engines.registry import VLLM
 
@@ -126,15 +126,15 @@ def comparisons(protocol: FlagOrderProtocol) -> dict[str, tuple[str, str]]:
     return pairs
 
 
-def cells(protocol: FlagOrderProtocol) -> dict[str, dict[str, Any]]:
+def cells(protocol: FlagOrderProtocol) -> dict[str, CellSpec]:
     """What `kit analyze` reads as one grid run per arm: its passes, its cache setting, its pass order."""
     ids = _arm_passes(protocol)
-    return {arm.name: {"passes": [p.pass_id for p in pass_plan(protocol) if p.cell == arm.name],
-                       "engine": {"cache_ram": arm.cache_ram},
-                       "resolved": {"passes": list(arm.passes)},
-                       "flag_order": {"prompt_cache": prompt_cache_setting(arm.cache_ram),
-                                      "order": pass_order(list(arm.passes)), "server": arm.server,
-                                      "run_to_run": [ids[arm.name][("on", 1)], ids[arm.name][("on", 2)]]}}
+    return {arm.name: CellSpec(passes=[p.pass_id for p in pass_plan(protocol) if p.cell == arm.name],
+                               engine=CellEngine(cache_ram=arm.cache_ram),
+                               resolved=CellPasses(passes=list(arm.passes)),
+                               flag_order=CellLabels(prompt_cache=prompt_cache_setting(arm.cache_ram),
+                                                     order=pass_order(list(arm.passes)), server=arm.server,
+                                                     run_to_run=[ids[arm.name][("on", 1)], ids[arm.name][("on", 2)]]))
             for arm in protocol.arms}
 
 
@@ -170,7 +170,7 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
     if not ctx.provider.fresh_servers:
         raise ConfigError("flag × order starts a fresh server per arm with its own --cache-ram, but this engine "
                           "was started elsewhere", "drop --engine-url and let the kit start llama-server")
-    ctx.manifest.update(cells=cells(protocol))
+    ctx.manifest.update(cells={name: cell.to_json() for name, cell in cells(protocol).items()})
     plans = pass_plan(protocol)
     # an arm cut short after some of its passes that share a server runs them again with the rest
     rerun_whole(plans, lambda p: p.cell if p.server == "shared" else p.pass_id, ctx, "arm")

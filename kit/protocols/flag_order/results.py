@@ -12,16 +12,80 @@ from __future__ import annotations
 
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from pydantic import Field
 
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
-from kit.protocols.results_model import Comparison, Count, JsonObject, Number, Part, Results, VoidPass
+from kit.core.packaged_yaml import validated
+from kit.protocols.results_model import (Comparison, Count, JsonObject, NotResults, Number, Part, Results,
+                                         VoidPass)
 from kit.record.files import read_records
 
 QUARTILES = (1, 2, 3, 4)
+
+
+class CellLabels(Part):
+    """`cells.<arm>.flag_order`: how Table III labels the arm, how its passes share servers, and its two
+    cache-on passes compared run to run."""
+
+    prompt_cache: str | None = None
+    order: str | None = None
+    server: str = "shared"
+    run_to_run: list[str] = Field(min_length=2, max_length=2)
+
+
+class CellEngine(Part):
+    cache_ram: int | None = None  # the arm's `--cache-ram` (None: llama.cpp's default)
+
+
+class CellPasses(Part):
+    passes: list[str] = []  # the cache arm of each of the cell's passes, in order
+
+
+class CellSpec(Part):
+    """`cells.<arm>` of a flag x order run's manifest, what `kit analyze` reads as one grid run per arm: its passes,
+    its cache setting (`engine`), their cache arms (`resolved`) and its labels (`flag_order`). Written by the
+    protocol (kit.protocols.flag_order.protocol.cells), read back here from the manifest."""
+
+    passes: list[str]
+    engine: CellEngine = CellEngine()
+    resolved: CellPasses = CellPasses()
+    flag_order: CellLabels
+
+
+def cell_spec(name: str, data: object) -> CellSpec:
+    """The manifest's `cells.<name>` as a CellSpec; a one-line error naming the key and what is wrong otherwise."""
+    return validated(CellSpec, data, f"{RunPaths.MANIFEST} cells.{name}",
+                     lambda loc, _data: ".".join(map(str, loc)) or "(the cell)",
+                     "this manifest's cells are not the ones a flag x order run writes", error=NotResults)
+
+
+class CsvRow(TypedDict, total=False):
+    """A row of results/flag_order.csv (CSV_FIELDS)."""
+
+    cell: str
+    prompt_cache: str | None
+    lifetime: str
+    order: str | None
+    pass_a: str
+    pass_b: str
+    episodes: int | None
+    diverged: int | None
+    rate: float | None
+    lo: float | None
+    hi: float | None
+    q1: int
+    q2: int
+    q3: int
+    q4: int
+    trend_p: float | None
+    path_diverged: int | None
+    path_episodes: int | None
+    requests_first_pass: int | None
 
 
 class Server(Part):
@@ -142,25 +206,24 @@ def quartile_split(indicators: list[int]) -> Quartiles:
                      trend=position_trend_test(indicators, scores).to_json())
 
 
-def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: dict[str, Any]) -> Cell:
-    labels = cell.get("flag_order") or {}
-    on1, on2 = labels["run_to_run"]
-    kinds = dict(zip(cell["passes"], (cell.get("resolved") or {}).get("passes") or []))
+def _cell(run_dir: Path, passes: OkPasses, infos: dict[str, PassInfo], cell: CellSpec) -> Cell:
+    labels = cell.flag_order
+    on1, on2 = labels.run_to_run
+    kinds = dict(zip(cell.passes, cell.resolved.passes))
     run_to_run = RunToRun(**passes.compare(on1, on2).to_json())
     if run_to_run.compared and run_to_run.episodes:
         run_to_run.quartiles = quartile_split(list(run_to_run.status.values()))
-    off = [p for p in cell["passes"] if kinds.get(p) == "off"]
-    made = Cell(prompt_cache=labels.get("prompt_cache"), order=labels.get("order"),
-                lifetime=labels.get("server", "shared"), cache_ram=(cell.get("engine") or {}).get("cache_ram"),
-                passes=cell["passes"], server=_server(infos, cell["passes"], [on1, on2]),
-                requests_first_pass=_requests(run_dir, infos.get(cell["passes"][0]) or PassInfo()),
+    off = [p for p in cell.passes if kinds.get(p) == "off"]
+    made = Cell(prompt_cache=labels.prompt_cache, order=labels.order, lifetime=labels.server,
+                cache_ram=cell.engine.cache_ram, passes=cell.passes, server=_server(infos, cell.passes, [on1, on2]),
+                requests_first_pass=_requests(run_dir, infos.get(cell.passes[0]) or PassInfo()),
                 run_to_run=run_to_run)
     if off:
         made.path = passes.compare(on1, off[0])
     return made
 
 
-def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], cells: dict[str, Cell]) -> dict[str, OrderCheck]:
+def _orders(passes: OkPasses, cells_in: dict[str, CellSpec], cells: dict[str, Cell]) -> dict[str, OrderCheck]:
     """Per setting, each pair of cells that differ only in pass order: their first cache-on passes and
     their second cache-on passes compared token for token, and the change in run-to-run divergence."""
     found = {}
@@ -168,7 +231,7 @@ def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], cells: dict[s
         ca, cb = cells[a], cells[b]
         if ca.prompt_cache != cb.prompt_cache or ca.lifetime != cb.lifetime or ca.order == cb.order:
             continue
-        pairs = zip(cells_in[a]["flag_order"]["run_to_run"], cells_in[b]["flag_order"]["run_to_run"])
+        pairs = zip(cells_in[a].flag_order.run_to_run, cells_in[b].flag_order.run_to_run)
         cache_on = {f"on{i}": _same_output(passes, pa, pb) for i, (pa, pb) in enumerate(pairs, start=1)}
         checks = [c.identical for c in cache_on.values()]
         entry = OrderCheck(prompt_cache=ca.prompt_cache, cells=[a, b], cache_on=cache_on,
@@ -183,7 +246,7 @@ def _orders(passes: OkPasses, cells_in: dict[str, dict[str, Any]], cells: dict[s
 def flag_order_table(run_dir: Path) -> FlagOrderResults:
     loaded = Manifest.load(run_dir)
     infos = loaded.run.passes
-    cells_in = loaded.run.cells
+    cells_in = {name: cell_spec(name, cell) for name, cell in loaded.run.cells.items()}
     passes = OkPasses(run_dir, infos)
     cells = {name: _cell(run_dir, passes, infos, cell) for name, cell in cells_in.items()}
     # every cell on servers of its own, its cache-on passes on one server exactly where its lifetime is shared
@@ -202,17 +265,17 @@ CSV_FIELDS = ("cell", "prompt_cache", "lifetime", "order", "pass_a", "pass_b", "
               "q1", "q2", "q3", "q4", "trend_p", "path_diverged", "path_episodes", "requests_first_pass")
 
 
-def _row(name: str, c: Cell) -> dict[str, Any]:
+def _row(name: str, c: Cell) -> CsvRow:
     r2r, path = c.run_to_run.to_json(), c.path.to_json() if c.path else {}
     quartiles = c.run_to_run.quartiles
-    row = {"cell": name, "prompt_cache": c.prompt_cache, "lifetime": c.lifetime, "order": c.order,
+    row: CsvRow = {"cell": name, "prompt_cache": c.prompt_cache, "lifetime": c.lifetime, "order": c.order,
            "pass_a": c.run_to_run.passes[0], "pass_b": c.run_to_run.passes[1], "episodes": r2r.get("episodes"),
            "diverged": r2r.get("diverged"), "rate": r2r.get("rate"),
-           **{k: getattr(c.run_to_run.interval, k, None) for k in ("lo", "hi")},
+           "lo": getattr(c.run_to_run.interval, "lo", None), "hi": getattr(c.run_to_run.interval, "hi", None),
            "trend_p": quartiles.trend.get("p") if quartiles else None, "path_diverged": path.get("diverged"),
            "path_episodes": path.get("episodes"), "requests_first_pass": c.requests_first_pass}
-    for quartile, count in zip(QUARTILES, quartiles.diverged if quartiles else []):
-        row[f"q{quartile}"] = count
+    if quartiles:  # one count per quartile (quartile_split)
+        row["q1"], row["q2"], row["q3"], row["q4"] = quartiles.diverged
     return row
 
 
