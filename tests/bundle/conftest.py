@@ -78,7 +78,7 @@ def synthetic_grid_run(folder: Path, model_name: str = "toy-F16") -> Path:
     off["e2"] = [("e2-p0", [position(1, 1.5, 2, 2), position(3, 0.02, 4, 2)], 0)]
     write_grid_like(folder, {"on1": {"arm": "on", "order": sorted(on), "episodes": on},
                              "off1": {"arm": "off", "order": sorted(off), "episodes": off}}, model_name=model_name)
-    grid.results(folder)
+    grid.KIND.results(folder)
     return folder
 
 

@@ -39,7 +39,7 @@ def test_a_renamed_run_folder_bundles_and_verifies_through_the_cli(run, tmp_path
 def test_a_copy_analysed_again_keeps_its_run_id(run, tmp_path):
     copy = shutil.copytree(run, tmp_path / "elsewhere" / "grid-toy-copy")
     shutil.rmtree(copy / "results")
-    grid.results(copy)  # kit analyze on the copy
+    grid.KIND.results(copy)  # kit analyze on the copy
     assert json.loads((copy / "results" / "grid.json").read_text())["run_id"] == "grid-toy"
     assert Manifest.load(copy).run_id == "grid-toy"
     written = write_bundle([copy], tmp_path / "copy.tar.gz", environ={})

@@ -10,7 +10,8 @@ import pytest
 
 from kit.run import runner
 from kit.core.events import EpisodeVerdict
-from kit.protocols.bfcl_passes.one_pass import GridGates, gate
+from kit.protocols.bfcl_passes.model import GridGates
+from kit.protocols.bfcl_passes.one_pass import gate
 from tests.sent_requests import check_sent
 
 pytestmark = pytest.mark.engine

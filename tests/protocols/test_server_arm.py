@@ -10,7 +10,8 @@ import pytest
 
 from kit.engines.vllm import CacheCounters
 from kit.core.errors import ConfigError
-from kit.protocols.bfcl_passes.one_pass import GridGates, PassTally, ServerArm, gate
+from kit.protocols.bfcl_passes.model import GridGates
+from kit.protocols.bfcl_passes.one_pass import PassTally, ServerArm, gate
 
 
 @dataclass

@@ -10,9 +10,21 @@ import numpy as np
 from pydantic import BeforeValidator, Field
 
 from kit.protocols import bounds as b
-from kit.protocols.bfcl_passes.one_pass import GridGates
 from kit.protocols.kind import CpuEstimate, FileData, Number
 from kit.protocols.spec import ProtocolBase, Strict
+
+
+CacheArm = Literal["on", "off"]  # a BFCL pass's prompt-cache arm
+
+
+class GridGates(Strict):
+    """The cache-state gates every request of a BFCL pass is held to (kit.protocols.bfcl_passes.one_pass.gate)."""
+
+    off_max_cached_tokens: b.Tokens = 0  # every cache-off request must reuse nothing
+    # share of cache-on requests after an episode's first that must hit
+    on_min_hit_share: float = Field(0.95, strict=True, ge=0, le=1)
+    # every episode's first request must reuse nothing (sentinel isolation)
+    episode_start_cold: bool = Field(False, strict=True)
 
 
 class PassFields(TypedDict, total=False):
@@ -23,7 +35,7 @@ class PassFields(TypedDict, total=False):
 @dataclass(frozen=True)
 class PassPlan:
     pass_id: str
-    arm: str
+    arm: CacheArm
     repeat: int  # 1 for the first pass of its arm under its order, 2 for the second
     order: int
 
@@ -41,7 +53,7 @@ def _arm(value: object) -> object:
     return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
-Arm = Annotated[Literal["on", "off"], BeforeValidator(_arm)]
+Arm = Annotated[CacheArm, BeforeValidator(_arm)]
 
 
 class BfclWorkload(Strict):

@@ -11,32 +11,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import Field
+from collections.abc import Callable, Sequence
+from typing import Any, TypedDict
 
 from kit.record.divergence import completion_emitted
-from kit.engines.base import Completion, CompletionRequest, require
+from kit.engines.base import Completion, CompletionRequest, ServerCacheArm, require
 from kit.core.errors import ConfigError
 from kit.core.events import EpisodeDone, RequestDone, SessionEnded
 from kit.record.manifest import now
 from kit.core.paths import RunPaths
-from kit.protocols import bounds as b
 from kit.protocols.procedure import RunContext
-from kit.protocols.spec import Strict
+from kit.protocols.bfcl_passes.model import BfclPassesProtocol, GridGates, PassPlan
 from kit.record.model import BfclRecord, EpisodeSummary, Gate
 from kit.record.files import RecordWriter
-from kit.workloads.bfcl import run_episode, score_episode
+from kit.launch.provider import EngineSession
+from kit.workloads.bfcl import BfclWorker, run_episode, score_episode
+from kit.workloads.bfcl.client import Episode
+from kit.workloads.bfcl.render import Renderer
 
 SENTINEL_PROMPT = "Sentinel cache reset. " * 32
-
-
-class GridGates(Strict):
-    off_max_cached_tokens: b.Tokens = 0  # every cache-off request must reuse nothing
-    # share of cache-on requests after an episode's first that must hit
-    on_min_hit_share: float = Field(0.95, strict=True, ge=0, le=1)
-    # every episode's first request must reuse nothing (sentinel isolation)
-    episode_start_cold: bool = Field(False, strict=True)
 
 
 def gate(arm: str, request_index: int, cached: int | None, gates: GridGates,
@@ -57,12 +50,30 @@ def gate(arm: str, request_index: int, cached: int | None, gates: GridGates,
     return True, None
 
 
+class ServerArmJson(TypedDict):
+    """`passes.<id>.server_arm` in the manifest: how the server was launched, what it said, and its prefix-cache
+    counters' movement over the pass (None where they were not read at both ends)."""
+
+    launched_with_prefix_caching: bool
+    server_says: bool | None
+    hits_over_pass: float | None
+    queries_over_pass: float | None
+
+
+class ServerArmFields(TypedDict, total=False):
+    server_arm: ServerArmJson  # a pass on a server whose cache arm is its launch setting (ServerArm)
+
+
+# (pass id, episode id, each request's (prompt sha256, emitted tokens)): an episode a pass finished
+OnEpisode = Callable[[str, str, list[tuple[str, Sequence[int | str]]]], None]
+
+
 class ServerArm:
     """The cache arm of a server whose prefix caching is its launch setting, checked when the pass starts
     (launch flag and the server's own word) and proven when it ends (a cache-off pass: zero hit tokens on
     the server's counters over the pass)."""
 
-    def __init__(self, engine: Any, arm: str, pass_id: str):
+    def __init__(self, engine: ServerCacheArm, arm: str, pass_id: str):
         expected = arm == "on"
         launched = engine.prefix_caching
         fix = ("give each arm its own server: --enable-prefix-caching for the cache-on arm, "
@@ -90,7 +101,7 @@ class ServerArm:
         hits = self.end.hits - self.start.hits
         return f"{hits:g} prefix-cache hit tokens on the cache-off server over the pass" if hits else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ServerArmJson:
         moved = (self.start is not None and self.end is not None)
         return {"launched_with_prefix_caching": self.launched, "server_says": self.said,
                 "hits_over_pass": self.end.hits - self.start.hits if moved else None,
@@ -138,7 +149,8 @@ class PassTally:
         return "OK", None
 
 
-def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on_episode) -> None:
+def run_pass(protocol: BfclPassesProtocol, ctx: RunContext, live: EngineSession, worker: BfclWorker,
+             episodes: list[Episode], render: Renderer, plan: PassPlan, on_episode: OnEpisode) -> None:
     """Drive every episode of one pass (`plan`: pass_id, arm, repeat, order). `on_episode(pass_id,
     unit, [(prompt sha, tokens)])` gets each finished episode (for live comparisons)."""
     pass_id, arm = plan.pass_id, plan.arm
@@ -153,7 +165,8 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
     server_arm = None
     if arm_per_server:
         with live.engine_calls(f"pass {pass_id} (checking its server's cache setting)"):
-            server_arm = ServerArm(live.engine, arm, pass_id)
+            server_arm = ServerArm(require(live.engine, "arm_per_server", "a cache arm that is a server's setting"),
+                                   arm, pass_id)
 
     def record(writer: RecordWriter, unit: str, completion: Completion, request_index: int,
                action: str, **details: Any) -> tuple[str, bool]:
@@ -205,7 +218,7 @@ def run_pass(protocol, ctx: RunContext, live, worker, episodes, render, plan, on
             ctx.emit(EpisodeDone(pass_id, episode.id, done, len(episodes), result.n_requests, result.outcome,
                                  score.valid))
             on_episode(pass_id, episode.id, walked)
-    extra: dict[str, Any] = {}
+    extra: ServerArmFields = {}
     if server_arm is not None:
         with live.engine_calls(f"pass {pass_id} (reading the server's prefix-cache counters)"):
             tally.arm_unproven = server_arm.failure()

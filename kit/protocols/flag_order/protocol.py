@@ -13,9 +13,9 @@ are compared (run-to-run divergence); an arm with a cache-off pass also gets the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -23,11 +23,11 @@ from kit.protocols.flag_order import results as flag_order_run
 from kit.protocols.bfcl_passes.setting import pass_order, prompt_cache_setting
 from kit.core.errors import ConfigError
 from kit.protocols import bounds as b
-from kit.launch.provider import for_arm, per_arm_servers
+from kit.launch.provider import EngineProvider, for_arm, per_arm_servers
 from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
 from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProtocol, PassFields, PassPlan, bfcl_episodes,
                                              bfcl_estimate)
-from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
+from kit.protocols.kind import Analysis, CpuEstimate, FileData, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import Strict
 from kit.protocols.flag_order.results import CellEngine, CellLabels, CellPasses, CellSpec, FlagOrderResults
@@ -146,11 +146,7 @@ def prepare(protocol: FlagOrderProtocol, inputs: RunInputs) -> Prepared:
         "passes": [p.pass_id for p in pass_plan(protocol)], "comparisons": list(comparisons(protocol))}, inputs)
 
 
-def results(run_dir: Path) -> dict[str, Any]:
-    return flag_order_run.write(run_dir)
-
-
-def _server_key(per_arm_servers: bool) -> Any:
+def _server_key(per_arm_servers: bool) -> Callable[[FlagOrderPass], str]:
     """Which passes share a server: an arm's (`server: shared`; on an engine whose cache arm is a server
     setting, an arm's passes of one cache setting), or none (`per_pass`)."""
     def key(plan: FlagOrderPass) -> str:
@@ -160,7 +156,7 @@ def _server_key(per_arm_servers: bool) -> Any:
     return key
 
 
-def arm_server(protocol: FlagOrderProtocol, provider: Any, plan: FlagOrderPass) -> Any:
+def arm_server(protocol: FlagOrderProtocol, provider: EngineProvider, plan: FlagOrderPass) -> EngineProvider:
     """The provider of a pass's server: its arm's `--cache-ram`, its cache arm's server where that is a server's
     setting."""
     return for_arm(provider.variant(cache_ram=plan.cache_ram), plan.arm)
@@ -181,7 +177,7 @@ def run(protocol: FlagOrderProtocol, prepared: Prepared, ctx: RunContext) -> Non
           estimate_provider=None if per_arm_servers(ctx.provider) else ctx.provider.variant(cache_ram=0))
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
+def estimate_on_cpu(data: FileData) -> CpuEstimate:
     """The launcher's rough duration of a flag × order file on the embedded CPU engine: a fresh server per arm."""
     arms = data.get("arms") or [{"passes": p} for p in (("on", "on"), ("on", "off", "on")) * 2]
     passes = sum(len(arm.get("passes") or ()) for arm in arms)
@@ -199,7 +195,7 @@ def on_vllm(protocol: FlagOrderProtocol, starts_servers: bool) -> None:
 
 KIND = Kind(
     results_model=FlagOrderResults,
-    name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=results, table="flag_order",
+    name="flag_order", model=FlagOrderProtocol, prepare=prepare, run=run, results=flag_order_run.write, table="flag_order",
     render=Lazy("kit.protocols.flag_order.view:flag_order_table"),
     launcher=Launcher(
         measures="Table III: run-to-run cache-on divergence, server-level prompt cache (default / off) x pass "

@@ -10,21 +10,20 @@ BFCL's verdict. As soon as an episode exists in both passes of a comparison, its
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from kit.core.errors import ConfigError
 from kit.engines.registry import VLLM
-from kit.launch.provider import for_arm
+from kit.launch.provider import EngineProvider, for_arm
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
 from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes,
                                              bfcl_estimate)
 from kit.protocols.grid import results as grid_results
 from kit.protocols.grid.results import GridResults
-from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy
+from kit.protocols.kind import Analysis, CpuEstimate, FileData, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.record.model import BfclRecord
 
@@ -62,15 +61,11 @@ def prepare(protocol: GridProtocol, inputs: RunInputs) -> Prepared:
                         inputs)
 
 
-def results(run_dir: Path) -> dict[str, Any]:
-    return grid_results.write(run_dir)
-
-
 SERVER_KEY: dict[str, Callable[[PassPlan], str]] = {  # grid `server` setting -> which passes share a server
     "shared": lambda plan: "grid", "per_arm": lambda plan: f"arm-{plan.arm}", "per_pass": lambda plan: plan.pass_id}
 
 
-def grid_server(protocol: GridProtocol, provider: Any, plan: PassPlan) -> Any:
+def grid_server(protocol: GridProtocol, provider: EngineProvider, plan: PassPlan) -> EngineProvider:
     """The provider of a grid pass's server: the run's for one server of both arms (`shared`: refused where the
     arm is a server's setting), else its arm's."""
     return provider if protocol.server == "shared" else for_arm(provider, plan.arm)
@@ -85,7 +80,7 @@ def run(protocol: GridProtocol, prepared: Prepared, ctx: RunContext) -> None:
           protocol.server == "per_pass")
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
+def estimate_on_cpu(data: FileData) -> CpuEstimate:
     """The launcher's rough duration of a grid file on the embedded CPU engine (one server)."""
     return bfcl_estimate(bfcl_episodes(data), len(data.get("passes") or ()) or 4)
 
@@ -113,7 +108,7 @@ def on_vllm(protocol: GridProtocol, starts_servers: bool) -> None:
 
 KIND = Kind(
     results_model=GridResults,
-    name="grid", model=GridProtocol, prepare=prepare, run=run, results=results, table="grid",
+    name="grid", model=GridProtocol, prepare=prepare, run=run, results=grid_results.write, table="grid",
     render=Lazy("kit.protocols.grid.view:grid_table"),
     launcher=Launcher(
         measures="BFCL agent episodes, cache on/off x repeats: run-to-run and path divergence",

@@ -8,9 +8,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from kit.protocols.bfcl_passes.model import PassPlan
 from kit.protocols.passes import Logprobs
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import (
@@ -76,10 +75,33 @@ WITHIN_ORDER = {"run-to-run cache-off": (("off", 1), ("off", 2)), "run-to-run ca
                 "path": (("on", 1), ("off", 1))}
 
 
-def comparisons(passes: Sequence[PassPlan]) -> dict[str, tuple[str, str]]:
+class Planned(Protocol):
+    """A pass as the comparisons read it: a plan (kit.protocols.bfcl_passes.model.PassPlan) or a manifest's pass
+    (`PassRead`)."""
+
+    @property
+    def pass_id(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def order(self) -> int: ...
+
+
+class PassRead(NamedTuple):
+    """A pass of a run's manifest: its arm as written ("" where none is), repeat and episode order."""
+
+    pass_id: str
+    arm: str
+    repeat: int
+    order: int
+
+
+def comparisons(passes: Sequence[Planned]) -> dict[str, tuple[str, str]]:
     """The comparisons a set of passes allows: run-to-run within each arm and the path comparison under each
     order, and each arm's first pass across orders."""
-    index = {(p.arm, p.repeat, p.order): p.pass_id for p in passes}
+    index: dict[tuple[str, int, int], str] = {(p.arm, p.repeat, p.order): p.pass_id for p in passes}
     orders = list(dict.fromkeys(p.order for p in passes))
     found = {}
     for order in orders:
@@ -226,7 +248,7 @@ def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
     loaded = {pid: load_pass(run_dir, info, records) for pid, info in infos.items()
               if info.status == "OK" and (run_dir / str(info.file)).exists()}
     # a pass the manifest names no arm of is in no comparison (its arm matches neither on nor off)
-    planned = [PassPlan(pid, info.arm or "", info.repeat or _repeat(pid), info.order_index or 0)
+    planned = [PassRead(pid, info.arm or "", info.repeat or _repeat(pid), info.order_index or 0)
                for pid, info in infos.items()]
     emitted: dict[tuple[str, str], Requests] = {}  # (pass, level) -> its requests with `emitted`
     found: dict[str, Comparison] = {}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import Field, field_validator, model_validator
@@ -28,9 +27,9 @@ from kit.launch import fixes as fix_registry
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import bfcl_passes, prepare_bfcl, rerun_whole, served
-from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, PassFields, PassPlan
-from kit.protocols.bfcl_passes.one_pass import GridGates, run_pass
-from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
+from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, GridGates, PassFields, PassPlan
+from kit.protocols.bfcl_passes.one_pass import run_pass
+from kit.protocols.kind import Analysis, CpuEstimate, FileData, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
 from kit.protocols.reset.protocol import Gates, Phase, ResetProtocol, check_gate, items_for, serve_session
@@ -158,10 +157,6 @@ def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
-    return remedy_results.write(run_dir)
-
-
 def in_turn(arms: list[Any], index: int) -> list[Any]:
     """The arms' order for the unit at `index`: as listed, then reversed, and so on (A B, B A, A B ...)."""
     return list(arms) if index % 2 == 0 else list(reversed(arms))
@@ -262,7 +257,7 @@ def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, provide
                 run_pass(grids[plan.fix], ctx, live, worker, [episodes[plan.unit]], render, plan, lambda *_: None)
 
 
-def estimate_on_cpu(data: dict[str, Any]) -> CpuEstimate:
+def estimate_on_cpu(data: FileData) -> CpuEstimate:
     """The launcher's rough duration on the embedded CPU engine (135M model, two cores): a GSM8K request ~3 s;
     a BFCL request ~60 s, its ~7.9k-token prompt prefilled at ~130 tokens/s (20 tokens/s on a loaded machine)."""
     arms = len(data.get("arms") or ()) or 2
@@ -283,7 +278,7 @@ LAUNCHER = Launcher(
     estimate=estimate_on_cpu, size=Number("Items", "gsm8k.workload.items", 3, high=1000), started_engine_only=True)
 VIEW = "kit.protocols.remedy.view"
 
-KIND = Kind(results_model=RemedyResults, name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=results, table="remedy",
+KIND = Kind(results_model=RemedyResults, name="remedy", model=RemedyProtocol, prepare=prepare, run=run, results=remedy_results.write, table="remedy",
             launcher=LAUNCHER, analysis=Analysis("remedy", table=Lazy("kit.protocols.remedy.results:remedy_table")),
             render=Lazy(f"{VIEW}:remedy_table"), note=Lazy(f"{VIEW}:remedy_note"), headline=Lazy(f"{VIEW}:headline"),
             plot_rows=Lazy(f"{VIEW}:plot_rows"), arm_fixes=lambda protocol: [a.applied() for a in protocol.arms],

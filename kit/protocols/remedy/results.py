@@ -11,23 +11,21 @@ as a ratio to the unfixed arm's value in the same bin). Only passes that ended O
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypedDict
 
 from kit.core.paths import RunPaths
-from kit.protocols.passes import OkPasses
+from kit.protocols.passes import OkPasses, RecordsReader
 from kit.protocols.reset.results import counts, item_paths, outcomes
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import Count, Interval, JsonObject, Number, Part, Results
-from kit.record.files import read_records
+from kit.record.files import RecordFile, read_records
 from kit.record.manifest import Manifest
 
 BINS = ((256, "<=256"), (1024, "257-1k"), (4096, "1k-4k"), (None, ">4k"))  # prompt tokens, upper bound inclusive
 MEASURES = {"IV": "GSM8K paths differ (recompute vs cache hit)", "VII": "GSM8K correctness flips",
             "V": "BFCL path divergence (cache-on vs cache-off pass)"}
 COSTS = ("ttft_ms", "prefill_tps", "decode_tps", "latency_s")
-Reader = Callable[[str, Any], list[dict[str, Any]]]  # records file (relative to the run folder), logprobs -> records
 
 
 class CostRow(Part):
@@ -69,29 +67,38 @@ def bin_of(prompt_tokens: int) -> str:
     return next(label for bound, label in BINS if bound is None or prompt_tokens <= bound)
 
 
-Own = list[tuple[str, dict[str, Any], str]]  # an arm's OK passes: (pass id, its remedy entry, its records file)
+class OwnPass(NamedTuple):
+    """An arm's OK pass: its id, what its manifest entry's `remedy` says of it (each value as text: `None` where
+    the entry lacks it) and its records file."""
+
+    pass_id: str
+    workload: str
+    unit: str
+    cache: str
+    file: str
 
 
-def by_arm(manifest: Manifest) -> dict[str, Own]:
+def by_arm(manifest: Manifest) -> dict[str, list[OwnPass]]:
     """The passes that ended OK with a records file, grouped by the arm their remedy entry names."""
-    found: dict[str, Own] = defaultdict(list)
+    found: dict[str, list[OwnPass]] = defaultdict(list)
     for pass_id, info in manifest.run.passes.items():
         entry = getattr(info, "remedy", None)
         if info.status == "OK" and isinstance(entry, dict) and info.file:
-            found[str(entry.get("arm"))].append((pass_id, entry, str(info.file)))
+            found[str(entry.get("arm"))].append(OwnPass(pass_id, str(entry.get("workload")), str(entry.get("unit")),
+                                                        str(entry.get("cache")), str(info.file)))
     return found
 
 
-def reader(run_dir: Path) -> Reader:
+def reader(run_dir: Path) -> RecordsReader:
     """Records files of the run folder (`file` relative to it), each read once (no log-probabilities: no measure
-    here needs them), in the shape kit.protocols.passes.load_pass takes."""
-    read: dict[str, list[dict[str, Any]]] = {}
+    here needs them, whatever the caller asks), in the shape kit.protocols.passes.load_pass takes."""
+    read: dict[str, RecordFile] = {}
 
-    def records(file: str, _logprobs: Any = False) -> list[dict[str, Any]]:
+    def once(file: str) -> RecordFile:
         if file not in read:
-            read[file] = read_records(run_dir / file, logprobs=False).records
+            read[file] = read_records(run_dir / file, logprobs=False)
         return read[file]
-    return records
+    return lambda file, _logprobs: once(file).records
 
 
 def rate(k: int, n: int) -> Interval:
@@ -101,19 +108,20 @@ def rate(k: int, n: int) -> Interval:
     return Interval(**rate_interval(k, n).to_json()) if n else Interval(k=0, n=0)
 
 
-def measured(read: Reader, passes: OkPasses, own: Own) -> tuple[dict[str, Interval], dict[str, CostRow]]:
+def measured(read: RecordsReader, passes: OkPasses, own: list[OwnPass],
+             ) -> tuple[dict[str, Interval], dict[str, CostRow]]:
     """An arm's divergence (Tables IV, VII, V) and cost per prompt-length bin from its OK passes `own`, each
     records file read once (by `read`, which `passes` reads through as well) for both."""
     gsm8k: list[dict] = []
     bfcl: dict[str, dict[str, str]] = defaultdict(dict)  # episode -> cache arm -> pass id
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for pass_id, entry, file in own:
-        records = read(file, False)
+    for mine in own:
+        records = read(mine.file, False)
         tally(records, sums)
-        if entry.get("workload") == "gsm8k":
+        if mine.workload == "gsm8k":
             gsm8k += records
-        elif entry.get("workload") == "bfcl":
-            bfcl[str(entry.get("unit"))][str(entry.get("cache"))] = pass_id
+        elif mine.workload == "bfcl":
+            bfcl[mine.unit][mine.cache] = mine.pass_id
     found: dict[str, Interval] = {}
     if gsm8k:
         units = item_paths(gsm8k)
@@ -226,12 +234,29 @@ CSV_FIELDS = ("arm", "bin", "requests", "ttft_ms", "prefill_tps", "decode_tps", 
               "prefill_ratio", "decode_ratio", "latency_ratio")
 
 
-def csv_rows(table: RemedyResults) -> list[dict[str, Any]]:
-    rows = []
+class CsvRow(TypedDict):
+    """A row of results/remedy.csv (CSV_FIELDS): one arm's cost in one prompt-length bin."""
+
+    arm: str
+    bin: str
+    requests: int
+    ttft_ms: float
+    prefill_tps: float | None
+    decode_tps: float | None
+    latency_s: float
+    ttft_ratio: float | None
+    prefill_ratio: float | None
+    decode_ratio: float | None
+    latency_ratio: float | None
+
+
+def csv_rows(table: RemedyResults) -> list[CsvRow]:
+    rows: list[CsvRow] = []
     for arm in table.arms:
         for label, row in arm.cost.items():
             r = row.ratio
-            rows.append({"arm": arm.name, "bin": label, **{k: getattr(row, k) for k in ("requests", *COSTS)},
+            rows.append({"arm": arm.name, "bin": label, "requests": row.requests, "ttft_ms": row.ttft_ms,
+                         "prefill_tps": row.prefill_tps, "decode_tps": row.decode_tps, "latency_s": row.latency_s,
                          "ttft_ratio": r.get("ttft_ms"), "prefill_ratio": r.get("prefill_tps"),
                          "decode_ratio": r.get("decode_tps"), "latency_ratio": r.get("latency_s")})
     return rows
