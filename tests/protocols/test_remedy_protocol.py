@@ -50,7 +50,7 @@ def test_prepare_with_a_bfcl_workload_installs_bfcl_with_the_runs_inputs(monkeyp
     assert prepared.plan["bfcl"]["max_requests_per_episode"] == 2
     assert prepared.workload["bfcl"] == {"source": "bfcl multi_turn_base", "episodes": 3, "ids": [],
                                          "bfcl_eval": "stand-in"}
-    assert prepared.plan["gsm8k"]["items"] == 2 and len(prepared.payload["gsm8k"]) == 2
+    assert prepared.plan["gsm8k"]["items"] == 2 and len(prepared.payload.gsm8k) == 2
 
 
 def test_the_shipped_remedy_protocol_prepares_its_bfcl_workload(monkeypatch):
@@ -79,7 +79,7 @@ def _bfcl_run(tmp_path, monkeypatch, done=(), passes=None):
     manifest = Manifest.create(tmp_path, passes=passes or {})
     ctx = RunContext(tmp_path, manifest, FakeProvider(started), events.append, done=set(done))
     providers = {arm.name: FakeProvider(started, arm.name) for arm in protocol.arms}
-    remedy._bfcl(protocol, Prepared(plan={}, workload={}, payload={"bfcl": "install"}), ctx, providers)
+    remedy._bfcl(protocol, Prepared(plan={}, workload={}, payload=remedy.RemedyPayload(bfcl="install")), ctx, providers)
     return ran, started, events, Manifest.load(tmp_path)
 
 

@@ -4,8 +4,6 @@ its arms with them) without either importing the other's reading of run folders.
 
 from __future__ import annotations
 
-from typing import Any
-
 
 def adjacent_on_passes(passes: list[str]) -> bool | None:
     """Did the two cache-on passes run back to back? None without two cache-on passes."""
@@ -13,7 +11,7 @@ def adjacent_on_passes(passes: list[str]) -> bool | None:
     return None if len(on) < 2 else on[1] - on[0] == 1
 
 
-def prompt_cache_setting(cache_ram: Any) -> str:
+def prompt_cache_setting(cache_ram: int | str | None) -> str:
     """The server-level prompt cache as Table III names it: `--cache-ram` left at llama.cpp's default
     (None), disabled (0), or an explicit size."""
     if cache_ram is None:

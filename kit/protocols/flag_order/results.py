@@ -164,7 +164,7 @@ def _server(infos: dict[str, PassInfo], pass_ids: list[str], on_passes: list[str
         argv = [str(a) for a in launch.get("argv") or []]
         flags.append(argv[argv.index("--cache-ram") + 1] if "--cache-ram" in argv[:-1] else None)
 
-    def server(pass_id: str) -> Any:
+    def server(pass_id: str) -> str | int | None:  # its server's session label, else its pid
         info = infos.get(pass_id) or PassInfo()
         return info.server_session or (info.launch or {}).get("pid")
 

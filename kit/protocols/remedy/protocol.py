@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,7 +24,7 @@ from kit.core.errors import ConfigError
 from kit.core.events import Notice
 from kit.core.paths import RunPaths
 from kit.launch import fixes as fix_registry
-from kit.launch.provider import NativeProvider
+from kit.launch.provider import EngineProvider, NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import bfcl_passes, prepare_bfcl, rerun_whole, served
 from kit.protocols.bfcl_passes.model import BfclPassesProtocol, BfclWorkload, GridGates, PassFields, PassPlan
@@ -32,6 +32,8 @@ from kit.protocols.bfcl_passes.one_pass import run_pass
 from kit.protocols.kind import Analysis, CpuEstimate, FileData, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.remedy import results as remedy_results
+from kit.workloads.bfcl.provision import BfclInstall
+from kit.workloads.items import Item
 from kit.protocols.reset.protocol import Gates, Phase, ResetProtocol, check_gate, items_for, serve_session
 from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.protocols.remedy.results import RemedyResults
@@ -136,28 +138,35 @@ def grid_protocol(protocol: RemedyProtocol, hits: bool = True) -> BfclPassesProt
         "gates": gates})
 
 
+@dataclass(frozen=True)
+class RemedyPayload:
+    """What a remedy run works from: its GSM8K items and BFCL's install, each where the protocol has that workload."""
+
+    gsm8k: list[Item] | None = None
+    bfcl: BfclInstall | None = None
+
+
 def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:
-    arms = [arm.name for arm in protocol.arms]
-    plan: dict[str, Any] = {"arms": arms, "server": "fresh server per arm and unit",
-                            "interleaved": "units in turn; the arms' order alternates"}
-    workload: dict[str, Any] = {}
-    payload: dict[str, Any] = {}
+    gsm8k = bfcl = None  # each workload's part: its plan, its description and what it runs from
     if protocol.gsm8k is not None:
         items, described = items_for(reset_protocol(protocol), inputs.gsm8k)
-        plan["gsm8k"] = {"items": len(items), "phases": [p["name"] for p in PHASES],
-                         "max_tokens": protocol.gsm8k.max_tokens}
-        workload["gsm8k"] = described
-        payload["gsm8k"] = items
+        gsm8k = Prepared(plan={"items": len(items), "phases": [p["name"] for p in PHASES],
+                               "max_tokens": protocol.gsm8k.max_tokens}, workload=described, payload=items)
     if protocol.bfcl is not None:
         bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]}, inputs)
-        plan["bfcl"] = bfcl.plan
-        workload["bfcl"] = bfcl.workload
-        payload["bfcl"] = bfcl.payload
-    return Prepared(plan=plan, workload=workload, payload=payload,
+    parts = {name: part for name, part in (("gsm8k", gsm8k), ("bfcl", bfcl)) if part is not None}
+    return Prepared(plan={"arms": [arm.name for arm in protocol.arms], "server": "fresh server per arm and unit",
+                          "interleaved": "units in turn; the arms' order alternates",
+                          **{name: part.plan for name, part in parts.items()}},
+                    workload={name: part.workload for name, part in parts.items()},
+                    payload=RemedyPayload(gsm8k.payload if gsm8k else None, bfcl.payload if bfcl else None),
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def in_turn(arms: list[Any], index: int) -> list[Any]:
+T = TypeVar("T")
+
+
+def in_turn(arms: list[T], index: int) -> list[T]:
     """The arms' order for the unit at `index`: as listed, then reversed, and so on (A B, B A, A B ...)."""
     return list(arms) if index % 2 == 0 else list(reversed(arms))
 
@@ -181,12 +190,12 @@ def run(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext) -> None:
                                           "reuse_off": arm.applied().reuse_off,
                                           "engine": providers[arm.name].describe()} for arm in protocol.arms]})
     if protocol.gsm8k is not None:
-        _gsm8k(protocol, ctx, prepared.payload["gsm8k"], providers)
+        _gsm8k(protocol, ctx, prepared.payload.gsm8k, providers)
     if protocol.bfcl is not None:
         _bfcl(protocol, prepared, ctx, providers)
 
 
-def _gsm8k(protocol: RemedyProtocol, ctx: RunContext, items: list[Any], providers: dict[str, Any]) -> None:
+def _gsm8k(protocol: RemedyProtocol, ctx: RunContext, items: list[Item], providers: dict[str, EngineProvider]) -> None:
     reset = reset_protocol(protocol)
     system_prompt = reset.workload.system_prompt or MATH_SYSTEM_PROMPT
     total = len(items) * len(protocol.arms)
@@ -239,10 +248,10 @@ def bfcl_plan(protocol: RemedyProtocol, episodes: list[str]) -> list[RemedyPass]
             for cache in ("on", "off")]
 
 
-def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, providers: dict[str, Any]) -> None:
+def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, providers: dict[str, EngineProvider]) -> None:
     grids = {arm.name: grid_protocol(protocol, hits=not arm.applied().reuse_off) for arm in protocol.arms}
     first = grids[protocol.arms[0].name]
-    install = Prepared(plan={}, workload={}, payload=prepared.payload["bfcl"])
+    install = Prepared(plan={}, workload={}, payload=prepared.payload.bfcl)
     logs = RunPaths(ctx.run_dir).logs
     with bfcl_passes(first, install, ctx, [], fresh_server_per_pass=True) as (worker, canonical, render):
         episodes = {episode.id: episode for episode in canonical}

@@ -5,7 +5,7 @@ as a ratio to the unfixed arm."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kit.core.layout import DASH, Layout, ci, pct
 from kit.core.terminal_text import printable
@@ -13,6 +13,9 @@ from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
 from kit.protocols.remedy.results import RemedyResults
 from kit.protocols.results_model import Interval
+
+if TYPE_CHECKING:
+    from rich.console import Group
 
 TABLES = {"IV": "Table IV", "VII": "Table VII", "V": "Table V"}
 
@@ -23,7 +26,7 @@ def _measure(m: Interval | None) -> str:
     return f"{m.k}/{m.n} ({pct(m.rate)}%, {ci(m.lo, m.hi)})"
 
 
-def _ratio(value: Any) -> str:
+def _ratio(value: float | None) -> str:
     return f"×{value:.2f}" if isinstance(value, (int, float)) else DASH
 
 
@@ -57,7 +60,7 @@ def layouts(t: RemedyResults) -> list[Layout]:
     return [divergence, cost]
 
 
-def remedy_table(results: RemedyResults) -> Any:
+def remedy_table(results: RemedyResults) -> Group:
     from rich.console import Group  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415 - cells as plain text, never Rich markup
