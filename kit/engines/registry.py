@@ -1,5 +1,8 @@
 """The engines the kit knows, one registered plug each, listed once here (like kit.protocols.kinds for
 protocol kinds; the way inspect_ai's @modelapi registers a provider, what a plug names is imported on first use).
+A package outside the kit adds its own engines under the entry-point group `kit.engines` (`ENTRY_POINTS`), each
+naming the module that holds its `ENGINE` (an `EngineKind`): `toy = "toy_engine"` in its pyproject.toml's
+`[project.entry-points."kit.engines"]` (kit.core.plugs.Registry, as for kinds; docs/architecture.md, "How to add").
 
 An `EngineKind` is everything the kit knows about one engine that its call sites ask: how it gets one (the
 embedded llama-server, a native binary, a container, or only a server someone else started and gives by URL),
@@ -28,6 +31,7 @@ from importlib import import_module
 from typing import Any
 
 from kit.core.errors import ConfigError
+from kit.core.plugs import Plug, Registry
 
 EMBEDDED, NATIVE, CONTAINER = "embedded", "native", "container"  # ways the kit starts an engine itself
 # how a server at a URL (`kit check URL`) is brought back to a cold cache between sessions (kit.launch.instance):
@@ -107,7 +111,11 @@ SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logpr
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True,
                     watched="kit.engines.openai_compat:WATCHED")
 
-ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}
+ENTRY_POINTS = "kit.engines"  # the entry-point group of the engines a package outside the kit registers
+ENGINE_PLUG = Plug(EngineKind, "engine", ENTRY_POINTS, "ENGINE", "EngineKind({name!r}, ...)` (kit.engines.registry)")
+# the kit's own engines, then those installed packages register (each module's `ENGINE`, read on first use)
+ENGINES: Registry[EngineKind] = Registry(
+    ENGINE_PLUG, {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)})
 DEFAULT = LLAMACPP.name  # what `kit run` and a protocol file without engine.kind use
 
 

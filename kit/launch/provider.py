@@ -12,6 +12,7 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
+from kit.engines.registry import LLAMACPP, EngineKind
 from kit.core.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
 from kit.launch.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
@@ -197,13 +198,14 @@ def for_arm(provider: Any, arm: str) -> Any:
 
 
 class ExternalProvider:
-    """An engine someone else started: the kit cannot restart it, so sessions share its history."""
+    """An engine someone else started: the kit cannot restart it, so sessions share its history. `engine`: the
+    registered engine it is (its client, kit.engines.registry; by default llama.cpp's)."""
 
     fresh_servers = False
-    by_url = True  # a llama-server reached by URL: the ladder runs its rungs that need no restart on it
+    by_url = True  # a server reached by URL: the ladder runs its rungs that need no restart on it
 
-    def __init__(self, url: str):
-        self.url = url
+    def __init__(self, url: str, engine: EngineKind = LLAMACPP):
+        self.url, self.engine = url, engine
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "external", "url": redact_url(self.url),
@@ -218,7 +220,7 @@ class ExternalProvider:
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
-        engine = LlamaCppEngine(self.url)
+        engine = self.engine.client(self.url)
         try:
             yield EngineSession(engine=engine, launch=engine.info())
         finally:

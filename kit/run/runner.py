@@ -90,7 +90,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
     if registry.named(options.engine).arm_per_server:  # a server per cache arm: kit.launch.vllm_launch
         return _vllm_provider(options, protocol)
     if source == "url" and options.engine_url:
-        return ExternalProvider(options.engine_url)
+        return ExternalProvider(options.engine_url, registry.named(options.engine))
     model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
     details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
                                "model_path": str(model.path),

@@ -37,7 +37,7 @@ def test_each_engine_declares_what_its_adapter_does(name):
 
 def test_the_cli_offers_the_registrys_engines():
     assert _choices("run", "engine") == registry.run_choices() == ["llamacpp", "vllm"]
-    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == list(check.ENGINE_CHOICES)
+    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == check.engine_choices()
     assert set(registry.check_choices()) == set(registry.ENGINES)  # a server at a URL is checked whatever serves it
 
 
