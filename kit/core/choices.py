@@ -17,7 +17,7 @@ class LazyChoice(click.Choice[str]):
         self._values = values
         super().__init__((), case_sensitive)
 
-    @property  # type: ignore[override]  # click stores the choices as a tuple; here they are read each time
+    @property  # click stores the choices as a tuple; here they are read each time
     def choices(self) -> tuple[str, ...]:
         return tuple(self._values())
 

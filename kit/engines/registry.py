@@ -68,6 +68,9 @@ class EngineKind:
     builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
     server_prompt_cache: bool = False  # a server-level prompt cache beside its slots (llama-server's --cache-ram)
     watched: str | None = None  # "module:WATCHED" of the generation endpoints of its API `kit watch` reads
+    # "module:function" making the provider of a run on a server the kit starts itself (kit.run.providers: native,
+    # in a container, as `launch` says); None: reached only by URL
+    starts: str | None = None
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -96,14 +99,15 @@ LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
     proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True,
-    server_prompt_cache=True, watched="kit.engines.llamacpp:WATCHED")
+    server_prompt_cache=True, watched="kit.engines.llamacpp:WATCHED", starts="kit.run.providers:llamacpp")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
     launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
-    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET, watched="kit.engines.vllm:WATCHED")
+    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET, watched="kit.engines.vllm:WATCHED",
+    starts="kit.run.providers:vllm")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof",
                     url_reload=UNLOAD, port=11434, watched="kit.engines.ollama:WATCHED")
 SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof",

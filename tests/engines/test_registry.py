@@ -32,6 +32,9 @@ def test_each_engine_declares_what_its_adapter_does(name):
     assert client.capabilities.cached_token_telemetry is engine.cached_token_telemetry
     assert client.capabilities.arm_per_server is engine.arm_per_server
     assert engine.name == name and engine.label
+    # the kit starts it (its ways in `launch`) exactly where its registration names how, a function that exists
+    assert bool(engine.starts) is bool(engine.launch)
+    assert engine.starts is None or callable(registry.resolve_target(engine.starts))
     assert set(served_on(engine)) <= set(KINDS) and bool(served_on(engine)) is engine.runs  # kinds the kit knows
 
 

@@ -36,7 +36,7 @@ class ToyEngine:
         response, sent = post_timed(self._http, "/generate", body, who=self.name, fix=FIX, tokens=request.max_tokens)
         got = answer(response, Generated, who=self.name, what="/generate", fix=FIX)
         entries = tuple({"token": token, "logprob": 0.0, "id": None, "top": []} for token in got.tokens)
-        return Completion(text=got.text, token_ids=None, tokens=tuple(got.tokens), logprobs=entries,  # type: ignore[arg-type]
+        return Completion(text=got.text, token_ids=None, tokens=tuple(got.tokens), logprobs=entries,
                           finish_reason=got.finish, cached_tokens=None, prompt_tokens=None, prefill_tokens=None,
                           prefill_ms=None, decode_tokens=len(got.tokens), decode_ms=None, raw=response.json(),
                           sent=sent)
