@@ -235,3 +235,10 @@ def test_a_bad_engine_registration_is_refused_in_one_line_naming_it(site, tmp_pa
     [line] = done.stderr.splitlines()
     assert done.returncode != 0 and line.startswith("kit: error: ") and refusal in line, done.stderr
     assert "kit.engines" in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
+
+
+def test_an_engine_the_kit_does_not_start_needs_its_url(toy, toy_engine, tmp_path):
+    done = run_here("run", str(toy), "--engine", toy_engine, "--out", str(tmp_path / "runs"))
+    assert done.returncode != 0 and done.stderr == ("kit: error: the kit does not start Toy engine itself; give the "
+                                                    "URL of a running server: --engine toy --engine-url URL\n")
+    assert not (tmp_path / "runs").exists()
