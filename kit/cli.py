@@ -521,7 +521,7 @@ def _attach_subcommands() -> None:
     from kit.atlas.cli import atlas, bisect  # noqa: PLC0415
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
-    from kit.launch.images_cli import images  # noqa: PLC0415
+    from kit.launch.docker.images_cli import images  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
     from kit.launch.engines_cli import engines  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415

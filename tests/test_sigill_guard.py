@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from kit.run import providers, runner
-from kit.launch import sigill_guard
+from kit.launch.cpu import sigill_guard
 from kit.core.errors import EngineError, IllegalInstruction
-from kit.launch import embedded
-from kit.launch.embedded import EmbeddedBinary
+from kit.launch.llamacpp import embedded
+from kit.launch.llamacpp.embedded import EmbeddedBinary
 from kit.launch.native import ServerSpec
 from kit.launch.provider import NativeProvider
 from kit.record.manifest import Manifest

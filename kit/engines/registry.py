@@ -64,7 +64,7 @@ class EngineKind:
     url_reload: str = NO_RELOAD  # how a server of it at a URL gets a cold cache: UNLOAD, PREFIX_RESET, OWN_RESET
     takes_model: bool = True  # its client takes the served model's name (llama-server serves the one it loaded)
     port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
-    server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.fixes)
+    server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.llamacpp.fixes)
     builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
     server_prompt_cache: bool = False  # a server-level prompt cache beside its slots (llama-server's --cache-ram)
     watched: str | None = None  # "module:WATCHED" of the generation endpoints of its API `kit watch` reads

@@ -14,7 +14,7 @@ from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.registry import LLAMACPP, EngineKind
 from kit.core.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
-from kit.launch.cpu_backend import CpuBackend
+from kit.launch.cpu.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
 from kit.core.secret_urls import redact_url
 
@@ -104,7 +104,7 @@ class NativeProvider:
         self.spec = spec
         self.details = details or {}
         self.cpu = cpu
-        self.reuse_off = reuse_off  # every request with cache_prompt false (the fix reuse-off, kit.launch.fixes)
+        self.reuse_off = reuse_off  # every request with cache_prompt false (the fix reuse-off, kit.launch.llamacpp.fixes)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),

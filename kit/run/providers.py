@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from kit.launch import embedded
-from kit.launch import fixes as fix_registry
+from kit.launch.llamacpp import embedded
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineProvider, NativeProvider
 from kit.models import DEFAULT_MODEL, ensure_model, progress
@@ -35,7 +35,7 @@ def llamacpp(options: RunOptions, protocol: ProtocolBase, say: Say) -> EnginePro
                                "model_path": str(model.path),
                                "model_family": model.entry.family if model.entry else None}
     if source == "docker":
-        from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
+        from kit.launch.docker.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
 
         return llamacpp_provider(options, model.path, protocol, details, say)
     if source == "engine-build" and options.engine_build is not None:

@@ -19,7 +19,7 @@ from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds
 from kit.core.errors import ConfigError, KitError
 from kit.core.events import Emit, ignore
-from kit.launch import fixes as fix_registry
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.record.manifest import Manifest, new_run_dir
 from kit.core.paths import outputs_dir
@@ -50,7 +50,7 @@ class RunOptions:
     out: Path | None = None
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
-    cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
+    cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu.cpu_backend)
     image: str | None = None  # --launcher docker: the engine image (default: the pinned CUDA image)
     gpus: str | None = None  # --launcher docker: all, none, N or ids (default: none on a cpu image, else all)
     container_label: str | None = None  # --launcher docker: the run-id label of its containers (a resume: the run's)
@@ -62,8 +62,8 @@ class RunOptions:
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
     confirmed: bool = True  # False: a run past an hour on the CPU engine here is refused (kit.run.long_runs)
-    fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
-    server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
+    fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.llamacpp.fixes)
+    server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.llamacpp.fixes)
 
     @functools.cached_property
     def applied(self) -> fix_registry.Applied:

@@ -50,7 +50,7 @@ def site(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
     yield folder
-    for module in [name for name in sys.modules if name.split(".")[0] in ("toy_kind", "broken_kind", "toy_engine", "broken_engine")]:
+    for module in [name for name in sys.modules if name.split(".")[0] in ("toy_kind", "broken_kind", "toy_engine")]:
         del sys.modules[module]
 
 
@@ -167,18 +167,29 @@ def test_a_kind_registered_by_an_entry_point_is_gone_with_its_package(toy, monke
      "broken_kind.KIND registers the kind 'reset', not the kind 'toy'"),
     ("[kit.kinds]\ntoy = broken_kind\n", "X = 1\n", "cannot be loaded"),
     ("[kit.kinds]\ntoy = no_such_module\n", None, "cannot be loaded"),
+    ("[kit.engines]\nvllm = broken_kind\n", None, "registers an engine this kit ships"),
+    ("[kit.engines]\ntoy = broken_kind:ENGINE\n", None, "names an object, not a module"),
+    ("[kit.engines]\ntoy = broken_kind\n", "ENGINE = 'toy'\n", "broken_kind.ENGINE is a str, not the engine 'toy'"),
+    ("[kit.engines]\ntoy = broken_kind\n", "from kit.engines.registry import OPENAI as ENGINE\n",
+     "broken_kind.ENGINE registers the engine 'openai', not the engine 'toy'"),
+    ("[kit.engines]\ntoy = broken_kind\n", "X = 1\n", "cannot be loaded"),
 ])
 def test_a_bad_registration_is_refused_in_one_line_naming_it(site, tmp_path, entry_points, module, refusal):
+    """A kind's or an engine's (both registries are kit.core.plugs.Registry, read by `kit run`: its protocol's
+    kind, its --engine choices)."""
     if module is not None:
         (site / "broken_kind").mkdir()
         (site / "broken_kind" / "__init__.py").write_text(module)
     install(site, entry_points, "broken_kind")
     protocol = tmp_path / "toy.yaml"
     protocol.write_text(TOY_YAML)
-    done = run_here("run", str(protocol), "--engine-url", "http://127.0.0.1:9", "--out", str(tmp_path / "runs"))
+    group = entry_points.split("]")[0][1:]
+    engine = ("--engine", "toy") if group == "kit.engines" else ()
+    done = run_here("run", str(protocol), *engine, "--engine-url", "http://127.0.0.1:9", "--out",
+                    str(tmp_path / "runs"))
     [line] = done.stderr.splitlines()
     assert done.returncode != 0 and line.startswith("kit: error: ") and refusal in line, done.stderr
-    assert "kit.kinds" in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
+    assert group in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
 
 
 def test_two_packages_registering_one_kind_name_are_refused(toy, site, tmp_path):
@@ -214,27 +225,6 @@ def test_a_kind_runs_on_an_engine_in_a_package_of_its_own_analysed_bundled_verif
     assert verdict.startswith("OK: ") and "from 4 records (results: 1 file, " in verdict, verdict
     shown = ok("show", str(bundle)).splitlines()
     assert shown[0] == f"verified: {verdict}" and "  - 1 distinct answer(s) in 4" in shown
-
-
-@pytest.mark.parametrize(("entry_points", "module", "refusal"), [
-    ("[kit.engines]\nvllm = broken_engine\n", None, "registers an engine this kit ships"),
-    ("[kit.engines]\ntoy = broken_engine\n", "ENGINE = 'toy'\n", "broken_engine.ENGINE is a str, not the engine 'toy'"),
-    ("[kit.engines]\ntoy = broken_engine\n", "from kit.engines.registry import OPENAI as ENGINE\n",
-     "broken_engine.ENGINE registers the engine 'openai', not the engine 'toy'"),
-    ("[kit.engines]\ntoy = broken_engine\n", "X = 1\n", "cannot be loaded"),
-])
-def test_a_bad_engine_registration_is_refused_in_one_line_naming_it(site, tmp_path, entry_points, module, refusal):
-    if module is not None:
-        (site / "broken_engine").mkdir()
-        (site / "broken_engine" / "__init__.py").write_text(module)
-    install(site, entry_points, "broken_engine")
-    protocol = tmp_path / "toy.yaml"
-    protocol.write_text("protocol: reset\n")
-    done = run_here("run", str(protocol), "--engine", "toy", "--engine-url", "http://127.0.0.1:9",
-                    "--out", str(tmp_path / "runs"))
-    [line] = done.stderr.splitlines()
-    assert done.returncode != 0 and line.startswith("kit: error: ") and refusal in line, done.stderr
-    assert "kit.engines" in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
 
 
 def test_an_engine_the_kit_does_not_start_needs_its_url(toy, toy_engine, tmp_path):
