@@ -199,13 +199,14 @@ def for_arm(provider: Any, arm: str) -> Any:
 
 class ExternalProvider:
     """An engine someone else started: the kit cannot restart it, so sessions share its history. `engine`: the
-    registered engine it is (its client, kit.engines.registry; by default llama.cpp's)."""
+    registered engine it is (its client, kit.engines.registry; by default llama.cpp's); `model`: the served model's
+    name, given to a client that takes one (`EngineKind.takes_model`)."""
 
     fresh_servers = False
     by_url = True  # a server reached by URL: the ladder runs its rungs that need no restart on it
 
-    def __init__(self, url: str, engine: EngineKind = LLAMACPP):
-        self.url, self.engine = url, engine
+    def __init__(self, url: str, engine: EngineKind = LLAMACPP, model: str | None = None):
+        self.url, self.engine, self.model = url, engine, model
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "external", "url": redact_url(self.url),
@@ -220,7 +221,8 @@ class ExternalProvider:
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
-        engine = self.engine.client(self.url)
+        engine = self.engine.client(self.url, **({"model": self.model} if self.engine.takes_model and self.model
+                                                 else {}))
         try:
             yield EngineSession(engine=engine, launch=engine.info())
         finally:

@@ -84,7 +84,7 @@ def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str
         return options.provider
     engine = registry.named(options.engine)
     if engine_source(options) == "url" and options.engine_url:
-        return ExternalProvider(options.engine_url, engine)
+        return ExternalProvider(options.engine_url, engine, options.model)
     if engine.starts is None:
         raise ConfigError(f"the kit does not start {engine.label} itself", "give the URL of a running server: "
                           f"--engine {engine.name} --engine-url URL")

@@ -5,4 +5,4 @@
 from kit.engines.registry import EngineKind
 
 ENGINE = EngineKind("toy", "Toy engine", "toy_engine.client:ToyEngine", runs=True, logprobs=True,
-                    proof="toy_engine.client:proof")
+                    proof="toy_engine.client:proof", takes_model=False)
