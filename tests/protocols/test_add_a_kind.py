@@ -204,6 +204,7 @@ def test_a_kind_runs_on_an_engine_in_a_package_of_its_own_analysed_bundled_verif
                                                                                                 tmp_path):
     assert toy_engine not in registry.ENGINES.shipped and toy_engine in registry.run_choices()  # by its entry point
     assert registry.named(toy_engine).client_class == "toy_engine.client:ToyEngine"
+    assert "--engine [llamacpp|vllm|toy]" in ok("run", "--help")  # the choices read when asked, not at import
     out, fake = tmp_path / "runs", ToyServer()
     with fake.serve() as url:
         assert identify(url, transport=fake.transport()).line() == "engine: Toy engine (GET /toy/version)"  # its own proof, asked by the kit
