@@ -156,9 +156,10 @@ def test_a_run_imported_before_several_boxes_keeps_its_table_and_verifies(tmp_pa
     for key in ("definitions", "boxes"):
         del manifest["protocol"]["resolved"][key]
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    table = harness.results(run_dir)
-    records = read_records(run_dir / "records" / "calls.jsonl").records
-    assert table == {"run_id": manifest["run_id"], **harness_v1.compute(records, manifest["protocol"]["resolved"])}
+    table = harness.results(run_dir).to_json()
+    records = harness.read_calls(run_dir / "records" / "calls.jsonl")
+    resolved = harness.Resolved.of(manifest["protocol"]["resolved"], str(run_dir))
+    assert table == {"run_id": manifest["run_id"], **harness_v1.compute(records, resolved).to_json()}
     assert "boxes" not in table and table["arms"]["churn"]["divergence_char_indices"] == [1]
     verdict = verify_bundle(write_bundle([run_dir], tmp_path / "old.tar.gz", environ={}).path)
     assert verdict.ok, verdict.lines()

@@ -199,7 +199,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
     from kit.protocols.harness.results import results  # noqa: PLC0415
 
     table = results(run_dir)
-    record.update(results=table["files"])
+    record.update(results=table.files)
     record.finish("finished")
 
 

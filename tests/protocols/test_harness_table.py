@@ -14,7 +14,6 @@ from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.protocols.harness import results as harness
 from kit.protocols.harness.table import HarnessResults, HarnessRunV1, HarnessStudy
 from kit.protocols.results_model import NotResults
-from kit.record.files import read_records
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness"
 SINGLE = sorted(p.stem for p in FIXTURES.glob("*.jsonl"))
@@ -50,11 +49,12 @@ def test_the_table_written_through_its_model_is_the_computed_table_byte_for_byte
     run_dir = _import(tmp_path, names, report)
     if first_layout:
         _first_layout(run_dir)
-    written = harness.results(run_dir)
+    written = harness.results(run_dir).to_json()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     resolved = manifest["protocol"]["resolved"]
     computed = {"run_id": manifest["run_id"],
-                **harness.compute(read_records(run_dir / "records" / "calls.jsonl").records, resolved)}
+                **harness.compute(harness.read_calls(run_dir / "records" / "calls.jsonl"),
+                                  harness.Resolved.of(resolved, str(run_dir))).to_json()}
     stored = (run_dir / "results" / "harness.json").read_bytes()
     assert list(json.loads(stored))[:2] == ["run_id", "table"]
     assert {k: v for k, v in written.items() if k != "report_comparison"} == computed
