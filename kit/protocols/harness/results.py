@@ -45,8 +45,8 @@ from rapidfuzz.distance import Levenshtein
 from kit.protocols.harness import results_v1 as harness_v1
 from kit.protocols.harness.report import compare
 from kit.protocols.harness.record import Call, Resolved, read_calls
-from kit.protocols.harness.table import (Arm, CrossArm, CrossBox, Flags, HarnessResults, HarnessRunV1, HarnessStudy, Metrics,
-                                         Prefill)
+from kit.protocols.harness.table import (Arm, CrossArm, CrossBox, Flags, HarnessResults, HarnessRunV1, HarnessStudy,
+                                         Metrics, Prefill)
 from kit.protocols.harness.modes import (BoxCalls, KitExtras, box_of, kit_classes, median, mode_of, prefill_ms,
                                          prefill_state)
 from kit.core.atomic_file import write_json_atomic

@@ -105,8 +105,10 @@ def manipulation(mode: str | None, arms: dict[str, ArmV1], raw: dict[str, list[C
                         "adjacent_all_below": adjacent_below,
                         "gapped_median_ms": statistics.median(times("gapped")), "gapped_min_ms_threshold": high,
                         "gapped_all_above": gapped_above, "pass": adjacent_below and gapped_above,
-                        "rule": f"cache timing: every adjacent prefill < {low} ms and every gapped prefill > {high} ms"})
-    return Gate.of({"pass": None, "rule": f"no manipulation gate is defined for mode {mode!r} with arms {sorted(arms)}"})
+                        "rule": f"cache timing: every adjacent prefill < {low} ms and every gapped prefill > "
+                                f"{high} ms"})
+    return Gate.of({"pass": None,
+                    "rule": f"no manipulation gate is defined for mode {mode!r} with arms {sorted(arms)}"})
 
 
 def compute(records: list[Call], resolved: Resolved) -> HarnessRunV1:
@@ -180,7 +182,8 @@ def compare(table: HarnessRunV1, report: JsonObject, box: str | None) -> ReportC
         ours: JsonValue = table.arms[arm].to_json() if arm in table.arms else {}
         for key, value in _flat(reported).items():
             kit_key = ARM_KEYS.get(key)
-            rows.append(_row(f"arms.{arm}.{key}", value, _get(ours, tuple(kit_key.split("."))) if kit_key else MISSING))
+            rows.append(_row(f"arms.{arm}.{key}", value,
+                             _get(ours, tuple(kit_key.split("."))) if kit_key else MISSING))
     gates: JsonValue = table.gates.to_json()
     for key, value in _flat(found.get("gates") or {}).items():
         rows.append(_row(f"gates.{key}", value, _get(gates, tuple(key.split(".")))))
@@ -188,8 +191,10 @@ def compare(table: HarnessRunV1, report: JsonObject, box: str | None) -> ReportC
     totals = report.get("totals") or {}
     controls = table.totals["controls_excluded"]
     excluded = controls if isinstance(controls, dict) else {}
-    ours_totals: dict[str, JsonValue] = {"records_in": table.totals["records_in"], "flushers_excluded": excluded.get("flusher", 0),
-                   "warmups_excluded": excluded.get("warmup", 0) + excluded.get("burnin", 0)}
+    records_in = table.totals["records_in"]  # a count: compute writes it
+    ours_totals: dict[str, JsonValue] = {"records_in": records_in if isinstance(records_in, int) else None,
+                                         "flushers_excluded": excluded.get("flusher", 0),
+                                         "warmups_excluded": excluded.get("warmup", 0) + excluded.get("burnin", 0)}
     rows += [_row(f"totals.{key}", value, ours_totals.get(key, MISSING)) for key, value in totals.items()]
     counted = [r for r in rows if r["agree"] is not None]
     return ReportComparison.of({"box": name, "rows": rows, "compared": len(counted),
