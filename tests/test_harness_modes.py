@@ -208,6 +208,9 @@ def test_files_that_are_not_one_study_are_refused_before_anything_is_written(tmp
     ("meta_cycle", True, "meta_cycle 'True'"),
     ("box", 7, "has box '7'"),
     ("logprob_margins", {"tokens": [[1, 2]]}, "logprob_margins that is not the harness's"),
+    ("response_model", 7, "has response_model '7'; the harness writes a str or null"),
+    ("latency_ms", -1, "has latency_ms '-1'; the harness writes a number >= 0"),
+    ("schedule_index", True, "has schedule_index True; a harness record's schedule_index is a int"),
 ])
 def test_a_field_the_analysis_reads_of_the_wrong_type_is_refused(tmp_path, field, value, needle):
     source = FIXTURES / "fixture-churn-cuda.jsonl"

@@ -60,9 +60,6 @@ CALLS = RunPaths.records_name("calls")
 DEFINITIONS = 2  # the version of these definitions, in `protocol.resolved.definitions` of every new import
 DISTANCE_CAP = 512  # the harness's cap on an edit distance
 
-__all__ = ["CALLS", "Resolved", "compute", "read_calls", "results"]
-
-
 def validity(calls: list[Call]) -> tuple[list[Call], dict[str, int], Flags]:
     """The valid calls of one arm, its `excluded` counts and its `flags`, by the harness's validity gate."""
     excluded = {"error": 0, "truncated_or_other_stop": 0}

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, Self
 
-from pydantic import JsonValue, PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
-
+from pydantic import (JsonValue, ModelWrapValidatorHandler, PrivateAttr, SerializerFunctionWrapHandler,
+                      model_serializer, model_validator)
 from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions before Python 3.12
 
 from kit.protocols.results_model import Count, Number, Part, Results, field_alias
@@ -32,7 +32,7 @@ class Kept(Part):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _read_order(cls, data: Any, handler: Any) -> Any:
+    def _read_order(cls, data: object, handler: ModelWrapValidatorHandler[Self]) -> Self:
         model = handler(data)
         if isinstance(data, dict) and isinstance(model, Kept):
             model._order = tuple(data)  # noqa: SLF001 - its own class, set as it is read
