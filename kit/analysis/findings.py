@@ -278,9 +278,12 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
     started = time.perf_counter()
     given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}
-    findings.harness = [{"run": run.run_id, **harness.compute(harness.read_calls(run.path / harness.CALLS),
-                                                                harness.Resolved.of({**run.resolved, **given}, str(run.path))
-                                                                ).to_json()} for run in runs]
+    tables = []
+    for run in runs:
+        resolved = harness.Resolved.of({**run.resolved, **given}, str(run.path))
+        table = harness.compute(harness.read_calls(run.path / harness.CALLS), resolved)
+        tables.append({"run": run.run_id, **table.to_json()})
+    findings.harness = tables
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 

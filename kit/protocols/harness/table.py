@@ -7,8 +7,10 @@ A harness table is not written in one fixed key order: its run id comes before i
 adds (its gate's values before `pass` and `rule`, its estimator, its cycles, its study-wide blocks) sits where that
 mode's analyzer put it. So every part keeps its keys in the order they were read or built (`Kept`), and is
 written in that order: the bytes are those earlier kits wrote (tests/protocols/test_harness_table.py).
-The values the view, the headline and `kit verify` read are declared and typed; the mode's own descriptive
-blocks (totals, the churn decomposition, the margins cells, the report comparison's rows) are kept as written.
+The values the view, the headline and `kit verify` read are declared and typed, and the table's builders
+(kit.protocols.harness.results, results_v1, modes, report) make these models directly; what only one mode writes
+(its gate's own values, the churn decomposition, the margins cells: TypedDicts where kit.protocols.harness.modes
+builds them) is kept as read.
 """
 
 from __future__ import annotations
