@@ -179,7 +179,7 @@ class BoxCalls:
     arms: dict[str, Arm]
     records: list[Call]
     thresholds: list[Number] | None
-    extras: KitExtras = field(default_factory=lambda: KitExtras())
+    extras: KitExtras = field(default_factory=KitExtras)
 
     def one_request(self, *extra: Call) -> bool:
         shas = {c.prompt_sha256 for calls in self.raw.values() for c in calls} | {c.prompt_sha256 for c in extra}
@@ -196,7 +196,7 @@ class BoxCalls:
     def block(self, cross: bool, gate: Gate, arms_differ: bool | None, arms: dict[str, Arm] | None = None,
               **reported: list[Cycle] | Estimate | bool | None) -> Box:
         """The box's block: its arms, its gates, whether its arms differ, what else the mode reports, the kit's."""
-        return Box.of({"arms": arms or self.arms, "gates": Gates(cross_arm_negative_control=cross, manipulation=gate),
+        return Box.of({"arms": self.arms if arms is None else arms, "gates": Gates(cross_arm_negative_control=cross, manipulation=gate),
                        "arms_differ": arms_differ, **reported, **self.extras})
 
 
