@@ -41,14 +41,15 @@ def one_run(backend: str) -> dict:
 
 def runnable(backend: str) -> str | None:
     """Why this CPU cannot run the backend, or None."""
-    from kit.launch import cpu_backend  # noqa: PLC0415
+    from kit.launch.cpu import cpu_backend  # noqa: PLC0415
 
     lacking = cpu_backend.missing(backend, cpu_backend.cpu_flags())
     return f"cannot run here: this CPU lacks {', '.join(lacking)}" if lacking else None
 
 
 def ensure_portable() -> dict | None:
-    from kit.launch import embedded, portable_backend  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
+    from kit.launch.cpu import portable_backend
 
     if portable_backend.built_library() is not None:
         return None

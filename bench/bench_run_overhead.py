@@ -91,7 +91,7 @@ def main() -> None:
         return
     # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so that the server below is stopped, not orphaned
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from kit.launch import embedded  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
     from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
     from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 

@@ -185,7 +185,7 @@ def main() -> None:
                 server, upstream = start_stub()
                 stop = server.terminate
             else:
-                from kit.launch import embedded  # noqa: PLC0415
+                from kit.launch.llamacpp import embedded  # noqa: PLC0415
                 from kit.launch.native import NativeServer, ServerSpec  # noqa: PLC0415
                 from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 

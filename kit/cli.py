@@ -14,6 +14,7 @@ from kit import __version__
 from kit.app.option_groups import GroupedCommand
 from kit.core.errors import KitError, NoVerdict, RunInterrupted
 from kit.core import limits
+from kit.core.choices import LazyChoice
 from kit.engines.registry import DEFAULT as DEFAULT_ENGINE, check_choices, run_choices
 from kit.importers.cli import THRESHOLDS as HARNESS_THRESHOLDS
 from kit.launch.engines_cli import CPU_BACKEND
@@ -76,7 +77,7 @@ RUN_OPTIONS = [
                  "(overrides the protocol's histories)."),
     click.option("--max-tokens", type=_within(1, limits.CTX_MAX),
                  help="Tokens to generate per request (overrides the protocol)."),
-    click.option("--engine", type=click.Choice(run_choices()), default=DEFAULT_ENGINE, show_default=True,
+    click.option("--engine", type=LazyChoice(run_choices), default=DEFAULT_ENGINE, show_default=True,
                  help="The engine: llama.cpp (one server serves both cache arms, switched per request) or vLLM 0.11.0 "
                       "(prefix caching is fixed per server process, so each cache arm gets its own server; grid "
                       "protocols with `server: per_arm` or `per_pass`, e.g. grid-vllm)."),
@@ -271,7 +272,7 @@ def run(protocol: str, **kwargs) -> None:
 
 @cli.command()
 @click.argument("url", required=False)
-@click.option("--kind", type=click.Choice(["auto", *check_choices()]), default="auto",
+@click.option("--kind", type=LazyChoice(lambda: ["auto", *check_choices()]), default="auto",
               show_default=True, help="What serves URL (auto: found from what only each engine answers: llama.cpp "
                                       "/props, vLLM /metrics, SGLang /get_server_info, Ollama /api/version; else "
                                       "OpenAI-compatible).")
@@ -520,7 +521,7 @@ def _attach_subcommands() -> None:
     from kit.atlas.cli import atlas, bisect  # noqa: PLC0415
     from kit.compare.cli import compare  # noqa: PLC0415
     from kit.importers.cli import import_group  # noqa: PLC0415
-    from kit.launch.images_cli import images  # noqa: PLC0415
+    from kit.launch.docker.images_cli import images  # noqa: PLC0415
     from kit.models.cli import models  # noqa: PLC0415
     from kit.launch.engines_cli import engines  # noqa: PLC0415
     from kit.replay.cli import replay  # noqa: PLC0415

@@ -1,7 +1,7 @@
 """Shared fixtures: the real embedded llama-server (skulk wheel, llama.cpp 7e4c0a9) and the real
 SmolLM2-135M-Instruct Q4_1 model, both pinned. Nothing here is mocked.
 
-The engine tier runs once per CPU backend (kit.launch.cpu_backend): every `engine` test is parametrised by
+The engine tier runs once per CPU backend (kit.launch.cpu.cpu_backend): every `engine` test is parametrised by
 `engine_cpu_backend` (`[portable]`, `[wheel]`, a session-scoped parameter: one server per backend), and
 KIT_CPU_BACKEND names it while the test and its fixtures run, so that every run, server and `kit` process
 they start uses that backend; a backend this CPU cannot run is skipped with its
@@ -18,7 +18,8 @@ import pytest
 from hypothesis import settings
 
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.launch import cpu_backend, embedded
+from kit.launch.cpu import cpu_backend
+from kit.launch.llamacpp import embedded
 from kit.launch.native import NativeServer, ServerSpec
 from kit.models import DEFAULT_MODEL, ensure_model
 

@@ -8,7 +8,8 @@ from kit.analysis.findings import compute
 from kit.bundle.show import describe
 from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
-from kit.launch import cpu_backend, embedded
+from kit.launch.cpu import cpu_backend
+from kit.launch.llamacpp import embedded
 
 pytestmark = [pytest.mark.engine, pytest.mark.cpu_backends]  # it runs one demo on each backend itself
 

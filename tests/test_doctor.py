@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from kit.app import doctor
-from kit.launch import embedded_proof
+from kit.launch.llamacpp import embedded_proof
 from kit.app.doctor import MISSING, OK, WARN, CommandResult, Probes
 from kit.core.errors import EngineError, IllegalInstruction
-from kit.launch.container_spec import VLLM_IMAGE
-from kit.launch.cpu_backend import CpuBackend
-from kit.launch.embedded import EmbeddedBinary
+from kit.launch.docker.container_spec import VLLM_IMAGE
+from kit.launch.cpu.cpu_backend import CpuBackend
+from kit.launch.llamacpp.embedded import EmbeddedBinary
 
 NVIDIA_SMI = "NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB\nNVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB\n"
 NVCC_12 = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.6, V12.6.77\n"

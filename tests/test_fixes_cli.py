@@ -1,6 +1,6 @@
 """`--fix` and `--server-arg` on the command line: refused in one line with nothing written where they are
 unknown, ill-shaped, or cannot be applied; a resume applies the recorded ones and refuses others; remedy
-protocol files are validated the same way (kit.launch.fixes, kit.protocols.remedy)."""
+protocol files are validated the same way (kit.launch.llamacpp.fixes, kit.protocols.remedy)."""
 
 from __future__ import annotations
 

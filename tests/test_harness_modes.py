@@ -156,9 +156,10 @@ def test_a_run_imported_before_several_boxes_keeps_its_table_and_verifies(tmp_pa
     for key in ("definitions", "boxes"):
         del manifest["protocol"]["resolved"][key]
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    table = harness.results(run_dir)
-    records = read_records(run_dir / "records" / "calls.jsonl").records
-    assert table == {"run_id": manifest["run_id"], **harness_v1.compute(records, manifest["protocol"]["resolved"])}
+    table = harness.results(run_dir).to_json()
+    records = harness.read_calls(run_dir / "records" / "calls.jsonl")
+    resolved = harness.Resolved.of(manifest["protocol"]["resolved"], str(run_dir))
+    assert table == {"run_id": manifest["run_id"], **harness_v1.compute(records, resolved).to_json()}
     assert "boxes" not in table and table["arms"]["churn"]["divergence_char_indices"] == [1]
     verdict = verify_bundle(write_bundle([run_dir], tmp_path / "old.tar.gz", environ={}).path)
     assert verdict.ok, verdict.lines()
@@ -207,6 +208,9 @@ def test_files_that_are_not_one_study_are_refused_before_anything_is_written(tmp
     ("meta_cycle", True, "meta_cycle 'True'"),
     ("box", 7, "has box '7'"),
     ("logprob_margins", {"tokens": [[1, 2]]}, "logprob_margins that is not the harness's"),
+    ("response_model", 7, "has response_model '7'; the harness writes a str or null"),
+    ("latency_ms", -1, "has latency_ms '-1'; the harness writes a number >= 0"),
+    ("schedule_index", True, "has schedule_index True; a harness record's schedule_index is a int"),
 ])
 def test_a_field_the_analysis_reads_of_the_wrong_type_is_refused(tmp_path, field, value, needle):
     source = FIXTURES / "fixture-churn-cuda.jsonl"

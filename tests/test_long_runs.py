@@ -16,7 +16,7 @@ from kit.core.paths import protocols_dir
 from kit.protocols import kinds
 from kit.protocols.bfcl_passes import drive
 from kit.protocols.grid import protocol as grid
-from kit.run import long_runs, runner
+from kit.run import long_runs, providers, runner
 from tests.cli_main import run_main
 
 
@@ -29,8 +29,8 @@ def nothing_fetched(monkeypatch):
     def reached(*args, **kwargs):
         pytest.fail("the run went on to install or fetch before it was confirmed")
     monkeypatch.setattr(drive, "ensure_bfcl", reached)
-    monkeypatch.setattr(runner, "ensure_model", reached)
-    monkeypatch.setattr(runner.embedded, "locate", reached)
+    monkeypatch.setattr(providers, "ensure_model", reached)
+    monkeypatch.setattr(providers.embedded, "locate", reached)
 
 
 def test_kit_run_grid_is_refused_with_its_estimate_and_grid_cpu_and_writes_nothing(monkeypatch, capsys, tmp_path,

@@ -86,8 +86,9 @@ def test_a_report_of_no_compared_block_compares_nothing_rather_than_itself():
     """A stranger's run folder can hold such a report (import refuses it): the comparison is empty, not a
     table that holds itself (which failed as 'Circular reference detected')."""
     from kit.protocols.harness.report import compare
+    from kit.protocols.harness.table import HarnessStudy
 
-    table = {"boxes": {}, "not_computed": {}}
-    compared = compare(table, {"study": "x"})
+    table = HarnessStudy.model_construct(boxes={}, not_computed={})
+    compared = compare(table, {"study": "x"}).to_json()
     assert compared["rows"] == [] and compared["compared"] == 0 and compared["descriptive"] == ["study"]
     json.dumps(compared)

@@ -12,7 +12,8 @@ import pytest
 
 from kit.run import runner
 from kit.bundle.writer import write_bundle
-from kit.launch import cpu_backend, embedded
+from kit.launch.cpu import cpu_backend
+from kit.launch.llamacpp import embedded
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
 

@@ -8,7 +8,7 @@ import pytest
 from kit.run import runner
 from kit.run.resume import resume
 from kit.core.errors import KitError
-from kit.launch import embedded
+from kit.launch.llamacpp import embedded
 
 pytestmark = pytest.mark.engine
 

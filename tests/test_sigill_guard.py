@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.run import runner
-from kit.launch import sigill_guard
+from kit.run import providers, runner
+from kit.launch.cpu import sigill_guard
 from kit.core.errors import EngineError, IllegalInstruction
-from kit.launch import embedded
-from kit.launch.embedded import EmbeddedBinary
+from kit.launch.llamacpp import embedded
+from kit.launch.llamacpp.embedded import EmbeddedBinary
 from kit.launch.native import ServerSpec
 from kit.launch.provider import NativeProvider
 from kit.record.manifest import Manifest
@@ -49,7 +49,7 @@ def test_native_server_reports_sigill_as_illegal_instruction(tmp_path, mode, smo
 def test_sigill_before_the_first_record_switches_to_the_portable_backend(tmp_path, monkeypatch, mode):
     if not embedded.available():
         pytest.skip("the embedded llama-server wheel exists only for Linux x86-64")
-    monkeypatch.setattr(runner.embedded, "locate", fake_wheel(mode))
+    monkeypatch.setattr(providers.embedded, "locate", fake_wheel(mode))
     said: list[str] = []
     options = runner.RunOptions(protocol="demo", out=tmp_path, overrides={"workload": {"items": 2}, "sessions": 1,
                                                                           "max_tokens": 8})

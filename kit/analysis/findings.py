@@ -23,7 +23,6 @@ from kit.protocols.passes import load_pass
 from kit.core.errors import KitError
 from kit.record.manifest import now
 from kit.record.provenance import backends_differ
-from kit.record.files import read_records
 from kit.stats import MODULES as STATS_MODULES
 from kit.core.terminal_text import one_line
 
@@ -279,8 +278,12 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
     started = time.perf_counter()
     given = {"thresholds": list(settings.harness_thresholds)} if settings.harness_thresholds else {}
-    findings.harness = [{"run": run.run_id, **harness.compute(read_records(run.path / harness.CALLS).records,
-                                                                {**run.resolved, **given})} for run in runs]
+    tables = []
+    for run in runs:
+        resolved = harness.Resolved.of({**run.resolved, **given}, str(run.path))
+        table = harness.compute(harness.read_calls(run.path / harness.CALLS), resolved)
+        tables.append({"run": run.run_id, **table.to_json()})
+    findings.harness = tables
     timer.add("harness imports: arms, states, cycles, gates", started)
 
 

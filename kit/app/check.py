@@ -16,7 +16,11 @@ from kit.engines import registry
 from kit.engines.identify import identify
 from kit.core.errors import ConfigError
 
-ENGINE_CHOICES = ("auto", *registry.check_choices())  # what `kit check --kind` accepts
+
+
+def engine_choices() -> list[str]:
+    """What `kit check --kind` accepts."""
+    return ["auto", *registry.check_choices()]
 
 
 def resolve(url: str | None, kind: str, transport: Any = None) -> tuple[str, str]:

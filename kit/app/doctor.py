@@ -4,7 +4,7 @@ Each check is a small pure function of a `Probes` object, which holds every way 
 the machine (the Docker daemon, commands, disk, ports, the embedded engine, the environment).
 `default_probes()` looks at the real machine; tests pass their own probes.
 
-The embedded engine counts as proven only after one real completion (kit.launch.embedded_proof), kept in
+The embedded engine counts as proven only after one real completion (kit.launch.llamacpp.embedded_proof), kept in
 the kit cache per machine and reused until something it depends on changes or `--recheck` is given.
 Without a start (`--no-start`, or before the first proof) it is installed but not proven: still a
 way to run, marked so in the text and in the JSON's `unproven`.
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from kit.launch import embedded_proof
+from kit.launch.llamacpp import embedded_proof
 from kit.core.errors import KitError
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
@@ -89,7 +89,7 @@ class Probes:
     environ: Mapping[str, str]
     hf_token_file: Path
     vllm_executable: Callable[[], Path]  # where `kit engines install vllm` puts `vllm`
-    docker_llamacpp_images: Callable[[], list[dict[str, Any]]] = field(default=lambda: [])  # kit.launch.docker_doctor
+    docker_llamacpp_images: Callable[[], list[dict[str, Any]]] = field(default=lambda: [])  # kit.launch.docker.docker_doctor
     docker_gpu_request: Callable[[str], None] = field(default=lambda image: None)  # raises when refused
 
 
@@ -119,7 +119,7 @@ def check_nvidia_runtime(probes: Probes, daemon: Check) -> Check:
 def check_vllm_image(probes: Probes, daemon: Check) -> Check:
     """The pinned vLLM image, present locally or not. Never blocks a way: the kit builds it from
     Dockerfile.vllm on the first vLLM container run (as it does the llama.cpp image)."""
-    from kit.launch.container_spec import VLLM_IMAGE  # noqa: PLC0415
+    from kit.launch.docker.container_spec import VLLM_IMAGE  # noqa: PLC0415
 
     if daemon.status != OK:
         return Check("vllm image", WARN, "cannot tell without a Docker daemon", data={"image": VLLM_IMAGE})
@@ -304,7 +304,7 @@ def run_checks(probes: Probes, models: Sequence[str] = (), start_engine: bool = 
 
         models = (DEFAULT_MODEL,)
     daemon, gpu = check_docker_daemon(probes), check_gpu(probes)
-    from kit.launch import docker_doctor  # noqa: PLC0415
+    from kit.launch.docker import docker_doctor  # noqa: PLC0415
 
     return [daemon, check_nvidia_runtime(probes, daemon), check_vllm_image(probes, daemon),
             *docker_doctor.checks(probes, daemon, Check, OK, WARN, MISSING), gpu,
@@ -435,13 +435,13 @@ def _model_needs(names: Sequence[str]) -> list[tuple[str, int | None, bool]]:
 
 
 def _located(choice: str):
-    from kit.launch import embedded  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
     return embedded.locate(choice, build_if_needed=False, say=lambda _line: None)
 
 
 def _embedded_identity(choice: str) -> dict[str, Any]:
-    from kit.launch import cpu_backend  # noqa: PLC0415
+    from kit.launch.cpu import cpu_backend  # noqa: PLC0415
 
     return embedded_proof.identity(_located(choice), choice, cpu_backend.cpu_flags())
 
@@ -460,7 +460,7 @@ def _prove_embedded(choice: str, cache: Path) -> dict[str, Any]:
 
 def default_probes(cpu_backend: str = "auto") -> Probes:
     """The real machine; the embedded engine with this --cpu-backend choice."""
-    from kit.launch import docker_doctor  # noqa: PLC0415
+    from kit.launch.docker import docker_doctor  # noqa: PLC0415
     from kit.core.paths import cache_dir  # noqa: PLC0415
 
     environ = dict(os.environ)

@@ -4,7 +4,7 @@ roughly how long), before anything is built. The plan is all `kit bisect` does s
 accepted for compatibility): the full bisect (build, run, verify and keep each midpoint in an atlas,
 resumable) is not built yet.
 
-A step is one build (kit.launch.llamacpp_build) and one run of the protocol on it; the build's time is
+A step is one build (kit.launch.llamacpp.llamacpp_build) and one run of the protocol on it; the build's time is
 the median of the builds made here before (BUILD.json's build_seconds), else the ~7 minutes of two idle
 cores; the run's is the protocol kind's own rough CPU estimate (kit.run.long_runs).
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kit.core.errors import ConfigError
 from kit.compare.measures import MEASURES
-from kit.launch import llamacpp_build
+from kit.launch.llamacpp import llamacpp_build
 from kit.protocols import kinds
 from kit.protocols.ladder.contrasts import RUNGS
 from kit.protocols.kind import rough_duration

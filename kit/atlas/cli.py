@@ -62,7 +62,7 @@ def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool
     times on this machine. This plan is all kit bisect does so far; it builds and runs nothing (do a step by
     hand with `kit engines build llamacpp --build N`, `kit run --engine-build N` and `kit atlas`)."""
     from kit.atlas import bisect as bisecting  # noqa: PLC0415
-    from kit.launch import llamacpp_sdist  # noqa: PLC0415
+    from kit.launch.llamacpp import llamacpp_sdist  # noqa: PLC0415
 
     for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
         echo(line)

@@ -182,7 +182,7 @@ class LlamaCppEngine:
     def __init__(self, base_url: str, restartable: bool = False, transport: httpx.BaseTransport | None = None,
                  reuse_off: bool = False):
         """`transport` replaces the network (tests of paths a real server cannot be made to take here);
-        `reuse_off` sends every request with cache_prompt false (the fix `reuse-off`, kit.launch.fixes)."""
+        `reuse_off` sends every request with cache_prompt false (the fix `reuse-off`, kit.launch.llamacpp.fixes)."""
         self.reuse_off = reuse_off
         connect, params, self.base_url = connection_parts(base_url)  # base_url: as recorded, no credentials
         self._http = client(connect, transport, params)

@@ -1,5 +1,8 @@
 """The engines the kit knows, one registered plug each, listed once here (like kit.protocols.kinds for
 protocol kinds; the way inspect_ai's @modelapi registers a provider, what a plug names is imported on first use).
+A package outside the kit adds its own engines under the entry-point group `kit.engines` (`ENTRY_POINTS`), each
+naming the module that holds its `ENGINE` (an `EngineKind`): `toy = "toy_engine"` in its pyproject.toml's
+`[project.entry-points."kit.engines"]` (kit.core.plugs.Registry, as for kinds; docs/architecture.md, "How to add").
 
 An `EngineKind` is everything the kit knows about one engine that its call sites ask: how it gets one (the
 embedded llama-server, a native binary, a container, or only a server someone else started and gives by URL),
@@ -28,6 +31,7 @@ from importlib import import_module
 from typing import Any
 
 from kit.core.errors import ConfigError
+from kit.core.plugs import Plug, Registry
 
 EMBEDDED, NATIVE, CONTAINER = "embedded", "native", "container"  # ways the kit starts an engine itself
 # how a server at a URL (`kit check URL`) is brought back to a cold cache between sessions (kit.launch.instance):
@@ -60,10 +64,13 @@ class EngineKind:
     url_reload: str = NO_RELOAD  # how a server of it at a URL gets a cold cache: UNLOAD, PREFIX_RESET, OWN_RESET
     takes_model: bool = True  # its client takes the served model's name (llama-server serves the one it loaded)
     port: int | None = None  # its own default port: `kit check URL` takes a silent server there for this engine
-    server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.fixes)
+    server_flags: bool = False  # the kit's named fixes and --server-arg apply to it (llama-server flags: kit.launch.llamacpp.fixes)
     builds: bool = False  # the kit builds it from source (`kit engines build`, `--engine-build`)
     server_prompt_cache: bool = False  # a server-level prompt cache beside its slots (llama-server's --cache-ram)
     watched: str | None = None  # "module:WATCHED" of the generation endpoints of its API `kit watch` reads
+    # "module:function" making the provider of a run on a server the kit starts itself (kit.run.providers: native,
+    # in a container, as `launch` says); None: reached only by URL
+    starts: str | None = None
 
     def runs_written_for(self, written: EngineKind) -> bool:
         """Whether this engine runs a protocol file written for `written` (its engine.kind): a file written for
@@ -92,14 +99,15 @@ LLAMACPP = EngineKind(
     "llamacpp", "llama.cpp", "kit.engines.llamacpp:LlamaCppEngine", launch=frozenset({EMBEDDED, NATIVE, CONTAINER}),
     cached_token_telemetry=True, logprobs=True, runs=True, endpoint_label="llama.cpp server", replayable=True,
     proof="kit.engines.llamacpp:proof", url_reload=OWN_RESET, takes_model=False, server_flags=True, builds=True,
-    server_prompt_cache=True, watched="kit.engines.llamacpp:WATCHED")
+    server_prompt_cache=True, watched="kit.engines.llamacpp:WATCHED", starts="kit.run.providers:llamacpp")
 VLLM = EngineKind(
     "vllm", "vLLM", "kit.engines.vllm:VllmEngine", launch=frozenset({NATIVE, CONTAINER}), arm_per_server=True,
     cached_token_telemetry=True, logprobs=True, runs=True, kinds_opt_in=True,
     check_overrides={"reuse_tolerance": VLLM_BLOCK}, endpoint_label="vLLM (OpenAI API, a server per cache arm)",
     checkpoint=True, needs_gpu=True, docs="docs/vllm.md",
     launcher_needs="a vLLM server (the vLLM container on a GPU, native vLLM, or your own servers by URL)",
-    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET, watched="kit.engines.vllm:WATCHED")
+    proof="kit.engines.vllm:proof", url_reload=PREFIX_RESET, watched="kit.engines.vllm:WATCHED",
+    starts="kit.run.providers:vllm")
 OLLAMA = EngineKind("ollama", "Ollama", "kit.engines.ollama:OllamaEngine", logprobs=True, proof="kit.engines.ollama:proof",
                     url_reload=UNLOAD, port=11434, watched="kit.engines.ollama:WATCHED")
 SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logprobs=True, proof="kit.engines.sglang:proof",
@@ -107,7 +115,11 @@ SGLANG = EngineKind("sglang", "SGLang", "kit.engines.sglang:SglangEngine", logpr
 OPENAI = EngineKind("openai", "OpenAI-compatible", "kit.engines.openai_compat:OpenAICompatEngine", logprobs=True,
                     watched="kit.engines.openai_compat:WATCHED")
 
-ENGINES: dict[str, EngineKind] = {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)}
+ENTRY_POINTS = "kit.engines"  # the entry-point group of the engines a package outside the kit registers
+ENGINE_PLUG = Plug(EngineKind, "engine", ENTRY_POINTS, "ENGINE", "EngineKind({name!r}, ...)` (kit.engines.registry)")
+# the kit's own engines, then those installed packages register (each module's `ENGINE`, read on first use)
+ENGINES: Registry[EngineKind] = Registry(
+    ENGINE_PLUG, {engine.name: engine for engine in (LLAMACPP, OLLAMA, VLLM, SGLANG, OPENAI)})
 DEFAULT = LLAMACPP.name  # what `kit run` and a protocol file without engine.kind use
 
 

@@ -115,7 +115,7 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int |
                     raise ConfigError(f"{files.calls}:{number} names box {box[:40]!r}, more than {BOXES_MAX} boxes "
                                       "in one study", FIX)
                 boxes.add(box)
-            indices.append(call["schedule_index"])
+            indices.append(call.schedule_index)
             offsets.append(offset)
             numbers.append(number)
         if number % 4096 == 0:
@@ -135,7 +135,7 @@ def scan(files: HarnessFiles, calls: BinaryIO, progress: Progress, budget: int |
     calls.seek(offsets[order[0]])
     first_call = check_call(calls.readline(LINE_BYTES + 1), f"{files.calls}:{numbers[order[0]]}", run_name)
     return Scanned(files, manifest, done, side, digest.hexdigest(), total, array("Q", (offsets[i] for i in order)),
-                   array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first_call.get("mode") or "unknown"),
+                   array("Q", (numbers[i] for i in order)), str(manifest.get("mode") or first_call.mode or "unknown"),
                    boxes)
 
 
@@ -199,7 +199,7 @@ def _write(run_dir: Path, handles: list[BinaryIO], study: list[Scanned], report:
     from kit.protocols.harness.results import results  # noqa: PLC0415
 
     table = results(run_dir)
-    record.update(results=table["files"])
+    record.update(results=table.files)
     record.finish("finished")
 
 

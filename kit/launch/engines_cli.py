@@ -27,7 +27,8 @@ def build_cpu_backend() -> None:
     `--cpu-backend auto` uses it on every CPU that lacks an extension the wheel's own backend uses
     (e.g. AVX-VNNI on AMD Zen 4, AVX-512 on Zen 3 or Haswell); building it ahead saves that minute later.
     """
-    from kit.launch import cpu_backend, embedded  # noqa: PLC0415
+    from kit.launch.cpu import cpu_backend  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
     name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
     echo(f"auto picks the {name} backend on this CPU: {reason}")
@@ -39,8 +40,9 @@ def build_cpu_backend() -> None:
 @click.argument("libraries", nargs=-1, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def cpu_isa(libraries: tuple[Path, ...]) -> None:
     """Count the x86 extensions LIBRARIES' machine code uses (default: both CPU backends), and say which this
-    CPU lacks. The wheel's requirement list (kit/launch/wheel_cpu_isa.json) was made this way."""
-    from kit.launch import cpu_backend, cpu_isa as isa, embedded, portable_backend  # noqa: PLC0415
+    CPU lacks. The wheel's requirement list (kit/launch/cpu/wheel_cpu_isa.json) was made this way."""
+    from kit.launch.cpu import cpu_backend, cpu_isa as isa, portable_backend  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
     flags = cpu_backend.cpu_flags()
     if not libraries:
@@ -73,7 +75,7 @@ def build_engine(engine: str, build_number: int | None, jobs: int | None, archs:
     """Build llama-server: of llama.cpp build N for the CPU (--build N), or at the paper's commit with CUDA 12
     (needs nvcc 12.x and cmake)."""
     if build_number is not None:
-        from kit.launch import llamacpp_build, llamacpp_probe  # noqa: PLC0415
+        from kit.launch.llamacpp import llamacpp_build, llamacpp_probe  # noqa: PLC0415
         from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 
         if prefix is not None:

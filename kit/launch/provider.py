@@ -12,8 +12,9 @@ from typing import Any, Iterator, Protocol
 
 from kit.engines.base import Engine
 from kit.engines.llamacpp import LlamaCppEngine
+from kit.engines.registry import LLAMACPP, EngineKind
 from kit.core.errors import ConfigError, EngineError, IllegalInstruction, InvalidAnswer
-from kit.launch.cpu_backend import CpuBackend
+from kit.launch.cpu.cpu_backend import CpuBackend
 from kit.launch.native import NativeServer, ServerSpec
 from kit.core.secret_urls import redact_url
 
@@ -103,7 +104,7 @@ class NativeProvider:
         self.spec = spec
         self.details = details or {}
         self.cpu = cpu
-        self.reuse_off = reuse_off  # every request with cache_prompt false (the fix reuse-off, kit.launch.fixes)
+        self.reuse_off = reuse_off  # every request with cache_prompt false (the fix reuse-off, kit.launch.llamacpp.fixes)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "native", "binary": str(self.spec.binary), "model": str(self.spec.model),
@@ -197,13 +198,15 @@ def for_arm(provider: Any, arm: str) -> Any:
 
 
 class ExternalProvider:
-    """An engine someone else started: the kit cannot restart it, so sessions share its history."""
+    """An engine someone else started: the kit cannot restart it, so sessions share its history. `engine`: the
+    registered engine it is (its client, kit.engines.registry; by default llama.cpp's); `model`: the served model's
+    name, given to a client that takes one (`EngineKind.takes_model`)."""
 
     fresh_servers = False
-    by_url = True  # a llama-server reached by URL: the ladder runs its rungs that need no restart on it
+    by_url = True  # a server reached by URL: the ladder runs its rungs that need no restart on it
 
-    def __init__(self, url: str):
-        self.url = url
+    def __init__(self, url: str, engine: EngineKind = LLAMACPP, model: str | None = None):
+        self.url, self.engine, self.model = url, engine, model
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "external", "url": redact_url(self.url),
@@ -218,7 +221,8 @@ class ExternalProvider:
 
     @contextmanager
     def session(self, label: str, log_dir: Path) -> Iterator[EngineSession]:
-        engine = LlamaCppEngine(self.url)
+        engine = self.engine.client(self.url, **({"model": self.model} if self.engine.takes_model and self.model
+                                                 else {}))
         try:
             yield EngineSession(engine=engine, launch=engine.info())
         finally:

@@ -7,7 +7,7 @@ A run on `--engine vllm` gets an `ArmProviders` whose cache-on arm serves from s
 - a native `vllm serve` (`--launcher native`: the venv `kit engines install vllm` makes, or the
   `vllm` executable `--server-bin` names), one process per session, its log in the run folder;
 - URLs (`--engine-url on=URL --engine-url off=URL`): servers someone else started, one per arm.
-Every server runs the protocol's flags (kit.launch.container_spec.vllm_serve_args). Which protocols a
+Every server runs the protocol's flags (kit.launch.docker.container_spec.vllm_serve_args). Which protocols a
 vLLM run serves, each kind says itself (`Kind.engine_rules`, kit.protocols.kinds.serves and refuse_unserved).
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from kit.engines.vllm import VllmEngine
 from kit.core.errors import ConfigError, EngineError
-from kit.launch.container_spec import vllm_serve_args
+from kit.launch.docker.container_spec import vllm_serve_args
 from kit.launch.native import NativeServer
 from kit.launch.provider import KEEP, ArmProviders, EngineSession
 from kit.models import load_registry
@@ -189,9 +189,9 @@ def docker(model: str | None, run_id: str, max_model_len: int, seed: int, launch
            image: str | None = None, gpus: str | None = None) -> ArmProviders:
     """A `vllm serve` container per session and arm, from `image` (default: the one Dockerfile.vllm builds) with
     `gpus` (`--gpus` as typed; default all)."""
-    from kit.launch.container_spec import VLLM_IMAGE, gpus_text, parse_gpus  # noqa: PLC0415
-    from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
-    from kit.launch.docker_provider import DockerProvider  # noqa: PLC0415
+    from kit.launch.docker.container_spec import VLLM_IMAGE, gpus_text, parse_gpus  # noqa: PLC0415
+    from kit.launch.docker.docker_launcher import DockerLauncher  # noqa: PLC0415 - the docker SDK only when asked for
+    from kit.launch.docker.docker_provider import DockerProvider  # noqa: PLC0415
     from kit.core.paths import REPO_ROOT  # noqa: PLC0415
 
     chosen = checkpoint(model)

@@ -33,7 +33,7 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `launcher`: what the launcher's catalog says about it and how its setup form sizes a run (`Launcher`);
 - `analysis`: how `kit analyze` reads a run folder of this kind (`Analysis`), or None if it does not;
 - `from_files`: False for a kind whose run folders are imported (`harness`): protocol files cannot ask for it.
-- `arm_fixes(protocol)`: the fixes of each of its arms (kit.launch.fixes), or None where it has none: the
+- `arm_fixes(protocol)`: the fixes of each of its arms (kit.launch.llamacpp.fixes), or None where it has none: the
   runner then refuses `--fix` for it and checks every arm's fixes against the run's engine before writing;
 - `imported_from`: the importer that makes its run folders (`determinism-harness`), or None: `kit verify`
   then holds the files an imported run folder keeps against its manifest (kit.bundle.imported).
@@ -196,7 +196,7 @@ class Kind:
     imported_from: str | None = None  # its run folders' importer (`kit import NAME`): kit verify holds the files
     # they keep in records/imported/ against the manifest and makes their records again (kit.bundle.imported)
     headline: Callable[[Results, Any], None] | None = None  # reads its table into a bundle's Headline (view.py)
-    # its arms' fixes (remedy: kit.launch.fixes.Applied per arm), or None: a kind with arms of its own refuses
+    # its arms' fixes (remedy: kit.launch.llamacpp.fixes.Applied per arm), or None: a kind with arms of its own refuses
     # `kit run --fix`, and each arm's fixes are checked against the run's engine before the run folder exists
     arm_fixes: Callable[[Any], list[Any]] | None = None
     units: bool = False  # True: its procedure hands its units to ctx.executor.map, so it runs on Ray (docs/ray.md)

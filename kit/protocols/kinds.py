@@ -3,7 +3,7 @@ whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, th
 A package outside the kit adds its own kinds under the entry-point group `kit.kinds` (`ENTRY_POINTS`), each
 naming the module that holds its `KIND`: `toy = "toy_kind"` in its pyproject.toml's
 `[project.entry-points."kit.kinds"]` (docs/architecture.md, "How to add").
-The registry is lazy: it names each kind's package, and imports a package when its kind is first looked up,
+The registry (kit.core.plugs.Registry, the one kind of registry the kit has) is lazy: it names each kind's package, and imports a package when its kind is first looked up,
 so `kit run reset` loads the reset kind only (tests/test_import_cost.py), and reads the entry points only
 when it is asked for a name the kit does not ship, or for all its names. Its names cost nothing; going
 through its kinds (`values()`, `items()`) loads them all.
@@ -19,16 +19,14 @@ kit/protocols/kind.py.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from importlib.metadata import entry_points
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kit.core.errors import ConfigError, KitError
+from kit.core.plugs import Plug, Registry
 from kit.engines.registry import DEFAULT, ENGINES, EngineKind
 from kit.record.manifest import Manifest
 from kit.record.model import RequestRecord, validate
@@ -39,99 +37,9 @@ from kit.protocols.results_model import Results
 ENTRY_POINTS = "kit.kinds"  # the entry-point group of the kinds a package outside the kit registers
 
 
-class Registry(MutableMapping[str, Kind]):
-    """Kind name -> its registration, the `KIND` of its package, imported on the first look-up: the kit's own
-    (`shipped`, name -> package), then those the installed packages register under the entry-point group
-    `group` (read when a name is not one of the kit's own, or all names are asked for, and read again once
-    sys.path changed). A kind set by hand (`KINDS["toy"] = ...`, a test's toy kind) is held as it is, over
-    any other of its name, until it is deleted."""
+KIND_PLUG = Plug(Kind, "kind", ENTRY_POINTS, "KIND", "Kind(name={name!r}, ...)` (kit.protocols.kind)")
 
-    def __init__(self, shipped: Mapping[str, str], group: str = ENTRY_POINTS):
-        self.shipped: Mapping[str, str] = dict(shipped)
-        self._group = group
-        self._found: dict[str, str] = {}  # name -> module, from the entry points
-        self._found_on: tuple[str, ...] | None = None  # the sys.path they were read on
-        self._by_hand: dict[str, Kind] = {}
-        self._kinds: dict[str, Kind] = {}  # imported so far
-
-    def _installed(self) -> dict[str, str]:
-        if self._found_on != tuple(sys.path):
-            self._found, self._found_on = installed_kinds(self._group, self.shipped), tuple(sys.path)
-            self._kinds = {name: kind for name, kind in self._kinds.items() if name in self.shipped}
-        return self._found
-
-    def _names(self, found: Mapping[str, str]) -> list[str]:
-        return [*self.shipped, *found, *(name for name in self._by_hand if name not in self.shipped
-                                         and name not in found)]
-
-    def __getitem__(self, name: str) -> Kind:
-        if name in self._by_hand:
-            return self._by_hand[name]
-        shipped = name in self.shipped
-        module = self.shipped[name] if shipped else self._installed()[name]  # read: a kind it found may be gone
-        if name not in self._kinds:
-            self._kinds[name] = _imported(name, module, not shipped, self._group)
-        return self._kinds[name]
-
-    def __setitem__(self, name: str, kind: Kind) -> None:
-        self._by_hand[name] = kind
-
-    def __delitem__(self, name: str) -> None:
-        del self._by_hand[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names(self._installed()))
-
-    def __len__(self) -> int:
-        return len(self._names(self._installed()))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.shipped or name in self._by_hand or name in self._installed()
-
-    def loaded(self) -> list[Kind]:
-        """The kinds looked up so far (their packages imported), in registry order; no entry point is read."""
-        found = self._found if self._found_on == tuple(sys.path) else {}
-        return [self[name] for name in self._names(found) if name in self._by_hand or name in self._kinds]
-
-
-def installed_kinds(group: str, shipped: Mapping[str, str]) -> dict[str, str]:
-    """The kinds the installed packages register under the entry-point group `group`: name -> the module
-    holding its `KIND`, by name. An entry point that names a kind the kit ships, a name two packages
-    register, or an object rather than a module is refused with the package that declares it."""
-    found: dict[str, str] = {}
-    for point in sorted(entry_points(group=group), key=lambda point: point.name):
-        package = f" of the package {point.dist.name}" if point.dist is not None else ""
-        where = f"the entry point {point.name} = {point.value!r}{package} (group {group})"
-        if point.name in shipped:
-            raise ConfigError(f"{where} registers a kind this kit ships", "rename the kind in that package")
-        if point.name in found:
-            raise ConfigError(f"{where}: another package registers a kind {point.name!r} too",
-                              "uninstall one of the two packages")
-        if point.attr:
-            raise ConfigError(f"{where} names an object, not a module",
-                              f"name the module that holds `KIND`: {point.name} = {point.module!r}")
-        found[point.name] = point.module
-    return found
-
-
-def _imported(name: str, module: str, installed: bool, group: str) -> Kind:
-    """The `KIND` of `module`, which must be the registration of the kind `name`."""
-    where = f"the kind {name!r} (entry point of group {group}: {module!r})" if installed else f"the kind {name!r}"
-    try:
-        kind = importlib.import_module(module).KIND
-    except (ImportError, AttributeError) as exc:
-        if not installed:
-            raise
-        raise ConfigError(f"{where} cannot be loaded: {exc}",
-                          "fix the package that declares it, or uninstall it") from exc
-    if not isinstance(kind, Kind) or kind.name != name:
-        what = f"registers the kind {kind.name!r}" if isinstance(kind, Kind) else f"is a {type(kind).__name__}"
-        raise ConfigError(f"{where}: {module}.KIND {what}, not the kind {name!r}",
-                          f"end {module} with `KIND = Kind(name={name!r}, ...)` (kit.protocols.kind)")
-    return kind
-
-
-KINDS = Registry({
+KINDS: Registry[Kind] = Registry(KIND_PLUG, {
     "reset": "kit.protocols.reset",
     "grid": "kit.protocols.grid",
     "pinning": "kit.protocols.pinning",

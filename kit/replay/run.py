@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kit.run import engine_build
 from kit.run import resume, runner
-from kit.launch import fixes as fix_registry
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.core.atomic_file import write_json_atomic, write_text_atomic
 from kit.engines import registry
 from kit.core.errors import ConfigError, KitError
@@ -105,7 +105,7 @@ def _gsm8k(workload: WorkloadInfo, given: Path | None, where: str) -> Path | Non
 
 
 def _backend(manifest: RunManifest, options: ReplayOptions, where: str, say: Callable[[str], None]) -> str:
-    from kit.launch import embedded  # noqa: PLC0415
+    from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
     recorded = manifest.provenance.cpu_backend
     if recorded is None:
@@ -192,7 +192,7 @@ def _plan(run_dir: Path, manifest: RunManifest, where: str, options: ReplayOptio
 
 def _fixes(saved: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The recorded fixes and server flags (lists of strings: resume.saved_options), checked as typed ones are
-    (kit.launch.fixes) before anything is replayed: a run folder never adds a flag the allow-list refuses."""
+    (kit.launch.llamacpp.fixes) before anything is replayed: a run folder never adds a flag the allow-list refuses."""
     fixes, server_args = (tuple(saved.get(key) or ()) for key in ("fixes", "server_args"))
     try:
         fix_registry.parse(fixes, server_args)

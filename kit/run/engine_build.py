@@ -1,5 +1,5 @@
 """`--engine-build N`: a run on llama-server of llama.cpp build N, built here by `kit engines build llamacpp
---build N` (kit.launch.llamacpp_build), instead of the embedded engine (the paper's build).
+--build N` (kit.launch.llamacpp.llamacpp_build), instead of the embedded engine (the paper's build).
 
 What may combine with it is checked before anything is written; the build's identity (the sdist's name
 and sha256, the CPU backend, the binary's sha256) goes into the manifest's engine record, and a resume or
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from kit.core.errors import ConfigError, KitError
 from kit.engines import registry
-from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
+from kit.launch.llamacpp import llamacpp_build, llamacpp_probe, llamacpp_sdist
 from kit.run import engine_source
 
 OPTION = "--engine-build"
@@ -36,7 +36,7 @@ def check(options: Any) -> None:
 def locate(build: int, cpu_backend: str, model: Path, model_sha256: str,
            say: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """The built binary and the engine record's keys for it; refused when not built, changed, or undrivable
-    (its flags, then its API on `model`, once per binary: kit.launch.llamacpp_probe)."""
+    (its flags, then its API on `model`, once per binary: kit.launch.llamacpp.llamacpp_probe)."""
     backend = llamacpp_build.check_backend(cpu_backend)
     record = llamacpp_build.record(build, backend)  # the binary hashed once, checked against its BUILD.json
     binary = llamacpp_build.install_dir(build, backend) / llamacpp_build.BINARY

@@ -1,6 +1,6 @@
 """Who starts the engine a run uses: a provider the caller made, a server reached by --engine-url, the
 pinned docker image, a llama.cpp build made here (--engine-build), the user's --server-bin, or the kit's
-embedded engine. One answer, read by the fix checks (kit.launch.fixes.refuse), the --engine-build checks
+embedded engine. One answer, read by the fix checks (kit.launch.llamacpp.fixes.refuse), the --engine-build checks
 (kit.run.engine_build), the long-run question (kit.run.long_runs) and the provider (kit.run.runner)."""
 
 from __future__ import annotations

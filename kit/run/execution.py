@@ -14,7 +14,7 @@ from kit.core.errors import IllegalInstruction, InvalidAnswer, KitError
 from kit.core.events import Emit, RunEnded, RunStarted, SessionEnded
 from kit.core.owned_file import open_append
 from kit.engines.bounds import AnswerBounds, bounded
-from kit.launch import sigill_guard
+from kit.launch.cpu import sigill_guard
 from kit.protocols.kind import Kind
 from kit.protocols.procedure import LOCAL, Executor, RunContext, RunStopped
 from kit.record import files as records

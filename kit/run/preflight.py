@@ -121,7 +121,7 @@ def check_engine_choice(options: Any) -> None:
         raise ConfigError(f"--{' and --'.join(given)} only apply to --launcher docker, but this run uses "
                           f"--launcher {options.launcher}", "add --launcher docker, or drop them")
     if getattr(options, "gpus", None):
-        from kit.launch.container_spec import parse_gpus  # noqa: PLC0415
+        from kit.launch.docker.container_spec import parse_gpus  # noqa: PLC0415
 
         parse_gpus(options.gpus)
 
@@ -129,7 +129,7 @@ def check_engine_choice(options: Any) -> None:
 def check_fixes(options: Any, kind: Any = None, protocol: Any = None) -> None:
     """`--fix` and `--server-arg`, or the fixes of the arms of a `kind` that applies them per arm (the
     protocol's `arms`): known, well-shaped, and applicable where this run's engine is started."""
-    from kit.launch import fixes  # noqa: PLC0415
+    from kit.launch.llamacpp import fixes  # noqa: PLC0415
 
     applied = options.applied
     arms = kind.arm_fixes(protocol) if kind is not None and kind.arm_fixes is not None else None

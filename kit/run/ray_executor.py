@@ -40,7 +40,8 @@ from kit.core.atomic_file import write_bytes_atomic
 from kit.core.errors import ConfigError, EngineError
 from kit.core.events import Notice, UnitProgress
 from kit.core.paths import RunPaths
-from kit.launch import embedded, leftover_servers
+from kit.launch.llamacpp import embedded
+from kit.launch import leftover_servers
 from kit.launch.provider import NativeProvider
 from kit.protocols.procedure import LOCAL, RunContext, Unit, UnitFunction
 from kit.record.files import RecordWriter

@@ -238,7 +238,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     executor = executors.make(options, kind, provider)
     stopped = leftover_servers.stop_leftovers(RunPaths(run_dir).logs, say)
     if options.container_label:  # containers a killed kit left: their logs kept, then removed (by the run's label)
-        from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
+        from kit.launch.docker.docker_run import remove_leftovers  # noqa: PLC0415
 
         stopped += remove_leftovers(options.container_label, RunPaths(run_dir).logs, say)
     redone = []
@@ -259,7 +259,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
 
 
 def _container_label(engine: dict[str, Any]) -> str | None:
-    from kit.launch.docker_run import recorded_label  # noqa: PLC0415
+    from kit.launch.docker.docker_run import recorded_label  # noqa: PLC0415
 
     return recorded_label(engine)
 
@@ -267,7 +267,7 @@ def _container_label(engine: dict[str, Any]) -> str | None:
 def _resumed_image(saved_options: dict[str, Any], engine: dict[str, Any]) -> dict[str, str]:
     """A docker run recorded without --image resumes on the kit image it ran (its default has changed:
     --gpus none now picks the cpu image), never on an image only the run folder names."""
-    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+    from kit.launch.docker.docker_run import recorded_kit_image  # noqa: PLC0415
 
     image = None if saved_options.get("image") else recorded_kit_image(engine)
     return {"image": image} if image else {}

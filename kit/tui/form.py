@@ -23,7 +23,7 @@ GGUF_MAGIC = b"GGUF"
 HF_ID = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face model id: Org/Name
 
 
-CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu_backend.CHOICES)
+CPU_BACKENDS = {  # the embedded engine's --cpu-backend choices (kit.launch.cpu.cpu_backend.CHOICES)
     "auto": "auto (the wheel's where this CPU allows, else portable)",
     "wheel": "wheel (prebuilt, Sapphire Rapids-class CPUs)",
     "portable": "portable (AVX2, built here once)",
@@ -282,7 +282,7 @@ class Setup:
     out: str = ""
     executor: str = "local"  # EXECUTORS; offered for kinds whose units may run on Ray (Kind.units)
     ray_address: str = ""  # executor ray: empty (a local Ray instance), auto, or ray://HOST:PORT
-    fixes: tuple[str, ...] = ()  # named fixes picked from the registry (kit.launch.fixes.NAMED), as `--fix NAME`
+    fixes: tuple[str, ...] = ()  # named fixes picked from the registry (kit.launch.llamacpp.fixes.NAMED), as `--fix NAME`
     more_fixes: str = ""  # fixes of the registry's families typed by name (chunk-16 threads-4), also `--fix`
     server_args: str = ""  # llama-server flags the registry does not name, space-separated: each a `--server-arg`
     engine_build: str = ""  # llama.cpp build N built here (`--engine-build N`); empty: the paper's (embedded)
@@ -326,15 +326,15 @@ def problems(setup: Setup, caps: Capabilities, known_models: set[str]) -> dict[s
 
 
 def fix_choices() -> list[tuple[str, str]]:
-    """The registry's named fixes, each with what it is meant to close (kit.launch.fixes.NAMED)."""
-    from kit.launch import fixes  # noqa: PLC0415
+    """The registry's named fixes, each with what it is meant to close (kit.launch.llamacpp.fixes.NAMED)."""
+    from kit.launch.llamacpp import fixes  # noqa: PLC0415
 
     return [(fix.name, fix.closes) for fix in fixes.NAMED.values()]
 
 
 def fix_families() -> str:
     """The registry's fix families (chunk-N, threads-N), as the field for them names them."""
-    from kit.launch import fixes  # noqa: PLC0415
+    from kit.launch.llamacpp import fixes  # noqa: PLC0415
 
     return "; ".join(fixes.FAMILIES.values())
 
@@ -353,7 +353,7 @@ def engine_build_number(setup: Setup) -> int | None:
 
 def builds_here(setup: Setup) -> list[int]:
     """The llama.cpp builds made here for the CPU backend the form's engine build would run on."""
-    from kit.launch import llamacpp_build  # noqa: PLC0415
+    from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
 
     try:
         backend = llamacpp_build.check_backend(setup.cpu_backend)
@@ -370,7 +370,7 @@ def engine_build_problem(setup: Setup) -> str | None:
         return None
     if engine_build_number(setup) is None:
         return f"{text[:40]!r} is not a llama.cpp build number (e.g. 11434); leave it empty for the paper's build"
-    from kit.launch import llamacpp_build  # noqa: PLC0415
+    from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
     from kit.run import engine_build  # noqa: PLC0415
 
     options = engine_options(setup)

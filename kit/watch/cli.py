@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from kit.core.choices import LazyChoice
 from kit.core.errors import ConfigError
 from kit.core.limits import (
     PORT_MAX, PORT_MIN, WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX, WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX,
@@ -100,7 +101,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 @click.command("watch")
 @click.option("--upstream", required=True, metavar="URL", help="The engine's base URL (clients talk to the proxy).")
-@click.option("--kind", type=click.Choice(["auto", *registry.ENGINES]), default="auto", show_default=True,
+@click.option("--kind", type=LazyChoice(lambda: ["auto", *registry.ENGINES]), default="auto", show_default=True,
               help="The upstream engine (auto: asked at start; sets how a full reuse is told from a partial one).")
 @click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
               help="Where the proxy listens (port 0: any free port, printed at start).")

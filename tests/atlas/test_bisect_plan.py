@@ -54,7 +54,7 @@ def test_what_the_plan_refuses(good, bad, rung, message):
 @pytest.mark.parametrize("plan_flag", [[], ["--plan"]])
 def test_kit_bisect_plans_with_or_without_plan(tmp_path, monkeypatch, plan_flag):
     from kit.cli import cli  # noqa: PLC0415
-    from kit.launch import llamacpp_sdist  # noqa: PLC0415
+    from kit.launch.llamacpp import llamacpp_sdist  # noqa: PLC0415
 
     monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(llamacpp_sdist, "available_builds", lambda: INDEX)  # the index is not reached in tests

@@ -42,7 +42,7 @@ def test_the_image_says_what_it_is(docker_env, cpu_image):
     listed = kit(docker_env, "images", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     (image,) = [i for i in json.loads(listed.stdout) if i["reference"] == cpu_image]
-    from kit.launch import images  # noqa: PLC0415
+    from kit.launch.docker import images  # noqa: PLC0415
 
     assert image["target"] == "cpu" and image["wheel_sha256"] == images.WHEEL_SHA256
     assert image["llamacpp_commit"].startswith("7e4c0a9") and image["base"] == images.DEBOOTSTRAP_IMAGE
@@ -95,8 +95,8 @@ def test_a_gpu_request_reaches_the_container(docker_env, cpu_image, smollm2):
     sends nothing."""
     script = f"""
 import sys
-from kit.launch.container_spec import llamacpp_spec
-from kit.launch.docker_launcher import DockerLauncher
+from kit.launch.docker.container_spec import llamacpp_spec
+from kit.launch.docker.docker_launcher import DockerLauncher
 launcher = DockerLauncher.from_env()
 for gpus in (("0", "1"), "none"):
     spec = llamacpp_spec(run_id="gpu-tier", model_file={str(smollm2)!r}, image={cpu_image!r}, gpus=gpus)

@@ -32,12 +32,15 @@ def test_each_engine_declares_what_its_adapter_does(name):
     assert client.capabilities.cached_token_telemetry is engine.cached_token_telemetry
     assert client.capabilities.arm_per_server is engine.arm_per_server
     assert engine.name == name and engine.label
+    # the kit starts it (its ways in `launch`) exactly where its registration names how, a function that exists
+    assert bool(engine.starts) is bool(engine.launch)
+    assert engine.starts is None or callable(registry.resolve_target(engine.starts))
     assert set(served_on(engine)) <= set(KINDS) and bool(served_on(engine)) is engine.runs  # kinds the kit knows
 
 
 def test_the_cli_offers_the_registrys_engines():
     assert _choices("run", "engine") == registry.run_choices() == ["llamacpp", "vllm"]
-    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == list(check.ENGINE_CHOICES)
+    assert _choices("check", "kind") == ["auto", *registry.check_choices()] == check.engine_choices()
     assert set(registry.check_choices()) == set(registry.ENGINES)  # a server at a URL is checked whatever serves it
 
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from kit.launch.container_spec import VLLM_IMAGE
+from kit.launch.docker.container_spec import VLLM_IMAGE
 from tests.fake_engine.vllm_serve import command
 from tests.launch.fake_docker import FakeDockerClient
 
@@ -57,7 +57,7 @@ class VllmContainers(FakeDockerClient):
     @classmethod
     def installed(cls, monkeypatch, log_dir: Path) -> VllmContainers:
         """A client that `DockerLauncher.from_env()` returns for the rest of the test."""
-        from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415
+        from kit.launch.docker.docker_launcher import DockerLauncher  # noqa: PLC0415
 
         client = cls(log_dir)
         monkeypatch.setattr(DockerLauncher, "from_env", classmethod(lambda launcher, **kw: launcher(client, poll_s=0.05)))

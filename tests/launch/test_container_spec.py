@@ -12,7 +12,7 @@ import json
 import pytest
 
 from kit.core.errors import ConfigError
-from kit.launch.container_spec import (
+from kit.launch.docker.container_spec import (
     LABEL_MANAGED,
     LABEL_RUN_ID,
     LLAMACPP_COMMIT,
@@ -254,7 +254,7 @@ def test_module_does_not_import_docker():
     import ast
     import inspect
 
-    import kit.launch.container_spec as module
+    import kit.launch.docker.container_spec as module
 
     tree = ast.parse(inspect.getsource(module))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import ConfigError, EngineError
-from kit.launch import cpu_backend, embedded
+from kit.launch.cpu import cpu_backend
+from kit.launch.llamacpp import embedded
 
 FLAGS = Path(__file__).resolve().parents[1] / "fixtures" / "cpuinfo"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import KitError
-from kit.launch import cpu_backend, cpu_isa, embedded
+from kit.launch.cpu import cpu_backend, cpu_isa
+from kit.launch.llamacpp import embedded
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kit.app import doctor
-from kit.launch import docker_doctor
+from kit.launch.docker import docker_doctor
 from tests.test_doctor import GPU_DOCKER, by_name, make_probes
 
 from .test_docker_run import CPU_LABELS

@@ -12,9 +12,9 @@ import json
 import pytest
 
 from kit.core.errors import EngineError
-from kit.launch.container_spec import LABEL_RUN_ID, llamacpp_spec, vllm_spec
-from kit.launch.container_token import LABEL_TOKEN, token_for
-from kit.launch.docker_launcher import DockerLauncher
+from kit.launch.docker.container_spec import LABEL_RUN_ID, llamacpp_spec, vllm_spec
+from kit.launch.docker.container_token import LABEL_TOKEN, token_for
+from kit.launch.docker.docker_launcher import DockerLauncher
 from tests.fake_engine.clock import Clock
 
 from .fake_docker import FakeDockerClient

@@ -14,10 +14,10 @@ import pytest
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.engines.vllm import VllmEngine
 from kit.core.errors import EngineError
-from kit.launch.container_token import LABEL_TOKEN, token_for
-from kit.launch.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
-from kit.launch.docker_launcher import DockerLauncher
-from kit.launch.docker_provider import DockerProvider, container_name
+from kit.launch.docker.container_token import LABEL_TOKEN, token_for
+from kit.launch.docker.container_spec import LABEL_RUN_ID, LLAMACPP_IMAGE, VLLM_IMAGE
+from kit.launch.docker.docker_launcher import DockerLauncher
+from kit.launch.docker.docker_provider import DockerProvider, container_name
 from kit.launch.native import NativeServer
 from tests.fake_engine.clock import Clock
 from tests.fake_engine.llamacpp import engine_factory
@@ -106,7 +106,7 @@ def test_vllm_session_redacts_the_token(client, tmp_path):
 
 def test_default_engines_are_the_real_clients(client, gguf, tmp_path):
     """Without a fake the session's engine is LlamaCppEngine or VllmEngine at the published port."""
-    from kit.launch import docker_provider
+    from kit.launch.docker import docker_provider
 
     running = launcher_for(client).start(DockerProvider.llamacpp(None, "r", gguf).make_spec("x"))
     llama = docker_provider._llamacpp_engine(running)

@@ -8,10 +8,10 @@ import pytest
 
 from kit.run import runner
 from kit.core.errors import ConfigError, EngineError
-from kit.launch import images
-from kit.launch.container_spec import llamacpp_spec, parse_gpus
-from kit.launch.docker_launcher import DockerLauncher
-from kit.launch.docker_run import llamacpp_provider
+from kit.launch.docker import images
+from kit.launch.docker.container_spec import llamacpp_spec, parse_gpus
+from kit.launch.docker.docker_launcher import DockerLauncher
+from kit.launch.docker.docker_run import llamacpp_provider
 from kit.protocols import kinds
 
 from .fake_docker import FakeDockerClient
@@ -116,7 +116,7 @@ def test_replay_lists_a_changed_image(tmp_path):
 
 
 def test_the_recorded_label_of_llamacpp_and_vllm_runs():
-    from kit.launch.docker_run import recorded_label  # noqa: PLC0415
+    from kit.launch.docker.docker_run import recorded_label  # noqa: PLC0415
 
     assert recorded_label({"kind": "docker", "run_id": "abc123"}) == "abc123"
     arms = {"on": {"kind": "docker", "run_id": "v1"}, "off": {"kind": "docker", "run_id": "v1"}}
@@ -179,8 +179,8 @@ def test_gpus_none_without_the_cpu_image_is_refused_before_anything_is_written(t
 
 
 def test_resume_removes_only_the_containers_this_kit_started(tmp_path, monkeypatch, fresh_kit_cache):
-    from kit.launch.container_spec import LABEL_RUN_ID  # noqa: PLC0415
-    from kit.launch.docker_run import remove_leftovers  # noqa: PLC0415
+    from kit.launch.docker.container_spec import LABEL_RUN_ID  # noqa: PLC0415
+    from kit.launch.docker.docker_run import remove_leftovers  # noqa: PLC0415
 
     client = FakeDockerClient()
     monkeypatch.setattr(DockerLauncher, "from_env", classmethod(lambda cls, **kw: DockerLauncher(client)))
@@ -204,7 +204,7 @@ def test_resume_removes_only_the_containers_this_kit_started(tmp_path, monkeypat
 
 
 def test_a_resume_keeps_the_kit_image_the_run_recorded_and_no_other():
-    from kit.launch.docker_run import recorded_kit_image  # noqa: PLC0415
+    from kit.launch.docker.docker_run import recorded_kit_image  # noqa: PLC0415
 
     for image in (images.LLAMACPP_IMAGE, images.CPU_IMAGE):  # a run from before --gpus none chose the cpu image
         assert recorded_kit_image({"kind": "docker", "spec": {"image": image}}) == image

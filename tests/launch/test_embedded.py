@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from kit.core.errors import EngineError
-from kit.launch import embedded
+from kit.launch.llamacpp import embedded
 from kit.launch.native import ServerSpec
 
 

@@ -1,4 +1,4 @@
-"""The fix registry (kit.launch.fixes): names, families, server flags and where they are refused."""
+"""The fix registry (kit.launch.llamacpp.fixes): names, families, server flags and where they are refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import ConfigError
-from kit.launch import fixes
+from kit.launch.llamacpp import fixes
 from kit.launch.native import ServerSpec
 from kit.launch.provider import NativeProvider
 

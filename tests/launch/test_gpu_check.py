@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.launch.container_spec import LLAMACPP_COMMIT
+from kit.launch.docker.container_spec import LLAMACPP_COMMIT
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "images" / "build-llamacpp.sh"

@@ -8,8 +8,8 @@ import tarfile
 import pytest
 
 from kit.core.errors import ConfigError, EngineError
-from kit.launch import images
-from kit.launch.docker_launcher import DockerLauncher
+from kit.launch.docker import images
+from kit.launch.docker.docker_launcher import DockerLauncher
 
 from .fake_docker import FakeDockerClient
 

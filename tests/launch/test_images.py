@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit.launch.container_spec import LLAMACPP_COMMIT, LLAMACPP_IMAGE, VLLM_IMAGE
+from kit.launch.docker.container_spec import LLAMACPP_COMMIT, LLAMACPP_IMAGE, VLLM_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "images" / "build-llamacpp.sh"
@@ -107,7 +107,7 @@ def test_dockerfiles_pin_their_bases():
     assert len(re.findall(r'^ENTRYPOINT \["llama-server"\]$', llama, re.MULTILINE)) == 2
     assert len(re.findall(r"^HEALTHCHECK ", llama, re.MULTILINE)) == 2
     # the wheel the kit downloads is the one the cpu stage checks again
-    from kit.launch import images  # noqa: PLC0415
+    from kit.launch.docker import images  # noqa: PLC0415
 
     assert f"ARG WHEEL_SHA256={images.WHEEL_SHA256}" in llama and f"ARG WHEEL_FILE={images.WHEEL_FILE}" in llama
     vllm = (ROOT / "Dockerfile.vllm").read_text()

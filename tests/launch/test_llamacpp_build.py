@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from kit.core.errors import ConfigError, EngineError, KitError
-from kit.launch import llamacpp_build, llamacpp_probe, llamacpp_sdist
+from kit.launch.llamacpp import llamacpp_build, llamacpp_probe, llamacpp_sdist
 from kit.models.hashing import sha256_file
 from kit.run import engine_build
 
@@ -115,7 +115,8 @@ def test_the_flags_the_kit_passes_are_looked_for_as_whole_words():
 
 
 def test_the_flags_looked_for_are_the_launchers_and_the_fixes(monkeypatch):
-    from kit.launch import fixes, native  # noqa: PLC0415
+    from kit.launch.llamacpp import fixes  # noqa: PLC0415
+    from kit.launch import native
 
     spec = native.ServerSpec(binary=Path("llama-server"), model=Path("m.gguf"), cache_ram=0)
     assert {w for w in spec.argv(0) if w.startswith("-")} <= set(llamacpp_probe.KIT_FLAGS)

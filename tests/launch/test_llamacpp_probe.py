@@ -1,4 +1,4 @@
-"""The API probe of a llama.cpp build (kit.launch.llamacpp_probe) against the real embedded llama-server (the
+"""The API probe of a llama.cpp build (kit.launch.llamacpp.llamacpp_probe) against the real embedded llama-server (the
 paper's build): it answers everything the kit reads, so nothing is lacking; a build that ignored
 `cache_prompt` (here: the same server asked with prompt reuse off) is named for the cache-hit gate."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.launch import llamacpp_probe
+from kit.launch.llamacpp import llamacpp_probe
 
 pytestmark = pytest.mark.engine
 

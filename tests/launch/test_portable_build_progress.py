@@ -1,4 +1,4 @@
-"""The portable CPU backend's build (and any llama.cpp build's: kit.launch.llamacpp_build) shows its progress: the sdist's bytes as they arrive (the package index
+"""The portable CPU backend's build (and any llama.cpp build's: kit.launch.llamacpp.llamacpp_build) shows its progress: the sdist's bytes as they arrive (the package index
 played by an httpx transport with the index's recorded JSON shape) and CMake's percentage as it builds (CMake
 played by a script printing its `[ NN%]` lines), each step in a line as it starts, then every tenth."""
 
@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from kit.core.errors import EngineError
-from kit.launch import llamacpp_sdist, portable_backend
+from kit.launch.llamacpp import llamacpp_sdist
+from kit.launch.cpu import portable_backend
 from kit.models.progress import said
 
 SIZE = 3 * 2**20

@@ -3,8 +3,8 @@ the launcher is driven through the recording fake client (tests/launch/fake_dock
 
 
 from kit.run import runner
-from kit.launch.docker_launcher import DockerLauncher
-from kit.launch.docker_run import llamacpp_provider
+from kit.launch.docker.docker_launcher import DockerLauncher
+from kit.launch.docker.docker_run import llamacpp_provider
 from kit.protocols import kinds
 from tests.bundle.kit_cli import run_here
 

@@ -1,9 +1,12 @@
-"""How to add a kind (docs/architecture.md, "How to add"), done from outside the kit: the toy kind of
-tests/protocols/toy_kind/ is copied into a temporary folder on sys.path as a package of its own (`toy_kind`),
+"""How to add a kind and an engine (docs/architecture.md, "How to add"), done from outside the kit: the toy kind
+of tests/protocols/toy_kind/ is copied into a temporary folder on sys.path as a package of its own (`toy_kind`),
 registered the documented way (its distribution's entry point `toy = toy_kind` in the group `kit.kinds`, what
 `pip install` writes from `[project.entry-points."kit.kinds"]`), and run through `kit run` against the fake
 llama-server (tests/fake_engine), then `kit analyze`, `kit bundle`, `kit verify` and `kit show`, each through
-the kit's real entry point. The files this test writes are the whole of adding a kind: no file of the kit."""
+the kit's real entry point. The toy engine of tests/protocols/toy_engine/ is installed the same way (`toy =
+toy_engine` in the group `kit.engines`), its dialect served by `ToyServer` here (a tests.fake_engine dialect),
+and the toy kind runs on it by URL through the same commands. The files this test writes are the whole of
+adding a kind and an engine: no file of the kit."""
 
 from __future__ import annotations
 
@@ -11,17 +14,24 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import httpx
+
+from kit.engines import registry
+from kit.engines.identify import identify
 from kit.protocols import kinds
 from kit.protocols.kind import Kind
 from tests.bundle import mutations
 from tests.bundle.kit_cli import run_here
 from tests.console_text import printed
+from tests.fake_engine.core import FakeEngine
 from tests.fake_engine.llamacpp import LlamaCpp
 
 TOY_SOURCE = Path(__file__).resolve().parent / "toy_kind"
+TOY_ENGINE = Path(__file__).resolve().parent / "toy_engine"
 TOY_YAML = "protocol: toy\ndescription: One prompt, asked four times.\nrepeats: 4\nmax_tokens: 3\n"
 
 
@@ -40,7 +50,7 @@ def site(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
     yield folder
-    for module in [name for name in sys.modules if name.split(".")[0] in ("toy_kind", "broken_kind")]:
+    for module in [name for name in sys.modules if name.split(".")[0] in ("toy_kind", "broken_kind", "toy_engine")]:
         del sys.modules[module]
 
 
@@ -52,6 +62,29 @@ def toy(site, tmp_path) -> Path:
     protocol = tmp_path / "toy.yaml"
     protocol.write_text(TOY_YAML)
     return protocol
+
+
+@pytest.fixture
+def toy_engine(site) -> str:
+    """The toy engine installed from its own package: its name."""
+    shutil.copytree(TOY_ENGINE, site / "toy_engine", ignore=shutil.ignore_patterns("__pycache__"))
+    install(site, "[kit.engines]\ntoy = toy_engine\n", "toy_engine")
+    return "toy"
+
+
+class ToyServer(FakeEngine):
+    """The toy engine's dialect (tests/protocols/toy_engine/client.py): `POST /generate` answers `ANSWER`'s words
+    as its tokens, `GET /toy/version` its version."""
+
+    ANSWER = ["The", " answer", " is", " 4."]
+
+    def answer(self, request: httpx.Request, path: str, body: Any) -> httpx.Response:
+        if path == "/toy/version" and request.method == "GET":
+            return httpx.Response(200, json={"toy": "0.1"})
+        if path == "/generate" and request.method == "POST" and isinstance(body.get("prompt"), str):
+            tokens = self.ANSWER[:body["max_tokens"]]
+            return httpx.Response(200, json={"text": "".join(tokens), "tokens": tokens, "finish": "length"})
+        return httpx.Response(404, json={"error": "not found"})
 
 
 def ok(*args: str) -> str:
@@ -134,18 +167,29 @@ def test_a_kind_registered_by_an_entry_point_is_gone_with_its_package(toy, monke
      "broken_kind.KIND registers the kind 'reset', not the kind 'toy'"),
     ("[kit.kinds]\ntoy = broken_kind\n", "X = 1\n", "cannot be loaded"),
     ("[kit.kinds]\ntoy = no_such_module\n", None, "cannot be loaded"),
+    ("[kit.engines]\nvllm = broken_kind\n", None, "registers an engine this kit ships"),
+    ("[kit.engines]\ntoy = broken_kind:ENGINE\n", None, "names an object, not a module"),
+    ("[kit.engines]\ntoy = broken_kind\n", "ENGINE = 'toy'\n", "broken_kind.ENGINE is a str, not the engine 'toy'"),
+    ("[kit.engines]\ntoy = broken_kind\n", "from kit.engines.registry import OPENAI as ENGINE\n",
+     "broken_kind.ENGINE registers the engine 'openai', not the engine 'toy'"),
+    ("[kit.engines]\ntoy = broken_kind\n", "X = 1\n", "cannot be loaded"),
 ])
 def test_a_bad_registration_is_refused_in_one_line_naming_it(site, tmp_path, entry_points, module, refusal):
+    """A kind's or an engine's (both registries are kit.core.plugs.Registry, read by `kit run`: its protocol's
+    kind, its --engine choices)."""
     if module is not None:
         (site / "broken_kind").mkdir()
         (site / "broken_kind" / "__init__.py").write_text(module)
     install(site, entry_points, "broken_kind")
     protocol = tmp_path / "toy.yaml"
     protocol.write_text(TOY_YAML)
-    done = run_here("run", str(protocol), "--engine-url", "http://127.0.0.1:9", "--out", str(tmp_path / "runs"))
+    group = entry_points.split("]")[0][1:]
+    engine = ("--engine", "toy") if group == "kit.engines" else ()
+    done = run_here("run", str(protocol), *engine, "--engine-url", "http://127.0.0.1:9", "--out",
+                    str(tmp_path / "runs"))
     [line] = done.stderr.splitlines()
     assert done.returncode != 0 and line.startswith("kit: error: ") and refusal in line, done.stderr
-    assert "kit.kinds" in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
+    assert group in line and not (tmp_path / "runs").exists()  # nothing written before the refusal
 
 
 def test_two_packages_registering_one_kind_name_are_refused(toy, site, tmp_path):
@@ -154,3 +198,38 @@ def test_two_packages_registering_one_kind_name_are_refused(toy, site, tmp_path)
     assert done.returncode != 0 and done.stderr.startswith("kit: error: the entry point toy = 'toy_kind' of the "), \
         done.stderr
     assert "another package registers a kind 'toy' too; uninstall one of the two packages" in done.stderr
+
+
+def test_a_kind_runs_on_an_engine_in_a_package_of_its_own_analysed_bundled_verified_and_shown(toy, toy_engine,
+                                                                                                tmp_path):
+    assert toy_engine not in registry.ENGINES.shipped and toy_engine in registry.run_choices()  # by its entry point
+    assert registry.named(toy_engine).client_class == "toy_engine.client:ToyEngine"
+    assert "--engine [llamacpp|vllm|toy]" in ok("run", "--help")  # the choices read when asked, not at import
+    out, fake = tmp_path / "runs", ToyServer()
+    with fake.serve() as url:
+        assert identify(url, transport=fake.transport()).line() == "engine: Toy engine (GET /toy/version)"  # its own proof, asked by the kit
+        said = ok("run", str(toy), "--engine", toy_engine, "--engine-url", url, "--out", str(out))
+    assert [body["prompt"] for body in fake.posted("/generate")] == ["Say hi."] * 4
+    assert fake.paths()[-5:] == ["/toy/version"] + ["/generate"] * 4  # the run asks it in its own dialect only
+    [run_dir] = [p for p in out.iterdir() if p.name.startswith("toy-")]
+    assert printed("Toy answers", said)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["options"]["engine"]) == ("finished", "toy")
+    assert manifest["passes"]["asked"]["launch"] == {"engine": "Toy engine", "url": url}
+    records = [json.loads(line) for line in (run_dir / "records/asked.jsonl").read_text().splitlines()]
+    assert [r["completion"]["text"] for r in records] == ["The answer is"] * 4  # max_tokens 3
+
+    assert printed("Toy answers", ok("analyze", str(run_dir), "--no-figures"))
+    bundle = tmp_path / "toy.tar.gz"
+    ok("bundle", str(run_dir), "-o", str(bundle))
+    verdict = ok("verify", str(bundle)).splitlines()[-1]
+    assert verdict.startswith("OK: ") and "from 4 records (results: 1 file, " in verdict, verdict
+    shown = ok("show", str(bundle)).splitlines()
+    assert shown[0] == f"verified: {verdict}" and "  - 1 distinct answer(s) in 4" in shown
+
+
+def test_an_engine_the_kit_does_not_start_needs_its_url(toy, toy_engine, tmp_path):
+    done = run_here("run", str(toy), "--engine", toy_engine, "--out", str(tmp_path / "runs"))
+    assert done.returncode != 0 and done.stderr == ("kit: error: the kit does not start Toy engine itself; give the "
+                                                    "URL of a running server: --engine toy --engine-url URL\n")
+    assert not (tmp_path / "runs").exists()

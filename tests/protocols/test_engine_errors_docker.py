@@ -16,8 +16,8 @@ import json
 import pytest
 
 from kit.run import runner
-from kit.launch.container_spec import LLAMACPP_IMAGE
-from kit.launch.docker_run import llamacpp_provider
+from kit.launch.docker.container_spec import LLAMACPP_IMAGE
+from kit.launch.docker.docker_run import llamacpp_provider
 from kit.models.hashing import sha256_file
 from kit.protocols import kinds
 from kit.record.files import read_records

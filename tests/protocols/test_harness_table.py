@@ -12,9 +12,11 @@ import pytest
 
 from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.protocols.harness import results as harness
+from kit.core.errors import ConfigError
+from kit.protocols.harness.record import Resolved, calls_of
 from kit.protocols.harness.table import HarnessResults, HarnessRunV1, HarnessStudy
 from kit.protocols.results_model import NotResults
-from kit.record.files import read_records
+from kit.record.files import DamagedRecords, read_records
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness"
 SINGLE = sorted(p.stem for p in FIXTURES.glob("*.jsonl"))
@@ -50,11 +52,12 @@ def test_the_table_written_through_its_model_is_the_computed_table_byte_for_byte
     run_dir = _import(tmp_path, names, report)
     if first_layout:
         _first_layout(run_dir)
-    written = harness.results(run_dir)
+    written = harness.results(run_dir).to_json()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     resolved = manifest["protocol"]["resolved"]
     computed = {"run_id": manifest["run_id"],
-                **harness.compute(read_records(run_dir / "records" / "calls.jsonl").records, resolved)}
+                **harness.compute(harness.read_calls(run_dir / "records" / "calls.jsonl"),
+                                  harness.Resolved.of(resolved, str(run_dir))).to_json()}
     stored = (run_dir / "results" / "harness.json").read_bytes()
     assert list(json.loads(stored))[:2] == ["run_id", "table"]
     assert {k: v for k, v in written.items() if k != "report_comparison"} == computed
@@ -79,3 +82,30 @@ def test_a_table_of_the_wrong_shape_is_refused_in_one_line_naming_file_and_field
         HarnessResults.of(table, "runs/x/results/harness.json")
     line = str(refused.value)
     assert line.startswith(f"runs/x/results/harness.json: {field}") and "\n" not in line
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda r: r.update(ok="yes"), "ok"),
+    (lambda r: r.pop("output_sha256"), "output_sha256"),
+    (lambda r: r.update(usage={"load_duration_ns": "5s"}), "usage.load_duration_ns"),
+    (lambda r: r.update(logprob_margins={"tokens": [["a", 1]], "chosen_not_top1": 0}), "logprob_margins.tokens.0"),
+])
+def test_a_record_of_the_wrong_shape_is_refused_in_one_line_naming_file_line_and_field(change, field, tmp_path):
+    """The table's recompute reads the run folder's calls once, typed (kit.protocols.harness.record): a record the
+    analyzers would misread is refused there, never a traceback deeper in."""
+    run_dir = _import(tmp_path, ("fixture-churn-ab",), None)
+    records = read_records(run_dir / "records" / "calls.jsonl").records
+    assert len(calls_of(records, "calls.jsonl")) == len(records) == 8
+    change(records[1])
+    with pytest.raises(DamagedRecords) as refused:
+        calls_of(records, "runs/x/records/calls.jsonl")
+    line = str(refused.value)
+    assert line.startswith(f"runs/x/records/calls.jsonl:2: {field}") and "\n" not in line
+
+
+def test_a_manifest_whose_thresholds_are_not_numbers_is_refused_in_one_line():
+    assert Resolved.of({"mode": "churn-ab", "thresholds": [15, 30.0]}, "runs/x").thresholds == [15, 30.0]
+    with pytest.raises(ConfigError) as refused:
+        Resolved.of({"mode": "churn-ab", "thresholds": ["15", 30.0]}, "runs/x")
+    line = str(refused.value)
+    assert line.startswith("runs/x: manifest's protocol.resolved: thresholds.0") and "\n" not in line

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from kit.launch import cpu_backend
+from kit.launch.cpu import cpu_backend
 from kit.protocols import kinds
 from kit.record.files import read_records
 from kit.run import runner

@@ -14,7 +14,7 @@ from textual.widgets import Button, Input, SelectionList
 from kit.cli import cli
 from kit.core.errors import KitError
 from kit.core.paths import protocols_dir
-from kit.launch import fixes
+from kit.launch.llamacpp import fixes
 from kit.protocols.kinds import KINDS
 from kit.run import runner
 from kit.tui import form
@@ -256,7 +256,7 @@ def test_the_results_screen_shows_a_remedy_run_s_table_and_cost_per_prompt_lengt
 
 
 def test_the_builds_offered_are_the_finished_ones_of_the_chosen_backend(cache):
-    from kit.launch import llamacpp_build  # noqa: PLC0415
+    from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
 
     _built(cache, 11434)
     _built(cache, 10435)

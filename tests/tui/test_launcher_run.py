@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from kit.launch import embedded_proof
+from kit.launch.llamacpp import embedded_proof
 from kit.app.doctor import DOCKER_WAY
 from kit.record.files import read_records
 from kit.tui.app import KitApp

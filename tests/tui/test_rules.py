@@ -19,7 +19,7 @@ import pytest
 from kit.app import doctor
 from kit.app.doctor import CommandResult
 from kit.core.errors import IllegalInstruction
-from kit.launch.cpu_backend import CHOICES
+from kit.launch.cpu.cpu_backend import CHOICES
 from kit.protocols.kinds import KINDS
 from kit.tui import form
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, capabilities, catalog

@@ -16,29 +16,71 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Annotated, BinaryIO, Iterable, Iterator, get_args
 
 import orjson
+from pydantic import BaseModel, Field, JsonValue, ValidationError
+from pydantic_core import ErrorDetails
 
 from kit.core.digests import sha256_text
 from kit.core.errors import ConfigError
+from kit.protocols.harness.record import Margins, Read
+from kit.protocols.harness.table import Kept
+from kit.protocols.results_model import JsonObject
 from kit.record.model import HarnessRecord
 
 SCHEMA = 3
 PASS = "calls"
 NAME = "determinism-harness"  # the imported protocol's own name (its kind: `harness`)
 DERIVATION = 1  # the version of the calls -> records rule (`imported.derivation` of every import)
-REQUIRED = {"cell": str, "schedule_index": int, "text": str, "text_sha256": str, "ok": bool,
-            "request_sha256": str, "run_name": str}
-# optional fields the analysis reads: null or of this type
-OPTIONAL = {"box": str, "meta_hardware": str, "meta_arm": str, "meta_control": str, "meta_cycle": int, "repeat": int,
-            "pre_unload_confirmed": bool, "stop_reason": str, "usage": dict, "logprob_margins": dict}
-DURATIONS = {"prompt_eval_duration_ns", "load_duration_ns", "eval_duration_ns", "total_duration_ns", "input_tokens",
-             "output_tokens"}  # in `usage`
-NUMBERS = {"unload_wait_ms", "latency_ms"}
 FIX = "import the harness's files as it wrote them (see docs/import.md)"
 LINE_BYTES = 16 << 20  # one call
 INDEX_MAX = 2**62  # a schedule_index
+Index = Annotated[int, Field(ge=0, lt=INDEX_MAX)]
+Amount = Annotated[int, Field(ge=0, lt=INDEX_MAX)] | Annotated[float, Field(ge=0, lt=INDEX_MAX)]  # a number >= 0
+
+
+class Usage(Kept):
+    """A call's `usage`: the numbers the analysis reads, each null or a number >= 0; kept as the harness wrote it
+    (every key, in its order: the record keeps it so)."""
+
+    prompt_eval_duration_ns: Amount | None = None
+    load_duration_ns: Amount | None = None
+    eval_duration_ns: Amount | None = None
+    total_duration_ns: Amount | None = None
+    input_tokens: Amount | None = None
+    output_tokens: Amount | None = None
+
+
+class HarnessCall(Read):
+    """One line of a calls file, as the kit reads it: the fields it requires, then those it reads where present
+    (null or of their type). `logprob_margins` is kept as the harness wrote it (the record keeps it so), its shape
+    checked by kit.protocols.harness.record.Margins."""
+
+    cell: str
+    schedule_index: Index
+    text: str
+    text_sha256: str
+    ok: bool
+    request_sha256: str
+    run_name: str
+    box: str | None = None
+    meta_hardware: str | None = None
+    meta_arm: str | None = None
+    meta_control: str | None = None
+    meta_cycle: int | None = None
+    repeat: int | None = None
+    pre_unload_confirmed: bool | None = None
+    stop_reason: str | None = None
+    mode: str | None = None
+    sent_at_utc: str | None = None
+    wire_sha256: str | None = None
+    response_model: str | None = None
+    model_id_sent: str | None = None
+    usage: Usage | None = None
+    logprob_margins: JsonObject | None = None
+    unload_wait_ms: Amount | None = None
+    latency_ms: Amount | None = None
 
 
 def arm_of(cell: str) -> tuple[str | None, str | None]:
@@ -48,15 +90,39 @@ def arm_of(cell: str) -> tuple[str | None, str | None]:
     return (key, value) if sep and key and value else (None, None)
 
 
-def _parse(line: bytes) -> Any:
+def _parse(line: bytes) -> JsonValue:
     """One line's JSON: orjson (fast), or json for what orjson refuses (NaN, nesting past 1024 levels)."""
     try:
-        return orjson.loads(line)
+        parsed: JsonValue = orjson.loads(line)
     except ValueError:
-        return json.loads(line.decode("utf-8"))
+        parsed = json.loads(line.decode("utf-8"))
+    return parsed
 
 
-def check_call(line: bytes, where: str, run_name: str) -> dict[str, Any]:
+def _type_of(key: str) -> str:
+    """The name of the JSON type field `key` of a call holds (`str`, `int`, `dict`, ...)."""
+    annotation = HarnessCall.model_fields[key].annotation
+    kind = next(t for t in get_args(annotation) or (annotation,) if t is not type(None))
+    return "dict" if isinstance(kind, type) and issubclass(kind, BaseModel) else kind.__name__
+
+
+def _said(where: str, call: dict[str, JsonValue], model: str, first: ErrorDetails) -> str:
+    """What is wrong with a call, as one line naming `where` and the field."""
+    key, inner = str(first["loc"][0]), first["loc"][1:]
+    if model == Margins.__name__:
+        return (f"{where} has a logprob_margins that is not the harness's (tokens: rows of [token, chosen, top1, "
+                "top2 logprob], min_top2_margin, chosen_not_top1)")
+    if (key == "usage" and inner) or key in ("unload_wait_ms", "latency_ms"):
+        name = f"usage.{inner[0]}" if key == "usage" else key
+        return f"{where} has {name} {str(first['input'])[:40]!r}; the harness writes a number >= 0"
+    if key == "schedule_index" and first["type"] in ("greater_than_equal", "less_than"):
+        return f"{where} has schedule_index {call[key]}; the harness counts from 0"
+    if HarnessCall.model_fields[key].is_required():
+        return f"{where} has {key} {call.get(key)!r}; a harness record's {key} is a {_type_of(key)}"
+    return f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a {_type_of(key)} or null"
+
+
+def check_call(line: bytes, where: str, run_name: str) -> HarnessCall:
     """One line of a calls file as a checked call of run `run_name`; ConfigError naming `where` otherwise."""
     try:
         call = _parse(line)
@@ -66,42 +132,18 @@ def check_call(line: bytes, where: str, run_name: str) -> dict[str, Any]:
     if not isinstance(call, dict) or call.get("schema") != SCHEMA:
         schema = call.get("schema") if isinstance(call, dict) else None
         raise ConfigError(f"{where} is not a harness record of schema {SCHEMA} (schema {schema!r})", FIX)
-    for key, kind in REQUIRED.items():
-        if type(call.get(key)) is not kind:
-            raise ConfigError(f"{where} has {key} {call.get(key)!r}; a harness record's {key} is a {kind.__name__}",
-                              FIX)
-    if not 0 <= call["schedule_index"] < INDEX_MAX:
-        raise ConfigError(f"{where} has schedule_index {call['schedule_index']}; the harness counts from 0", FIX)
-    if sha256_text(call["text"]) != call["text_sha256"]:
-        raise ConfigError(f"{where}: text_sha256 {call['text_sha256'][:12]}… is not the sha256 of its text",
+    try:
+        checked = HarnessCall.model_validate(call)
+        if checked.logprob_margins is not None:
+            Margins.model_validate(checked.logprob_margins)
+    except ValidationError as err:
+        raise ConfigError(_said(where, call, err.title, err.errors()[0]), FIX) from None
+    if sha256_text(checked.text) != checked.text_sha256:
+        raise ConfigError(f"{where}: text_sha256 {checked.text_sha256[:12]}… is not the sha256 of its text",
                           "the file was changed after the harness wrote it; import an intact copy")
-    if call["run_name"] != run_name:
-        raise ConfigError(f"{where} is a call of run {call['run_name']!r}, not of {run_name!r} (its manifest)", FIX)
-    for key in OPTIONAL.keys() & call.keys():
-        if call[key] is not None and type(call[key]) is not OPTIONAL[key]:
-            raise ConfigError(f"{where} has {key} {str(call[key])[:40]!r}; the harness writes a "
-                              f"{OPTIONAL[key].__name__} or null", FIX)
-    usage = call.get("usage") or {}
-    numbers = [(f"usage.{key}", usage[key]) for key in DURATIONS & usage.keys()]
-    for key, value in numbers + [(key, call[key]) for key in NUMBERS & call.keys()]:
-        if value is not None and (type(value) not in (int, float) or not 0 <= value < INDEX_MAX):
-            raise ConfigError(f"{where} has {key} {str(value)[:40]!r}; the harness writes a number >= 0", FIX)
-    _check_margins(call.get("logprob_margins"), where)
-    return call
-
-
-def _check_margins(margins: dict[str, Any] | None, where: str) -> None:
-    """The margins mode's `logprob_margins`: rows [token, chosen, top1, top2], a minimum, a count."""
-    if margins is None:
-        return
-    rows = margins.get("tokens")
-    numbers = (int, float, type(None))
-    fine = (isinstance(rows, list) and all(isinstance(r, list) and len(r) == 4 and isinstance(r[0], str)
-                                            and all(type(v) in numbers for v in r[1:]) for r in rows)
-            and type(margins.get("min_top2_margin")) in numbers and type(margins.get("chosen_not_top1")) is int)
-    if not fine:
-        raise ConfigError(f"{where} has a logprob_margins that is not the harness's (tokens: rows of [token, "
-                          "chosen, top1, top2 logprob], min_top2_margin, chosen_not_top1)", FIX)
+    if checked.run_name != run_name:
+        raise ConfigError(f"{where} is a call of run {checked.run_name!r}, not of {run_name!r} (its manifest)", FIX)
+    return checked
 
 
 def lines(fh: BinaryIO, path: Path | str) -> Iterator[tuple[int, int, bytes]]:
@@ -115,36 +157,36 @@ def lines(fh: BinaryIO, path: Path | str) -> Iterator[tuple[int, int, bytes]]:
         offset += len(raw)
 
 
-def box_of_call(call: dict[str, Any], manifest: dict[str, Any]) -> str | None:
-    """The call's box: its `box`, else `meta_hardware`, else its run's manifest's `box`."""
-    box = call.get("box") or call.get("meta_hardware") or manifest.get("box")
+def box_of_call(call: HarnessCall, manifest: JsonObject) -> str | None:
+    """The call's box: its `box`, else `meta_hardware`, else its run's manifest's `box` (the harness's manifest,
+    as it wrote it)."""
+    box = call.box or call.meta_hardware or manifest.get("box")
     return box if isinstance(box, str) and box else None
 
 
-def record_of(run_id: str, seq: int, number: int, call: dict[str, Any], calls_name: str,
-              manifest: dict[str, Any]) -> HarnessRecord:
+def record_of(run_id: str, seq: int, number: int, call: HarnessCall, calls_name: str,
+              manifest: JsonObject) -> HarnessRecord:
     """The record of one checked call (line `number` of the calls file `calls_name`, whose run's manifest is
     `manifest`), the `seq`-th of the study."""
-    usage = call.get("usage") or {}
-    key, arm = arm_of(call["cell"])
-    control = call.get("meta_control")
-    prefill = usage.get("prompt_eval_duration_ns")
-    latency = call.get("latency_ms")
+    prefill = call.usage.prompt_eval_duration_ns if call.usage else None
+    key, arm = arm_of(call.cell)
+    control = call.meta_control
+    latency = call.latency_ms
     return HarnessRecord(
         run_id=run_id, pass_id=PASS, protocol="harness", protocol_name=NAME, protocol_kind="harness", seq=seq,
-        unit=call["cell"], prompt_sha256=call["request_sha256"],
-        output_sha256=call["text_sha256"], started=call.get("sent_at_utc"),
-        wall_seconds=latency / 1000 if isinstance(latency, (int, float)) else None,
-        error=None if call["ok"] else "the harness recorded this call as failed (ok: false)",
-        source_line=number, source_file=calls_name, schedule_index=call["schedule_index"],
-        box=box_of_call(call, manifest), repeat=call.get("repeat"),
-        arm=None if control else call.get("meta_arm") or arm,
-        arm_key=None if control else key, control=control, cycle=call.get("meta_cycle"),
-        pre_unload_confirmed=call.get("pre_unload_confirmed"), unload_wait_ms=call.get("unload_wait_ms"),
-        prefill_ms=prefill / 1e6 if isinstance(prefill, (int, float)) else None, text=call["text"],
-        stop_reason=call.get("stop_reason"), ok=call["ok"], wire_sha256=call.get("wire_sha256"),
-        response_model=call.get("response_model"), model_sent=call.get("model_id_sent"), usage=call.get("usage"),
-        logprob_margins=call.get("logprob_margins"))
+        unit=call.cell, prompt_sha256=call.request_sha256,
+        output_sha256=call.text_sha256, started=call.sent_at_utc,
+        wall_seconds=latency / 1000 if latency is not None else None,
+        error=None if call.ok else "the harness recorded this call as failed (ok: false)",
+        source_line=number, source_file=calls_name, schedule_index=call.schedule_index,
+        box=box_of_call(call, manifest), repeat=call.repeat,
+        arm=None if control else call.meta_arm or arm,
+        arm_key=None if control else key, control=control, cycle=call.meta_cycle,
+        pre_unload_confirmed=call.pre_unload_confirmed, unload_wait_ms=call.unload_wait_ms,
+        prefill_ms=prefill / 1e6 if prefill is not None else None, text=call.text,
+        stop_reason=call.stop_reason, ok=call.ok, wire_sha256=call.wire_sha256,
+        response_model=call.response_model, model_sent=call.model_id_sent,
+        usage=call.usage.to_json() if call.usage is not None else None, logprob_margins=call.logprob_margins)
 
 
 def in_order(fh: BinaryIO, path: Path | str, run_name: str) -> list[tuple[int, int]]:
@@ -153,7 +195,7 @@ def in_order(fh: BinaryIO, path: Path | str, run_name: str) -> list[tuple[int, i
     found: list[tuple[int, int, int]] = []
     for number, offset, raw in lines(fh, path):
         if raw.strip():
-            found.append((check_call(raw, f"{path}:{number}", run_name)["schedule_index"], offset, number))
+            found.append((check_call(raw, f"{path}:{number}", run_name).schedule_index, offset, number))
     found.sort(key=lambda f: f[0])
     for (index, _, first), (then, _, number) in zip(found, found[1:]):
         if index == then:
@@ -162,7 +204,7 @@ def in_order(fh: BinaryIO, path: Path | str, run_name: str) -> list[tuple[int, i
     return [(offset, number) for _, offset, number in found]
 
 
-def derive(folder: Path, study: list[tuple[str, str, dict[str, Any]]], run_id: str,
+def derive(folder: Path, study: list[tuple[str, str, JsonObject]], run_id: str,
            orders: list[Iterable[tuple[int, int]]] | None = None) -> Iterator[HarnessRecord]:
     """The records of a study's calls files held in `folder` (each given as (file name, run name, its run's
     manifest), in the study's order), as the import writes them. `orders`: each file's calls in execution order

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kit.core.errors import ConfigError
 from kit.core.regular_file import read_regular
 from kit.protocols.harness.calls import FIX
+from kit.protocols.results_model import JsonObject
 
 SIDE_FILE_BYTES = 16 << 20  # the manifest, done marker and report: small JSON objects
 
@@ -37,8 +37,9 @@ class HarnessFiles:
         return cls(calls, calls.with_name(f"{stem}.manifest.json"), calls.with_name(f"{stem}.done.json"), report)
 
 
-def json_file(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
-    """The JSON object in a side file (a regular file within SIDE_FILE_BYTES) and its bytes."""
+def json_file(path: Path, what: str) -> tuple[JsonObject, bytes]:
+    """The JSON object in a side file (a regular file within SIDE_FILE_BYTES), as the harness wrote it, and its
+    bytes."""
     data = read_regular(path, f"the harness's {what}", SIDE_FILE_BYTES, FIX)
     try:
         value = json.loads(data.decode("utf-8"))

@@ -40,8 +40,12 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from kit.protocols.harness.record import Call, MarginRow
+from kit.protocols.harness.table import (Arm, Box, Cycle, Estimate, Gate, Gates, LoadDuration, PrefillClasses,
+                                         Totals)
+from kit.protocols.results_model import Number
 from kit.record.cache_state import separation
 
 Z95 = 1.959963984540054  # the harness's 97.5th percentile of the standard normal
@@ -54,27 +58,88 @@ BECAUSE_HISTORY = ("not computed, because the harness matches modal outputs agai
                    "sessions that are constants of its analyzer, not in the records")
 BECAUSE_CONFIRMATORY = ("not computed, because it needs the study-3 confirmatory report's modal output (the "
                         "harness's --confirmatory-report), which is not among the imported files")
+GateValue = Number | bool | dict[str, bool | None] | None  # a value a mode's gate reports beside `pass`
 
 
-def median(values: list[float]) -> float | None:
+class Position(TypedDict):
+    """The churn report's outputs and timings of one schedule position class of one box."""
+
+    n: int
+    distinct: int
+    modal_share: float
+    shas: list[str]
+    prefill_ms_median: Number | None
+    load_s_median: Number | None
+
+
+Decomposition = dict[str, dict[str, Position]]  # box -> position class -> its calls
+
+
+class MinMargin(TypedDict):
+    min: Number | None
+    median: Number | None
+
+
+class ForkSide(TypedDict):
+    """One of the two most frequent variants at the token where they part."""
+
+    token: str
+    chosen_logprob: Number | None
+    margin: Number | None
+
+
+class Fork(TypedDict):
+    """Where a cell's two most frequent variants part (`note`: `length-fork`, one a prefix of the other)."""
+
+    token_index: int
+    note: NotRequired[str]
+    modal: ForkSide | None
+    alternate: ForkSide | None
+
+
+class MarginCell(TypedDict):
+    """The margins report's numbers of one `box::cell`."""
+
+    n: int
+    records_with_margins: int
+    variants: int
+    variant_counts: list[int]
+    min_margin: MinMargin
+    defined_positions: int
+    positions_below: dict[str, float | None]
+    chosen_not_top1_total: int
+    fork: Fork | None
+
+
+class KitExtras(TypedDict, total=False):
+    """The kit's own additions to a box's block (kit.protocols.harness.results): its prefill classes, and with
+    thresholds its arms per prefill state."""
+
+    prefill_classes: PrefillClasses
+    by_state: dict[str, dict[str, Arm]]
+
+
+class Study(TypedDict, total=False):
+    """What a mode reports over the whole study, beside the boxes (a key of the table each)."""
+
+    cache_state_decomposition: Decomposition
+    cells: dict[str, MarginCell]
+
+
+def median(values: list[Number]) -> Number | None:
     return statistics.median(values) if values else None
 
 
-def prefill_ms(call: dict[str, Any]) -> float:
-    return call.get("prefill_ms") or 0.0
+def prefill_ms(call: Call) -> Number:
+    return call.prefill_ms or 0.0
 
 
-def load_s(call: dict[str, Any]) -> float:
-    return ((call.get("usage") or {}).get("load_duration_ns") or 0) / 1e9
+def load_s(call: Call) -> float:
+    return ((call.usage and call.usage.load_duration_ns) or 0) / 1e9
 
 
-def kept(call: dict[str, Any]) -> bool:
-    """Ended normally: `ok` and stopped at `stop`."""
-    return bool(call["ok"]) and call.get("stop_reason") == "stop"
-
-
-def box_of(call: dict[str, Any]) -> str:
-    return call.get("box") or "unknown"
+def box_of(call: Call) -> str:
+    return call.box or "unknown"
 
 
 def prefill_state(prefill_ms: float | None, low: float, high: float) -> str:
@@ -84,9 +149,9 @@ def prefill_state(prefill_ms: float | None, low: float, high: float) -> str:
     return "below" if prefill_ms < low else "above" if prefill_ms > high else "between"
 
 
-def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def kit_classes(arms: dict[str, list[Call]]) -> PrefillClasses:
     """Arms whose prefill ranges overlap merge into one class; each pair's separation, as measured."""
-    times = {arm: [c["prefill_ms"] for c in calls if c.get("prefill_ms") is not None] for arm, calls in arms.items()}
+    times = {arm: [c.prefill_ms for c in calls if c.prefill_ms is not None] for arm, calls in arms.items()}
     names = [arm for arm in sorted(times) if times[arm]]
     group = {arm: {arm} for arm in names}
     pairs = {}
@@ -99,23 +164,25 @@ def kit_classes(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 for arm in merged:
                     group[arm] = merged
     classes = sorted({tuple(sorted(g)) for g in group.values()})
-    return {"rule": "arms whose prefill ranges overlap are one class (kit.record.cache_state.separation)",
-            "classes": [list(c) for c in classes], "pairs": pairs}
+    return PrefillClasses(rule="arms whose prefill ranges overlap are one class (kit.record.cache_state.separation)",
+                          classes=[list(c) for c in classes], pairs=pairs)
 
 
 @dataclass
 class BoxCalls:
-    """One box's calls: per arm all of them (`raw`) and the valid ones, the arms' blocks, every call."""
+    """One box's calls: per arm all of them (`raw`) and the valid ones, the arms' blocks, every call, and the
+    kit's own additions to its block (written after what the mode reports)."""
 
     box: str
-    raw: dict[str, list[dict[str, Any]]]
-    valid: dict[str, list[dict[str, Any]]]
-    arms: dict[str, dict[str, Any]]
-    records: list[dict[str, Any]]
-    thresholds: list[float] | None
+    raw: dict[str, list[Call]]
+    valid: dict[str, list[Call]]
+    arms: dict[str, Arm]
+    records: list[Call]
+    thresholds: list[Number] | None
+    extras: KitExtras = field(default_factory=KitExtras)
 
-    def one_request(self, *extra: dict[str, Any]) -> bool:
-        shas = {c["prompt_sha256"] for calls in self.raw.values() for c in calls} | {c["prompt_sha256"] for c in extra}
+    def one_request(self, *extra: Call) -> bool:
+        shas = {c.prompt_sha256 for calls in self.raw.values() for c in calls} | {c.prompt_sha256 for c in extra}
         return len(shas) == 1
 
     def limits(self) -> tuple[float, float]:
@@ -123,195 +190,198 @@ class BoxCalls:
         return float(low), float(high)
 
     def differ(self, passed: bool, cross: bool, a: str, b: str) -> bool | None:
-        ma, mb = (self.arms[arm].get("metrics") for arm in (a, b))
-        return ma["modal_sha256"] != mb["modal_sha256"] if passed and cross and ma and mb else None
+        ma, mb = (self.arms[arm].metrics for arm in (a, b))
+        return ma.modal_sha256 != mb.modal_sha256 if passed and cross and ma and mb else None
+
+    def block(self, cross: bool, gate: Gate, arms_differ: bool | None, arms: dict[str, Arm] | None = None,
+              **reported: list[Cycle] | Estimate | bool | None) -> Box:
+        """The box's block: its arms, its gates, whether its arms differ, what else the mode reports, the kit's."""
+        return Box.of({"arms": self.arms if arms is None else arms, "gates": Gates(cross_arm_negative_control=cross, manipulation=gate),
+                       "arms_differ": arms_differ, **reported, **self.extras})
 
 
-def _gates(cross: bool, manipulation: dict[str, Any]) -> dict[str, Any]:
-    return {"cross_arm_negative_control": cross, "manipulation": manipulation}
+def gate(passed: bool | None, rule: str, **values: GateValue) -> Gate:
+    """A manipulation gate: the mode's values (in its analyzer's order), then `pass` and `rule`."""
+    return Gate.of({**values, "pass": passed, "rule": rule})
 
 
-def cache_ab(b: BoxCalls) -> dict[str, Any]:
+def cache_ab(b: BoxCalls) -> Box:
     warm, cold = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("warm", "cold"))
     warm_median, cold_median = median(warm), median(cold)
     threshold = warm_median * COLD_FACTOR if warm_median is not None else None
-    gate: dict[str, Any] = {"cold_all_above": bool(cold) and threshold is not None and all(v > threshold for v in cold),
-            "warm_median_below_cold_third": warm_median is not None and cold_median is not None
-            and warm_median < cold_median / COLD_FACTOR,
-            "warm_median_ms": warm_median, "cold_median_ms": cold_median, "threshold_ms": threshold}
-    gate["pass"] = gate["cold_all_above"] and gate["warm_median_below_cold_third"]
-    gate["rule"] = "every cold prefill > 3 x the warm median, and the warm median < the cold median / 3"
+    cold_all_above = bool(cold) and threshold is not None and all(v > threshold for v in cold)
+    warm_below = warm_median is not None and cold_median is not None and warm_median < cold_median / COLD_FACTOR
+    passed = cold_all_above and warm_below
     cross = b.one_request()
-    return {"gates": _gates(cross, gate), "arms_differ": b.differ(gate["pass"], cross, "cold", "warm")}
+    return b.block(cross, gate(passed, "every cold prefill > 3 x the warm median, and the warm median < the cold "
+                               "median / 3", cold_all_above=cold_all_above, warm_median_below_cold_third=warm_below,
+                               warm_median_ms=warm_median, cold_median_ms=cold_median, threshold_ms=threshold),
+                   b.differ(passed, cross, "cold", "warm"))
 
 
-def cache_timing(b: BoxCalls) -> dict[str, Any]:
+def cache_timing(b: BoxCalls) -> Box:
     low, high = b.limits()
     adjacent, gapped = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("adjacent", "gapped"))
-    gate: dict[str, Any] = {"adjacent_all_below": bool(adjacent) and all(v < low for v in adjacent),
-            "gapped_all_above": bool(gapped) and all(v > high for v in gapped),
-            "adjacent_median_ms": median(adjacent), "gapped_median_ms": median(gapped),
-            "adjacent_max_ms_threshold": low, "gapped_min_ms_threshold": high}
-    gate["pass"] = gate["adjacent_all_below"] and gate["gapped_all_above"]
-    gate["rule"] = f"every adjacent prefill < {low:g} ms and every gapped prefill > {high:g} ms"
+    adjacent_below = bool(adjacent) and all(v < low for v in adjacent)
+    gapped_above = bool(gapped) and all(v > high for v in gapped)
+    passed = adjacent_below and gapped_above
     cross = b.one_request()
-    return {"gates": _gates(cross, gate), "arms_differ": b.differ(gate["pass"], cross, "adjacent", "gapped")}
+    return b.block(cross, gate(passed, f"every adjacent prefill < {low:g} ms and every gapped prefill > {high:g} ms",
+                               adjacent_all_below=adjacent_below, gapped_all_above=gapped_above,
+                               adjacent_median_ms=median(adjacent), gapped_median_ms=median(gapped),
+                               adjacent_max_ms_threshold=low, gapped_min_ms_threshold=high),
+                   b.differ(passed, cross, "adjacent", "gapped"))
 
 
-def _uniform(calls: list[dict[str, Any]], modal: str | None) -> bool:
-    return bool(calls) and len({c["output_sha256"] for c in calls}) == 1 and calls[0]["output_sha256"] == modal
+def _uniform(calls: list[Call], modal: str | None) -> bool:
+    return bool(calls) and len({c.output_sha256 for c in calls}) == 1 and calls[0].output_sha256 == modal
 
 
-def cache_instance(b: BoxCalls) -> dict[str, Any]:
+def cache_instance(b: BoxCalls) -> Box:
     low, high = b.limits()
-    burnins = [c for c in b.records if c.get("control") == "burnin"]
-    resets = {c.get("cycle"): bool(c.get("pre_unload_confirmed")) for c in burnins}
-    burnin_prefill = {c.get("cycle"): prefill_ms(c) for c in burnins}
-    numbers = sorted({c.get("cycle") for arm in ("pure", "contaminated") for c in b.valid[arm]} | set(resets),
+    burnins = [c for c in b.records if c.control == "burnin"]
+    resets = {c.cycle: bool(c.pre_unload_confirmed) for c in burnins}
+    burnin_prefill = {c.cycle: prefill_ms(c) for c in burnins}
+    numbers = sorted({c.cycle for arm in ("pure", "contaminated") for c in b.valid[arm]} | set(resets),
                      key=lambda c: (c is None, c if c is not None else 0))
     pure, contaminated = ([prefill_ms(c) for c in b.valid[arm]] for arm in ("pure", "contaminated"))
-    gate: dict[str, Any] = {"pure_all_below": bool(pure) and all(v < low for v in pure),
-            "contaminated_all_above": bool(contaminated) and all(v > high for v in contaminated),
-            "resets_confirmed": bool(resets) and all(resets.get(c) for c in numbers),
-            "resets_by_cycle": {str(c): resets.get(c) for c in numbers},
-            "pure_median_ms": median(pure), "contaminated_median_ms": median(contaminated),
-            "pure_max_ms_threshold": low, "contaminated_min_ms_threshold": high}
-    gate["pass"] = gate["pure_all_below"] and gate["contaminated_all_above"] and gate["resets_confirmed"]
-    gate["rule"] = (f"every pure prefill < {low:g} ms, every contaminated prefill > {high:g} ms, every cycle's "
-                    "reset confirmed")
+    pure_below = bool(pure) and all(v < low for v in pure)
+    contaminated_above = bool(contaminated) and all(v > high for v in contaminated)
+    confirmed = bool(resets) and all(resets.get(c) for c in numbers)
+    passed = pure_below and contaminated_above and confirmed
     cross = b.one_request(*burnins)
-    differ = b.differ(gate["pass"], cross, "pure", "contaminated")
-    modals = {arm: (b.arms[arm].get("metrics") or {}).get("modal_sha256") for arm in ("pure", "contaminated")}
+    differ = b.differ(passed, cross, "pure", "contaminated")
+    modals = {arm: metrics.modal_sha256 if (metrics := b.arms[arm].metrics) else None
+              for arm in ("pure", "contaminated")}
     cycles = []
     for number in numbers:
-        entry: dict[str, Any] = {"cycle": number, "burnin_reset_confirmed": resets.get(number),
-                                 "burnin_prefill_ms": burnin_prefill.get(number)}
-        for arm in ("pure", "contaminated"):
-            calls = [c for c in b.valid[arm] if c.get("cycle") == number]
-            entry[f"{arm}_uniform"] = _uniform(calls, modals[arm])
-            entry[f"{arm}_n"] = len(calls)
-        entry["flip_at_flusher"] = (entry["pure_uniform"] and entry["contaminated_uniform"]
-                                    and modals["pure"] != modals["contaminated"])
-        cycles.append(entry)
-    endpoint3 = (bool(cycles) and all(c["flip_at_flusher"] for c in cycles)) if differ is not None else None
-    return {"gates": _gates(cross, gate), "arms_differ": differ, "cycles": cycles,
-            "endpoint3_flip_all_cycles": endpoint3}
+        calls = {arm: [c for c in b.valid[arm] if c.cycle == number] for arm in ("pure", "contaminated")}
+        uniform = {arm: _uniform(calls[arm], modals[arm]) for arm in calls}
+        cycles.append(Cycle(cycle=number, burnin_reset_confirmed=resets.get(number),
+                            burnin_prefill_ms=burnin_prefill.get(number),
+                            pure_uniform=uniform["pure"], pure_n=len(calls["pure"]),
+                            contaminated_uniform=uniform["contaminated"], contaminated_n=len(calls["contaminated"]),
+                            flip_at_flusher=(uniform["pure"] and uniform["contaminated"]
+                                             and modals["pure"] != modals["contaminated"])))
+    endpoint3 = (bool(cycles) and all(c.flip_at_flusher for c in cycles)) if differ is not None else None
+    return b.block(cross, gate(passed, f"every pure prefill < {low:g} ms, every contaminated prefill > {high:g} ms, "
+                               "every cycle's reset confirmed", pure_all_below=pure_below,
+                               contaminated_all_above=contaminated_above, resets_confirmed=confirmed,
+                               resets_by_cycle={str(c): resets.get(c) for c in numbers},
+                               pure_median_ms=median(pure), contaminated_median_ms=median(contaminated),
+                               pure_max_ms_threshold=low, contaminated_min_ms_threshold=high),
+                   differ, cycles=cycles, endpoint3_flip_all_cycles=endpoint3)
 
 
-def wald(x1: int, n1: int, x2: int, n2: int) -> dict[str, Any]:
+def wald(x1: int, n1: int, x2: int, n2: int) -> Estimate:
     p1, p2 = x1 / n1, x2 / n2
     diff, se = p1 - p2, math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-    return {"diff": diff, "se": se, "ci95": [diff - Z95 * se, diff + Z95 * se]}
+    return Estimate(diff=diff, se=se, ci95=[diff - Z95 * se, diff + Z95 * se])
 
 
-def churn_ab(b: BoxCalls) -> dict[str, Any]:
+def churn_ab(b: BoxCalls) -> Box:
     loads = {arm: [load_s(c) for c in b.valid[arm]] for arm in ("blocked", "churn")}
-    for arm, values in loads.items():
-        b.arms[arm]["load_duration_s"] = {"median": median(values), "max": max(values, default=None)}
+    arms = {**b.arms, **{arm: b.arms[arm].model_copy(update={"load_duration_s": LoadDuration(
+        median=median(values), max=max(values, default=None))}) for arm, values in loads.items()}}
     blocked = median(loads["blocked"])
     threshold = blocked * COLD_FACTOR if blocked is not None else None
-    ended = [c for c in b.raw.get("churn", []) if kept(c)]
-    gate: dict[str, Any] = {"blocked_warm": blocked is not None and blocked < WARM_MAX_S,
-            "churn_all_confirmed": bool(ended) and all(c.get("pre_unload_confirmed") is True for c in ended),
-            "churn_all_cold": bool(loads["churn"]) and threshold is not None
-            and all(s > threshold for s in loads["churn"]),
-            "blocked_median_load_s": blocked, "churn_median_load_s": median(loads["churn"]),
-            "cold_threshold_s": threshold}
-    gate["pass"] = gate["blocked_warm"] and gate["churn_all_confirmed"] and gate["churn_all_cold"]
-    gate["rule"] = ("every churn call's unload confirmed and its load > 3 x the blocked median load, and the "
-                    f"blocked median load < {WARM_MAX_S:g} s")
+    ended = [c for c in b.raw.get("churn", []) if c.kept()]
+    blocked_warm = blocked is not None and blocked < WARM_MAX_S
+    churn_confirmed = bool(ended) and all(c.pre_unload_confirmed is True for c in ended)
+    churn_cold = bool(loads["churn"]) and threshold is not None and all(s > threshold for s in loads["churn"])
+    passed = blocked_warm and churn_confirmed and churn_cold
     cross = b.one_request()
-    blocked_m, churn_m = (b.arms[arm].get("metrics") for arm in ("blocked", "churn"))
-    estimate = (wald(churn_m["modal_count"], churn_m["n"], blocked_m["modal_count"], blocked_m["n"])
-                if gate["pass"] and cross and blocked_m and churn_m else None)
-    return {"gates": _gates(cross, gate), "arms_differ": None, "churn_minus_blocked": estimate}
+    blocked_m, churn_m = (b.arms[arm].metrics for arm in ("blocked", "churn"))
+    estimate = (wald(churn_m.modal_count, churn_m.n, blocked_m.modal_count, blocked_m.n)
+                if passed and cross and blocked_m and churn_m else None)
+    return b.block(cross, gate(passed, "every churn call's unload confirmed and its load > 3 x the blocked median "
+                               f"load, and the blocked median load < {WARM_MAX_S:g} s", blocked_warm=blocked_warm,
+                               churn_all_confirmed=churn_confirmed, churn_all_cold=churn_cold,
+                               blocked_median_load_s=blocked, churn_median_load_s=median(loads["churn"]),
+                               cold_threshold_s=threshold),
+                   None, arms, churn_minus_blocked=estimate)
 
 
-def decomposition(records: list[dict[str, Any]]) -> dict[str, Any]:
+def decomposition(records: list[Call]) -> Decomposition:
     """The churn report's exploratory cache-state decomposition, per box and schedule position class."""
-    by_box: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    by_box: dict[str, dict[str, list[Call]]] = defaultdict(lambda: defaultdict(list))
     for call in records:
-        if call.get("control") == "warmup" or call.get("arm") not in ("blocked", "churn") or not kept(call):
+        if call.control == "warmup" or call.arm not in ("blocked", "churn") or not call.kept():
             continue
-        repeat = call.get("repeat") or 0
-        position = ("churn" if call["arm"] == "churn" else "first_blocked_block" if repeat < MINI_BLOCK
+        repeat = call.repeat or 0
+        position = ("churn" if call.arm == "churn" else "first_blocked_block" if repeat < MINI_BLOCK
                     else "block_head" if repeat % MINI_BLOCK == 0 else "block_rest")
         by_box[box_of(call)][position].append(call)
-    out: dict[str, Any] = {}
+    out: Decomposition = {}
     for box in sorted(by_box):
         out[box] = {}
         for position in ("first_blocked_block", "block_head", "block_rest", "churn"):
             calls = by_box[box].get(position)
             if calls:
-                shas = Counter(c["output_sha256"] for c in calls)
-                out[box][position] = {"n": len(calls), "distinct": len(shas),
-                                      "modal_share": max(shas.values()) / len(calls), "shas": sorted(shas),
-                                      "prefill_ms_median": median([prefill_ms(c) for c in calls]),
-                                      "load_s_median": median([load_s(c) for c in calls])}
+                shas = Counter(c.output_sha256 for c in calls)
+                out[box][position] = Position(n=len(calls), distinct=len(shas),
+                                              modal_share=max(shas.values()) / len(calls), shas=sorted(shas),
+                                              prefill_ms_median=median([prefill_ms(c) for c in calls]),
+                                              load_s_median=median([load_s(c) for c in calls]))
     return out
 
 
-def _margin(row: list[Any]) -> float | None:
-    return None if row[2] is None or row[3] is None else row[2] - row[3]
+def _side(row: MarginRow) -> ForkSide:
+    return ForkSide(token=row.token, chosen_logprob=row.chosen, margin=row.margin())
 
 
-def _fork(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
-    ranked = sorted(Counter(c["output_sha256"] for c in calls).items(), key=lambda kv: (-kv[1], kv[0]))
+def _fork(calls: list[Call]) -> Fork | None:
+    ranked = sorted(Counter(c.output_sha256 for c in calls).items(), key=lambda kv: (-kv[1], kv[0]))
     if len(ranked) < 2:
         return None
     streams = []
     for sha, _ in ranked[:2]:
-        found = next((c for c in calls if c["output_sha256"] == sha and c.get("logprob_margins")), None)
+        found = next((c.logprob_margins for c in calls if c.output_sha256 == sha and c.logprob_margins), None)
         if found is None:
             return None
-        streams.append(found["logprob_margins"]["tokens"])
+        streams.append(found.tokens)
     first, second = streams
     limit = min(len(first), len(second))
-    index = next((i for i in range(limit) if first[i][0] != second[i][0]), None)
+    index = next((i for i in range(limit) if first[i].token != second[i].token), None)
     if index is None:
-        return None if len(first) == len(second) else {"token_index": limit, "note": "length-fork", "modal": None,
-                                                       "alternate": None}
-    return {"token_index": index, **{key: {"token": rows[index][0], "chosen_logprob": rows[index][1],
-                                           "margin": _margin(rows[index])}
-                                     for key, rows in (("modal", first), ("alternate", second))}}
+        return None if len(first) == len(second) else Fork(token_index=limit, note="length-fork", modal=None,
+                                                           alternate=None)
+    return Fork(token_index=index, modal=_side(first[index]), alternate=_side(second[index]))
 
 
-def margins_cells(records: list[dict[str, Any]]) -> dict[str, Any]:
+def margins_cells(records: list[Call]) -> Study:
     """The margins report's cells (`box::cell`, calls that ended normally, warmups left out)."""
     grouped = defaultdict(list)
     for call in records:
-        if call.get("control") != "warmup" and kept(call):
-            grouped[f"{box_of(call)}::{call['unit']}"].append(call)
+        if call.control != "warmup" and call.kept():
+            grouped[f"{box_of(call)}::{call.unit}"].append(call)
     cells = {}
     for key in sorted(grouped):
         calls = grouped[key]
-        found = [c.get("logprob_margins") for c in calls]
-        minima = [m["min_top2_margin"] for m in found if m and m.get("min_top2_margin") is not None]
-        rows = [margin for m in found if m for row in m["tokens"] if (margin := _margin(row)) is not None]
-        variants = Counter(c["output_sha256"] for c in calls)
-        cells[key] = {"n": len(calls), "records_with_margins": sum(1 for m in found if m),
-                      "variants": len(variants), "variant_counts": sorted(variants.values(), reverse=True),
-                      "min_margin": {"min": min(minima, default=None), "median": median(minima)},
-                      "defined_positions": len(rows),
-                      "positions_below": {str(t): sum(1 for r in rows if r < t) / len(rows) if rows else None
-                                          for t in MARGIN_THRESHOLDS},
-                      "chosen_not_top1_total": sum(m["chosen_not_top1"] for m in found if m),
-                      "fork": _fork(calls)}
-    return {"cells": cells}
+        found = [m for c in calls if (m := c.logprob_margins)]
+        minima = [m.min_top2_margin for m in found if m.min_top2_margin is not None]
+        rows = [margin for m in found for row in m.tokens if (margin := row.margin()) is not None]
+        variants = Counter(c.output_sha256 for c in calls)
+        cells[key] = MarginCell(n=len(calls), records_with_margins=len(found), variants=len(variants),
+                                variant_counts=sorted(variants.values(), reverse=True),
+                                min_margin=MinMargin(min=min(minima, default=None), median=median(minima)),
+                                defined_positions=len(rows),
+                                positions_below={str(t): sum(1 for r in rows if r < t) / len(rows) if rows else None
+                                                 for t in MARGIN_THRESHOLDS},
+                                chosen_not_top1_total=sum(m.chosen_not_top1 for m in found), fork=_fork(calls))
+    return Study(cells=cells)
 
 
-def margins_totals(records: list[dict[str, Any]]) -> dict[str, Any]:
-    measured = [c for c in records if c.get("control") != "warmup"]
+def margins_totals(records: list[Call]) -> Totals:
+    measured = [c for c in records if c.control != "warmup"]
     return {"records_in": len(records), "warmups_excluded": len(records) - len(measured),
-            "excluded": {"error": sum(1 for c in measured if not c["ok"]),
-                         "truncated_or_other_stop": sum(1 for c in measured if c["ok"] and c.get("stop_reason")
-                                                        != "stop"),
-                         "no_margins": sum(1 for c in measured if kept(c) and not c.get("logprob_margins"))}}
+            "excluded": {"error": sum(1 for c in measured if not c.ok),
+                         "truncated_or_other_stop": sum(1 for c in measured if c.ok and c.stop_reason != "stop"),
+                         "no_margins": sum(1 for c in measured if c.kept() and not c.logprob_margins)}}
 
 
-def no_gate(b: BoxCalls) -> dict[str, Any]:
-    return {"gates": _gates(b.one_request(), {"pass": None, "rule": "the harness defines no manipulation gate for "
-                                                                   "this mode"}), "arms_differ": None}
+def no_gate(b: BoxCalls) -> Box:
+    return b.block(b.one_request(), gate(None, "the harness defines no manipulation gate for this mode"), None)
 
 
 @dataclass(frozen=True)
@@ -322,18 +392,18 @@ class Mode:
     name: str
     arms: tuple[str, ...] | None
     counted: dict[str, tuple[str, ...]]  # totals key -> the controls it counts
-    box: Callable[[BoxCalls], dict[str, Any]] = no_gate
-    study: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda records: {}
-    totals_of: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
+    box: Callable[[BoxCalls], Box] = no_gate
+    study: Callable[[list[Call]], Study] = lambda records: Study()
+    totals_of: Callable[[list[Call]], Totals] | None = None
     not_computed: dict[str, str] = field(default_factory=lambda: {"history_matches": BECAUSE_HISTORY})
 
-    def counts(self, call: dict[str, Any]) -> bool:
-        return self.arms is None or call.get("arm") in self.arms
+    def counts(self, call: Call) -> bool:
+        return self.arms is None or call.arm in self.arms
 
-    def totals(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def totals(self, records: list[Call]) -> Totals:
         if self.totals_of:
             return self.totals_of(records)
-        controls = Counter(c.get("control") for c in records if c.get("control"))
+        controls = Counter(c.control for c in records if c.control)
         if not self.counted:
             return {"records_in": len(records), "controls_excluded": dict(sorted(controls.items()))}
         return {"records_in": len(records), **{key: sum(controls[n] for n in names)
@@ -348,17 +418,17 @@ MODES = {
     "cache-instance": Mode("cache-instance", ("pure", "contaminated"),
                            {"controls_excluded": ("burnin", "warmup", "flusher")}, cache_instance),
     "churn-ab": Mode("churn-ab", ("blocked", "churn"), {"warmups_excluded": ("warmup",)}, churn_ab,
-                     lambda records: {"cache_state_decomposition": decomposition(records)},
+                     lambda records: Study(cache_state_decomposition=decomposition(records)),
                      not_computed={"matches_confirmatory_modal": BECAUSE_CONFIRMATORY}),
     "margins": Mode("margins", None, {}, no_gate, margins_cells, margins_totals, not_computed={}),
 }
 
 
-def mode_of(name: str, records: list[dict[str, Any]]) -> Mode:
+def mode_of(name: str, records: list[Call]) -> Mode:
     """The mode a run's manifest names (`study3-cache-ab` is cache-ab), else the one whose arms its calls have."""
     for key, mode in MODES.items():
         if name.endswith(key):
             return mode
-    arms = {c.get("arm") for c in records if not c.get("control")}
+    arms = {c.arm for c in records if not c.control}
     found = next((m for m in MODES.values() if m.arms and set(m.arms) <= arms), None)
     return found or Mode(name or "unknown", None, {})

@@ -10,11 +10,11 @@ through this one registration.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from kit.core.errors import ConfigError
 from kit.protocols.harness.calls import NAME
-from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
+from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number, Table
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase
 from kit.protocols.harness.table import HarnessResults
@@ -42,10 +42,10 @@ def run(protocol: HarnessProtocol, prepared: Prepared, ctx: RunContext) -> None:
     prepare(protocol, RunInputs())
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> Table:
     from kit.protocols.harness.results import results as harness_results  # noqa: PLC0415
 
-    return harness_results(run_dir)
+    return harness_results(run_dir).to_json()
 
 
 KIND = Kind(

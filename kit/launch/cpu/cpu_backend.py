@@ -1,13 +1,13 @@
 """Which CPU backend the embedded llama-server runs with, why, and the record of it.
 
 Two backends exist: the wheel's own `libggml-cpu` (prebuilt for a Sapphire Rapids-class CPU) and the
-portable one rebuilt here for AVX2 (kit.launch.portable_backend). What the wheel needs is measured,
+portable one rebuilt here for AVX2 (kit.launch.cpu.portable_backend). What the wheel needs is measured,
 not guessed: `wheel_cpu_isa.json` holds, per library of the wheel's payload, the instructions per
-extension found in its machine code (kit.launch.cpu_isa; a test re-derives it from the installed
+extension found in its machine code (kit.launch.cpu.cpu_isa; a test re-derives it from the installed
 wheel). Every extension found there is required, except those the code checks for at run time before
 using (`guarded`, with the evidence). `auto` picks the wheel when `/proc/cpuinfo` shows every required
 flag, else the portable backend; when the flags cannot be read it tries the wheel and relies on the
-runner's SIGILL guard (kit.launch.sigill_guard) to switch to the portable backend before anything is
+runner's SIGILL guard (kit.launch.cpu.sigill_guard) to switch to the portable backend before anything is
 recorded. `KIT_CPU_BACKEND=wheel|portable` in the environment decides what `auto` picks (the test suite
 runs its engine tier once per backend this way; docs/cpu-backends.md).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.core.errors import ConfigError, EngineError
-from kit.launch import portable_backend
+from kit.launch.cpu import portable_backend
 from kit.models.hashing import sha256_file
 
 CHOICES = ("auto", "wheel", "portable")

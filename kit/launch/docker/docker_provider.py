@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator
 
 from kit.engines.base import Engine
 from kit.core.errors import ConfigError
-from kit.launch.container_spec import ContainerSpec, llamacpp_spec, vllm_spec
-from kit.launch.docker_launcher import DockerLauncher, ImageInfo, RunningContainer
+from kit.launch.docker.container_spec import ContainerSpec, llamacpp_spec, vllm_spec
+from kit.launch.docker.docker_launcher import DockerLauncher, ImageInfo, RunningContainer
 from kit.launch.provider import KEEP, EngineSession
 
 SpecFactory = Callable[[str], ContainerSpec]  # container name -> spec

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from kit.core.errors import EngineError, IllegalInstruction
-from kit.launch import embedded
+from kit.launch.llamacpp import embedded
 from kit.launch.provider import EngineProvider, NativeProvider
 from kit.record.manifest import Manifest, now
 from kit.core.paths import RunPaths

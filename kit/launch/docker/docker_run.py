@@ -1,7 +1,7 @@
 """`--launcher docker` for llama.cpp runs: which image, which GPUs, and the containers a killed kit left.
 
 The image is `--image` (default: the paper's CUDA image, or the kit's CPU image with `--gpus none`); its
-identity (id, target, base, wheel sha256, CPU backend; kit.launch.images) goes into the run's engine record, so
+identity (id, target, base, wheel sha256, CPU backend; kit.launch.docker.images) goes into the run's engine record, so
 bundles and `kit replay` show it.
 `--gpus` defaults to `none` on a cpu image and `all` otherwise; `none` sends no device request at all.
 Every container carries the run's label (`kit.run_id`); a resume reuses the label, so it finds what a
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.core.errors import EngineError
-from kit.launch import images
-from kit.launch.container_spec import LLAMACPP_IMAGE, gpus_text, parse_gpus
-from kit.launch.docker_launcher import DockerLauncher, RunningContainer
-from kit.launch.docker_provider import DockerProvider
+from kit.launch.docker import images
+from kit.launch.docker.container_spec import LLAMACPP_IMAGE, gpus_text, parse_gpus
+from kit.launch.docker.docker_launcher import DockerLauncher, RunningContainer
+from kit.launch.docker.docker_provider import DockerProvider
 
 Say = Callable[[str], None]
 

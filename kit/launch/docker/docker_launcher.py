@@ -3,7 +3,7 @@
 It gets (builds or pulls) the image, starts the container, waits until the server answers its
 health endpoint, writes the container's log to a file, reports the image id, digests and effective
 container config for the run manifest, and stops and removes the container. Every container it
-starts carries the labels of its run and a token only this kit can give (kit.launch.container_token), so
+starts carries the labels of its run and a token only this kit can give (kit.launch.docker.container_token), so
 `leftovers(run_id)` finds what a crash left and `cleanup(run_id)` removes it, and never another container.
 
 The `docker` SDK is imported only by `DockerLauncher.from_env()`; the launcher itself talks to any
@@ -21,8 +21,8 @@ from typing import Any
 
 from kit.core.atomic_file import write_bytes_atomic
 from kit.core.errors import EngineError
-from kit.launch import container_token
-from kit.launch.container_spec import (
+from kit.launch.docker import container_token
+from kit.launch.docker.container_spec import (
     LABEL_MANAGED,
     LABEL_RUN_ID,
     ContainerSpec,

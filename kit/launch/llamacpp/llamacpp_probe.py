@@ -22,7 +22,7 @@ from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import EngineError, KitError
 from kit.engines.base import CompletionRequest
 from kit.engines.llamacpp import LlamaCppEngine
-from kit.launch import fixes as fix_registry
+from kit.launch.llamacpp import fixes as fix_registry
 from kit.launch.native import NativeServer, ServerSpec
 
 PROBE_FILE = "PROBE.json"
@@ -32,7 +32,7 @@ _FLAG = re.compile(r"--?[A-Za-z][\w-]*")
 def kit_flags() -> tuple[str, ...]:
     """The llama-server flags the kit passes: those of the launcher's argv (kit.launch.native.ServerSpec, with
     a --cache-ram as a protocol's engine.cache_ram sets one) and those the registry's fixes set
-    (kit.launch.fixes; the ladder's L3 chunk is the chunk fix)."""
+    (kit.launch.llamacpp.fixes; the ladder's L3 chunk is the chunk fix)."""
     argv = ServerSpec(binary=Path("llama-server"), model=Path("model.gguf"), cache_ram=0).argv(0)[1:]
     fixed = [word for fix in (*fix_registry.NAMED.values(), fix_registry.chunk(1), fix_registry.threads(1))
              for word in fix.server_args]
@@ -97,7 +97,7 @@ def drivable(binary: Path, build: int, binary_sha256: str, model: Path, model_sh
              say: Callable[[str], None] = print) -> None:
     """Refuse a build the kit cannot drive, in one line naming what it lacks: a flag the kit passes, else
     an answer the kit reads on `model`. Checked once per binary (`binary_sha256`, as its BUILD.json records
-    and kit.launch.llamacpp_build.record checked) and set of flags; the verdict is kept in PROBE.json."""
+    and kit.launch.llamacpp.llamacpp_build.record checked) and set of flags; the verdict is kept in PROBE.json."""
     record = binary.parent / PROBE_FILE
     try:
         known = json.loads(record.read_text())

@@ -1,4 +1,4 @@
-"""llama-server of any llama.cpp build N, built here from that build's sdist (kit.launch.llamacpp_sdist) for
+"""llama-server of any llama.cpp build N, built here from that build's sdist (kit.launch.llamacpp.llamacpp_sdist) for
 the CPU: `kit engines build llamacpp --build N`, used by `--engine-build N`.
 
 Only the server target is built, statically linked (one self-contained binary), for one CPU backend:
@@ -25,8 +25,10 @@ from kit import __version__
 from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import ConfigError, EngineError
 from kit.core.paths import cache_dir
-from kit.launch import build_tools, cpu_isa, llamacpp_sdist
-from kit.launch.portable_backend import ISA_FLAGS, run_step
+from kit.launch import build_tools
+from kit.launch.cpu import cpu_isa
+from kit.launch.llamacpp import llamacpp_sdist
+from kit.launch.cpu.portable_backend import ISA_FLAGS, run_step
 from kit.models.hashing import sha256_file
 from kit.models.progress import said
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.launch import images
+from kit.launch.docker import images
 
 BUILD_FIX = ("kit images build llamacpp --target cpu (no registry reachable: add --base debootstrap), or --target "
              "cuda on a GPU machine")
