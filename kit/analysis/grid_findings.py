@@ -39,7 +39,8 @@ def grid_run_counts(run: RunFolder) -> dict[str, Any]:
     RunFolder.records (once each, within `RunFolder.reading`, their log-probabilities parsed only where an
     identity count compares them: kit.record.files.logprobs_pair); each dependence-aware interval is left
     None for `add_intervals` (it needs the statistics stack, which a worker that reads records need not load)."""
-    table = grid_results.grid_table(run.path, run.manifest.passes, lambda file: run.records(file, "deferred"))
+    table = grid_results.grid_table(run.path, run.manifest.passes,
+                                    lambda file, _logprobs: run.records(file, "deferred"))  # parsed when compared
     out: dict[str, Any] = {"run": run.run_id, "engine": run.engine_name, "model": run.model, "format": run.format,
                            "cache_ram": run.cache_ram, "passes": list(run.resolved.get("passes") or []),
                            "top_logprobs": run.top_logprobs, "comparisons": {},

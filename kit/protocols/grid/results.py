@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kit.protocols.passes import Logprobs
+from kit.protocols.passes import Logprobs, RecordsReader
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import (
     Comparison,
@@ -29,7 +29,6 @@ from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
 from kit.record.files import logprobs_pair, read_records
 
-Reader = Callable[[str], list[dict[str, Any]]]  # a file of the run folder -> its records
 
 
 class Outcomes(Part):
@@ -155,19 +154,20 @@ def _emitted(requests: list[GridRequest], level: str) -> list[GridRequest]:
             for r in requests]
 
 
-def load_pass(run_dir: Path, info: PassInfo, records: Reader | None = None) -> Loaded:
+def load_pass(run_dir: Path, info: PassInfo, records: RecordsReader | None = None) -> Loaded:
     """(requests per episode in step order, episodes' scores, episode execution order) of one pass, read
-    through `records` (e.g. RunFolder.records: file -> its records) when given."""
-    read = records or (lambda file: read_records(run_dir / file).records)
+    through `records` (e.g. RunFolder.records) when given, every log-probability array asked for (`identity`
+    compares them)."""
+    read = records or (lambda file, logprobs: read_records(run_dir / file, logprobs=logprobs).records)
     requests: Requests = defaultdict(list)
-    for record in read(str(info.file)):
+    for record in read(str(info.file), True):
         if record.get("action") != "sentinel":
             completion = record["completion"]
             requests[record["unit"]].append(GridRequest(
                 record["step"], record["prompt_sha256"], completion.get("token_ids"),
                 list(completion.get("tokens") or ()), completion["logprobs"]))
     episodes = {r["unit"]: EpisodeScore(bool(r["score"]["valid"]), r["outcome"])
-                for r in read(str(info.episodes_file))}
+                for r in read(str(info.episodes_file), True)}
     order = [unit for unit in info.order if unit in episodes]
     return {u: sorted(rs, key=lambda r: r.step) for u, rs in requests.items()}, episodes, order
 
@@ -240,7 +240,7 @@ def _repeat(pass_id: str) -> int:
 
 
 def grid_table(run_dir: Path, infos: dict[str, PassInfo] | None = None,
-               records: Reader | None = None) -> GridResults:
+               records: RecordsReader | None = None) -> GridResults:
     """The grid's comparisons over the run's passes (or over `infos`, one cell's passes of a run), their
     records read through `records` when given (see `load_pass`)."""
     manifest = Manifest.load(run_dir)
