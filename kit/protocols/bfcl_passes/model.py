@@ -34,6 +34,8 @@ class PassFields(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class PassPlan:
+    """One BFCL pass in run order: its id, its cache arm, which repeat of that arm it is and its episode order."""
+
     pass_id: str
     arm: CacheArm
     repeat: int  # 1 for the first pass of its arm under its order, 2 for the second

@@ -1,5 +1,6 @@
-"""One pass of the grid: every episode driven through the agent loop, each request recorded and
-checked against the cache state its arm must show, each episode scored; the pass ends OK or VOID.
+"""One BFCL pass (the grid's, run by every kind of BFCL passes): every episode driven through the agent loop,
+each request recorded and checked against the cache state its arm must show, each episode scored; the pass
+ends OK or VOID.
 
 Where the engine fixes prefix caching per server process (vLLM, `arm_per_server`), the arm is also
 proven around the pass (`ServerArm`): the server was launched with the arm's setting, the server's own
