@@ -14,10 +14,21 @@ from kit.launch.llamacpp import llamacpp_build
 from kit.record.manifest import Manifest
 from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayScreen
-from kit.tui.widgets.ask import AskScreen
-from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
+from tests.tui.conftest import PROTOCOLS, ask_replay, static_text, until
 
 pytestmark = pytest.mark.engine
+
+
+async def _replayed(caps, tmp_path, bundle, build: str = ""):
+    """The replay screen once `r` replayed `bundle` on `build` (empty: the paper's), its status and passes."""
+    app = KitApp(caps=caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ask_replay(pilot, app, bundle, build)
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+        screen = app.screen
+        await until(pilot, lambda: screen.done is not None or screen.error is not None)
+        await pilot.pause()
+        return screen, static_text(screen, "#status"), static_text(screen, "#passes")
 
 
 def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embedded_binary):
@@ -26,23 +37,7 @@ def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embe
                           say=lambda _: None)
     bundle = write_bundle([original.run_dir], tmp_path / "demo.tar.gz", environ={}).path
 
-    async def drive():
-        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen))
-            await pilot.click("#answer")
-            await type_text(pilot, str(bundle))
-            await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen) and app.screen.prompt.startswith("Replay on"))
-            await pilot.press("enter")  # empty: the paper's build, the one the run was made on
-            await until(pilot, lambda: isinstance(app.screen, ReplayScreen))
-            screen = app.screen
-            await until(pilot, lambda: screen.done is not None or screen.error is not None)
-            await pilot.pause()
-            return screen, static_text(screen, "#status"), static_text(screen, "#passes")
-
-    screen, status, passes = asyncio.run(drive())
+    screen, status, passes = asyncio.run(_replayed(cpu_caps, tmp_path, bundle))  # the paper's build, as made
     assert screen.error is None, screen.error
     (done,) = screen.done
     assert "8/8 requests byte-identical; every verdict identical" in status
@@ -62,25 +57,7 @@ def test_a_bundle_made_on_a_build_made_here_replays_on_that_build(cpu_caps, tmp_
     assert original.status == "finished", original.reason
     bundle = write_bundle([original.run_dir], tmp_path / "demo.tar.gz", environ={}).path
 
-    async def drive():
-        app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen))
-            await pilot.click("#answer")
-            await type_text(pilot, str(bundle))
-            await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen) and app.screen.prompt.startswith("Replay on"))
-            await pilot.click("#answer")
-            await type_text(pilot, "11434")
-            await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, ReplayScreen))
-            screen = app.screen
-            await until(pilot, lambda: screen.done is not None or screen.error is not None)
-            await pilot.pause()
-            return screen
-
-    screen = asyncio.run(drive())
+    screen, _status, _passes = asyncio.run(_replayed(cpu_caps, tmp_path, bundle, "11434"))
     assert screen.error is None, screen.error
     (done,) = screen.done
     replayed = Manifest.load(done.result.run_dir).run.engine.to_json()

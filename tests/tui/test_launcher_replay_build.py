@@ -14,7 +14,7 @@ from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayScreen
 from kit.tui.widgets.ask import AskScreen
 from tests.launch.test_llamacpp_build import _built
-from tests.tui.conftest import PROTOCOLS, static_text, type_text, until
+from tests.tui.conftest import PROTOCOLS, ask_replay, static_text, type_text
 
 
 @pytest.fixture
@@ -40,14 +40,10 @@ def test_the_replay_asks_for_a_build_made_here_and_refuses_others_inline(cpu_cap
     async def drive():
         app = KitApp(caps=cpu_caps, protocols_folder=PROTOCOLS, outputs=tmp_path / "replays")
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen))
-            await pilot.click("#answer")
-            await type_text(pilot, str(bundle))
-            await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen) and app.screen.prompt.startswith("Replay on"))
+            await ask_replay(pilot, app, bundle, "11435")
+            await pilot.pause()
+            said["not built"] = " ".join(static_text(app.screen, "#why").split())
             said["placeholder"] = app.screen.query_one("#answer", Input).placeholder
-            await answer(pilot, app, "11435", "not built")
             await answer(pilot, app, "b11434", "not a number")
             asking = isinstance(app.screen, AskScreen)
             await pilot.press("escape")
