@@ -47,6 +47,7 @@ def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embe
     assert "4/4" in passes and "none so far" in passes
 
 
+@pytest.mark.cpu_backends  # a build made here has its own (portable) backend: it runs once
 def test_a_bundle_made_on_a_build_made_here_replays_on_that_build(cpu_caps, tmp_path):
     """The build asked for is the one the replay runs on and its manifest records (`kit replay --engine-build`)."""
     if llamacpp_build.built(11434, "portable") is None:
