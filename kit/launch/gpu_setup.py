@@ -21,7 +21,7 @@ from kit.core.paths import REPO_ROOT, cache_dir
 LLAMACPP_SHORT = "7e4c0a9"
 BUILD_SCRIPT = REPO_ROOT / "images" / "build-llamacpp.sh"
 VLLM_PIN = "vllm==0.11.0"
-_ARCHS = re.compile(r"^\d+[a-z]?(-real|-virtual)?(;\d+[a-z]?(-real|-virtual)?)*$")
+ARCHS = re.compile(r"^\d+[a-z]?(-real|-virtual)?(;\d+[a-z]?(-real|-virtual)?)*$")
 _RELEASE = re.compile(r"release (\d+)\.(\d+)")
 
 Which = Callable[[str], "str | None"]
@@ -48,20 +48,37 @@ def check_build_prerequisites(which: Which = shutil.which, output: Output = _out
     build_tools.require("building llama.cpp with CUDA", which)
     if which("nvcc") is None:
         raise EngineError("nvcc not found", "install the CUDA 12 toolkit or put /usr/local/cuda/bin on PATH")
-    match = _RELEASE.search(output(["nvcc", "--version"]))
-    if match is None:
-        raise EngineError("cannot read the CUDA version from `nvcc --version`", "check the CUDA toolkit install")
-    release = f"{match.group(1)}.{match.group(2)}"
-    if match.group(1) != "12":
+    release, _text = nvcc_release(output)
+    if not release.startswith("12."):
         raise EngineError(f"nvcc is CUDA {release}; the pinned llama.cpp build needs CUDA 12.x",
                           "put a CUDA 12 toolkit's bin/ first on PATH")
     return release
 
 
+def nvcc_release(output: Output = _output) -> tuple[str, str]:
+    """(the CUDA release, e.g. "12.6"; the whole `nvcc --version` text), or refused where it names none."""
+    text = output(["nvcc", "--version"])
+    match = _RELEASE.search(text)
+    if match is None:
+        raise EngineError("cannot read the CUDA version from `nvcc --version`", "check the CUDA toolkit install")
+    return f"{match.group(1)}.{match.group(2)}", text
+
+
+def gpu_archs(output: Output = _output) -> list[str]:
+    """The CUDA architectures of the GPUs `nvidia-smi --query-gpu=compute_cap` lists (e.g. "8.9" → "89"),
+    distinct, in order; none where nvidia-smi is absent, fails or lists none."""
+    try:
+        text = output(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = [line.strip().replace(".", "") for line in text.splitlines() if re.fullmatch(r"\d+\.\d+", line.strip())]
+    return list(dict.fromkeys(found))
+
+
 def build_llamacpp_argv(prefix: Path, archs: str = "89", script: Path = BUILD_SCRIPT,
                         extra: Sequence[str] = ()) -> list[str]:
     """The build script's command line for one install prefix and CUDA architecture list."""
-    if not _ARCHS.match(archs):
+    if not ARCHS.match(archs):
         raise EngineError(f"--archs must be CUDA architectures such as 89 or '86;90', got {archs!r}",
                           "pass e.g. --archs 89 (sm_89) or --archs '80;90'")
     return ["bash", str(script), "--archs", archs, *extra, str(prefix)]

@@ -45,8 +45,12 @@ def llamacpp(options: RunOptions, protocol: ProtocolBase, say: Say) -> EnginePro
         details.update(built)
         say(f"engine: {built['engine']}")
     elif source == "server-bin" and options.server_bin is not None:
-        binary, env, cpu = Path(options.server_bin), None, None
+        given = embedded.for_server_bin(Path(options.server_bin), options.cpu_backend, say)
+        binary, env, cpu = (given.binary, given.env, given.backend) if given else (Path(options.server_bin), None, None)
         details["engine"] = "llama-server (user binary)"
+        if cpu is not None:
+            details["cpu_backend"] = cpu.name
+            say(f"CPU backend under --server-bin: {cpu.brief()}")
     else:
         found = embedded.locate(options.cpu_backend, say=say)
         binary, env, cpu = found.binary, found.env, found.backend

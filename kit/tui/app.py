@@ -21,7 +21,7 @@ from kit.tui.catalog import EMBEDDED, Capabilities, Entry, machine_capabilities
 from kit.tui.screens.help import HelpScreen
 from kit.tui.screens.live import LiveScreen
 from kit.tui.screens.picker import PickerScreen
-from kit.tui.screens.replay import ReplayScreen, ask_for_bundle
+from kit.tui.screens.replay import EngineBuild, ReplayScreen, ask_for_build, ask_for_bundle
 from kit.tui.screens.results import ResultsScreen
 from kit.tui.screens.setup import SetupScreen
 
@@ -105,10 +105,15 @@ class KitApp(App):
         self.push_screen(self.live)
 
     def action_open_replay(self) -> None:
-        """Ask for a bundle (or run folder), then replay it and watch the comparison fill in."""
+        """Ask for a bundle (or run folder) and the llama.cpp build to replay on, then replay it and watch the
+        comparison fill in."""
         def opened(path: Path | None) -> None:
             if path is not None:
-                self.push_screen(ReplayScreen(path, self.outputs))
+                self.push_screen(ask_for_build(), lambda build: on_build(path, build))
+
+        def on_build(path: Path, build: EngineBuild | None) -> None:
+            if build is not None:
+                self.push_screen(ReplayScreen(path, self.outputs, engine_build=build.number))
 
         self.push_screen(ask_for_bundle(), opened)
 

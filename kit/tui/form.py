@@ -353,33 +353,58 @@ def engine_build_number(setup: Setup) -> int | None:
 
 def builds_here(setup: Setup) -> list[int]:
     """The llama.cpp builds made here for the CPU backend the form's engine build would run on."""
+    return builds_made_here(setup.cpu_backend)
+
+
+PAPER_BUILD = "llama.cpp build N; empty: the paper's (the embedded engine, 7e4c0a9)"
+
+
+def build_hint(cpu_backend: str) -> tuple[str, list[str]]:
+    """An engine build field's placeholder and suggestions: the builds made here (kit engines build llamacpp)."""
+    built = [str(number) for number in builds_made_here(cpu_backend)]
+    return PAPER_BUILD + (f"; built here: {', '.join(built)}" if built else
+                          "; none other built here (kit engines build llamacpp --build N)"), built
+
+
+def builds_made_here(cpu_backend: str) -> list[int]:
+    """The llama.cpp builds made here for the CPU backend an engine build would run on (none for `wheel`)."""
     from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
 
     try:
-        backend = llamacpp_build.check_backend(setup.cpu_backend)
+        backend = llamacpp_build.check_backend(cpu_backend)
     except KitError:
         return []
     return llamacpp_build.builds_here(backend)
 
 
 def engine_build_problem(setup: Setup) -> str | None:
-    """Why the run cannot use the build the field names (the runner's checks, kit.run.engine_build, and a
-    build made here: the form never starts a build), or None."""
-    text = setup.engine_build.strip()
-    if setup.engine != "embedded" or not text:
+    """Why the run cannot use the build the field names, or None."""
+    if setup.engine != "embedded" or not setup.engine_build.strip():
         return None
-    if engine_build_number(setup) is None:
-        return f"{text[:40]!r} is not a llama.cpp build number (e.g. 11434); leave it empty for the paper's build"
-    from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
-    from kit.run import engine_build  # noqa: PLC0415
-
-    options = engine_options(setup)
     try:
-        engine_build.check(options)
-        llamacpp_build.record(int(text), llamacpp_build.check_backend(options.cpu_backend))
+        build_made_here(setup.engine_build, engine_options(setup))
     except KitError as exc:
         return exc.line()
     return None
+
+
+def build_made_here(text: str, options: Any) -> int | None:
+    """The llama.cpp build an engine build field names for a run of `options` (None: empty, the paper's build),
+    refused (KitError) as the runner refuses it (kit.run.engine_build) and where it is not a build made here
+    for the run's CPU backend: a form never starts a build. The setup form's field and the replay's ask."""
+    text = text.strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdecimal()):
+        raise KitError(f"{text[:40]!r} is not a llama.cpp build number (e.g. 11434)",
+                       "leave it empty for the paper's build")
+    from kit.launch.llamacpp import llamacpp_build  # noqa: PLC0415
+    from kit.run import engine_build  # noqa: PLC0415
+
+    options = dataclasses.replace(options, engine_build=int(text))
+    engine_build.check(options)
+    llamacpp_build.record(int(text), llamacpp_build.check_backend(options.cpu_backend))
+    return int(text)
 
 
 def fixes_problem(setup: Setup) -> str | None:

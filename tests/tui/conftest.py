@@ -50,3 +50,19 @@ async def type_text(pilot, text: str) -> None:
     """Types `text` into the focused widget, a key press per character (a slash by its key name)."""
     for key in text:
         await pilot.press(key if key != "/" else "slash")
+
+
+async def ask_replay(pilot, app, bundle: Path, build: str = "") -> None:
+    """`r` on the picker, `bundle` given, then the llama.cpp build to replay on typed (empty: the paper's) and
+    Enter pressed."""
+    from kit.tui.widgets.ask import AskScreen  # noqa: PLC0415
+
+    await pilot.press("r")
+    await until(pilot, lambda: isinstance(app.screen, AskScreen))
+    await pilot.click("#answer")
+    await type_text(pilot, str(bundle))
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, AskScreen) and app.screen.prompt.startswith("Replay on"))
+    await pilot.click("#answer")
+    await type_text(pilot, build)
+    await pilot.press("enter")

@@ -142,7 +142,7 @@ def test_an_engine_build_not_built_here_is_refused_naming_the_build_command(cach
 @pytest.mark.parametrize("values, says", [
     ({"engine_build": "b11434"}, "is not a llama.cpp build number"),
     ({"engine_build": "0"}, "is not a build number"),
-    ({"engine_build": "11434", "cpu_backend": "wheel"}, "a build from source has the portable backend only"),
+    ({"engine_build": "11434", "cpu_backend": "wheel"}, "a build from source has the portable or cuda backend only"),
 ])
 def test_an_engine_build_field_that_cannot_run_says_why(values, says, cache, tmp_path):
     _built(cache, 11434)

