@@ -9,8 +9,9 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `prepare(protocol, inputs) -> Prepared`: the plan shown before the run and kept in the manifest;
 - `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
   `records/<pass>.jsonl` (`kit.record.files.RecordWriter`), every pass ends OK or VOID in the manifest;
-- `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
-  results table as written (its `"table"` key is `table`), built and written through the kind's typed model.
+- `results(run_dir) -> Results`: reads the run folder's files only, writes `results/` through the kind's typed
+  model and returns that model (its `table` is `table`; its JSON values, `to_json()`, are what was written, with
+  the results files in `files`).
   The runner calls it at the end of a run and `kit verify` calls it again on the bundle's raw records
   (`kit.bundle.recompute`), so both see the same numbers;
 - `results_model`: that model, a `kit.protocols.results_model.Results` subclass (in its results.py): every
@@ -182,7 +183,7 @@ class Kind:
     model: type[ProtocolBase]
     prepare: Callable[[Any, RunInputs], Prepared]
     run: Callable[[Any, Prepared, RunContext], None]
-    results: Callable[[Path], Table]
+    results: Callable[[Path], Results | Table]  # its typed table (a kind not yet typed: the table's JSON values)
     table: str  # the `"table"` name of what `results` returns
     render: Callable[[Results], Any]  # a rich renderable
     launcher: Launcher

@@ -70,7 +70,7 @@ def prepare(protocol: LadderProtocol, inputs: RunInputs) -> Prepared:
                     payload=items, seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> LadderResults:
     return ladder_results.write(run_dir)
 
 

@@ -64,8 +64,8 @@ CSV_FIELDS = ("rung", "fix", "what", "status", "pairs", "identical", "identical_
               "logprobs_equal", "max_logprob_gap", "control", "latency_ratio", "throughput_change_pct", "reason")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> LadderResults:
     """Compute the table and write results/ladder.json and results/ladder.csv into the run folder."""
     table = ladder_results(run_dir)
-    return write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS,
-                         [row.to_json() for row in [*table.rungs, *table.fixes]])
+    write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS, [row.to_json() for row in [*table.rungs, *table.fixes]])
+    return table

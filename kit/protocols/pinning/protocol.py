@@ -131,7 +131,7 @@ def prepare(protocol: PinningProtocol, inputs: RunInputs) -> Prepared:
     return Prepared(plan=plan, workload=workload, payload=passes, seeds={"request_seed": protocol.seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> PinningResults:
     return pinning_results.write(run_dir)
 
 

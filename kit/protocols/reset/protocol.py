@@ -84,7 +84,7 @@ def prepare(protocol: ResetProtocol, inputs: RunInputs) -> Prepared:
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> ResetResults:
     return reset_table.write(run_dir)
 
 

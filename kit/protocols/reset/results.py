@@ -195,7 +195,8 @@ CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reprodu
               "reason")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> ResetResults:
     """Compute the table and write results/reset_table.json and .csv into the run folder."""
     table = reset_table(run_dir)
-    return write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, [s.to_json() for s in table.sessions])
+    write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, [s.to_json() for s in table.sessions])
+    return table

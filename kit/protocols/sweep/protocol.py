@@ -127,7 +127,7 @@ def prepare(protocol: SweepProtocol, inputs: RunInputs) -> Prepared:
         "comparisons": list(comparisons(protocol))}, inputs)
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> SweepResults:
     return sweep_run.write(run_dir)
 
 
