@@ -17,7 +17,7 @@ import csv
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kit.core.atomic_file import write_json_atomic, writing
 from kit.record.cache_state import (

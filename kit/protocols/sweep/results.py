@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
 
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
