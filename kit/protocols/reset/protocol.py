@@ -6,7 +6,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -106,11 +106,19 @@ def check_gate(phase: Phase, cached: int | None, gates: Gates) -> tuple[bool, st
     return True, None
 
 
-def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> dict[str, Any]:
+class Verdict(NamedTuple):
+    """One item's four phases compared (the fields of its ItemVerdict event, in their order)."""
+
+    recompute_reproduces: bool
+    hit_reproduces: bool
+    paths_differ: bool
+    first_difference: int | None
+
+
+def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> Verdict:
     cold = [o for o, p in zip(outputs, protocol.phases) if p.expect == "cold"]
     warm = [o for o, p in zip(outputs, protocol.phases) if p.expect == "warm"]
-    return {"recompute_reproduces": cold[0] == cold[1], "hit_reproduces": warm[0] == warm[1],
-            "paths_differ": cold[0] != warm[0], "first_difference": first_difference(cold[0], warm[0])}
+    return Verdict(cold[0] == cold[1], warm[0] == warm[1], cold[0] != warm[0], first_difference(cold[0], warm[0]))
 
 
 ESTIMATE_FROM_REQUESTS = 100  # smaller runs (the demo) start at once; a stated duration would only delay them
@@ -218,7 +226,7 @@ def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: Any, pass_
                     violations += 1
                     first_violation = first_violation or f"item {item.id}, {why}"
                 outputs.append(list(completion.token_ids or ()))
-            ctx.emit(ItemVerdict(pass_id, item.id, done, len(order), **_verdict(protocol, outputs)))
+            ctx.emit(ItemVerdict(pass_id, item.id, done, len(order), *_verdict(protocol, outputs)))
             if done >= gates.abort_after_items and violations > gates.abort_violation_share * requests:
                 status = "VOID"
                 reason = (f"aborted after {done} items: {violations} of {requests} requests violated the "
