@@ -94,7 +94,8 @@ def design(protocol: LadderProtocol, provider: NativeProvider) -> ladder_plan.De
                               other_threads, cpu.name if cpu else None, other, reason)
 
 
-def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_plan.LadderPass]) -> dict[str, Any]:
+def _providers(protocol: LadderProtocol, ctx: RunContext,
+               plans: list[ladder_plan.LadderPass]) -> dict[str, NativeProvider]:
     base: NativeProvider = ctx.provider  # type: ignore[assignment]
     formats = {}
     if protocol.formats:

@@ -14,7 +14,7 @@ The dequantized-weights control is the same procedure with a format derived from
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,9 +42,6 @@ class SweepPass(PassPlan):
     format: str = ""
     history: int = 0
     role: Literal["cell", "reference", "replicate"] = "cell"
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class SweepProtocol(BfclPassesProtocol):
