@@ -105,7 +105,7 @@ def _providers(protocol: LadderProtocol, ctx: RunContext,
                                                       protocol.formats and list(protocol.formats).index("F16") <
                                                       list(protocol.formats).index(label) else None)
                    for label in protocol.formats}
-        files = weight_formats.resolve(sources, base.describe(), say=lambda text: ctx.emit(Notice(text)))
+        files = weight_formats.resolve(sources, base, say=lambda text: ctx.emit(Notice(text)))
         ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
         formats = {label: base.variant(model=model.path, details=weight_formats.engine_details(label, model))
                    for label, (model, _) in files.items()}

@@ -169,7 +169,7 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
         details = {label: {**ctx.provider.describe(), "format": label}}
         providers = {label: ctx.provider}
     else:
-        files = weight_formats.resolve(protocol.formats, ctx.provider.describe(),
+        files = weight_formats.resolve(protocol.formats, ctx.provider,
                                        say=lambda text: ctx.emit(Notice(text)))
         ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
         details = {label: weight_formats.engine_details(label, model) for label, (model, _) in files.items()}
