@@ -70,7 +70,7 @@ from typing import Any
 
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.results_model import JsonObject, Results
-from kit.protocols.spec import ProtocolBase
+from kit.protocols.spec import Overrides, ProtocolBase
 from kit.record.model import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
@@ -117,12 +117,13 @@ class Number:
             node = node.get(part) if isinstance(node, dict) else None
         return self.default if node is None else node
 
-    def override(self, number: int) -> dict[str, Any]:
+    def override(self, number: int) -> Overrides:
         """`{"workload": {"items": 7}}` for key `workload.items`."""
         if self.key is None:
             raise ValueError(f"the form's {self.label!r} overrides no protocol key")
-        nested: Any = number
-        for part in reversed(self.key.split(".")):
+        *outer, last = self.key.split(".")
+        nested: Overrides = {last: number}
+        for part in reversed(outer):
             nested = {part: nested}
         return nested
 

@@ -188,12 +188,12 @@ def models() -> Mapping[str, type[spec.ProtocolBase]]:
     return _FileModels()
 
 
-def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
+def load(name_or_path: str, overrides: spec.Overrides | None = None) -> tuple[spec.ProtocolBase, Path, str]:
     """Load and validate a protocol of any known kind: (protocol, file, sha256 of the file)."""
     return spec.load(name_or_path, models(), overrides)
 
 
-def parse_text(text: str, source: str, overrides: dict[str, Any] | None = None) -> spec.ProtocolBase:
+def parse_text(text: str, source: str, overrides: spec.Overrides | None = None) -> spec.ProtocolBase:
     """Validate protocol YAML held as text (e.g. the copy a run folder's manifest keeps)."""
     return spec.parse(spec.merge(yaml.safe_load(text), overrides or {}), source, models())
 
