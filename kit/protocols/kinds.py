@@ -246,9 +246,10 @@ def refuse_unserved(protocol: spec.ProtocolBase, engine: EngineKind, *, starts_s
         rule(protocol, starts_servers)
 
 
-def for_table(table: Results | dict[str, Any] | None) -> Kind | None:
-    """The kind whose `results` made this table (by its `"table"` name, one per kind; as read, or its model), or
-    None. The kinds already loaded are asked first: a run's own table at its end loads no other kind."""
-    name = table.table if isinstance(table, Results) else (table or {}).get("table")
+def for_table(table: object) -> Kind | None:
+    """The kind whose `results` made this table (by its `"table"` name, one per kind; its model, or a JSON object as
+    read), or None (anything else). The kinds already loaded are asked first: a run's own table at its end loads
+    no other kind."""
+    name = table.table if isinstance(table, Results) else table.get("table") if isinstance(table, dict) else None
     return next((kind for kind in KINDS.loaded() if kind.table == name), None) or next(
         (kind for kind in KINDS.values() if kind.table == name), None)
