@@ -203,9 +203,9 @@ def of(protocol: spec.ProtocolBase) -> Kind:
     return KINDS[protocol.protocol]
 
 
-def named(name: Any, where: str) -> Kind:
+def named(name: object, where: str) -> Kind:
     """The kind a manifest names; `where` (the run folder) goes into the error if this kit has none such."""
-    if name not in KINDS:
+    if not isinstance(name, str) or name not in KINDS:
         raise KitError(f"{where}: protocol kind {name!r} is not one this kit knows",
                        f"this kit knows {', '.join(KINDS)}; use the kit version that made the run")
     return KINDS[name]

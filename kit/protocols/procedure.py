@@ -60,7 +60,7 @@ class Unit:
 
     name: str
     payload: Any
-    provider: Any = None
+    provider: EngineProvider | None = None
 
 
 UnitFunction = Callable[["RunContext", Unit], None]  # a module-level function: an executor may call it elsewhere

@@ -22,7 +22,7 @@ from kit.core.events import Notice, RequestDone, SessionEnded, SessionStarted
 from kit.core.paths import RunPaths
 from kit.engines.base import CompletionRequest, require
 from kit.launch import cpu_backend, fixes
-from kit.launch.provider import NativeProvider
+from kit.launch.provider import EngineProvider, EngineSession, NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.ladder import plan as ladder_plan
@@ -169,7 +169,8 @@ def gate(step: str, cached: int | None, boundary: int | None = None) -> Gate:
     return Gate(True, None)
 
 
-def _pass(protocol: LadderProtocol, ctx: RunContext, items: list[Item], p: ladder_plan.LadderPass, provider: Any,
+def _pass(protocol: LadderProtocol, ctx: RunContext, items: list[Item], p: ladder_plan.LadderPass,
+          provider: EngineProvider,
           index: int, total: int) -> None:
     file = RunPaths.records_name(p.pass_id)
     ctx.manifest.set_pass(p.pass_id, file=file, status="running", started=now(), fresh_server=provider.fresh_servers,
@@ -226,7 +227,7 @@ def groups(units: list[str], size: int) -> list[list[tuple[str, bool]]]:
     return found
 
 
-def _batched(protocol: LadderProtocol, ctx: RunContext, live: Any, writer: RecordWriter, items: list[Item],
+def _batched(protocol: LadderProtocol, ctx: RunContext, live: EngineSession, writer: RecordWriter, items: list[Item],
              prompts: dict[str, str], labels: list[str], p: ladder_plan.LadderPass) -> None:
     """Each group of K prompts sent at once (K slots: continuous batching), reuse off."""
     with ThreadPoolExecutor(max_workers=protocol.neighbours) as pool:

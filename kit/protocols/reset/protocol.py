@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from kit.protocols.reset import results as reset_table
 from kit.record.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
+from kit.launch.provider import EngineProvider
 from kit.core.errors import ConfigError
 from kit.core.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.record.manifest import now
@@ -186,7 +187,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
 Check = Callable[[Phase, "int | None", Gates], "tuple[bool, str | None]"]
 
 
-def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: Any, pass_id: str, order: list[Item],
+def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: EngineProvider, pass_id: str, order: list[Item],
                   system_prompt: str, numbered: tuple[int, int], check: Check = check_gate) -> None:
     """One session on a fresh server of `provider`: each item of `order` through the protocol's phases, one
     record per request (pass `pass_id`), gated by `check`; the pass ends OK or VOID. `numbered`: (this
