@@ -6,7 +6,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from pydantic import Field, model_validator
 
@@ -62,7 +62,18 @@ class ResetProtocol(ProtocolBase):
         return self
 
 
-def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
+class ItemsServed(TypedDict, total=False):
+    """The manifest's `workload` of a run that serves GSM8K or arithmetic items (kit.record.manifest.WorkloadInfo)."""
+
+    source: Literal["gsm8k", "arithmetic"]
+    file: str
+    sha256: str
+    first_item: int
+    items: int
+    seed: int
+
+
+def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], ItemsServed]:
     """The items to serve and their description for the manifest (GSM8K file, or generated problems)."""
     workload = protocol.workload
     source = workload.source if workload.source != "auto" else ("gsm8k" if gsm8k else "arithmetic")
@@ -81,7 +92,7 @@ def prepare(protocol: ResetProtocol, inputs: RunInputs) -> Prepared:
     items, workload = items_for(protocol, inputs.gsm8k)
     plan = {"sessions": protocol.sessions, "items": len(items), "phases": [p.name for p in protocol.phases],
             "requests": protocol.sessions * len(items) * len(protocol.phases), "max_tokens": protocol.max_tokens}
-    return Prepared(plan=plan, workload=workload, payload=items,
+    return Prepared(plan=plan, workload=dict(workload), payload=items,
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
