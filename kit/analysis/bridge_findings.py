@@ -20,8 +20,8 @@ from kit.analysis.collect import RunFolder
 from kit.protocols.passes import PassData
 
 
-def item_paths(session: PassData) -> dict[str, dict[str, list[tuple]]]:
-    """unit -> {"cold": [outputs in phase order], "warm": [...]}, for items whose four phases all succeeded
+def item_paths(session: PassData) -> dict[str, reset_table.ItemPaths]:
+    """unit -> its outputs per path in phase order, for items whose four phases all succeeded
     (the shape :func:`kit.protocols.reset.results.across_sessions` takes)."""
     paths = {}
     for unit in session.order:
@@ -31,7 +31,7 @@ def item_paths(session: PassData) -> dict[str, dict[str, list[tuple]]]:
         cold = [r.tokens for r in requests if r.expect == "cold"]
         warm = [r.tokens for r in requests if r.expect == "warm"]
         if len(cold) == 2 and len(warm) == 2:
-            paths[unit] = {"cold": cold, "warm": warm}
+            paths[unit] = reset_table.ItemPaths(cold=cold, warm=warm)
     return paths
 
 

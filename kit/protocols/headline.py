@@ -6,7 +6,6 @@ a `Headline` (`Kind.headline`, in its view.py); the bundle's report, README and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from kit.core.layout import DASH, Layout, ci, pct
 from kit.protocols.results_model import Comparison, Interval, JsonObject
@@ -29,7 +28,7 @@ class Headline:
     qualitative: list[str] = field(default_factory=list)  # the paper's claims on this run: a summary, then each
 
 
-def few(n: Any) -> str:
+def few(n: object) -> str:
     """A warning appended to a rate that rests on fewer than FEW observations."""
     return f" (n={n} only: little evidence)" if isinstance(n, int) and n < FEW else ""
 

@@ -9,8 +9,9 @@ in its package `kit/protocols/<kind>/`, whose `protocol.py` ends with one `KIND 
 - `prepare(protocol, inputs) -> Prepared`: the plan shown before the run and kept in the manifest;
 - `run(protocol, prepared, ctx)`: drives the engines; every request becomes one record in
   `records/<pass>.jsonl` (`kit.record.files.RecordWriter`), every pass ends OK or VOID in the manifest;
-- `results(run_dir) -> dict`: reads the run folder's files only, writes `results/` and returns the
-  results table as written (its `"table"` key is `table`), built and written through the kind's typed model.
+- `results(run_dir) -> Results`: reads the run folder's files only, writes `results/` through the kind's typed
+  model and returns that model (its `table` is `table`; its JSON values, `to_json()`, are what was written, with
+  the results files in `files`).
   The runner calls it at the end of a run and `kit verify` calls it again on the bundle's raw records
   (`kit.bundle.recompute`), so both see the same numbers;
 - `results_model`: that model, a `kit.protocols.results_model.Results` subclass (in its results.py): every
@@ -69,7 +70,7 @@ from typing import Any
 
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.results_model import JsonObject, Results
-from kit.protocols.spec import ProtocolBase
+from kit.protocols.spec import Overrides, ProtocolBase
 from kit.record.model import RequestRecord
 
 FileData = dict[str, Any]  # a protocol file as YAML reads it, before validation
@@ -116,12 +117,13 @@ class Number:
             node = node.get(part) if isinstance(node, dict) else None
         return self.default if node is None else node
 
-    def override(self, number: int) -> dict[str, Any]:
+    def override(self, number: int) -> Overrides:
         """`{"workload": {"items": 7}}` for key `workload.items`."""
         if self.key is None:
             raise ValueError(f"the form's {self.label!r} overrides no protocol key")
-        nested: Any = number
-        for part in reversed(self.key.split(".")):
+        *outer, last = self.key.split(".")
+        nested: Overrides = {last: number}
+        for part in reversed(outer):
             nested = {part: nested}
         return nested
 
@@ -182,7 +184,7 @@ class Kind:
     model: type[ProtocolBase]
     prepare: Callable[[Any, RunInputs], Prepared]
     run: Callable[[Any, Prepared, RunContext], None]
-    results: Callable[[Path], Table]
+    results: Callable[[Path], Results | Table]  # its typed table (a kind not yet typed: the table's JSON values)
     table: str  # the `"table"` name of what `results` returns
     render: Callable[[Results], Any]  # a rich renderable
     launcher: Launcher

@@ -96,12 +96,12 @@ def models() -> Mapping[str, type[spec.ProtocolBase]]:
     return _FileModels()
 
 
-def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[spec.ProtocolBase, Path, str]:
+def load(name_or_path: str, overrides: spec.Overrides | None = None) -> tuple[spec.ProtocolBase, Path, str]:
     """Load and validate a protocol of any known kind: (protocol, file, sha256 of the file)."""
     return spec.load(name_or_path, models(), overrides)
 
 
-def parse_text(text: str, source: str, overrides: dict[str, Any] | None = None) -> spec.ProtocolBase:
+def parse_text(text: str, source: str, overrides: spec.Overrides | None = None) -> spec.ProtocolBase:
     """Validate protocol YAML held as text (e.g. the copy a run folder's manifest keeps)."""
     return spec.parse(spec.merge(yaml.safe_load(text), overrides or {}), source, models())
 
@@ -111,9 +111,9 @@ def of(protocol: spec.ProtocolBase) -> Kind:
     return KINDS[protocol.protocol]
 
 
-def named(name: Any, where: str) -> Kind:
+def named(name: object, where: str) -> Kind:
     """The kind a manifest names; `where` (the run folder) goes into the error if this kit has none such."""
-    if name not in KINDS:
+    if not isinstance(name, str) or name not in KINDS:
         raise KitError(f"{where}: protocol kind {name!r} is not one this kit knows",
                        f"this kit knows {', '.join(KINDS)}; use the kit version that made the run")
     return KINDS[name]
@@ -154,9 +154,10 @@ def refuse_unserved(protocol: spec.ProtocolBase, engine: EngineKind, *, starts_s
         rule(protocol, starts_servers)
 
 
-def for_table(table: Results | dict[str, Any] | None) -> Kind | None:
-    """The kind whose `results` made this table (by its `"table"` name, one per kind; as read, or its model), or
-    None. The kinds already loaded are asked first: a run's own table at its end loads no other kind."""
-    name = table.table if isinstance(table, Results) else (table or {}).get("table")
+def for_table(table: object) -> Kind | None:
+    """The kind whose `results` made this table (by its `"table"` name, one per kind; its model, or a JSON object as
+    read), or None (anything else). The kinds already loaded are asked first: a run's own table at its end loads
+    no other kind."""
+    name = table.table if isinstance(table, Results) else table.get("table") if isinstance(table, dict) else None
     return next((kind for kind in KINDS.loaded() if kind.table == name), None) or next(
         (kind for kind in KINDS.values() if kind.table == name), None)

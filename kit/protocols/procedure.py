@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from kit.core.events import Emit
 from kit.launch.provider import EngineProvider
@@ -37,6 +37,16 @@ class Prepared:
     seeds: dict[str, Any] = field(default_factory=dict)
 
 
+class Stamp(TypedDict):
+    """What every record of a pass carries besides its own fields (`RunContext.stamp`; kit.record.model)."""
+
+    run_id: str
+    pass_id: str
+    protocol: str  # the procedure that writes the record: its record class
+    protocol_name: str | None
+    protocol_kind: str | None
+
+
 class RunStopped(Exception):
     """The person asked the run to stop (from a launcher's Stop key); handled like Ctrl-C."""
 
@@ -50,7 +60,7 @@ class Unit:
 
     name: str
     payload: Any
-    provider: Any = None
+    provider: EngineProvider | None = None
 
 
 UnitFunction = Callable[["RunContext", Unit], None]  # a module-level function: an executor may call it elsewhere
@@ -97,7 +107,7 @@ class RunContext:
         them to the one writer (kit.run.ray_executor)."""
         return RecordWriter(self.run_dir / name, **context)
 
-    def stamp(self, pass_id: str, procedure: str) -> dict[str, Any]:
+    def stamp(self, pass_id: str, procedure: str) -> Stamp:
         """What every record of a pass carries besides its own fields: the run, the pass, the procedure that
         writes it (`protocol`: its record class, kit.protocols.kinds.record_classes) and the protocol's own name and
         kind, as the manifest has them."""

@@ -33,7 +33,7 @@ class NotResults(ConfigError):
     """A results table that is not of its kind's shape: one line naming the file and the field."""
 
 
-def _place(loc: tuple[Any, ...], _data: Any) -> str:
+def _place(loc: tuple[object, ...], _data: object) -> str:
     return ".".join(str(part) for part in loc) or "the top level"
 
 
@@ -53,7 +53,7 @@ class Part(BaseModel):
         return self.model_dump(mode="python", exclude_unset=True, by_alias=True)
 
     @classmethod
-    def of(cls, data: Any, source: str = "results table") -> Self:
+    def of(cls, data: object, source: str = "results table") -> Self:
         """`data` (a parsed JSON object, or already this model) as this model; NotResults naming `source` and
         the first field of the wrong shape otherwise."""
         if isinstance(data, cls):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails
@@ -85,6 +85,10 @@ def resolve(name_or_path: str) -> Path:
     raise ConfigError(f"unknown protocol {name_or_path!r}", f"choose one of {', '.join(known)} or give a YAML path")
 
 
+Setting = Union[int, float, bool, str, None]  # a value an option or the launcher's form sets a protocol key to
+# protocol keys -> what they are set to, nested as in the file (`{"workload": {"items": 5}}`); `merge` applies them
+Overrides: TypeAlias = "dict[str, Setting | Overrides]"
+
 M = TypeVar("M", bound=Strict)  # the protocol model a file validates against (parse, load)
 
 def _where(error: ErrorDetails) -> str:
@@ -98,7 +102,7 @@ def _got(error: ErrorDetails) -> str:
     return ""
 
 
-def overridden_keys(overrides: dict[str, Any] | None, prefix: str = "") -> list[str]:
+def overridden_keys(overrides: Overrides | None, prefix: str = "") -> list[str]:
     """The dotted keys an overrides mapping sets (`{"workload": {"items": 5}}` -> `["workload.items"]`)."""
     keys = []
     for key, value in (overrides or {}).items():
@@ -132,7 +136,7 @@ def parse(data: Any, source: str, models: Mapping[str, type[M]], options: dict[s
 
 
 def load(name_or_path: str, models: Mapping[str, type[M]],
-         overrides: dict[str, Any] | None = None) -> tuple[M, Path, str]:
+         overrides: Overrides | None = None) -> tuple[M, Path, str]:
     """Load, override and validate a protocol. Returns (protocol, file, sha256 of the file's bytes)."""
     path = resolve(name_or_path)
     raw = path.read_bytes()
@@ -143,11 +147,11 @@ def load(name_or_path: str, models: Mapping[str, type[M]],
     return parse(data, str(path), models, options), path, hashlib.sha256(raw).hexdigest()
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge(base: Overrides, extra: Overrides) -> Overrides:
+    """`base` (overrides, or a protocol file's mapping as YAML read it, before validation) with `extra` set in it:
+    a mapping in both is merged key by key, any other value of `extra` replaces the one in `base`."""
     merged = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
+        old = merged.get(key)
+        merged[key] = merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
     return merged

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kit.core.errors import KitError
+from kit.protocols.results_model import Results
 from kit.record.manifest import Manifest
 from kit.run import faults as run_faults
 
@@ -38,14 +39,15 @@ def reason_of(exc: BaseException) -> str:
     return exc.line() if isinstance(exc, KitError) else f"internal error: {type(exc).__name__}: {exc}"
 
 
-def end_run(manifest: Manifest, results: Callable[[], dict[str, Any]], status: str, reason: str | None,
+def end_run(manifest: Manifest, results: Callable[[], Results | dict[str, Any]], status: str, reason: str | None,
             **fields: Any) -> Ended:
     """Write the results (`results()`: the kind's table, with the results files it wrote in its `files`), then
     the final manifest with `status`, `reason`, the results files and `fields`, saved once."""
     table: dict[str, Any] | None = None
     error: BaseException | None = None
     try:
-        table = results()
+        made = results()
+        table = made.to_json() if isinstance(made, Results) else made
     except BaseException as exc:  # noqa: BLE001 - the manifest must still end in a final state
         error = exc
         if status == "finished":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core.errors import ConfigError
+from kit.core.errors import ConfigError, KitError
 from kit.protocols import kinds
 from kit.protocols.ladder import plan
 from kit.protocols.ladder.aligned import boundary
@@ -146,8 +146,17 @@ def test_every_measured_contrast_points_at_steps_its_passes_send():
     assert [c.fix for c in plan.fixes(DESIGN)][0] == UNFIXED
     reasons = {c.what: c.not_measured for c in plan.rungs(DESIGN) if c.not_measured}
     assert reasons["the wheel's CPU backend vs the portable one"] == "this CPU lacks avx_vnni"
-    assert all(Contrast.from_json(c.to_json()) == c for c in contrasts)
+    assert all(Contrast.from_json(c.to_json(), "manifest") == c for c in contrasts)
 
+
+
+@pytest.mark.parametrize(("data", "field"), [({"rung": "L0", "what": "x", "ref": ["base", "miss", "first"]}, "ref.2"),
+                                             ({"rung": "L0"}, "what"), (["L0", "x"], "the top level")])
+def test_a_contrast_of_another_shape_in_the_manifest_is_refused_in_one_line_naming_its_field(data, field):
+    with pytest.raises(KitError) as caught:
+        Contrast.from_json(data, "run/manifest.json: ladder.rungs")
+    assert caught.value.line().startswith(f"run/manifest.json: ladder.rungs: a contrast's {field}: ")
+    assert "\n" not in caught.value.line()
 
 def test_the_design_changes_one_setting_per_pass():
     passes = {p.pass_id: p for p in plan.passes(DESIGN)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kit.core.errors import ConfigError
+from kit.launch.provider import ExternalProvider
 from kit.protocols import kinds
 from kit.protocols.sweep import protocol as sweep
 from kit.protocols.sweep.formats import FormatSource, resolve
@@ -75,7 +76,7 @@ def test_a_bad_sweep_file_gets_an_error_naming_the_key(overrides, names):
 
 def test_a_derived_format_needs_to_know_the_run_model():
     with pytest.raises(ConfigError, match="does not say which model file"):
-        resolve({"F16": FormatSource(derive="F16")}, {"kind": "external"})
+        resolve({"F16": FormatSource(derive="F16")}, ExternalProvider("http://127.0.0.1:9"))
 
 
 def test_a_dequantized_format_sorts_beside_the_kernels_it_runs():

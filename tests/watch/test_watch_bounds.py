@@ -209,7 +209,7 @@ def test_many_distinct_calls_stay_within_the_cap_recorded_in_the_manifest_and_re
     assert manifest["protocol"]["resolved"]["bounds"]["alarm_requests"] == 5
     assert manifest["protocol"]["resolved"]["bounds"]["idle_timeout_s"] == FAST.idle_timeout
     assert manifest["watch"]["alarm_requests_forgotten"] == 8
-    table = kinds.of_run(watch.recorder.run_dir).results(watch.recorder.run_dir)
+    table = kinds.of_run(watch.recorder.run_dir).results(watch.recorder.run_dir).to_json()
     assert table["recorded_alarms_agree"] and table["alarm_requests"] == {"cap": 5, "forgotten": 8}
 
 
@@ -229,7 +229,7 @@ def test_the_results_recompute_alarms_with_the_recorded_cap(tmp_path):
             fields["alarms"] = tracker.see(Call(request, "greedy", "full_kv", output))
             recorder.add(fields)
         recorder.close()
-        return kinds.of_run(recorder.run_dir).results(recorder.run_dir)
+        return kinds.of_run(recorder.run_dir).results(recorder.run_dir).to_json()
 
     capped, uncapped = run(2), run(None)  # `a` was forgotten before its second output: no alarm, live
     assert capped["recorded_alarms_agree"] and capped["alarms"]["determinism"] == 0

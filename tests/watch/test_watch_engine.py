@@ -52,7 +52,7 @@ def test_cold_and_warm_calls_are_classified_and_recorded_as_hashes(llama_server_
     assert "watch-test-secret" not in "".join(p.read_text() for p in run_dir.rglob("*") if p.is_file())
     manifest = _manifest(run_dir)
     assert manifest["status"] == "finished" and manifest["passes"]["calls-0001"]["status"] == "OK"
-    table = kinds.of_run(run_dir).results(run_dir)
+    table = kinds.of_run(run_dir).results(run_dir).to_json()
     assert table["by_state"] == {"full_eval": 1, "full_kv": 1} and table["recorded_alarms_agree"]
 
 
@@ -87,7 +87,7 @@ def test_an_alarm_for_a_prompt_whose_cold_and_warm_answers_differ_and_none_where
     assert counts["state_mixture"] == len(differ) and counts["determinism"] == 0
     metrics = watch.proxy.metrics.text().decode()
     assert f'kit_watch_alarms_total{{kind="state_mixture"}} {float(len(differ))}' in metrics
-    table = kinds.of_run(watch.recorder.run_dir).results(watch.recorder.run_dir)
+    table = kinds.of_run(watch.recorder.run_dir).results(watch.recorder.run_dir).to_json()
     assert table["alarms"]["state_mixture"] == len(differ) and table["recorded_alarms_agree"]
 
 

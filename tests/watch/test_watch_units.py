@@ -283,7 +283,7 @@ def test_records_rotate_into_passes_and_the_results_read_them_all_in_order(tmp_p
     assert {p: (i["status"], i["records"]) for p, i in manifest["passes"].items()} == {
         "calls-0001": ("OK", 2), "calls-0002": ("OK", 2), "calls-0003": ("OK", 1)}
     assert manifest["status"] == "finished"
-    table = kinds.of_run(recorder.run_dir).results(recorder.run_dir)
+    table = kinds.of_run(recorder.run_dir).results(recorder.run_dir).to_json()
     assert table["calls"] == 5 and table["recorded_alarms_agree"]
     assert table["alarms"]["determinism"] == sum(tracker.counts.values()) == 3
     assert (recorder.run_dir / "results" / "watch.csv").read_text().count("\n") == 1 + 2  # two repeated requests

@@ -8,9 +8,9 @@ the miss's own chunks (llama.cpp splits a batch into ubatches from its first pos
 
 from __future__ import annotations
 
-from typing import Any
 
-from kit.engines.base import require
+
+from kit.engines.base import Engine, PromptTools, require
 
 
 def boundary(prompt_tokens: int, chunk: int, offset: int) -> int | None:
@@ -20,10 +20,10 @@ def boundary(prompt_tokens: int, chunk: int, offset: int) -> int | None:
     return last if last > offset else None
 
 
-def aligned_prefix(engine: Any, prompt: str, prompt_tokens: int | None, chunk: int) -> tuple[str, int] | None:
+def aligned_prefix(engine: Engine, prompt: str, prompt_tokens: int | None, chunk: int) -> tuple[str, int] | None:
     """(prefix text, boundary in the engine's prompt tokens), or None when the prompt has no boundary before
     its last token or no text prefix tokenizes to exactly the tokens before it."""
-    tools = require(engine, "tokenization", "the ladder's chunk-aligned cache")
+    tools: PromptTools = require(engine, "tokenization", "the ladder's chunk-aligned cache")
     ids = tools.tokenize(prompt)
     if prompt_tokens is None:
         return None
@@ -38,7 +38,7 @@ def aligned_prefix(engine: Any, prompt: str, prompt_tokens: int | None, chunk: i
     return None
 
 
-def _prefix_of(tools: Any, prompt: str, wanted: list[int]) -> str | None:
+def _prefix_of(tools: PromptTools, prompt: str, wanted: list[int]) -> str | None:
     """The shortest prefix of `prompt` that tokenizes to exactly `wanted` (tokens may merge across a cut, so
     a few cuts past the first long enough one are tried)."""
     low, high = 0, len(prompt)

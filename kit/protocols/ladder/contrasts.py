@@ -16,8 +16,9 @@ the reference's setting and must reproduce it. A contrast is measured on the uni
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
+from kit.core.errors import KitError
 from kit.protocols.ladder.table import ContrastRow, Cost, FirstDifference, LadderHeadline
 from kit.record.divergence import first_difference
 
@@ -57,14 +58,24 @@ class Contrast:
     fix: str | None = None  # a fix's name (its row of the fixes table), else None: a rung's contrast
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str | int]]:
+        """The contrast as the manifest's `ladder` keeps it: the fields set, a pair or triple as a list."""
         return {key: (list(value) if isinstance(value, tuple) else value)
                 for key, value in self.__dict__.items() if value is not None}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Contrast:
-        fields: dict[str, Any] = {key: (tuple(value) if isinstance(value, list) else value) for key, value in data.items()}
-        return cls(**fields)
+    def from_json(cls, data: object, source: str) -> Contrast:
+        """A contrast as `to_json` wrote it into the manifest at `source`; a one-line KitError naming the field of
+        one of another shape."""
+        from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only where results are computed
+
+        try:
+            return TypeAdapter(cls).validate_python(data, strict=False)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the top level"
+            raise KitError(f"{source}: a contrast's {where}: {first['msg']}",
+                           "this run folder was changed after `kit run` wrote it") from None
 
 
 def logprob_gap(a: Out, b: Out) -> float | None:

@@ -12,7 +12,6 @@ gated on exactly that boundary cached), `alone` (a K-slot server, one request at
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from kit.protocols.ladder.contrasts import UNFIXED, Contrast
 
@@ -42,7 +41,7 @@ class LadderPass:
         """A record's `step` is its label's index here: the steps, then `batched` and `neighbour`."""
         return (*self.steps, *(("batched", "neighbour") if self.batched else ()))
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, int | str]:
         return {k: v for k, v in asdict(self).items() if k not in ("pass_id", "steps", "batched") and v is not None}
 
 

@@ -23,7 +23,7 @@ from kit.core.paths import RunPaths
 from kit.engines.base import CompletionRequest, require
 from kit.launch.cpu import cpu_backend
 from kit.launch.llamacpp import fixes
-from kit.launch.provider import NativeProvider
+from kit.launch.provider import EngineProvider, EngineSession, NativeProvider
 from kit.protocols import bounds as b
 from kit.protocols.kind import Analysis, CpuEstimate, Kind, Launcher, Lazy, Number
 from kit.protocols.ladder import plan as ladder_plan
@@ -71,7 +71,7 @@ def prepare(protocol: LadderProtocol, inputs: RunInputs) -> Prepared:
                     payload=items, seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> LadderResults:
     return ladder_results.write(run_dir)
 
 
@@ -95,7 +95,8 @@ def design(protocol: LadderProtocol, provider: NativeProvider) -> ladder_plan.De
                               other_threads, cpu.name if cpu else None, other, reason)
 
 
-def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_plan.LadderPass]) -> dict[str, Any]:
+def _providers(protocol: LadderProtocol, ctx: RunContext,
+               plans: list[ladder_plan.LadderPass]) -> dict[str, NativeProvider]:
     base: NativeProvider = ctx.provider  # type: ignore[assignment]
     formats = {}
     if protocol.formats:
@@ -105,7 +106,7 @@ def _providers(protocol: LadderProtocol, ctx: RunContext, plans: list[ladder_pla
                                                       protocol.formats and list(protocol.formats).index("F16") <
                                                       list(protocol.formats).index(label) else None)
                    for label in protocol.formats}
-        files = weight_formats.resolve(sources, base.describe(), say=lambda text: ctx.emit(Notice(text)))
+        files = weight_formats.resolve(sources, base, say=lambda text: ctx.emit(Notice(text)))
         ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
         formats = {label: base.variant(model=model.path, details=weight_formats.engine_details(label, model))
                    for label, (model, _) in files.items()}
@@ -169,7 +170,8 @@ def gate(step: str, cached: int | None, boundary: int | None = None) -> Gate:
     return Gate(True, None)
 
 
-def _pass(protocol: LadderProtocol, ctx: RunContext, items: list[Item], p: ladder_plan.LadderPass, provider: Any,
+def _pass(protocol: LadderProtocol, ctx: RunContext, items: list[Item], p: ladder_plan.LadderPass,
+          provider: EngineProvider,
           index: int, total: int) -> None:
     file = RunPaths.records_name(p.pass_id)
     ctx.manifest.set_pass(p.pass_id, file=file, status="running", started=now(), fresh_server=provider.fresh_servers,
@@ -226,7 +228,7 @@ def groups(units: list[str], size: int) -> list[list[tuple[str, bool]]]:
     return found
 
 
-def _batched(protocol: LadderProtocol, ctx: RunContext, live: Any, writer: RecordWriter, items: list[Item],
+def _batched(protocol: LadderProtocol, ctx: RunContext, live: EngineSession, writer: RecordWriter, items: list[Item],
              prompts: dict[str, str], labels: list[str], p: ladder_plan.LadderPass) -> None:
     """Each group of K prompts sent at once (K slots: continuous batching), reuse off."""
     with ThreadPoolExecutor(max_workers=protocol.neighbours) as pool:

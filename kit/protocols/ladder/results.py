@@ -4,7 +4,7 @@ the headline, written to results/ladder.json and results/ladder.csv (one row per
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 from kit.core.paths import RunPaths
 from kit.protocols.ladder.contrasts import UNFIXED, Contrast, Groups, Out, against, closes, headline, measure
@@ -12,18 +12,22 @@ from kit.protocols.ladder.table import LadderResults
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import JsonObject
 from kit.record.divergence import emitted
-from kit.record.files import read_records
+from kit.record.files import RecordFile, read_records
 from kit.record.manifest import Manifest
 
 
-def out(record: dict[str, Any]) -> Out:
-    """A record as the ladder compares it."""
-    completion = record["completion"]
-    gate = record.get("gate") or {}
-    tokens = tuple(emitted(record))
-    return Out(tokens, tuple((entry["token"], entry["logprob"]) for entry in completion.get("logprobs") or ()),
-               bool(gate.get("ok", True)), gate.get("reason"), completion.get("cached_tokens"),
-               float(record.get("wall_seconds") or 0.0), completion.get("decode_tokens") or len(tokens))
+def outs(file: RecordFile) -> Iterator[tuple[str, str, Out]]:
+    """(label, unit, the answer as the ladder compares it) of each answered record of a file, in seq order."""
+    for record in sorted(file.records, key=lambda r: r["seq"]):
+        completion = record["completion"]
+        if (completion or {}).get("outcome") != "ok":
+            continue
+        gate = record.get("gate") or {}
+        tokens = tuple(emitted(record))
+        yield record["label"], record["unit"], Out(
+            tokens, tuple((entry["token"], entry["logprob"]) for entry in completion.get("logprobs") or ()),
+            bool(gate.get("ok", True)), gate.get("reason"), completion.get("cached_tokens"),
+            float(record.get("wall_seconds") or 0.0), completion.get("decode_tokens") or len(tokens))
 
 
 def groups(run_dir: Path) -> Groups:
@@ -33,10 +37,8 @@ def groups(run_dir: Path) -> Groups:
         file = run_dir / (info.file or "")
         if info.status != "OK" or not info.file or not file.is_file():
             continue
-        for record in sorted(read_records(file).records, key=lambda r: r["seq"]):
-            if (record["completion"] or {}).get("outcome") != "ok":
-                continue
-            found.setdefault((pass_id, record["label"]), {}).setdefault(record["unit"], []).append(out(record))
+        for label, unit, answer in outs(read_records(file)):
+            found.setdefault((pass_id, label), {}).setdefault(unit, []).append(answer)
     return found
 
 
@@ -44,8 +46,9 @@ def ladder_results(run_dir: Path) -> LadderResults:
     manifest = Manifest.load(run_dir)
     design = manifest.run.to_json().get("ladder") or {}
     outputs = groups(run_dir)
-    rungs = [measure(outputs, Contrast.from_json(c)) for c in design.get("rungs", [])]
-    fixes = [measure(outputs, Contrast.from_json(c)) for c in design.get("fixes", [])]
+    source = f"{run_dir / 'manifest.json'}: ladder"
+    rungs = [measure(outputs, Contrast.from_json(c, f"{source}.rungs")) for c in design.get("rungs", [])]
+    fixes = [measure(outputs, Contrast.from_json(c, f"{source}.fixes")) for c in design.get("fixes", [])]
     unfixed = next((row.cost for row in fixes if row.fix == UNFIXED), None)
     for row in fixes:
         against(row, unfixed)
@@ -64,8 +67,8 @@ CSV_FIELDS = ("rung", "fix", "what", "status", "pairs", "identical", "identical_
               "logprobs_equal", "max_logprob_gap", "control", "latency_ratio", "throughput_change_pct", "reason")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> LadderResults:
     """Compute the table and write results/ladder.json and results/ladder.csv into the run folder."""
     table = ladder_results(run_dir)
-    return write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS,
-                         [row.to_json() for row in [*table.rungs, *table.fixes]])
+    write_results(run_dir, table, "ladder", "ladder", CSV_FIELDS, [row.to_json() for row in [*table.rungs, *table.fixes]])
+    return table

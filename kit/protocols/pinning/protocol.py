@@ -20,17 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, TypedDict, cast
 
 from pydantic import Field
 
 from kit.protocols.pinning import results as pinning_results
-from kit.record.cache_state import Calibration, classify, from_telemetry
+from kit.record.cache_state import Calibration, StateLabel, classify, from_telemetry
 from kit.engines.base import Completion, CompletionRequest, Engine, Message, PromptTools, require
 from kit.core.events import PassSummary, PinningCall, SessionEnded, SessionStarted
 from kit.record.manifest import now
 from kit.core.paths import RunPaths
 from kit.protocols import bounds as b
+from kit.launch.provider import EngineSession
 from kit.protocols.kind import Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.protocols.spec import ProtocolBase, Strict
@@ -131,7 +132,7 @@ def prepare(protocol: PinningProtocol, inputs: RunInputs) -> Prepared:
     return Prepared(plan=plan, workload=workload, payload=passes, seeds={"request_seed": protocol.seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> PinningResults:
     return pinning_results.write(run_dir)
 
 
@@ -151,10 +152,22 @@ def chat_request(engine: Engine, messages: list[Message], *, max_tokens: int, se
     return CompletionRequest(messages=tuple(messages), max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs)
 
 
-def reload_status(ctx: RunContext, launch: dict[str, Any]) -> dict[str, Any]:
+class Reload(TypedDict, total=False):
+    """A pass's `reload` in the manifest: what the provider did before it and whether that is confirmed (a
+    provider's own entry, `launch["reload"]`, is kept whole: kit.engines.cache_reset, kit.launch.instance)."""
+
+    method: str
+    confirmed: bool | None  # None: to be confirmed by the pass's first call (`confirm_by_telemetry`)
+    confirm_by_telemetry: bool
+    second_cache: str  # the cache a reset leaves in place, where one is known
+    detail: str
+
+
+def reload_status(ctx: RunContext, live: EngineSession) -> Reload:
     """What the provider did before this pass, and whether it is confirmed."""
+    launch = live.launch
     if "reload" in launch:
-        return dict(launch["reload"])
+        return cast(Reload, dict(launch["reload"]))
     if ctx.provider.fresh_servers:
         return {"method": "server restart", "confirmed": True,
                 "detail": f"new server process {launch.get('pid')} started and answered /health"}
@@ -181,13 +194,36 @@ def run(protocol: PinningProtocol, prepared: Prepared, ctx: RunContext) -> None:
             _pass(protocol, ctx, plan, calibration, len(prepared.payload))
 
 
-def _label(protocol: PinningProtocol, completion: Completion, calibration: Calibration | None) -> dict[str, Any]:
+class Label(TypedDict):
+    """A state label as a record keeps it (kit.record.cache_state.StateLabel)."""
+
+    state: str | None
+    confidence: float | None
+    source: str
+    detail: str
+
+
+class CallState(TypedDict):
+    """A pinning record's `state`: the label chosen (telemetry's, else timing's) and both labels."""
+
+    state: str | None
+    confidence: float | None
+    source: str
+    telemetry: Label | None
+    timing: Label | None
+
+
+def _kept(label: StateLabel | None) -> Label | None:
+    return None if label is None else {"state": label.state, "confidence": label.confidence, "source": label.source,
+                                       "detail": label.detail}
+
+
+def _label(protocol: PinningProtocol, completion: Completion, calibration: Calibration | None) -> CallState:
     telemetry = from_telemetry(completion.cached_tokens, completion.prompt_tokens, protocol.reuse_tolerance)
     timing = classify(calibration, completion.prefill_ms) if calibration else None
     chosen = telemetry or timing
     return {"state": chosen.state if chosen else None, "confidence": chosen.confidence if chosen else None,
-            "source": chosen.source if chosen else "none",
-            "telemetry": telemetry.to_json() if telemetry else None, "timing": timing.to_json() if timing else None}
+            "source": chosen.source if chosen else "none", "telemetry": _kept(telemetry), "timing": _kept(timing)}
 
 
 def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibration: Calibration | None,
@@ -200,7 +236,7 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
     stamp = ctx.stamp(plan.pass_id, "pinning")
     with ctx.provider.session(plan.pass_id, RunPaths(ctx.run_dir).logs) as live, \
             RecordWriter(ctx.run_dir / file, **stamp) as writer:
-        reload = reload_status(ctx, live.launch)
+        reload = reload_status(ctx, live)
         ctx.manifest.set_pass(plan.pass_id, launch=live.launch, reload=reload)
         ctx.emit(SessionStarted(plan.pass_id, index, total, live.launch))
         for call in plan.calls:
@@ -230,7 +266,7 @@ def _pass(protocol: PinningProtocol, ctx: RunContext, plan: PassPlan, calibratio
     ctx.emit(SessionEnded(plan.pass_id, status, reason))
 
 
-def _pass_status(reload: dict[str, Any], writer: RecordWriter, path: Path) -> tuple[str, str | None]:
+def _pass_status(reload: Reload, writer: RecordWriter, path: Path) -> tuple[str, str | None]:
     """OK when the reload before the pass is confirmed; a reset that only telemetry can confirm is confirmed
     when the pass's first request reused nothing. Cached tokens on that request despite an accepted reset mean
     a cache the reset does not reach served it: the reason names that cache (`second_cache`) where one is known."""

@@ -17,7 +17,7 @@ import csv
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kit.core.atomic_file import write_json_atomic, writing
 from kit.record.cache_state import (
@@ -328,14 +328,13 @@ CSV_FIELDS = ("pass_id", "phase", "role", "arm_index", "state", "confidence", "s
               "cached_tokens", "prompt_tokens", "output", "output_sha256")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> PinningResults:
     """Compute the results and write results/pinning.json and results/pinning_calls.csv."""
     manifest, passes, records = loaded = load(run_dir)
     table = pinning_table(run_dir, loaded)
     out = RunPaths(run_dir).results
     out.mkdir(exist_ok=True)
-    written = table.to_json()
-    write_json_atomic(out / "pinning.json", written)
+    write_json_atomic(out / "pinning.json", table.to_json())
     calibration = Calibration.from_json(table.calibration) if table.calibration else None
     names = {sha: label for label, sha in table.outputs.items()}
     with writing(out / "pinning_calls.csv") as fh:
@@ -349,4 +348,4 @@ def write(run_dir: Path) -> dict[str, Any]:
                                  "prefill_ms": r.prefill_ms, "cached_tokens": r.cached_tokens,
                                  "prompt_tokens": r.prompt_tokens, "output": names.get(str(r.output_sha256), ""),
                                  "output_sha256": r.output_sha256})
-    return written
+    return table

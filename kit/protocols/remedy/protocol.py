@@ -151,7 +151,7 @@ def prepare(protocol: RemedyProtocol, inputs: RunInputs) -> Prepared:
     if protocol.gsm8k is not None:
         items, described = items_for(reset_protocol(protocol), inputs.gsm8k)
         gsm8k = Prepared(plan={"items": len(items), "phases": [p["name"] for p in PHASES],
-                               "max_tokens": protocol.gsm8k.max_tokens}, workload=described, payload=items)
+                               "max_tokens": protocol.gsm8k.max_tokens}, workload=dict(described), payload=items)
     if protocol.bfcl is not None:
         bfcl = prepare_bfcl(grid_protocol(protocol), {"passes": ["on", "off"]}, inputs)
     parts = {name: part for name, part in (("gsm8k", gsm8k), ("bfcl", bfcl)) if part is not None}

@@ -6,13 +6,14 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from pydantic import Field, model_validator
 
 from kit.protocols.reset import results as reset_table
 from kit.record.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
+from kit.launch.provider import EngineProvider
 from kit.core.errors import ConfigError
 from kit.core.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.record.manifest import now
@@ -61,7 +62,18 @@ class ResetProtocol(ProtocolBase):
         return self
 
 
-def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], dict[str, Any]]:
+class ItemsServed(TypedDict, total=False):
+    """The manifest's `workload` of a run that serves GSM8K or arithmetic items (kit.record.manifest.WorkloadInfo)."""
+
+    source: Literal["gsm8k", "arithmetic"]
+    file: str
+    sha256: str
+    first_item: int
+    items: int
+    seed: int
+
+
+def items_for(protocol: ResetProtocol, gsm8k: Path | None) -> tuple[list[Item], ItemsServed]:
     """The items to serve and their description for the manifest (GSM8K file, or generated problems)."""
     workload = protocol.workload
     source = workload.source if workload.source != "auto" else ("gsm8k" if gsm8k else "arithmetic")
@@ -80,11 +92,11 @@ def prepare(protocol: ResetProtocol, inputs: RunInputs) -> Prepared:
     items, workload = items_for(protocol, inputs.gsm8k)
     plan = {"sessions": protocol.sessions, "items": len(items), "phases": [p.name for p in protocol.phases],
             "requests": protocol.sessions * len(items) * len(protocol.phases), "max_tokens": protocol.max_tokens}
-    return Prepared(plan=plan, workload=workload, payload=items,
+    return Prepared(plan=plan, workload=dict(workload), payload=items,
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> ResetResults:
     return reset_table.write(run_dir)
 
 
@@ -106,11 +118,19 @@ def check_gate(phase: Phase, cached: int | None, gates: Gates) -> tuple[bool, st
     return True, None
 
 
-def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> dict[str, Any]:
+class Verdict(NamedTuple):
+    """One item's four phases compared (the fields of its ItemVerdict event, in their order)."""
+
+    recompute_reproduces: bool
+    hit_reproduces: bool
+    paths_differ: bool
+    first_difference: int | None
+
+
+def _verdict(protocol: ResetProtocol, outputs: list[list[int]]) -> Verdict:
     cold = [o for o, p in zip(outputs, protocol.phases) if p.expect == "cold"]
     warm = [o for o, p in zip(outputs, protocol.phases) if p.expect == "warm"]
-    return {"recompute_reproduces": cold[0] == cold[1], "hit_reproduces": warm[0] == warm[1],
-            "paths_differ": cold[0] != warm[0], "first_difference": first_difference(cold[0], warm[0])}
+    return Verdict(cold[0] == cold[1], warm[0] == warm[1], cold[0] != warm[0], first_difference(cold[0], warm[0]))
 
 
 ESTIMATE_FROM_REQUESTS = 100  # smaller runs (the demo) start at once; a stated duration would only delay them
@@ -178,7 +198,7 @@ def _session(protocol: ResetProtocol, ctx: RunContext, items: list[Item], system
 Check = Callable[[Phase, "int | None", Gates], "tuple[bool, str | None]"]
 
 
-def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: Any, pass_id: str, order: list[Item],
+def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: EngineProvider, pass_id: str, order: list[Item],
                   system_prompt: str, numbered: tuple[int, int], check: Check = check_gate) -> None:
     """One session on a fresh server of `provider`: each item of `order` through the protocol's phases, one
     record per request (pass `pass_id`), gated by `check`; the pass ends OK or VOID. `numbered`: (this
@@ -218,7 +238,7 @@ def serve_session(protocol: ResetProtocol, ctx: RunContext, provider: Any, pass_
                     violations += 1
                     first_violation = first_violation or f"item {item.id}, {why}"
                 outputs.append(list(completion.token_ids or ()))
-            ctx.emit(ItemVerdict(pass_id, item.id, done, len(order), **_verdict(protocol, outputs)))
+            ctx.emit(ItemVerdict(pass_id, item.id, done, len(order), *_verdict(protocol, outputs)))
             if done >= gates.abort_after_items and violations > gates.abort_violation_share * requests:
                 status = "VOID"
                 reason = (f"aborted after {done} items: {violations} of {requests} requests violated the "

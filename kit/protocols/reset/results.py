@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Literal, Self
 
 from pydantic import model_validator
 
+from kit.core.errors import KitError
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import Count, McNemar, Part, Results, said_not_ok
 from kit.record.divergence import emitted, first_difference
@@ -84,30 +86,51 @@ class ResetResults(Results):
         return [s for s in self.sessions if s.ok]
 
 
-def item_paths(records: list[dict]) -> dict[str, dict[str, Any]]:
-    """unit -> {"cold": [outputs in phase order], "warm": [...], "texts": {path: first text},
-    "reference": answer} for units whose phases all succeeded."""
-    units: dict[str, dict[str, Any]] = defaultdict(lambda: {"cold": [], "warm": [], "texts": {}})
+Output = tuple[int | str, ...]  # an answer's emitted tokens: ids where the engine gave them, else token strings
+Path_ = Literal["cold", "warm"]  # recompute (cold) or cache hit (warm)
+
+
+@dataclass
+class ItemPaths:
+    """One item's outputs on each path in phase order (two each where its phases all succeeded), the first text
+    of each path and its reference answer (None: the item has none)."""
+
+    cold: list[Output] = field(default_factory=list)
+    warm: list[Output] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+    reference: str | None = None
+
+    def outputs(self, path: Path_) -> list[Output]:
+        return self.cold if path == "cold" else self.warm
+
+
+def item_paths(records: list[dict]) -> dict[str, ItemPaths]:
+    """unit -> its outputs per path (`ItemPaths`), for units whose phases all succeeded (records as read)."""
+    units: dict[str, ItemPaths] = defaultdict(ItemPaths)
     failed = set()
     for record in sorted(records, key=lambda r: r["seq"]):
         unit = units[record["unit"]]
         if record["completion"].get("outcome") != "ok":
             failed.add(record["unit"])
-        unit[record["expect"]].append(tuple(emitted(record)))
-        unit["texts"].setdefault(record["expect"], record["completion"]["text"])
-        unit["reference"] = record.get("reference")
-    return {u: p for u, p in units.items() if u not in failed and len(p["cold"]) == 2 and len(p["warm"]) == 2}
+        expect = record["expect"]
+        if expect not in ("cold", "warm"):
+            raise KitError(f"a reset record of unit {record['unit']!r} expects {expect!r}, neither cold nor warm",
+                           "the records file was changed after the run wrote it")
+        unit.outputs(expect).append(tuple(emitted(record)))
+        unit.texts.setdefault(expect, record["completion"]["text"])
+        unit.reference = record.get("reference")
+    return {u: p for u, p in units.items() if u not in failed and len(p.cold) == 2 and len(p.warm) == 2}
 
 
-def outcomes(units: dict[str, dict[str, Any]]) -> Outcomes | None:
+def outcomes(units: dict[str, ItemPaths]) -> Outcomes | None:
     """Correctness per path (answers compared numerically), flips in both directions, exact McNemar."""
     from kit.stats import exact_mcnemar  # noqa: PLC0415 - loads numpy: only when computing
 
-    scored = {u: p for u, p in units.items() if p.get("reference") is not None}
+    scored = {u: p for u, p in units.items() if p.reference is not None}
     if not scored:
         return None
-    right = {u: {path: is_correct(p["texts"][path], p["reference"]) for path in ("cold", "warm")}
-             for u, p in scored.items()}
+    right = {u: {path: is_correct(p.texts[path], p.reference) for path in ("cold", "warm")}
+             for u, p in scored.items() if p.reference is not None}
     lost = sum(r["cold"] and not r["warm"] for r in right.values())
     gained = sum(r["warm"] and not r["cold"] for r in right.values())
     return Outcomes(items=len(right), recompute_correct=sum(r["cold"] for r in right.values()),
@@ -115,24 +138,25 @@ def outcomes(units: dict[str, dict[str, Any]]) -> Outcomes | None:
                     recompute_wrong_hit_right=gained, mcnemar=McNemar(**exact_mcnemar(lost, gained).to_json()))
 
 
-def counts(units: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """One session's counts (units: item -> {"cold": [two outputs], "warm": [two outputs]}): items, each path
-    reproducing itself, the paths differing, and differing on an item where each path reproduced (cache-caused)."""
+def counts(units: dict[str, ItemPaths]) -> dict[str, int]:
+    """One session's counts (units: item -> its two outputs per path): items, each path reproducing itself, the
+    paths differing, and differing on an item where each path reproduced (cache-caused)."""
     return {"items": len(units),
-            "recompute_reproduces": sum(p["cold"][0] == p["cold"][1] for p in units.values()),
-            "hit_reproduces": sum(p["warm"][0] == p["warm"][1] for p in units.values()),
-            "paths_differ": sum(p["cold"][0] != p["warm"][0] for p in units.values()),
-            "cache_caused": sum(p["cold"][0] == p["cold"][1] and p["warm"][0] == p["warm"][1]
-                                and p["cold"][0] != p["warm"][0] for p in units.values())}
+            "recompute_reproduces": sum(p.cold[0] == p.cold[1] for p in units.values()),
+            "hit_reproduces": sum(p.warm[0] == p.warm[1] for p in units.values()),
+            "paths_differ": sum(p.cold[0] != p.warm[0] for p in units.values()),
+            "cache_caused": sum(p.cold[0] == p.cold[1] and p.warm[0] == p.warm[1]
+                                and p.cold[0] != p.warm[0] for p in units.values())}
 
 
 TABLE = "restored-state control"  # the `table` name of its results
 COUNT_KEYS = tuple(counts({}))  # the names of a session's counts, in their order (for lists of them per session)
 
 
-def session_rows(run_dir: Path) -> tuple[list[Session], dict[str, dict]]:
+def session_rows(run_dir: Path) -> tuple[list[Session], dict[str, dict[str, ItemPaths]]]:
     manifest = Manifest.load(run_dir)
-    rows, paths_by_session = [], {}
+    rows: list[Session] = []
+    paths_by_session: dict[str, dict[str, ItemPaths]] = {}
     passes = sorted(manifest.run.passes.items(), key=lambda kv: kv[1].session or 0)
     for pass_id, info in passes:
         file = run_dir / (info.file or "")
@@ -141,21 +165,21 @@ def session_rows(run_dir: Path) -> tuple[list[Session], dict[str, dict]]:
             continue
         units = item_paths(read_records(file).records)
         paths_by_session[pass_id] = units
-        firsts = [first_difference(p["cold"][0], p["warm"][0]) for p in units.values()]
+        firsts = [first_difference(p.cold[0], p.warm[0]) for p in units.values()]
         rows.append(Session(session=pass_id, status=info.status, reason=info.reason, **counts(units),
                             outcomes=outcomes(units),
                             first_difference_tokens=sorted(f for f in firsts if f is not None)))
     return rows, paths_by_session
 
 
-def across_sessions(paths_by_session: dict[str, dict]) -> AcrossSessions:
+def across_sessions(paths_by_session: dict[str, dict[str, ItemPaths]]) -> AcrossSessions:
     """Items whose every output on a path is the same token sequence in all OK sessions."""
     if len(paths_by_session) < 2:
         return AcrossSessions(sessions=len(paths_by_session), note="needs at least two OK sessions")
     common = set.intersection(*(set(units) for units in paths_by_session.values()))
 
-    def same_in_all(path: str) -> int:
-        return sum(len({out for units in paths_by_session.values() for out in units[unit][path]}) == 1
+    def same_in_all(path: Path_) -> int:
+        return sum(len({out for units in paths_by_session.values() for out in units[unit].outputs(path)}) == 1
                    for unit in common)
 
     return AcrossSessions(sessions=len(paths_by_session), items=len(common), recompute_same_in_all=same_in_all("cold"),
@@ -181,12 +205,13 @@ def cut_answers(run_dir: Path) -> tuple[int | None, dict[str, tuple[int, int]]]:
         file = run_dir / (info.file or "")
         if info.status != "OK" or not file.is_file():
             continue
-        scored: dict[tuple[str, str], dict[str, Any]] = {}
+        scored: dict[tuple[str, str], tuple[object, str]] = {}  # (unit, path) -> its first (finish_reason, text)
         for record in sorted(read_records(file).records, key=lambda r: r["seq"]):
             if record.get("reference") is not None:
-                scored.setdefault((record["unit"], record["expect"]), record["completion"])
-        cut = sum(c.get("finish_reason") == "length" and extract(c.get("text") or "")[0] is None
-                  for c in scored.values())
+                completion = record["completion"]
+                scored.setdefault((record["unit"], record["expect"]),
+                                  (completion.get("finish_reason"), completion.get("text") or ""))
+        cut = sum(reason == "length" and extract(text)[0] is None for reason, text in scored.values())
         found[pass_id] = (len(scored), cut)
     return manifest.run.plan.max_tokens, found
 
@@ -195,7 +220,8 @@ CSV_FIELDS = ("session", "status", "items", "recompute_reproduces", "hit_reprodu
               "reason")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> ResetResults:
     """Compute the table and write results/reset_table.json and .csv into the run folder."""
     table = reset_table(run_dir)
-    return write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, [s.to_json() for s in table.sessions])
+    write_results(run_dir, table, "reset_table", "reset_table", CSV_FIELDS, [s.to_json() for s in table.sessions])
+    return table

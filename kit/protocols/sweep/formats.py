@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import model_validator
 
 from kit.core.errors import ConfigError
 from kit.models.derived import ensure_format
+from kit.launch.provider import EngineProvider
 from kit.models.fetch import ModelFile, default_cache_dir, ensure_model
 from kit.protocols.spec import Strict
 
@@ -62,8 +63,15 @@ def served_as_is(formats: dict[str, FormatSource]) -> str:
     return next(iter(formats))
 
 
-def run_model(details: dict[str, Any]) -> ModelFile:
-    """The model the run was started with, as the provider describes it."""
+# A format's entry in the manifest's `formats`: how its file was made or found, then the file itself
+FormatEntry = TypedDict("FormatEntry", {
+    "how": str, "from": str, "from_sha256": str, "converter_record": str, "expect_sha256": str,
+    "matches_expected": bool, "path": str, "file": str, "sha256": str, "name": str | None}, total=False)
+
+
+def run_model(provider: EngineProvider) -> ModelFile:
+    """The model the run was started with, as its engine provider describes it."""
+    details = provider.describe()
     path, digest = details.get("model_path"), details.get("model_sha256")
     if not path or not digest:
         raise ConfigError("this protocol derives weight formats from the run's model, but the engine provider "
@@ -71,22 +79,24 @@ def run_model(details: dict[str, Any]) -> ModelFile:
     return ModelFile(Path(path), str(digest), details.get("model_name"), "the run's model")
 
 
-def resolve(formats: dict[str, FormatSource], details: dict[str, Any], say=print,
-            cache_dir: Path | None = None) -> dict[str, tuple[ModelFile, dict[str, Any]]]:
+def resolve(formats: dict[str, FormatSource], provider: EngineProvider, say=print,
+            cache_dir: Path | None = None) -> dict[str, tuple[ModelFile, FormatEntry]]:
     """Every format's verified file and its manifest entry, in the protocol's order."""
     cache_dir = cache_dir or default_cache_dir()
-    resolved: dict[str, tuple[ModelFile, dict[str, Any]]] = {}
+    resolved: dict[str, tuple[ModelFile, FormatEntry]] = {}
     for label, source in formats.items():
+        entry: FormatEntry
         if source.derive is not None:
-            base = resolved[source.of][0] if source.of else run_model(details)
+            base = resolved[source.of][0] if source.of else run_model(provider)
             say(f"format {label}: {source.derive} from {base.path.name} (gguf; converted once, then cached)")
             made = ensure_format(base, source.derive, cache_dir)
-            entry: dict[str, Any] = {"how": f"derived {source.derive}", "from": source.of or SOURCE, "from_sha256": base.sha256,
+            entry = {"how": f"derived {source.derive}", "from": source.of or SOURCE, "from_sha256": base.sha256,
                      "converter_record": made.path.name + ".json"}
             if source.expect_sha256:
-                entry.update(expect_sha256=source.expect_sha256, matches_expected=made.sha256 == source.expect_sha256)
+                entry["expect_sha256"] = source.expect_sha256
+                entry["matches_expected"] = made.sha256 == source.expect_sha256
         elif source.model == SOURCE:
-            made, entry = run_model(details), {"how": "the run's model"}
+            made, entry = run_model(provider), {"how": "the run's model"}
         elif source.model is not None:
             made, entry = ensure_model(source.model), {"how": f"model {source.model}"}
         else:  # FormatSource's validator: a model or a derivation, always one

@@ -14,7 +14,7 @@ The dequantized-weights control is the same procedure with a format derived from
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -44,9 +44,6 @@ class SweepPass(PassPlan):
     format: str = ""
     history: int = 0
     role: Literal["cell", "reference", "replicate"] = "cell"
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class SweepProtocol(BfclPassesProtocol):
@@ -129,7 +126,7 @@ def prepare(protocol: SweepProtocol, inputs: RunInputs) -> Prepared:
         "comparisons": list(comparisons(protocol))}, inputs)
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> SweepResults:
     return sweep_run.write(run_dir)
 
 
@@ -174,7 +171,7 @@ def run(protocol: SweepProtocol, prepared: Prepared, ctx: RunContext) -> None:
         details = {label: {**ctx.provider.describe(), "format": label}}
         providers = {label: ctx.provider}
     else:
-        files = weight_formats.resolve(protocol.formats, ctx.provider.describe(),
+        files = weight_formats.resolve(protocol.formats, ctx.provider,
                                        say=lambda text: ctx.emit(Notice(text)))
         ctx.manifest.update(formats={label: entry for label, (_, entry) in files.items()})
         details = {label: weight_formats.engine_details(label, model) for label, (model, _) in files.items()}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
 
 from kit.protocols.passes import OkPasses
 from kit.protocols.results_files import write_results
@@ -116,11 +115,12 @@ def sweep_table(run_dir: Path) -> SweepResults:
 CSV_FIELDS = ("cell", "format", "history", "pass_on", "pass_reference", "episodes", "diverged", "rate", "lo", "hi")
 
 
-def write(run_dir: Path) -> dict[str, Any]:
+def write(run_dir: Path) -> SweepResults:
     """Compute the sweep's results and write results/sweep.json and results/sweep.csv."""
     table = sweep_table(run_dir)
     rows = [{"cell": name, "format": c.format, "history": c.history, "pass_on": c.passes[0],
              "pass_reference": c.passes[1], **{k: c.to_json().get(k) for k in ("episodes", "diverged", "rate")},
              **{k: getattr(c.interval, k, None) for k in ("lo", "hi")}}
             for name, c in table.cells.items()]
-    return write_results(run_dir, table, "sweep", "sweep", CSV_FIELDS, rows)
+    write_results(run_dir, table, "sweep", "sweep", CSV_FIELDS, rows)
+    return table

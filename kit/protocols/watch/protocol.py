@@ -9,14 +9,36 @@ each), `WatchRecord`s (kit.record.model). `prepare` refuses with the command to 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from kit.core.errors import ConfigError
 from kit.protocols.kind import Analysis, Kind, Launcher, Lazy, Number
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
-from kit.protocols.spec import ProtocolBase
+from kit.protocols.spec import ProtocolBase, Strict
 from kit.protocols.watch.results import WatchResults
 from kit.record.model import WatchRecord
+
+
+class TimingClass(Strict):
+    """One timing class of the calibration the proxy labelled calls with (kit.record.cache_state.ClassFit)."""
+
+    states: list[str]
+    n: int
+    min_ms: float
+    max_ms: float
+    median_ms: float
+    log_mean: float
+    name: str
+
+
+class FittedCalibration(Strict):
+    """The calibration the proxy ran with, as `Calibration.to_json()` writes it (from `kit check`)."""
+
+    classes: list[TimingClass]
+    boundaries_ms: list[float]
+    log_sd: float
+    separated: bool
+    merged: list[list[str]]
 
 
 class WatchProtocol(ProtocolBase):
@@ -29,7 +51,7 @@ class WatchProtocol(ProtocolBase):
     pinned: bool = False
     rotate: int | None = None
     reuse_tolerance: int | None = None
-    calibration: dict[str, Any] | None = None
+    calibration: FittedCalibration | None = None
 
 
 def prepare(protocol: WatchProtocol, inputs: RunInputs) -> Prepared:
@@ -41,7 +63,7 @@ def run(protocol: WatchProtocol, prepared: Prepared, ctx: RunContext) -> None:
     prepare(protocol, RunInputs())
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> WatchResults:
     from kit.protocols.watch.results import results as watch_results  # noqa: PLC0415
 
     return watch_results(run_dir)

@@ -10,14 +10,15 @@ results/watch.json holds the table; results/watch.csv one row per repeated reque
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from kit.core.errors import KitError
 from kit.core.paths import RunPaths
 from kit.protocols.results_files import write_results
 from kit.protocols.results_model import Count, JsonObject, Number, Part, Results, field_alias
-from kit.record.files import read_records
+from kit.record.files import RecordFile, read_records
 from kit.record.manifest import Manifest
 from kit.record.alarms import KINDS, Call, Tracker
 
@@ -86,71 +87,109 @@ def _quantile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
 
 
-def compute(records: list[dict[str, Any]], pinned: bool, cap: int | None = None) -> JsonObject:
-    """The table of a watch run's records, in answer order (pass after pass, seq within); `cap`: the requests
+class WatchCall(NamedTuple):
+    """A watch record as its results count it (read from the records file, `read`)."""
+
+    pass_id: str
+    seq: int
+    request_sha256: str
+    decoding: str | None  # as recorded (null: sampled)
+    state: str | None  # the cache state that served it, null where unknown
+    source: str  # what said that state, as its table's key (`None` where nothing did)
+    endpoint: str  # as its table's key
+    output_sha256: str | None
+    alarms: tuple[str, ...]  # the alarms the proxy raised live
+    wall_seconds: float | None
+
+
+@dataclass
+class _Asked:
+    """One request's calls, its distinct outputs per cache state, and the alarms it raised."""
+
+    calls: int = 0
+    outputs: dict[str, set[str]] = field(default_factory=dict)
+    alarms: Counter[str] = field(default_factory=Counter)
+
+
+def compute(calls: list[WatchCall], pinned: bool, cap: int | None = None, *, run_id: str | None = None,
+            upstream: str | None = None, engine_kind: str | None = None) -> WatchResults:
+    """The table of a watch run's calls, in answer order (pass after pass, seq within); `cap`: the requests
     the alarm tracker remembers (the table then says how many it forgot)."""
     tracker = Tracker(pinned=pinned, cap=cap)
     by_state: Counter[str] = Counter()
-    requests: dict[str, dict[str, Any]] = {}
+    requests: dict[str, _Asked] = {}
     alarm_calls: list[AlarmCall] = []
     disagree = 0
-    for record in records:
-        state = (record.get("state") or {}).get("state")
-        by_state[state or "unknown"] += 1
-        raised = tracker.see(Call(record["request_sha256"], record.get("decoding"), state, record.get("output_sha256")))
-        disagree += sorted(raised) != sorted(record.get("alarms") or [])
-        entry = requests.setdefault(record["request_sha256"], {"calls": 0, "outputs": {}, "alarms": Counter()})
-        entry["calls"] += 1
-        if record.get("output_sha256"):
-            entry["outputs"].setdefault(state or "unknown", set()).add(record["output_sha256"])
-        entry["alarms"].update(raised)
+    for call in calls:
+        by_state[call.state or "unknown"] += 1
+        raised = tracker.see(Call(call.request_sha256, call.decoding, call.state, call.output_sha256))
+        disagree += sorted(raised) != sorted(call.alarms)
+        entry = requests.setdefault(call.request_sha256, _Asked())
+        entry.calls += 1
+        if call.output_sha256:
+            entry.outputs.setdefault(call.state or "unknown", set()).add(call.output_sha256)
+        entry.alarms.update(raised)
         if raised and len(alarm_calls) < ALARMS_LISTED:
-            alarm_calls.append(AlarmCall(pass_=record["pass_id"], seq=record["seq"], alarms=list(raised), state=state,
-                                         request_sha256=record["request_sha256"],
-                                         output_sha256=record.get("output_sha256")))
-    repeated = [Repeated(request_sha256=digest, calls=e["calls"],
-                         states={s: len(o) for s, o in sorted(e["outputs"].items())},
-                         distinct_outputs=len(set().union(*e["outputs"].values())) if e["outputs"] else 0,
-                         alarms=dict(e["alarms"])) for digest, e in requests.items() if e["calls"] > 1]
-    seconds = [r["wall_seconds"] for r in records if isinstance(r.get("wall_seconds"), (int, float))]
-    forgotten = {} if cap is None else {"alarm_requests": AlarmStore(cap=cap, forgotten=tracker.forgotten)}
-    return {
-        "calls": len(records), "by_state": dict(by_state.most_common()),
-        "by_endpoint": dict(Counter(str(r.get("endpoint")) for r in records).most_common()),
-        "by_decoding": dict(Counter(str(r.get("decoding") or "sampled") for r in records).most_common()),
-        "by_source": dict(Counter(str((r.get("state") or {}).get("source")) for r in records).most_common()),
-        "failed": sum(1 for r in records if r.get("output_sha256") is None),
-        "latency_ms": Latency(p50=_quantile(seconds, 0.5), p99=_quantile(seconds, 0.99)),
-        "requests": len(requests), "repeated": repeated,
-        "alarms": {kind: tracker.counts[kind] for kind in KINDS}, "alarm_calls": alarm_calls,
-        "recorded_alarms_agree": disagree == 0, "pinned": pinned, **forgotten,
-    }
+            alarm_calls.append(AlarmCall(pass_=call.pass_id, seq=call.seq, alarms=list(raised), state=call.state,
+                                         request_sha256=call.request_sha256, output_sha256=call.output_sha256))
+    repeated = [Repeated(request_sha256=digest, calls=e.calls, states={s: len(o) for s, o in sorted(e.outputs.items())},
+                         distinct_outputs=len(set().union(*e.outputs.values())) if e.outputs else 0,
+                         alarms=dict(e.alarms)) for digest, e in requests.items() if e.calls > 1]
+    seconds = [c.wall_seconds for c in calls if c.wall_seconds is not None]
+    table = WatchResults(
+        table="watch", run_id=run_id, upstream=upstream, engine_kind=engine_kind,
+        calls=len(calls), by_state=dict(by_state.most_common()),
+        by_endpoint=dict(Counter(c.endpoint for c in calls).most_common()),
+        by_decoding=dict(Counter(str(c.decoding or "sampled") for c in calls).most_common()),
+        by_source=dict(Counter(c.source for c in calls).most_common()),
+        failed=sum(1 for c in calls if c.output_sha256 is None),
+        latency_ms=Latency(p50=_quantile(seconds, 0.5), p99=_quantile(seconds, 0.99)),
+        requests=len(requests), repeated=repeated,
+        alarms={kind: tracker.counts[kind] for kind in KINDS}, alarm_calls=alarm_calls,
+        recorded_alarms_agree=disagree == 0, pinned=pinned,
+    )
+    if cap is not None:  # set only then: the table of a run before the proxy had a cap is as it was
+        table.alarm_requests = AlarmStore(cap=cap, forgotten=tracker.forgotten)
+    return table
 
 
-def read(run_dir: Path) -> tuple[list[dict[str, Any]], bool, int | None]:
-    """(the records of every OK pass in pass order, whether the proxy watched a pinned instance, the cap on
+def _calls(file: RecordFile) -> list[WatchCall]:
+    """The calls of a records file, each read by the fields its results count."""
+    calls = []
+    for record in file.records:
+        state = record.get("state") or {}
+        seconds = record.get("wall_seconds")
+        calls.append(WatchCall(record["pass_id"], record["seq"], record["request_sha256"], record.get("decoding"),
+                               state.get("state"), str(state.get("source")), str(record.get("endpoint")),
+                               record.get("output_sha256"), tuple(record.get("alarms") or ()),
+                               seconds if isinstance(seconds, (int, float)) else None))
+    return calls
+
+
+def read(run_dir: Path) -> tuple[list[WatchCall], bool, int | None]:
+    """(the calls of every OK pass in pass order, whether the proxy watched a pinned instance, the cap on
     the requests its alarm tracker remembered)."""
     manifest = Manifest.load(run_dir).run
-    records: list[dict[str, Any]] = []
+    calls: list[WatchCall] = []
     for pass_id in sorted(manifest.passes):
         info = manifest.passes[pass_id]
         if info.status == "OK" and info.file:
-            records.extend(read_records(run_dir / info.file, logprobs=False).records)
+            calls.extend(_calls(read_records(run_dir / info.file, logprobs=False)))
     resolved = manifest.protocol.resolved
     bounds = resolved.get("bounds")
     cap = bounds.get("alarm_requests") if isinstance(bounds, dict) else None
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
         raise KitError(f"{run_dir}: the manifest's protocol.resolved.bounds.alarm_requests is not a positive "
                        "whole number", "this run folder was changed after `kit watch` wrote it")
-    return records, bool(resolved.get("pinned")), cap
+    return calls, bool(resolved.get("pinned")), cap
 
 
 def watch_results(run_dir: Path) -> WatchResults:
     """The watch table, from the run folder only (what `results` writes; `kit analyze` reads it too)."""
     manifest = Manifest.load(run_dir).run
     resolved = manifest.protocol.resolved
-    return WatchResults(table="watch", run_id=manifest.run_id, upstream=resolved.get("upstream"),
-                        engine_kind=resolved.get("engine_kind"), **compute(*read(run_dir)))
+    return compute(*read(run_dir), run_id=manifest.run_id, upstream=resolved.get("upstream"),
+                   engine_kind=resolved.get("engine_kind"))
 
 
 def watch_table(run_dir: Path) -> JsonObject:
@@ -162,11 +201,11 @@ RESULTS = RunPaths.result_name("watch")
 FILES = {"watch": RESULTS, "watch_csv": RunPaths.result_name("watch", ".csv")}
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> WatchResults:
     """Compute the watch table from the run folder and write results/watch.json and .csv; the table with the
     results files in its `files`, as every kind's (the run's manifest records them). results/watch.json is the
     table as every earlier kit wrote it, without `files`, so that their bundles' results still compare equal
     to the ones `kit verify` recomputes."""
     table = watch_results(run_dir)
-    written = write_results(run_dir, table, "watch", "watch", FIELDS, [r.to_json() for r in table.repeated])
-    return {**written, "files": FILES}
+    write_results(run_dir, table, "watch", "watch", FIELDS, [r.to_json() for r in table.repeated])
+    return table.model_copy(update={"files": FILES})

@@ -60,7 +60,7 @@ def run(protocol: ToyProtocol, prepared: Prepared, ctx: RunContext) -> None:
     ctx.manifest.set_pass(PASS, status="OK", reason=None, records=writer.count, ended=now())
 
 
-def results(run_dir: Path) -> dict[str, Any]:
+def results(run_dir: Path) -> ToyResults:
     from .results import results as toy_results  # the results load with what they compute, when asked
 
     return toy_results(run_dir)

@@ -24,18 +24,23 @@ class ToyResults(Results):
     first: str | None = None
 
 
-def toy_table(run_dir: Path) -> dict[str, Any]:
-    """The results table, read from the run folder (what `kit analyze` keeps for a toy run)."""
+def toy_results(run_dir: Path) -> ToyResults:
+    """The results table, read from the run folder."""
     passes = Manifest.load(run_dir).run.passes
     require_whole(run_dir, passes)
     answers = [record["completion"]["text"] for info in passes.values() if info.status == "OK" and info.file
                for record in read_records(run_dir / info.file).records]
     return ToyResults(table=TABLE, files={"toy": FILE}, answers=len(answers), distinct=len(set(answers)),
-                      first=answers[0] if answers else None).to_json()
+                      first=answers[0] if answers else None)
 
 
-def results(run_dir: Path) -> dict[str, Any]:
-    table = toy_table(run_dir)
+def toy_table(run_dir: Path) -> dict[str, Any]:
+    """The results table's JSON values (what `kit analyze` keeps for a toy run)."""
+    return toy_results(run_dir).to_json()
+
+
+def results(run_dir: Path) -> ToyResults:
+    table = toy_results(run_dir)
     RunPaths(run_dir).results.mkdir(exist_ok=True)
-    write_json_atomic(run_dir / FILE, table)
+    write_json_atomic(run_dir / FILE, table.to_json())
     return table
