@@ -17,6 +17,14 @@ their creation time), byte for byte.
 
     PYTHONPATH=. python bench/bench_analyze.py --baseline-ref edcf597 --repeats 3
 
+Step by step in CPU seconds (`--cpu-steps`, with or without `--baseline-ref`): each tree analyses the records
+in one process (`--workers 1`) with the step timer counting that process's CPU time instead of the clock, so
+that other work on the machine does not inflate the steps; prints each step's median CPU seconds (baseline
+beside this tree) and the load average. The steps' wall seconds of a parallel run overlap and stretch under
+load; these add up to the analysis's CPU time.
+
+    PYTHONPATH=. python bench/bench_analyze.py --baseline-ref main --cpu-steps --repeats 2
+
 Target: under 15 s on 2 cores (the release before this one: about 57 s).
 """
 
@@ -56,6 +64,52 @@ def analyze(root: Path, data: Path, out: Path) -> tuple[float, float, subprocess
     proc = subprocess.run([sys.executable, "-m", "kit.cli", "analyze", *parts, "--out", str(out)], env=env,
                           cwd=root, capture_output=True, text=True, check=False)
     return time.monotonic() - started, cpu_of_children() - cpu, proc
+
+
+# One analysis in one process with the step timer (kit.analysis.findings.Timer) on this process's CPU clock: with
+# one worker every step runs here, so each step's figure is its CPU seconds. Prints one JSON line.
+CPU_STEPS = """
+import json, resource, sys, time
+from pathlib import Path
+time.perf_counter = time.process_time
+started = time.process_time()
+from kit.analysis import findings
+imported = time.process_time() - started
+data = Path(sys.argv[1])
+result = findings.analyze([data / p for p in ("grid", "sweep", "reset", "bridge")], Path(sys.argv[2]),
+                          findings.Settings(workers=1))
+used = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"import kit.analysis": round(imported, 3), **result.timings_seconds,
+                  "total CPU of the process": round(used.ru_utime + used.ru_stime, 3)}))
+"""
+
+
+def cpu_steps(root: Path, data: Path, out: Path) -> dict[str, float]:
+    """CPU seconds per step of one single-process analysis with the kit of tree `root` (CPU_STEPS)."""
+    proc = subprocess.run([sys.executable, "-c", CPU_STEPS, str(data), str(out)], cwd=root, capture_output=True,
+                          text=True, check=False, env={**os.environ, "PYTHONPATH": str(root)})
+    if proc.returncode != 0:
+        raise SystemExit(f"{root}: the single-process analysis exited {proc.returncode}\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def steps_side_by_side(trees: dict[str, Path], data: Path, work: Path, repeats: int) -> None:
+    """Each tree's CPU seconds per step (`cpu_steps`), the trees in turn `repeats` times; prints the medians."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    loads = []
+    for repeat in range(repeats):
+        for name in (list(trees) if repeat % 2 == 0 else list(trees)[::-1]):
+            runs[name].append(cpu_steps(trees[name], data, work / f"cpu-{name.replace(' ', '-')}"))
+            loads.append(os.getloadavg()[0])
+    medians = {name: {step: round(statistics.median(r.get(step, 0.0) for r in found), 2)
+                      for step in dict.fromkeys(k for r in found for k in r)} for name, found in runs.items()}
+    names = list(trees)
+    steps = sorted(dict.fromkeys(k for m in medians.values() for k in m), key=lambda k: -medians[names[-1]].get(k, 0))
+    print(f"CPU seconds per step, median of {repeats} (one process each; load average 1 min "
+          f"{min(loads):.1f}-{max(loads):.1f})")
+    print(f"{'step':72s}" + "".join(f"{name:>12s}" for name in names))
+    for step in steps:
+        print(f"{step[:72]:72s}" + "".join(f"{medians[name].get(step, float('nan')):12.2f}" for name in names))
 
 
 def outputs(out: Path) -> dict[str, bytes]:
@@ -141,12 +195,23 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=None,
                         help="a git ref to time side by side with this tree (e.g. edcf597)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each tree with --baseline-ref")
+    parser.add_argument("--cpu-steps", action="store_true",
+                        help="CPU seconds per step, each analysis in one process (beside --baseline-ref's if given)")
     args = parser.parse_args()
     if not (args.data / "sweep").is_dir():
         started = time.monotonic()
         subprocess.run([sys.executable, str(Path(__file__).with_name("synthetic_records.py")), str(args.data)],
                        check=True, env={**os.environ, "PYTHONPATH": str(HERE)})
         print(f"generated records in {time.monotonic() - started:.0f} s")
+    if args.cpu_steps:
+        work = args.out or args.data.parent / "kit-bench-analyze"
+        work.mkdir(parents=True, exist_ok=True)
+        trees = {"baseline": baseline_tree(args.baseline_ref, work)} if args.baseline_ref else {}
+        trees["this tree"] = HERE
+        for tree in trees.values():
+            compile_bytecode(tree / "kit")
+        steps_side_by_side(trees, args.data, work, args.repeats)
+        return
     if args.baseline_ref:
         sys.exit(side_by_side(args))
     single(args)

@@ -79,7 +79,8 @@ def find_modes(patterns: Patterns, theta: np.ndarray, start: np.ndarray) -> tupl
 
 def _logsumexp_last(a: np.ndarray) -> np.ndarray:
     top = np.max(a, axis=-1, keepdims=True)
-    return top[..., 0] + np.log(np.sum(np.exp(a - top), axis=-1))
+    shifted = np.subtract(a, top)
+    return top[..., 0] + np.log(np.sum(np.exp(shifted, out=shifted), axis=-1))
 
 
 SAFE_ETA = 100.0
@@ -96,9 +97,9 @@ def logistic_terms(lin: np.ndarray, u: np.ndarray, mask: np.ndarray, derivatives
     bound = np.max(np.abs(lin)) + np.max(np.abs(u))
     if bound <= SAFE_ETA:
         odds = (np.exp(lin) * mask)[:, :, :, None] * np.exp(u)[:, :, None, :]
-        one_plus = 1.0 + odds
+        one_plus = odds + 1.0
         total = np.log(np.prod(one_plus, axis=2))
-        return total, (odds / one_plus if derivatives else None)
+        return total, (np.divide(odds, one_plus, out=odds) if derivatives else None)
     eta = lin[:, :, :, None] + u[:, :, None, :]
     small = np.exp(-np.abs(eta))
     total = np.einsum("pm,bpmk->bpk", mask, np.maximum(eta, 0.0) + np.log1p(small))
@@ -115,36 +116,53 @@ def evaluate(patterns: Patterns, counts: np.ndarray, theta: np.ndarray, quad: Qu
     u_star, scale = find_modes(patterns, theta, modes)
     b0, b1, log_sd = theta[:, 0], theta[:, 1], theta[:, 2]
     var = np.exp(2 * log_sd)[:, None, None]
-    u = u_star[:, :, None] + np.sqrt(2.0) * scale[:, :, None] * quad.nodes  # (B, P, K)
+    u = np.sqrt(2.0) * scale[:, :, None] * quad.nodes  # (B, P, K)
+    u += u_star[:, :, None]
     lin = b0[:, None, None] + b1[:, None, None] * patterns.x[None]  # (B, P, M)
     log_partition_sum, prob = logistic_terms(lin, u, patterns.mask, derivatives)
     mask, x, y = patterns.mask, patterns.x, patterns.y
     y_total = np.sum(mask * y, axis=1)  # (P,)
     # sum_m y*eta = sum_m y*lin + u * sum_m y  (linear in u, no need for the 4-D array)
     y_lin = np.sum(mask * y * lin, axis=2)  # (B, P)
-    loglik_rows = y_lin[:, :, None] + u * y_total[None, :, None] - log_partition_sum
-    u2 = u * u / var
-    log_terms = (loglik_rows - 0.5 * u2 - log_sd[:, None, None] - 0.5 * np.log(2 * np.pi)
-                 + quad.log_weights + np.log(np.sqrt(2.0) * scale)[:, :, None])
+    # The (B, P, K) and (B, P, M, K) arrays below are worked out in place, each operation the one the plain
+    # expression would do on the same operands (addition and multiplication swap operands exactly): the
+    # same numbers with fewer arrays made and filled.
+    log_terms = u * y_total[None, :, None]  # the log-likelihood of each row, then of each node
+    log_terms += y_lin[:, :, None]
+    log_terms -= log_partition_sum
+    u2 = u * u
+    u2 /= var
+    scratch = 0.5 * u2
+    log_terms -= scratch
+    log_terms -= log_sd[:, None, None]
+    log_terms -= 0.5 * np.log(2 * np.pi)
+    log_terms += quad.log_weights
+    log_terms += np.log(np.sqrt(2.0) * scale)[:, :, None]
     log_lik_pattern = _logsumexp_last(log_terms)  # (B, P)
     log_lik = counts_dot(counts, log_lik_pattern)
     if not derivatives:
         return log_lik, None, None, u_star
-    post = np.exp(log_terms - log_lik_pattern[:, :, None])  # normalised weights over nodes
-    info = prob * (1.0 - prob)
+    log_terms -= log_lik_pattern[:, :, None]
+    post = np.exp(log_terms, out=log_terms)  # normalised weights over nodes
+    info = np.subtract(1.0, prob)
+    info *= prob
     mx, mxx = mask * x, mask * x * x
-    s = (y_total[None, :, None] - np.einsum("pm,bpmk->bpk", mask, prob),
-         np.sum(mx * y, axis=1)[None, :, None] - np.einsum("pm,bpmk->bpk", mx, prob),
+    s0 = np.einsum("pm,bpmk->bpk", mask, prob)
+    s1 = np.einsum("pm,bpmk->bpk", mx, prob)
+    s = (np.subtract(y_total[None, :, None], s0, out=s0), np.subtract(np.sum(mx * y, axis=1)[None, :, None], s1, out=s1),
          u2 - 1.0)  # complete-data scores (B, P, K)
-    i00 = np.einsum("pm,bpmk->bpk", mask, info)
-    i01 = np.einsum("pm,bpmk->bpk", mx, info)
-    i11 = np.einsum("pm,bpmk->bpk", mxx, info)
-    h_complete = {(0, 0): -i00, (0, 1): -i01, (1, 1): -i11, (0, 2): 0.0, (1, 2): 0.0, (2, 2): -2.0 * u2}
-    mean_s = [np.sum(post * si, axis=2) for si in s]  # (B, P) each
+    h_complete = {(0, 0): np.negative(np.einsum("pm,bpmk->bpk", mask, info)),
+                  (0, 1): np.negative(np.einsum("pm,bpmk->bpk", mx, info)),
+                  (1, 1): np.negative(np.einsum("pm,bpmk->bpk", mxx, info)), (0, 2): 0.0, (1, 2): 0.0,
+                  (2, 2): -2.0 * u2}
+    mean_s = [np.sum(np.multiply(post, si, out=scratch), axis=2) for si in s]  # (B, P) each
     grad = np.stack([counts_dot(counts, m) for m in mean_s], axis=1)
     hess = np.empty((theta.shape[0], 3, 3))
     for (i, j), hc in h_complete.items():
-        e = np.sum(post * (hc + s[i] * s[j]), axis=2) - mean_s[i] * mean_s[j]
+        np.multiply(s[i], s[j], out=scratch)
+        scratch += hc
+        scratch *= post
+        e = np.sum(scratch, axis=2) - mean_s[i] * mean_s[j]
         hess[:, i, j] = hess[:, j, i] = counts_dot(counts, e)
     return log_lik, grad, hess, u_star
 
