@@ -44,3 +44,25 @@ def test_fixes_are_applied_recorded_shown_and_replayed(tmp_path):
                for info in manifest["passes"].values())
     comparison = json.loads((again / "replay" / "comparison.json").read_text())
     assert comparison["requests_identical"] == comparison["requests"] > 0
+
+
+def test_the_fixed_kernels_backend_is_applied_and_recorded(tmp_path):
+    """`--fix cpu-backend-portable-fixedkernels`: every server runs on that build's library (its folder first on
+    the loader path), and the manifest's provenance and every pass's launch name it with its sha256."""
+    from kit.launch.cpu import portable_backend  # noqa: PLC0415
+
+    record = portable_backend.build_record(portable_backend.FIXED_KERNELS)
+    if record is None:
+        pytest.skip("the fixed-kernels backend is not built here (kit engines build-cpu-backend --variant "
+                    "portable-fixedkernels)")
+    _, manifest = _run(tmp_path / "run", "--fix", "cpu-backend-portable-fixedkernels")
+    assert manifest["options"]["fixes"] == ["cpu-backend-portable-fixedkernels"]
+    assert manifest["engine"]["fixes"] == ["cpu-backend-portable-fixedkernels"]
+    assert manifest["engine"]["cpu_backend"] == "portable-fixedkernels"
+    cpu = manifest["provenance"]["cpu_backend"]
+    assert cpu["name"] == "portable-fixedkernels" and cpu["library_sha256"] == record["library_sha256"]
+    assert cpu["folder"] == str(portable_backend.build_dir(portable_backend.FIXED_KERNELS))
+    for info in manifest["passes"].values():
+        assert info["status"] == "OK"
+        assert info["launch"]["cpu_backend"] == "portable-fixedkernels"
+        assert info["launch"]["cpu_backend_sha256"] == record["library_sha256"]

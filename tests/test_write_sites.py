@@ -54,7 +54,9 @@ REVIEWED: dict[tuple[str, str], tuple[int, str]] = {
                 (".open(w)", 1, CACHE_LOG),
                 ("shutil.copy2", 4, "into a build context the kit makes in a new temporary folder")),
     **_reviewed("kit/launch/cpu/portable_backend.py",
-                (".open(a)", 1, CACHE_LOG), ("write_text", 1, CACHE_LOG), ("shutil.copy2", 1, CACHE_STAGING)),
+                (".open(a)", 1, CACHE_LOG), ("shutil.copy2", 1, CACHE_STAGING),
+                ("write_text", 2, "the build log in the kit's cache; a source patch inside the build's own temporary "
+                                  "folder (the extracted sdist)")),
     **_reviewed("kit/launch/llamacpp/llamacpp_sdist.py",
                 (".open(wb)", 1, "an sdist download into the kit's cache (a .part file, renamed once whole)")),
     **_reviewed("kit/launch/llamacpp/llamacpp_build.py", ("shutil.copy2", 1, CACHE_STAGING)),

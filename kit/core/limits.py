@@ -15,6 +15,7 @@ HISTORIES_MAX = 100
 ORDER_MAX = 10_000  # an episode order index (0 = canonical)
 ORDERS_MAX = 100  # orders per grid
 REQUESTS_PER_EPISODE_MAX = 1000
+FUNCTION_DOCS_MAX = 100  # BFCL function docs listed per episode (its largest episodes list fewer)
 TOP_LOGPROBS_MAX = 20
 CALLS_MAX = 1000  # pinning: cycles, calls per arm, regime calls
 ROUNDS_MAX = 100  # pinning calibration rounds and repeats

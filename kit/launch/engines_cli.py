@@ -21,19 +21,24 @@ def engines() -> None:
 
 
 @engines.command("build-cpu-backend")
-def build_cpu_backend() -> None:
+@click.option("--variant", default="portable", show_default=True, metavar="NAME",
+              help="which build: portable, or portable-fixedkernels (one kernel path for every batch size, the "
+                   "backend of --fix cpu-backend-portable-fixedkernels; docs/remedy.md)")
+def build_cpu_backend(variant: str) -> None:
     """Build the portable (AVX2) CPU backend of the embedded engine once (about a minute; cmake, make, g++).
 
     `--cpu-backend auto` uses it on every CPU that lacks an extension the wheel's own backend uses
     (e.g. AVX-VNNI on AMD Zen 4, AVX-512 on Zen 3 or Haswell); building it ahead saves that minute later.
     """
-    from kit.launch.cpu import cpu_backend  # noqa: PLC0415
+    from kit.launch.cpu import cpu_backend, portable_backend  # noqa: PLC0415
     from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
-    name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
-    echo(f"auto picks the {name} backend on this CPU: {reason}")
-    found = embedded.locate_portable("portable", "kit engines build-cpu-backend", say=echo)
-    echo(f"portable backend: {found.backend.line()}")
+    which = portable_backend.variant(variant)  # an unknown name: one line naming the known ones
+    if which == portable_backend.PORTABLE:
+        name, reason = cpu_backend.choose("auto", cpu_backend.cpu_flags())
+        echo(f"auto picks the {name} backend on this CPU: {reason}")
+    found = embedded.locate_portable(which.name, "kit engines build-cpu-backend", say=echo, name=which.name)
+    echo(f"{which.name} backend: {found.backend.line()}")
 
 
 @engines.command("cpu-isa")

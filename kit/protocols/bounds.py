@@ -27,6 +27,7 @@ from kit.core.limits import (  # noqa: F401 - re-exported for the protocol model
     ORDER_MAX,
     ORDERS_MAX,
     REQUESTS_PER_EPISODE_MAX,
+    FUNCTION_DOCS_MAX,
     TOP_LOGPROBS_MAX,
     CALLS_MAX,
     ROUNDS_MAX,

@@ -18,6 +18,7 @@ from kit.core.errors import KitError
 from kit.core.events import Emit, ignore
 from kit.core.paths import RunPaths
 from kit.launch import leftover_servers
+from kit.launch.cpu import portable_backend
 from kit.protocols import kinds
 from kit.protocols.procedure import RunInputs
 from kit.record import files as records
@@ -211,7 +212,7 @@ def _resume(run_dir: Path, emit: Emit, say: Callable[[str], None], stop: threadi
     kept["engine_build"] = resumed_build(run_dir, engine.to_json(), engine_build)
     paths = {key: Path(value) for key in PATH_OPTIONS if (value := kept.get(key))}
     recorded = manifest.run.provenance.cpu_backend
-    if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", "portable")
+    if recorded is not None and not (isinstance(recorded, dict) and recorded.get("name") in ("wheel", *portable_backend.VARIANTS)
                                      and isinstance(recorded.get("library_sha256"), str)):
         raise KitError(f"{run_dir}/manifest.json: provenance.cpu_backend is not laid out as the kit records it",
                        "restore the manifest from its bundle")
@@ -298,6 +299,8 @@ def check_stored_protocol(run_dir: Path, saved: ProtocolInfo, doing: str = "resu
 def resumed_cpu_backend(run_dir: Path, recorded: dict[str, Any] | None, asked: str) -> dict[str, str]:
     """A resumed run keeps the CPU backend it ran with; asking for another is refused."""
     if not recorded:
+        return {}
+    if recorded["name"] not in ("wheel", "portable"):  # a backend only a fix runs on: the recorded fix applies it
         return {}
     if asked not in ("auto", recorded["name"]):
         raise KitError(f"{run_dir} ran on the {recorded['name']} CPU backend; --cpu-backend {asked} would mix "

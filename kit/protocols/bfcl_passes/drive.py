@@ -38,8 +38,10 @@ def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: Run
     workload = protocol.workload
     count = workload.count
     plan = {"episodes": count, **plan, "sentinel": protocol.sentinel, "top_logprobs": protocol.top_logprobs,
-            "max_tokens_cap": workload.max_tokens_cap, "max_requests_per_episode": workload.max_requests_per_episode}
+            "max_tokens_cap": workload.max_tokens_cap, "max_requests_per_episode": workload.max_requests_per_episode,
+            **({"function_docs_max": workload.function_docs_max} if workload.function_docs_max else {})}
     description = {"source": "bfcl multi_turn_base", "episodes": count, "ids": workload.chosen_ids() or [],
+                   **({"function_docs_max": workload.function_docs_max} if workload.function_docs_max else {}),
                    **install.to_manifest()}
     return Prepared(plan=plan, workload=description, payload=install,
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})
@@ -180,7 +182,7 @@ def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContex
         canonical = (worker.load_episodes(ids=workload.chosen_ids()) if workload.ids
                      else worker.load_episodes(count=workload.episodes))
         if arms and ctx.manifest.run.estimate is None:
-            first = render(opening_messages(worker.system_prompt(canonical[0].id), canonical[0].turns[0]))
+            first = render(opening_messages(workload.system_prompt(worker, canonical[0].id), canonical[0].turns[0]))
             # uncached, so on a server of the cache-off arm where each arm has its own
             speed = probe(for_arm(estimate_provider or ctx.provider, "off"), RunPaths(ctx.run_dir).logs, protocol.seed,
                           first)

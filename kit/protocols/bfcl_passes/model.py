@@ -4,7 +4,7 @@ the size and rough duration the launcher reads from a protocol file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
 
 import numpy as np
 from pydantic import BeforeValidator, Field
@@ -12,6 +12,9 @@ from pydantic import BeforeValidator, Field
 from kit.protocols import bounds as b
 from kit.protocols.kind import CpuEstimate, FileData, Number
 from kit.protocols.spec import ProtocolBase, Strict
+
+if TYPE_CHECKING:
+    from kit.workloads.bfcl import BfclWorker
 
 
 CacheArm = Literal["on", "off"]  # a BFCL pass's prompt-cache arm
@@ -67,6 +70,15 @@ class BfclWorkload(Strict):
     max_tokens_cap: b.MaxTokens = 4096
     # a smoke-test cap; the paper has none
     max_requests_per_episode: int | None = b.count(1, b.REQUESTS_PER_EPISODE_MAX, None)
+    # a sizing knob for slow engines: the system prompt lists only the first N of the episode's function docs
+    # (BFCL's order; every function can still be called and runs as BFCL runs it); the paper lists them all
+    function_docs_max: int | None = b.count(1, b.FUNCTION_DOCS_MAX, None)
+
+    def system_prompt(self, worker: BfclWorker, episode_id: str) -> str:
+        """The episode's system prompt as this workload sends it (all function docs, or the first N)."""
+        if self.function_docs_max is None:
+            return worker.system_prompt(episode_id)
+        return worker.system_prompt(episode_id, functions=self.function_docs_max)
 
     def chosen_ids(self) -> list[str] | None:
         return list(self.ids[:self.episodes]) if self.ids else None

@@ -210,7 +210,8 @@ def run_pass(protocol: BfclPassesProtocol, ctx: RunContext, live: EngineSession,
                                      count_tokens=lambda text: len(tokenizer.tokenize(text)),
                                      on_request=on_request, seed=protocol.seed, top_logprobs=protocol.top_logprobs,
                                      cache_prompt=arm == "on", max_tokens_cap=protocol.workload.max_tokens_cap,
-                                     max_requests=protocol.workload.max_requests_per_episode)
+                                     max_requests=protocol.workload.max_requests_per_episode,
+                                     system_prompt=protocol.workload.system_prompt(worker, episode.id))
             score = score_episode(worker, result)
             episode_writer.write(EpisodeSummary(**stamp, arm=arm, unit=episode.id, order_index=done - 1,
                                                 requests=result.n_requests, sentinels=int(protocol.sentinel),

@@ -268,7 +268,8 @@ def _bfcl(protocol: RemedyProtocol, prepared: Prepared, ctx: RunContext, provide
 
 def estimate_on_cpu(data: FileData) -> CpuEstimate:
     """The launcher's rough duration on the embedded CPU engine (135M model, two cores): a GSM8K request ~3 s;
-    a BFCL request ~60 s, its ~7.9k-token prompt prefilled at ~130 tokens/s (20 tokens/s on a loaded machine)."""
+    a BFCL request ~60 s, its ~7.9k-token prompt prefilled at ~130 tokens/s (20 tokens/s on a loaded machine),
+    or ~4 s per function doc listed when `function_docs_max` trims the docs (~300 tokens each)."""
     arms = len(data.get("arms") or ()) or 2
     gsm8k, bfcl = data.get("gsm8k", {}), data.get("bfcl")
     items = ((gsm8k or {}).get("workload") or {}).get("items", 3) if gsm8k is not None else 0
@@ -276,7 +277,9 @@ def estimate_on_cpu(data: FileData) -> CpuEstimate:
     episodes = workload.get("episodes", 2) if bfcl else 0
     per_episode = 2 * (workload.get("max_requests_per_episode") or 6)  # a cache-on and a cache-off pass
     requests = arms * (items * 4 + episodes * per_episode)
-    seconds = arms * ((items + episodes) * 5 + items * 4 * 3 + episodes * per_episode * 60)
+    docs = workload.get("function_docs_max")
+    per_request = 60 if not isinstance(docs, int) else min(60, 3 + 4 * docs)
+    seconds = arms * ((items + episodes) * 5 + items * 4 * 3 + episodes * per_episode * per_request)
     return CpuEstimate(f"{requests} requests on {arms * (items + episodes)} servers", seconds)
 
 

@@ -121,12 +121,14 @@ def run_episode(
     max_tokens_cap: int = MAX_NEW_TOKENS,
     max_requests: int | None = None,
     stop: tuple[str, ...] = (),
+    system_prompt: str | None = None,
 ) -> EpisodeResult:
     """Run one BFCL episode against `engine` and return what BFCL needs to score it. Every request
     carries `seed` (the protocol's).
 
     `max_requests` stops the episode early with outcome "request_cap" (for smoke tests; the
-    paper's protocol has no such cap). The episode's environment instances are released at the
+    paper's protocol has no such cap). `system_prompt`: the one the workload sends (default: the worker's, with
+    every function doc). The episode's environment instances are released at the
     end, so a later pass with the same `pass_id` starts from the initial state again.
     """
     messages: list[dict] = []
@@ -139,7 +141,8 @@ def run_episode(
             on_request(info, request, completion)
 
     try:
-        system_prompt = worker.system_prompt(episode.id)
+        if system_prompt is None:
+            system_prompt = worker.system_prompt(episode.id)
         for turn_index, turn_messages in enumerate(episode.turns):
             if turn_index == 0:
                 messages.extend(opening_messages(system_prompt, turn_messages))

@@ -295,8 +295,11 @@ class BfclWorker:
         """The first `count` multi_turn_base episodes by ascending id, or the given ids in order."""
         return [Episode.from_json(d) for d in self.call("load_episodes", count=count, ids=ids)]
 
-    def system_prompt(self, episode_id: str) -> str:
-        return self.call("system_prompt", episode_id=episode_id)
+    def system_prompt(self, episode_id: str, functions: int | None = None) -> str:
+        """BFCL's system prompt of the episode: every function doc, or the first `functions` of them."""
+        if functions is None:
+            return self.call("system_prompt", episode_id=episode_id)
+        return self.call("system_prompt", episode_id=episode_id, functions=functions)
 
     def decode(self, text: str) -> Decoded:
         return Decoded.from_json(self.call("decode", text=text))

@@ -130,12 +130,16 @@ class BfclSession:
             raise KeyError(f"unknown {CATEGORY} episode id {episode_id!r}")
         return self._entries[episode_id]
 
-    def system_prompt(self, episode_id: str) -> str:
-        """BFCL's default prompting-mode system prompt with the episode's function docs."""
+    def system_prompt(self, episode_id: str, functions: int | None = None) -> str:
+        """BFCL's default prompting-mode system prompt with the episode's function docs (`functions`: only
+        the first N of them, in BFCL's order)."""
         entry = self._entry(episode_id)
         fmt = self._bfcl_utils.extract_prompt_format_from_id(episode_id)
         assert fmt == self._default_format
-        return self._handler_utils.formulate_system_prompt(fmt, entry["function"])
+        if functions is not None and (isinstance(functions, bool) or not isinstance(functions, int) or functions < 1):
+            raise ValueError(f"functions must be a positive integer, not {functions!r}")
+        docs = entry["function"] if functions is None else entry["function"][:functions]
+        return self._handler_utils.formulate_system_prompt(fmt, docs)
 
     # -- decoding ----------------------------------------------------------------------------
 
