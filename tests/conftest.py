@@ -36,6 +36,15 @@ def pytest_addoption(parser):
                      help="the CPU backends the engine tier runs on: each one this CPU runs (default), or one")
 
 
+def pytest_configure(config):
+    """Under `-n` (pytest-xdist), tests marked `xdist_group` go to one worker: xdist's `load` becomes `loadgroup`,
+    which is `load` for every other test. The adversarial corpus starts its cases up front, so two workers
+    sharing it would each run all of them. A `--dist` the person chose is kept."""
+    if config.getoption("dist", None) == "load":
+        config.option.dist = "loadgroup"
+        config.option.loadgroup = True
+
+
 def pytest_generate_tests(metafunc):
     """Every engine test, once per CPU backend (a session-scoped parameter: one server per backend)."""
     definition = metafunc.definition
