@@ -164,6 +164,7 @@ def _become(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
+    sys.path[0] = request["cwd"]  # `python -m` puts its working folder first on the path
     tempfile.tempdir = None  # found again from this environment's TMPDIR
     sys.argv = ["-m", *request["args"]]
     sys.modules.pop("kit.cli", None)  # run as __main__ only, as `python -m kit.cli` runs it
