@@ -37,6 +37,23 @@ def pytest_addoption(parser):
                      help="the CPU backends the engine tier runs on: each one this CPU runs (default), or one")
 
 
+def pytest_configure(config):
+    """Under `-n` (pytest-xdist), tests marked `xdist_group` go to one worker: xdist's `load` becomes `loadgroup`,
+    which is `load` for every other test. The adversarial corpus starts its cases up front, so two workers
+    sharing it would each run all of them. A `--dist` the person chose is kept. A worker learns it from its
+    workerinput (xdist sets a worker's own `dist` to `no`), and names its tests by group as `loadgroup` needs."""
+    if config.getoption("dist", None) == "load":
+        config.option.dist = "loadgroup"
+        config.option.loadgroup = True
+    if getattr(config, "workerinput", {}).get("kit_loadgroup"):
+        config.option.loadgroup = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["kit_loadgroup"] = node.config.getoption("dist", None) == "loadgroup"
+
+
 def pytest_generate_tests(metafunc):
     """Every engine test, once per CPU backend (a session-scoped parameter: one server per backend)."""
     definition = metafunc.definition

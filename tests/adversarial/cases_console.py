@@ -151,5 +151,5 @@ CASES = [
          check=shows_as_written(NO_VERDICT, "kit: error: no verdict: every pass was VOID")),
     Case(cls="engine answer", name="console: watch of an engine whose build and errors are hostile",
          make=_watch, expect="handled", check=shows_as_written(0, "kit watch: stopped; 1 generation call(s)"),
-         timeout=60),
+         timeout=60, own_process=True),
 ]

@@ -94,7 +94,7 @@ def _judged(scratch: Scratch, ending: Ending) -> str | None:
 
 def _case(name: str, attack: Attack, upstream: str = "raw", url: Callable[[str], str] = str, *more: str) -> Case:
     return Case(cls=CLS, name=name, make=_watch(attack, upstream, url, *more), expect="handled", check=_judged,
-                timeout=90)
+                timeout=90, own_process=True)
 
 
 # -- attacks ------------------------------------------------------------------------------------------------
@@ -249,6 +249,7 @@ CASES = [
     _case("slowloris, empty lines, silence, a body that never comes", _slow),
     _case("2,000 distinct calls against a 100-request alarm store", _many_calls, "raw", str, "--alarm-requests", "100"),
     Case(cls=CLS, name="a client Authorization with a credentialed upstream URL", expect="handled", timeout=90,
+         own_process=True,
          make=_watch(_authorization, "raw", lambda url: url.replace("http://", "http://watch:hunter2-canary@")),
          check=_no_credentials_kept),
     _case("a connection flood past --max-connections", _flood, "raw", str, "--max-connections", "8"),

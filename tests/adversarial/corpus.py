@@ -12,6 +12,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.adversarial.forks import Forks
+
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults",
            "browser", "proxy client")
@@ -37,6 +39,7 @@ class Case:
     timeout: float = 60.0
     engine: bool = False  # the kit starts the real llama-server in this case (the `engine` test tier)
     progress: tuple[str, ...] = ()  # starts of the progress lines a long step prints before its refusal
+    own_process: bool = False  # the case finds the kit by its command line (/proc): never forked (forks.py)
 
     def __post_init__(self) -> None:
         if self.cls not in CLASSES or self.expect not in ("refused", "handled"):
@@ -111,23 +114,34 @@ def _snapshot(scratch: Scratch) -> dict[str, str]:
     return seen
 
 
-def run_case(case: Case, root: Path) -> tuple[str, str]:
-    """(outcome, detail) of one case made and run under the empty folder `root`."""
+def run_case(case: Case, root: Path, forks: Forks | None = None) -> tuple[str, str]:
+    """(outcome, detail) of one case made and run under the empty folder `root`: `kit` in a fresh process, or
+    forked from `forks` (the same process as far as the case can see, without a Python start) unless the case
+    needs its own."""
     scratch = Scratch(root)
     with scratch.stack:
         args = case.make(scratch)
         before = _snapshot(scratch)
-        process = subprocess.Popen([sys.executable, "-m", "kit.cli", *args], cwd=scratch.tmp, env=scratch.env(),
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, errors="replace", start_new_session=True)
-        try:
-            text, _ = process.communicate(timeout=case.timeout)
-            ending = Ending(process.returncode, [ln for ln in text.splitlines() if ln.strip()], text)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            text, _ = process.communicate()
-            ending = Ending(None, [ln for ln in text.splitlines() if ln.strip()], text)
+        if forks is None or case.own_process:
+            code, text = fresh_process(args, scratch, case.timeout)
+        else:
+            code, text = forks.run(args, scratch.tmp, scratch.env(), case.timeout)
+        ending = Ending(code, [ln for ln in text.splitlines() if ln.strip()], text)
         return _judge(case, scratch, ending, before)
+
+
+def fresh_process(args: list[str], scratch: Scratch, timeout: float) -> tuple[int | None, str]:
+    """(exit status, or None when killed after `timeout`; stdout and stderr together) of `python -m kit.cli`."""
+    process = subprocess.Popen([sys.executable, "-m", "kit.cli", *args], cwd=scratch.tmp, env=scratch.env(),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, errors="replace", start_new_session=True)
+    try:
+        text, _ = process.communicate(timeout=timeout)
+        return process.returncode, text
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        text, _ = process.communicate()
+        return None, text
 
 
 def _judge(case: Case, scratch: Scratch, ending: Ending, before: dict[str, str]) -> tuple[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,10 +60,22 @@ def test_a_process_that_ignores_sigterm_is_killed(tmp_path, processes):
     argv = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"]
     proc, token = _start(*argv)
     processes.append(proc)
-    time.sleep(0.5)  # let it install its handler
+    _wait_until_it_ignores_sigterm(proc.pid)
     ls.note_started(tmp_path / "server-s1.log", proc.pid, argv, token)
     found = ls.stop_leftovers(tmp_path, lambda _: None, grace=0.5)
     assert proc.wait(5) == -9 and found[0]["outcome"] == "SIGKILL"
+
+
+def _wait_until_it_ignores_sigterm(pid: int) -> None:
+    """Once /proc shows SIGTERM among the ignored signals (a fixed wait lost that race under load)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ignored = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                       if line.startswith("SigIgn:"))
+        if int(ignored.split()[1], 16) >> (signal.SIGTERM - 1) & 1:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} did not ignore SIGTERM within 30 s")
 
 
 def _forged(tmp_path, proc: subprocess.Popen, **changes) -> None:
