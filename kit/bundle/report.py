@@ -4,7 +4,8 @@ nothing but its own style sheet (by its hash) and data: images, so that even a t
 could not run or fetch anything (docs/security.md, rule 4).
 
 It opens with a headline verdict per run (kit.bundle.headline: what diverged, how often, with its
-interval, and whether the controls held), then each run: its verdict and controls, its main table,
+interval, and whether the controls held), then each run: its verdict and controls, its main table (and any
+figure its kind draws from it, such as the remedy's cost by prompt length, as a data: SVG image),
 the paper's Tables III–VII when `kit analyze` left findings in the run folder, the comparison with the
 published values (`kit compare`), the figures, the provenance, and links to the raw results files
 (never dumped). Every text from a bundle file is HTML-escaped. `render` is deterministic: `kit verify`
@@ -128,10 +129,10 @@ def paper_comparison(data: Any) -> str | None:
     return "<h3>Against the paper's published values (kit compare)</h3>" + _table(layout)
 
 
-def _figure(name: str, media: str, data: bytes) -> str:
+def _figure(name: str, media: str, data: bytes, note: str | None = None) -> str:
     uri = f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
     stem = name.rsplit("/", 1)[-1]
-    note = next((n for key, n in FIGURE_NOTES.items() if stem.startswith(key)), "")
+    note = note or next((n for key, n in FIGURE_NOTES.items() if stem.startswith(key)), "")
     return (f'<figure><img src="{uri}" alt="{escape(name)}"><figcaption><code>{escape(name)}</code>'
             f"{' ' + escape(note) if note else ''}</figcaption></figure>")
 
@@ -141,6 +142,7 @@ def _run_section(run: BundledRun, h: Headline) -> str:
     parts = [f'<h2 id="{escape(run.run_id)}">Run {escape(run.run_id)} <span class="status-{status}">({status})'
              "</span></h2>", _verdict(h)]
     parts.extend(_table(layout, f"Results: {layout.name}") for layout in h.tables)
+    parts.extend(_figure(f.name, f.media, f.data, f.caption) for f in h.figures)  # drawn by the kit from the table
     shown, absent = paper_tables(run)
     if shown or absent:
         parts.append("<h3>The paper's tables (kit analyze)</h3>")

@@ -60,11 +60,16 @@ def compare(target: Path, reference: str) -> None:
     Beside the numbers, the paper's qualitative findings (each path reproduces itself, the two paths differ,
     the difference is the cache state's, ...) are judged on this run whatever its model or scale: holds, does
     not hold, inconclusive or not measured, with the counts. Writes them as compare-claims.md and .json.
+
+    A remedy run's fixes are held against the paper's unfixed values: per table, closed (0, and its 95%
+    interval below the smallest unfixed divergence the paper prints) or not closed (printed only).
     """
     from kit.compare import claims, outputs  # noqa: PLC0415
     from kit.compare.evidence import from_findings  # noqa: PLC0415
     from kit.core.safe_console import SafeConsole  # noqa: PLC0415
     from kit.compare.published import load_reference  # noqa: PLC0415
+    from kit.compare.remedy import remedy_lines, table as remedy_table  # noqa: PLC0415
+    from kit.protocols.results_model import NotResults  # noqa: PLC0415
     from kit.compare.run_rows import FindingsShape  # noqa: PLC0415
     from kit.compare.verdicts import compare as compare_findings  # noqa: PLC0415
     from kit.run.preflight import check_out  # noqa: PLC0415
@@ -75,7 +80,8 @@ def compare(target: Path, reference: str) -> None:
     try:
         comparison = compare_findings(findings, published)
         evidence = from_findings(findings, FINDINGS)
-    except FindingsShape as exc:
+        remedies = remedy_lines(findings, published, FINDINGS)
+    except (FindingsShape, NotResults) as exc:
         raise ConfigError(f"{path}: {exc}", "run `kit analyze` again to rewrite it") from None
     doc = outputs.document(comparison, path, findings.created, published, reference)
     judged = claims.judge(evidence)
@@ -92,6 +98,8 @@ def compare(target: Path, reference: str) -> None:
     if not_measured:
         console.print(f"not measured by this run: the claims of {', '.join(not_measured)}", markup=False,
                       highlight=False)
+    if remedies:
+        console.print(remedy_table(remedies))
     console.print(f"numeric: {outputs.summary_line(doc['counts'])} (consistent is kept for runs comparable with "
                   "the paper's)", markup=False, highlight=False)
     console.print(one_line(claims.summary_line(judged)), markup=False, highlight=False)

@@ -13,10 +13,21 @@ from kit.protocols.results_model import Comparison, Interval, JsonObject
 FEW = 10  # below this many observations a rate is flagged as resting on few observations
 
 
+@dataclass(frozen=True)
+class Figure:
+    """An image a kind draws from its results table for the bundle's report (embedded as a data: image):
+    its name, a caption, its media type and its bytes."""
+
+    name: str
+    caption: str
+    media: str
+    data: bytes
+
+
 @dataclass
 class Headline:
     """One run's verdict lines, control lines (held: True, False, or None when it has none or they were
-    not judged) and its main results table(s)."""
+    not judged), its main results table(s) and any figure drawn from them."""
 
     run_id: str
     kind: str
@@ -26,6 +37,7 @@ class Headline:
     held: bool | None = None
     tables: list[Layout] = field(default_factory=list)
     qualitative: list[str] = field(default_factory=list)  # the paper's claims on this run: a summary, then each
+    figures: list[Figure] = field(default_factory=list)  # drawn by the kind from its table: the report shows them
 
 
 def few(n: object) -> str:

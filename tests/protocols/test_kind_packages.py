@@ -20,6 +20,7 @@ REACHES_IN = {
     "kit/analysis/findings.py": {"harness"},  # the harness's report values per run
     "kit/analysis/grid_findings.py": {"grid"},  # counts from the grid's own results
     "kit/compare/evidence.py": {"reset"},  # Table IV's evidence of a run not analysed: its reset table, typed
+    "kit/compare/remedy.py": {"remedy"},  # kit compare holds a remedy table's fixed arms against the paper, typed
     "kit/importers/determinism_harness.py": {"harness"},  # the importer makes the harness kind's run folders
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)

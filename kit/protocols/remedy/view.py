@@ -11,6 +11,7 @@ from kit.core.layout import DASH, Layout, ci, pct
 from kit.core.terminal_text import printable
 from kit.protocols.headline import Headline
 from kit.protocols.kind import PlotRow
+from kit.protocols.remedy.figure import cost_figure
 from kit.protocols.remedy.results import RemedyResults
 from kit.protocols.results_model import Interval
 
@@ -111,6 +112,9 @@ def headline(t: RemedyResults, h: Headline) -> None:
     if t.not_ok_passes:
         h.verdict.append(f"{len(t.not_ok_passes)} passes not OK, not counted")
     h.tables.extend(layouts(t))
+    figure = cost_figure(t)
+    if figure is not None:
+        h.figures.append(figure)
 
 
 def plot_rows(table: RemedyResults) -> list[PlotRow]:
