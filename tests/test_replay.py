@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.launch.cpu import cpu_backend
 from kit.launch.llamacpp import embedded
@@ -21,14 +20,9 @@ V1_DEMO = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20
 
 
 @pytest.fixture(scope="module")
-def demo_bundle(tmp_path_factory, embedded_binary) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("replayed")
-    options = runner.RunOptions(protocol="demo", out=out,
-                                overrides={"workload": {"items": 2}, "sessions": 2, "max_tokens": 8})
-    result = runner.run(options, say=lambda _: None)
-    assert result.status == "finished", result.reason
-    backend = json.loads((result.run_dir / "manifest.json").read_text())["provenance"]["cpu_backend"]["name"]
-    return write_bundle([result.run_dir], out / "demo.tar.gz", environ={}).path, backend
+def demo_bundle(shared_demo_bundle) -> tuple[Path, str]:
+    """The session's demo bundle (tests/shared_runs.py: 2 items x 2 sessions, 8 tokens) and its CPU backend."""
+    return shared_demo_bundle.path, shared_demo_bundle.cpu_backend
 
 
 def _replayed(out: Path) -> tuple[dict, dict]:

@@ -11,31 +11,21 @@ from click.testing import CliRunner
 from kit.run import runner
 from kit.cli import cli
 
-pytestmark = pytest.mark.engine
-
-GRID = """
-protocol: grid
-engine: {ctx_size: 16384, cache_ram: null}
-workload:
-  episodes: 1
-  ids: [multi_turn_base_29]
-  max_tokens_cap: 16
-  max_requests_per_episode: 1
-passes: [on, off, on, off]
-top_logprobs: 2
-"""
+# the session's shared grid (tests/shared_runs.py) is made in whichever test asks for it first: ~27k prompt
+# tokens, about a minute on two idle cores and ten on a busy machine, hence a longer limit than the suite's 600 s
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory, embedded_binary):
+def analysed(tmp_path_factory, embedded_binary, shared_grid_run):
+    """A small reset run made here, and the session's small grid (tests/shared_runs.py: one BFCL episode, two
+    requests per pass, top-2), analysed together."""
     root = tmp_path_factory.mktemp("real")
     reset = runner.run(runner.RunOptions(protocol="reset", out=root / "reset",
                                          overrides={"workload": {"items": 3, "source": "arithmetic"}, "sessions": 2,
                                                     "max_tokens": 24, "engine": {"ctx_size": 1024}}),
                        emit=lambda _: None, say=lambda _: None)
-    (root / "grid.yaml").write_text(GRID)
-    grid = runner.run(runner.RunOptions(protocol=str(root / "grid.yaml"), out=root / "grid"), emit=lambda _: None,
-                      say=lambda _: None)
+    grid = shared_grid_run.result
     assert reset.status == "finished" and grid.status == "finished", (reset.reason, grid.reason)
     out = root / "analysis"
     result = CliRunner().invoke(cli, ["analyze", str(reset.run_dir), str(grid.run_dir), "--out", str(out),
@@ -64,15 +54,25 @@ def test_tables_iv_and_v_agree_with_each_runs_own_results(analysed):
 
 def test_mechanism_positions_recompute_from_the_records(analysed):
     reset_dir, grid_dir, _, findings = analysed
-    # the grid ran top-2, one request per episode: positions up to and including the first differing token
-    on = lines(grid_dir / "records" / "on1.jsonl")[0]["completion"]["logprobs"]
-    off = lines(grid_dir / "records" / "off1.jsonl")[0]["completion"]["logprobs"]
-    split = next((i for i, (a, b) in enumerate(zip(on, off)) if a["id"] != b["id"]), None)
+    # the grid ran top-2: the first hit pass's requests beside the first recompute pass's, in step order, while
+    # both sent the same prompt; positions up to and including the first differing token
+    on = sorted(lines(grid_dir / "records" / "on1.jsonl"), key=lambda r: r["step"])
+    off = sorted(lines(grid_dir / "records" / "off1.jsonl"), key=lambda r: r["step"])
+    compared, flipped, margins = 0, False, []
+    for hit, recompute in zip(on, off):
+        if hit["prompt_sha256"] != recompute["prompt_sha256"]:
+            break
+        compared += 1
+        a, b = hit["completion"]["logprobs"], recompute["completion"]["logprobs"]
+        split = next((i for i, (x, y) in enumerate(zip(a, b)) if x["id"] != y["id"]), None)
+        margins += [abs(e["top"][0]["logprob"] - e["top"][1]["logprob"])
+                    for e in b[:split + 1 if split is not None else min(len(a), len(b))]]
+        if split is not None or len(a) != len(b):
+            flipped = split is not None
+            break
     per = findings["mechanism"]["grid"]["per_format"]["Q4_1"]
-    assert per["positions"] == (split + 1 if split is not None else min(len(on), len(off)))
-    assert per["flips"] == (split is not None)
+    assert (per["positions"], per["flips"], per["requests_compared"]) == (len(margins), int(flipped), compared)
     assert sum(b["positions"] for b in per["hazard"]["bins"]) == per["positions"]
-    margins = [abs(e["top"][0]["logprob"] - e["top"][1]["logprob"]) for e in off[:per["positions"]]]
     assert per["near_tie_positions"] == sum(m < 0.1 for m in margins)
     # reset: first cold vs first warm request of every item in session 1
     records = lines(reset_dir / "records" / "s1.jsonl")

@@ -8,35 +8,21 @@ from collections import defaultdict
 
 import pytest
 
-from kit.run import runner
 from kit.core.events import EpisodeVerdict
 from kit.protocols.bfcl_passes.model import GridGates
 from kit.protocols.bfcl_passes.one_pass import gate
 from tests.sent_requests import check_sent
 
-pytestmark = pytest.mark.engine
-
-TINY = """
-protocol: grid
-engine: {ctx_size: 16384, cache_ram: null}
-workload:
-  episodes: 1
-  ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens)
-  max_tokens_cap: 16
-  max_requests_per_episode: 2
-passes: [on, off, on, off]
-seed: 7
-"""
+# the session's shared grid (tests/shared_runs.py) is made in whichever test asks for it first: ~27k prompt
+# tokens, about a minute on two idle cores and ten on a busy machine, hence a longer limit than the suite's 600 s
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def grid_run(tmp_path_factory, embedded_binary):
-    folder = tmp_path_factory.mktemp("grid")
-    protocol = folder / "grid-tiny.yaml"
-    protocol.write_text(TINY)
-    events = []
-    result = runner.run(runner.RunOptions(protocol=str(protocol), out=folder), emit=events.append, say=lambda _: None)
-    return result, events
+def grid_run(shared_grid_run):
+    """The session's small grid (tests/shared_runs.py: one BFCL episode, two requests per pass, on/off/on/off,
+    top-2, seed 7), shared with the modules that read it."""
+    return shared_grid_run.result, shared_grid_run.events
 
 
 def lines(path):
@@ -109,7 +95,7 @@ def test_requests_show_the_cache_state_of_their_arm(grid_run):
     for pass_id, info in manifest["passes"].items():
         for record in lines(result.run_dir / info["file"]):
             body = record["request"]["body"]
-            assert body["cache_prompt"] is (info["arm"] == "on") and body["n_probs"] == 1 and body["seed"] == 7
+            assert body["cache_prompt"] is (info["arm"] == "on") and body["n_probs"] == 2 and body["seed"] == 7
             cached = record["completion"]["cached_tokens"]
             if info["arm"] == "off":
                 assert cached == 0

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from kit.run import runner
 from kit.bundle.writer import write_bundle
 from kit.launch.llamacpp import llamacpp_build
 from kit.record.manifest import Manifest
+from kit.run import runner
 from kit.tui.app import KitApp
 from kit.tui.screens.replay import ReplayScreen
 from tests.tui.conftest import PROTOCOLS, ask_replay, static_text, until
@@ -31,20 +31,17 @@ async def _replayed(caps, tmp_path, bundle, build: str = ""):
         return screen, static_text(screen, "#status"), static_text(screen, "#passes")
 
 
-def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, embedded_binary):
-    original = runner.run(runner.RunOptions(protocol="demo", out=tmp_path / "runs",
-                                            overrides={"workload": {"items": 1}, "sessions": 2, "max_tokens": 8}),
-                          say=lambda _: None)
-    bundle = write_bundle([original.run_dir], tmp_path / "demo.tar.gz", environ={}).path
+def test_r_replays_a_bundle_and_the_comparison_fills_in(cpu_caps, tmp_path, shared_demo_bundle):
+    bundle = shared_demo_bundle.path  # the session's demo bundle (tests/shared_runs.py): 2 items x 2 sessions
 
     screen, status, passes = asyncio.run(_replayed(cpu_caps, tmp_path, bundle))  # the paper's build, as made
     assert screen.error is None, screen.error
     (done,) = screen.done
-    assert "8/8 requests byte-identical; every verdict identical" in status
-    assert done.comparison.requests == (8, 8)
+    assert "16/16 requests byte-identical; every verdict identical" in status
+    assert done.comparison.requests == (16, 16)
     (follower,) = screen.followers  # the live view compared every request as it came in
-    assert {p: (s.replayed, s.identical) for p, s in follower.passes.items()} == {"s1": (4, 4), "s2": (4, 4)}
-    assert "4/4" in passes and "none so far" in passes
+    assert {p: (s.replayed, s.identical) for p, s in follower.passes.items()} == {"s1": (8, 8), "s2": (8, 8)}
+    assert "8/8" in passes and "none so far" in passes
 
 
 @pytest.mark.cpu_backends  # a build made here has its own (portable) backend: it runs once
