@@ -108,8 +108,8 @@ def _backend(manifest: RunManifest, options: ReplayOptions, where: str, say: Cal
     from kit.launch.llamacpp import embedded  # noqa: PLC0415
 
     recorded = manifest.provenance.cpu_backend
-    if recorded is None:
-        return options.cpu_backend or "auto"
+    if recorded is None or (options.server_bin is not None and options.cpu_backend is None):
+        return options.cpu_backend or "auto"  # a binary given by --server-bin runs its own backend unless asked
     chosen = options.cpu_backend or recorded["name"]
     here = embedded.locate(chosen, say=say).backend
     asked = options.different_engine_ok or (options.cpu_backend not in (None, recorded["name"]))

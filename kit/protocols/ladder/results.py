@@ -46,7 +46,7 @@ def ladder_results(run_dir: Path) -> LadderResults:
     manifest = Manifest.load(run_dir)
     design = manifest.run.to_json().get("ladder") or {}
     outputs = groups(run_dir)
-    source = f"{run_dir / 'manifest.json'}: ladder"
+    source = f"{RunPaths(run_dir).manifest}: ladder"
     rungs = [measure(outputs, Contrast.from_json(c, f"{source}.rungs")) for c in design.get("rungs", [])]
     fixes = [measure(outputs, Contrast.from_json(c, f"{source}.fixes")) for c in design.get("fixes", [])]
     unfixed = next((row.cost for row in fixes if row.fix == UNFIXED), None)
