@@ -97,3 +97,47 @@ def test_the_statistics_names_still_load_on_use():
             "assert set(s.__all__) <= set(dir(s))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+ENGINE_CLIENT = ("httpx", "trio", "kit.launch.provider", "kit.engines.http")  # what starts and talks to engines
+
+
+def loaded_after(code: str) -> set[str]:
+    """Every module a fresh interpreter has imported after running `code` (its last printed line)."""
+    code += "\nimport json, sys; print(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def engine_client(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m in ENGINE_CLIENT or m.startswith(tuple(f"{r}." for r in ENGINE_CLIENT)))
+
+
+@pytest.mark.parametrize("module", ["kit.analysis.findings", "kit.bundle.verify", "kit.protocols.harness.calls",
+                                    "kit.protocols.harness.files"])
+def test_code_that_reads_run_folders_loads_no_engine_client_nor_statistics(module):
+    """`kit analyze` and `kit verify` read records: importing them (or the harness's calls and files, which
+    kit verify reads) loads neither the launch machinery (httpx, trio) nor the statistics stack."""
+    loaded = loaded_after(f"import {module}")
+    assert engine_client(loaded) == [], f"import {module} loads {engine_client(loaded)[:5]}"
+    assert not {m.split('.')[0] for m in loaded} & set(HEAVY), f"import {module} loads a statistics library"
+
+
+def test_looking_up_a_kind_that_is_read_loads_no_engine_client():
+    """A kind's registration (its `protocol` module, imported when kit analyze or kit verify looks the kind up)
+    names the launch machinery in annotations only, and imports it inside the functions that start servers."""
+    loaded = loaded_after("from kit.protocols.kinds import KINDS\nfor name in ('reset', 'grid', 'harness'): KINDS[name]")
+    assert engine_client(loaded) == []
+
+
+def test_verifying_a_bundle_loads_no_engine_client_nor_statistics():
+    bundle = REPO_ROOT / "tests" / "fixtures" / "bundles" / "demo-20261201-191112.tar.gz"
+    loaded = loaded_after(f"""
+import runpy, sys
+sys.argv = ["kit", "verify", {str(bundle)!r}]
+try:
+    runpy.run_module("kit.cli", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code""")
+    assert engine_client(loaded) == [] and not {m.split('.')[0] for m in loaded} & set(HEAVY)
