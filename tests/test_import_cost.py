@@ -141,3 +141,12 @@ try:
 except SystemExit as stop:
     assert stop.code in (0, None), stop.code""")
     assert engine_client(loaded) == [] and not {m.split('.')[0] for m in loaded} & set(HEAVY)
+
+
+def test_analysing_runs_without_a_grid_run_loads_no_arch():
+    """arch (statsmodels, pandas and matplotlib with it) chooses the grid intervals' block length only: kit
+    analyze of a reset run computes its findings without it, and of a grid run loads it."""
+    runs = REPO_ROOT / "tests" / "fixtures" / "records_v1"
+    code = "from kit.analysis import findings\nfindings.compute([__import__('pathlib').Path({!r})])"
+    assert "arch" not in loaded_after(code.format(str(runs / "demo-20261201-070851")))
+    assert "arch" in loaded_after(code.format(str(runs / "grid-tiny-20261201-070919")))
