@@ -150,3 +150,11 @@ def test_analysing_runs_without_a_grid_run_loads_no_arch():
     code = "from kit.analysis import findings\nfindings.compute([__import__('pathlib').Path({!r})])"
     assert "arch" not in loaded_after(code.format(str(runs / "demo-20261201-070851")))
     assert "arch" in loaded_after(code.format(str(runs / "grid-tiny-20261201-070919")))
+
+
+
+def test_checking_an_out_folder_loads_no_engine_client():
+    """Every command that writes checks its --out folder first (kit.run.preflight.check_out): that loads
+    none of the engine build and launch machinery (httpx, trio), which only `kit run`'s checks use."""
+    loaded = loaded_after("from kit.run.preflight import check_out")
+    assert engine_client(loaded) == []
