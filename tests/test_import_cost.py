@@ -158,3 +158,19 @@ def test_checking_an_out_folder_loads_no_engine_client():
     none of the engine build and launch machinery (httpx, trio), which only `kit run`'s checks use."""
     loaded = loaded_after("from kit.run.preflight import check_out")
     assert engine_client(loaded) == []
+
+
+def test_kit_analyze_of_a_grid_run_loads_its_kind_only_and_no_engine_client(tmp_path):
+    """`kit analyze` of a grid run looks up the grid kind only (not every registered kind) and reads its
+    records: it loads no other kind's registration and none of the engine launch machinery (httpx, trio)."""
+    run = REPO_ROOT / "tests" / "fixtures" / "records_v1" / "grid-tiny-20261201-070919"
+    loaded = loaded_after(f"""
+import runpy, sys
+sys.argv = ["kit", "analyze", {str(run)!r}, "--out", {str(tmp_path / "out")!r}, "--no-figures"]
+try:
+    runpy.run_module("kit.cli", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code""")
+    assert engine_client(loaded) == [] and (tmp_path / "out" / "findings.json").is_file()
+    registered = {f"kit.protocols.{name}.protocol" for name in KIND_PACKAGES}  # each kind's registration
+    assert sorted(loaded & registered) == ["kit.protocols.grid.protocol"]

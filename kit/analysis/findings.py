@@ -290,9 +290,10 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 def _own_tables(collection: Collection, timer: Timer, findings: Findings) -> None:
     """The runs of kinds whose findings are their own results table (kit.protocols.kind.Analysis.table: the
     ladder, `kit watch`'s runs): each run's table, by kind."""
-    for kind in kinds.KINDS.values():
-        runs = collection.of_kind(kind.name)
-        if kind.analysis is None or kind.analysis.table is None or not runs:
+    for name in kinds.KINDS:  # in registry order; a kind with no run among the inputs is not loaded
+        runs = collection.of_kind(name)
+        kind = kinds.KINDS[name] if runs else None
+        if kind is None or kind.analysis is None or kind.analysis.table is None:
             continue
         started = time.perf_counter()
         findings.kinds = {**(findings.kinds or {}),
