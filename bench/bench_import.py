@@ -1,5 +1,5 @@
-"""Time what a run pays to import the kit: `import kit.run.runner` and `import kit.protocols.kinds`, each
-in a fresh interpreter, against `python -c pass` (the interpreter's own start-up) side by side.
+"""Time what a run pays to import the kit: `import kit.run.runner` and `import kit.protocols.kinds` (and what
+kit analyze and kit verify import to read), each in a fresh interpreter, against `python -c pass` (the interpreter's own start-up) side by side.
 
 Not a test: prints the median wall seconds of several subprocess runs, and what each import adds.
 
@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STATEMENTS = ("pass", "import kit.protocols.kinds", "import kit.run.runner")
+STATEMENTS = ("pass", "import kit.protocols.kinds", "import kit.run.runner",
+              # what kit analyze and kit verify import to read run folders and bundles (no engine client)
+              "import kit.analysis.findings", "import kit.bundle.verify", "import kit.protocols.harness.calls")
 
 
 def wall_seconds(statement: str, runs: int) -> list[float]:
@@ -41,7 +43,7 @@ def main() -> None:
     print(f"median wall seconds of {args.runs} fresh interpreters ({sys.executable})")
     for statement, seconds in medians.items():
         added = "baseline" if statement == "pass" else f"+{seconds - baseline:.3f} s over the baseline"
-        print(f"  python -c {statement!r:<32} {seconds:.3f} s   {added}")
+        print(f"  python -c {statement!r:<40} {seconds:.3f} s   {added}")
 
 
 if __name__ == "__main__":

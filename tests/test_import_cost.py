@@ -97,3 +97,80 @@ def test_the_statistics_names_still_load_on_use():
             "assert set(s.__all__) <= set(dir(s))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+ENGINE_CLIENT = ("httpx", "trio", "kit.launch.provider", "kit.engines.http")  # what starts and talks to engines
+
+
+def loaded_after(code: str) -> set[str]:
+    """Every module a fresh interpreter has imported after running `code` (its last printed line)."""
+    code += "\nimport json, sys; print(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def engine_client(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m in ENGINE_CLIENT or m.startswith(tuple(f"{r}." for r in ENGINE_CLIENT)))
+
+
+@pytest.mark.parametrize("module", ["kit.analysis.findings", "kit.bundle.verify", "kit.protocols.harness.calls",
+                                    "kit.protocols.harness.files"])
+def test_code_that_reads_run_folders_loads_no_engine_client_nor_statistics(module):
+    """`kit analyze` and `kit verify` read records: importing them (or the harness's calls and files, which
+    kit verify reads) loads neither the launch machinery (httpx, trio) nor the statistics stack."""
+    loaded = loaded_after(f"import {module}")
+    assert engine_client(loaded) == [], f"import {module} loads {engine_client(loaded)[:5]}"
+    assert not {m.split('.')[0] for m in loaded} & set(HEAVY), f"import {module} loads a statistics library"
+
+
+def test_looking_up_a_kind_that_is_read_loads_no_engine_client():
+    """A kind's registration (its `protocol` module, imported when kit analyze or kit verify looks the kind up)
+    names the launch machinery in annotations only, and imports it inside the functions that start servers."""
+    loaded = loaded_after("from kit.protocols.kinds import KINDS\nfor name in ('reset', 'grid', 'harness'): KINDS[name]")
+    assert engine_client(loaded) == []
+
+
+def test_verifying_a_bundle_loads_no_engine_client_nor_statistics():
+    bundle = REPO_ROOT / "tests" / "fixtures" / "bundles" / "demo-20261201-191112.tar.gz"
+    loaded = loaded_after(f"""
+import runpy, sys
+sys.argv = ["kit", "verify", {str(bundle)!r}]
+try:
+    runpy.run_module("kit.cli", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code""")
+    assert engine_client(loaded) == [] and not {m.split('.')[0] for m in loaded} & set(HEAVY)
+
+
+def test_analysing_runs_without_a_grid_run_loads_no_arch():
+    """arch (statsmodels, pandas and matplotlib with it) chooses the grid intervals' block length only: kit
+    analyze of a reset run computes its findings without it, and of a grid run loads it."""
+    runs = REPO_ROOT / "tests" / "fixtures" / "records_v1"
+    code = "from kit.analysis import findings\nfindings.compute([__import__('pathlib').Path({!r})])"
+    assert "arch" not in loaded_after(code.format(str(runs / "demo-20261201-070851")))
+    assert "arch" in loaded_after(code.format(str(runs / "grid-tiny-20261201-070919")))
+
+
+
+def test_checking_an_out_folder_loads_no_engine_client():
+    """Every command that writes checks its --out folder first (kit.run.preflight.check_out): that loads
+    none of the engine build and launch machinery (httpx, trio), which only `kit run`'s checks use."""
+    loaded = loaded_after("from kit.run.preflight import check_out")
+    assert engine_client(loaded) == []
+
+
+def test_kit_analyze_of_a_grid_run_loads_its_kind_only_and_no_engine_client(tmp_path):
+    """`kit analyze` of a grid run looks up the grid kind only (not every registered kind) and reads its
+    records: it loads no other kind's registration and none of the engine launch machinery (httpx, trio)."""
+    run = REPO_ROOT / "tests" / "fixtures" / "records_v1" / "grid-tiny-20261201-070919"
+    loaded = loaded_after(f"""
+import runpy, sys
+sys.argv = ["kit", "analyze", {str(run)!r}, "--out", {str(tmp_path / "out")!r}, "--no-figures"]
+try:
+    runpy.run_module("kit.cli", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code""")
+    assert engine_client(loaded) == [] and (tmp_path / "out" / "findings.json").is_file()
+    registered = {f"kit.protocols.{name}.protocol" for name in KIND_PACKAGES}  # each kind's registration
+    assert sorted(loaded & registered) == ["kit.protocols.grid.protocol"]

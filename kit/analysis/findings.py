@@ -290,9 +290,10 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 def _own_tables(collection: Collection, timer: Timer, findings: Findings) -> None:
     """The runs of kinds whose findings are their own results table (kit.protocols.kind.Analysis.table: the
     ladder, `kit watch`'s runs): each run's table, by kind."""
-    for kind in kinds.KINDS.values():
-        runs = collection.of_kind(kind.name)
-        if kind.analysis is None or kind.analysis.table is None or not runs:
+    for name in kinds.KINDS:  # in registry order; a kind with no run among the inputs is not loaded
+        runs = collection.of_kind(name)
+        kind = kinds.KINDS[name] if runs else None
+        if kind is None or kind.analysis is None or kind.analysis.table is None:
             continue
         started = time.perf_counter()
         findings.kinds = {**(findings.kinds or {}),
@@ -339,7 +340,8 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, pool)
         started = time.perf_counter()  # while the workers read: they need none of these
-        import_before_forking(*STATS_MODULES, "arch.bootstrap")
+        # arch (the grid intervals' block length; it loads statsmodels, pandas, matplotlib): only for grid runs
+        import_before_forking(*STATS_MODULES, *(("arch.bootstrap",) if reads["grid"] else ()))
         timer.add("import the statistics modules", started)
         grid = _grid_results(reads["grid"], settings, timer)
         sweep = _results(reads["sweep"], timer)

@@ -44,11 +44,12 @@ How to add a kind
 1. Make the package `kit/protocols/<name>/`: `protocol.py` (the model, `prepare`, `run` and
    `KIND = Kind(...)` at its bottom), `results.py` (its `Results` model and `results(run_dir)`), `view.py`
    (the renderer, reading the model) and an
-   `__init__.py` that re-exports `KIND`. Keep registering cheap: name the renderer with
+   `__init__.py` that imports nothing (a caller that only reads the kind's records or results then loads
+   none of the machinery `protocol.py` runs with). Keep registering cheap: name the renderer with
    `Lazy("kit.protocols.<name>.view:<function>")`, and import `kit.stats` inside the functions that
    compute (`tests/test_import_cost.py` keeps `import kit.run.runner` free of scipy, matplotlib, textual, ...).
-2. Register it: add `"<name>": "kit.protocols.<name>"` to `KINDS` in `kit/protocols/kinds.py`, the one
-   registry of kinds (lazy: the package is imported when its kind is first looked up). A package outside
+2. Register it: add `"<name>": "kit.protocols.<name>.protocol"` to `KINDS` in `kit/protocols/kinds.py`, the one
+   registry of kinds (lazy: the module is imported when its kind is first looked up). A package outside
    the kit registers its kinds instead with an entry point of the group `kit.kinds` in its own
    pyproject.toml, `[project.entry-points."kit.kinds"]` `<name> = "<its package>"`, and touches no file of
    the kit (docs/architecture.md, "How to add").

@@ -3,7 +3,8 @@ whose registration (`KIND`, kit.protocols.kind) is listed once here: `KINDS`, th
 A package outside the kit adds its own kinds under the entry-point group `kit.kinds` (`ENTRY_POINTS`), each
 naming the module that holds its `KIND`: `toy = "toy_kind"` in its pyproject.toml's
 `[project.entry-points."kit.kinds"]` (docs/architecture.md, "How to add").
-The registry (kit.core.plugs.Registry, the one kind of registry the kit has) is lazy: it names each kind's package, and imports a package when its kind is first looked up,
+The registry (kit.core.plugs.Registry, the one kind of registry the kit has) is lazy: it names each kind's `protocol` module (whose package imports nothing, so reading a kind's
+records or results loads none of its running machinery), and imports it when its kind is first looked up,
 so `kit run reset` loads the reset kind only (tests/test_import_cost.py), and reads the entry points only
 when it is asked for a name the kit does not ship, or for all its names. Its names cost nothing; going
 through its kinds (`values()`, `items()`) loads them all.
@@ -40,15 +41,15 @@ ENTRY_POINTS = "kit.kinds"  # the entry-point group of the kinds a package outsi
 KIND_PLUG = Plug(Kind, "kind", ENTRY_POINTS, "KIND", "Kind(name={name!r}, ...)` (kit.protocols.kind)")
 
 KINDS: Registry[Kind] = Registry(KIND_PLUG, {
-    "reset": "kit.protocols.reset",
-    "grid": "kit.protocols.grid",
-    "pinning": "kit.protocols.pinning",
-    "sweep": "kit.protocols.sweep",
-    "flag_order": "kit.protocols.flag_order",
-    "harness": "kit.protocols.harness",
-    "ladder": "kit.protocols.ladder",
-    "watch": "kit.protocols.watch",
-    "remedy": "kit.protocols.remedy",
+    "reset": "kit.protocols.reset.protocol",
+    "grid": "kit.protocols.grid.protocol",
+    "pinning": "kit.protocols.pinning.protocol",
+    "sweep": "kit.protocols.sweep.protocol",
+    "flag_order": "kit.protocols.flag_order.protocol",
+    "harness": "kit.protocols.harness.protocol",
+    "ladder": "kit.protocols.ladder.protocol",
+    "watch": "kit.protocols.watch.protocol",
+    "remedy": "kit.protocols.remedy.protocol",
 })
 
 

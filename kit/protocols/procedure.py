@@ -10,12 +10,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from kit.core.events import Emit
-from kit.launch.provider import EngineProvider
 from kit.record.files import RecordWriter
 from kit.record.manifest import Manifest
+
+if TYPE_CHECKING:  # named in annotations only: reading a kind's records or results loads no engine machinery
+    from kit.launch.provider import EngineProvider
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def _files(*places: str) -> list[Path]:
 def test_every_kind_package_is_registered_and_every_kind_the_kit_ships_is_a_package():
     packages = {path.parent.name for path in (KIT / "protocols").glob("*/protocol.py")}
     assert set(kinds.KINDS.shipped) == packages
-    assert all(module == f"kit.protocols.{name}" for name, module in kinds.KINDS.shipped.items())
+    assert all(module == f"kit.protocols.{name}.protocol" for name, module in kinds.KINDS.shipped.items())
 
 
 def test_every_kind_is_a_package_that_registers_itself():

@@ -8,12 +8,11 @@ import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kit.core.errors import ConfigError
 from kit.core.events import Emit, Event, EpisodeVerdict, KindEvent, Notice, PlanEstimate, SessionStarted
 from kit.core.paths import RunPaths
-from kit.launch.provider import EngineProvider, EngineSession, for_arm
 from kit.protocols.bfcl_passes.model import FAMILY_RENDERERS, BfclPassesProtocol, BfclWorkload, PassPlan, episode_order
 from kit.protocols.bfcl_passes.one_pass import run_pass
 from kit.protocols.estimate import Speed, probe
@@ -25,10 +24,13 @@ from kit.workloads.bfcl.provision import BfclInstall
 from kit.workloads.bfcl.render import Renderer
 from kit.workloads.bfcl.agent import opening_messages
 
+if TYPE_CHECKING:  # annotations only: reading a grid run's files (kit analyze, kit verify) loads no launch machinery
+    from kit.launch.provider import EngineProvider, EngineSession
+
 P = TypeVar("P", bound=PassPlan)  # a pass's plan: the grid's, or a kind's own subclass
 Pr = TypeVar("Pr", bound=BfclPassesProtocol)  # a kind's protocol
 T = TypeVar("T")
-ServerOf = Callable[[Pr, EngineProvider, P], EngineProvider]  # (protocol, the run's provider, pass) -> its server's
+ServerOf = Callable[[Pr, "EngineProvider", P], "EngineProvider"]  # (protocol, the run's provider, pass) -> its server's
 
 
 def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: RunInputs) -> Prepared:
@@ -184,6 +186,7 @@ def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContex
         if arms and ctx.manifest.run.estimate is None:
             first = render(opening_messages(workload.system_prompt(worker, canonical[0].id), canonical[0].turns[0]))
             # uncached, so on a server of the cache-off arm where each arm has its own
+            from kit.launch.provider import for_arm  # noqa: PLC0415 - launch machinery loads when a run starts
             speed = probe(for_arm(estimate_provider or ctx.provider, "off"), RunPaths(ctx.run_dir).logs, protocol.seed,
                           first)
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kit.record.divergence import completion_emitted
 from kit.engines.base import Completion, CompletionRequest, ServerCacheArm, require
@@ -25,9 +25,11 @@ from kit.protocols.procedure import RunContext
 from kit.protocols.bfcl_passes.model import BfclPassesProtocol, GridGates, PassPlan
 from kit.record.model import BfclRecord, EpisodeSummary, Gate
 from kit.record.files import RecordWriter
-from kit.launch.provider import EngineSession
 from kit.workloads.bfcl import BfclWorker, run_episode, score_episode
 from kit.workloads.bfcl.client import Episode
+
+if TYPE_CHECKING:  # annotations only: reading a grid run's files (kit analyze, kit verify) loads no launch machinery
+    from kit.launch.provider import EngineSession
 from kit.workloads.bfcl.render import Renderer
 
 SENTINEL_PROMPT = "Sentinel cache reset. " * 32

@@ -1,5 +1,3 @@
-"""The `flag_order` protocol kind: its registration (`KIND`, kit.protocols.kind) and the modules it names."""
-
-from kit.protocols.flag_order.protocol import KIND
-
-__all__ = ["KIND"]
+"""The `flag_order` protocol kind: its modules; its registration (`KIND`, kit.protocols.kind) is in `protocol`, which
+the registry (kit.protocols.kinds) imports. Nothing is imported here: code that only reads the kind's files
+(its records, results, views) loads none of the machinery that runs it (tests/test_import_cost.py)."""

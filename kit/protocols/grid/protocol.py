@@ -10,13 +10,12 @@ BFCL's verdict. As soon as an episode exists in both passes of a comparison, its
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
 from kit.core.errors import ConfigError
 from kit.engines.registry import VLLM
-from kit.launch.provider import EngineProvider, for_arm
 from kit.protocols import bounds as b
 from kit.protocols.bfcl_passes.drive import drive, prepare_bfcl, rerun_whole
 from kit.protocols.bfcl_passes.model import (BFCL_EPISODES, Arm, BfclPassesProtocol, PassPlan, bfcl_episodes,
@@ -26,6 +25,9 @@ from kit.protocols.grid.results import GridResults
 from kit.protocols.kind import Analysis, CpuEstimate, FileData, Kind, Launcher, Lazy
 from kit.protocols.procedure import Prepared, RunContext, RunInputs
 from kit.record.model import BfclRecord
+
+if TYPE_CHECKING:  # annotations only: reading a grid run's files (kit analyze, kit verify) loads no launch machinery
+    from kit.launch.provider import EngineProvider
 
 
 class GridProtocol(BfclPassesProtocol):
@@ -68,6 +70,8 @@ SERVER_KEY: dict[str, Callable[[PassPlan], str]] = {  # grid `server` setting ->
 def grid_server(protocol: GridProtocol, provider: EngineProvider, plan: PassPlan) -> EngineProvider:
     """The provider of a grid pass's server: the run's for one server of both arms (`shared`: refused where the
     arm is a server's setting), else its arm's."""
+    from kit.launch.provider import for_arm  # noqa: PLC0415 - launch machinery loads when a run starts
+
     return provider if protocol.server == "shared" else for_arm(provider, plan.arm)
 
 

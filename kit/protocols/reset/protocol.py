@@ -6,14 +6,13 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from pydantic import Field, model_validator
 
 from kit.protocols.reset import results as reset_table
 from kit.record.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
-from kit.launch.provider import EngineProvider
 from kit.core.errors import ConfigError
 from kit.core.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.record.manifest import now
@@ -27,6 +26,9 @@ from kit.protocols.spec import ProtocolBase, Strict, Workload
 from kit.protocols.reset.results import ResetResults
 from kit.record.model import Gate, ResetRecord
 from kit.workloads.items import MATH_SYSTEM_PROMPT, Item, arithmetic_items, load_gsm8k
+
+if TYPE_CHECKING:  # an annotation only: `kit verify` and `kit analyze` of a reset run load no engine machinery
+    from kit.launch.provider import EngineProvider
 
 
 class Phase(Strict):
