@@ -169,7 +169,8 @@ def gsm8k_file() -> Path:
     return GSM8K
 
 
-ENGINE_TIERS = ("engine", "slow", "docker", "ray", "browser")  # may start an engine, a daemon, a cluster, a browser
+ENGINE_TIERS = ("engine", "slow", "docker", "ray", "browser", "corpus")  # may start an engine, a daemon, a cluster,
+# a browser, or (the adversarial corpus) some 180 kit processes
 ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine", "shared_grid_run", "shared_demo_bundle"}
 
 

@@ -17,7 +17,8 @@ SIDE_BY_SIDE = max(2, min(8, 2 * (os.cpu_count() or 1)))  # cases run at once (e
 
 # Under `-n` every test of this module goes to one worker (tests/conftest.py makes `load` `loadgroup`): a worker
 # starts every selected case up front, so two workers sharing the module would each run all of them.
-pytestmark = pytest.mark.xdist_group("adversarial corpus")
+# its own tier (not unit: ~90 s of the 2-core budget, one kit process per case); one xdist worker holds it whole
+pytestmark = [pytest.mark.corpus, pytest.mark.xdist_group("adversarial corpus")]
 
 
 @pytest.fixture(scope="module")
