@@ -212,8 +212,10 @@ class Proxy:
         # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
         connector = aiohttp.TCPConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
+        # no cookie jar: an upstream's Set-Cookie is its client's alone, never sent with another's request
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False) as session:
+                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False,
+                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
             self.session = session
             yield
 
