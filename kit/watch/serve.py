@@ -93,7 +93,7 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
     live = live or Live(quiet=quiet)
     proxy = Proxy(settings, record=recorder.add, report=live.call)
     config = uvicorn.Config(proxy.app, interface="asgi3", loop="auto", log_level="warning", access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=10, proxy_headers=False, **server_settings(bounds),
+                            lifespan="on", timeout_graceful_shutdown=10, **server_settings(bounds),
                             http=protocol(bounds, lambda reason: proxy.metrics.refused.labels(reason).inc()))
     watch = Watch(proxy, recorder, uvicorn.Server(config), sock, live)
     live.console.print(f"kit watch: {redact_url(url)}, {found.line()}, proxied at {watch.url}; recording into "

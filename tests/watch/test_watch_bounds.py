@@ -88,6 +88,14 @@ def test_the_upstreams_cookies_go_back_to_the_client_and_never_to_the_upstream_a
     assert len(raw.heads) == 2 and b"cookie" not in raw.heads[1].lower()
 
 
+def test_an_answers_headers_are_the_upstreams_with_none_of_the_servers_own_added(tmp_path):
+    with watching(tmp_path) as (_, _, port):
+        answer, _ = exchange(port, GET % b"/a")
+    head = answer.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    assert head[0] == b"http/1.1 200 ok"
+    assert sorted(line.split(b":")[0] for line in head[1:]) == [b"connection", b"content-length", b"content-type"]
+
+
 def test_credentials_in_the_upstream_url_replace_the_clients_authorization(tmp_path, capfd):
     with watching(tmp_path, url=lambda url: url.replace("http://", "http://watch%20user:p%40ss@")) as \
             (watch, raw, port):
