@@ -260,5 +260,8 @@ def protocol(bounds: Bounds, refused: Callable[[str], None]) -> type[HttpToolsPr
 
 
 def server_settings(bounds: Bounds) -> dict[str, Any]:
-    """uvicorn.Config's settings for these bounds (with `http=protocol(...)`)."""
-    return {"timeout_keep_alive": bounds.idle_timeout, "limit_concurrency": bounds.max_connections}
+    """uvicorn.Config's settings for these bounds (with `http=protocol(...)`), and the proxy's own."""
+    return {"timeout_keep_alive": bounds.idle_timeout, "limit_concurrency": bounds.max_connections,
+            # an answer's headers are the upstream's, with no Server or Date of uvicorn's own added; no client
+            # address or scheme is read from the X-Forwarded headers a client sends
+            "server_header": False, "date_header": False, "proxy_headers": False}

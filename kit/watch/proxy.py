@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from yarl import URL
 
 from kit.core.limits import (
@@ -186,7 +186,7 @@ class Proxy:
         """The ASGI application: `GET /metrics` is the proxy's own, every other request is forwarded."""
         if scope["type"] == "http":
             if scope["path"] == "/metrics":
-                response: Response | None = Response(self.metrics.text(), media_type=CONTENT_TYPE) \
+                response: ASGIApp | None = Response(self.metrics.text(), media_type=CONTENT_TYPE) \
                     if scope["method"] == "GET" else _error(405, "/metrics is the proxy's own: GET only")
             elif scope["method"] not in METHODS:
                 response = _error(405, f"method not forwarded (only {', '.join(sorted(METHODS))})")
@@ -212,8 +212,10 @@ class Proxy:
         # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
         connector = aiohttp.TCPConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
+        # no cookie jar: an upstream's Set-Cookie is its client's alone, never sent with another's request
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False) as session:
+                                         skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False,
+                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
             self.session = session
             yield
 
@@ -245,7 +247,7 @@ class Proxy:
             self._done(call, b"", error)
         return _error(status, error)
 
-    async def forward(self, scope: Scope, receive: Receive) -> Response | None:
+    async def forward(self, scope: Scope, receive: Receive) -> ASGIApp | None:
         """The upstream's answer to this request (None: the client left before its request was in)."""
         import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
 
@@ -426,38 +428,20 @@ class Proxy:
             self.report(fields)
 
 
-class _Relay(_Cuttable):
-    """An answer relayed chunk by chunk as it arrives (the first `answer_bytes` kept to observe). However the
-    relay ends (the answer's end, the upstream cutting it, the client going away, or the response never
-    started because the client left first), `Proxy.relayed` runs once."""
+class _Relay:
+    """An answer relayed chunk by chunk as it arrives (the first `answer_bytes` kept to observe), each chunk
+    handed to the server as the upstream's client reads it: no body iterator or response class between them
+    (a streamed answer's every chunk went through three more coroutine layers). However the relay ends (the
+    answer's end, the upstream cutting it: no final chunk, so the server closes the connection and the client
+    sees the cut; the client going away; or the response never started because the client left first),
+    `Proxy.relayed` runs once."""
 
     def __init__(self, proxy: Proxy, upstream: Any, call: _Call | None, headers: list[Any]):
-        super().__init__(self._chunks(), status_code=upstream.status)
-        self.raw_headers = headers
-        self.proxy, self.upstream, self.call = proxy, upstream, call
+        self.proxy, self.upstream, self.call, self.headers = proxy, upstream, call, headers
         self.kept: bytearray | None = bytearray() if call is not None else None
         self.error: str | None = None
         self.whole = False
         self.ended = False
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
-
-        limit = self.proxy.settings.answer_bytes
-        try:
-            async for chunk in self.upstream.content.iter_any():
-                if self.kept is not None:
-                    if len(self.kept) + len(chunk) > limit:
-                        self.kept, self.error = None, f"the answer is over {limit} bytes: passed on unread"
-                    else:
-                        self.kept += chunk
-                yield chunk
-            self.whole = True
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.error = f"the upstream cut the answer short ({type(exc).__name__})"
-            raise UpstreamCut(self.error) from exc
-        finally:
-            self.end()
 
     def end(self) -> None:
         if self.ended:
@@ -469,9 +453,9 @@ class _Relay(_Cuttable):
         self.proxy.relayed(self.upstream, self.call, data, self.error)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Streamed as Starlette's StreamingResponse streams, given up when the client leaves; what listens for
-        that is one task of the loop's own, not an anyio task group (its cancel scopes cost a streamed call
-        about a tenth of a millisecond of CPU, bench/bench_watch.py)."""
+        """Relayed, given up when the client leaves; what listens for that is one task of the loop's own, not an
+        anyio task group (its cancel scopes cost a streamed call about a tenth of a millisecond of CPU,
+        bench/bench_watch.py)."""
         relay, left = asyncio.current_task(), False
 
         async def listen() -> None:
@@ -484,7 +468,7 @@ class _Relay(_Cuttable):
 
         listener = asyncio.get_running_loop().create_task(listen())
         try:
-            await self.stream_response(send)
+            await self._relay(send)
         except asyncio.CancelledError:
             if not left or relay is None:
                 raise
@@ -492,6 +476,25 @@ class _Relay(_Cuttable):
         finally:
             listener.cancel()
             self.end()
+
+    async def _relay(self, send: Send) -> None:
+        import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
+
+        limit = self.proxy.settings.answer_bytes
+        await send({"type": "http.response.start", "status": self.upstream.status, "headers": self.headers})
+        try:
+            async for chunk in self.upstream.content.iter_any():
+                if self.kept is not None:
+                    if len(self.kept) + len(chunk) > limit:
+                        self.kept, self.error = None, f"the answer is over {limit} bytes: passed on unread"
+                    else:
+                        self.kept += chunk
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.error = f"the upstream cut the answer short ({type(exc).__name__})"
+            return  # no final chunk: the server closes the connection, the client sees the cut
+        self.whole = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def gen_ai(asked: observe.Asked, answer: observe.Answered) -> dict[str, Any]:

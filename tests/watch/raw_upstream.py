@@ -4,6 +4,7 @@ client sent, and see how the proxy takes answers no well-behaved server gives. R
 
 Scenarios (applied to every request but the start probe, `GET /props`, which is always answered well):
 - `ok`: a llama.cpp `/completion` answer (timings, so the call is classified) for every request.
+- `cookie`: the same answer, with a Set-Cookie header.
 - `status-999`: a status line with a status no HTTP server sends.
 - `ctl-header`: a header value with a control character.
 - `long-header`: a header line of 100 KB.
@@ -20,7 +21,7 @@ import socket
 import threading
 import time
 
-SCENARIOS = ("ok", "status-999", "ctl-header", "long-header", "garbage", "endless", "silent")
+SCENARIOS = ("ok", "cookie", "status-999", "ctl-header", "long-header", "garbage", "endless", "silent")
 ANSWER = {"index": 0, "content": " Paris", "tokens": [], "id_slot": 0, "stop": True, "model": "raw",
           "tokens_predicted": 1, "tokens_evaluated": 6, "stop_type": "limit", "stopping_word": "", "tokens_cached": 6,
           "timings": {"cache_n": 5, "prompt_n": 1, "prompt_ms": 11.2, "predicted_n": 1, "predicted_ms": 0.1}}
@@ -94,6 +95,9 @@ class RawUpstream:
         if self.scenario == "ok":
             conn.sendall(_reply(b"200 OK", good).partition(b"\r\n\r\n")[0] + b"\r\n\r\n" if head.startswith(b"HEAD ")
                          else _reply(b"200 OK", good))
+            return True
+        if self.scenario == "cookie":
+            conn.sendall(_reply(b"200 OK", good, b"set-cookie: session=s1; Path=/\r\n"))
             return True
         if self.scenario == "status-999":
             conn.sendall(_reply(b"999 Weird", good))

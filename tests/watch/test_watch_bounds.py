@@ -78,6 +78,24 @@ def test_the_upstream_urls_own_query_follows_the_clients(tmp_path):
                                                              b"GET /b?api_key=k%2B1 HTTP/1.1"]
 
 
+def test_the_upstreams_cookies_go_back_to_the_client_and_never_to_the_upstream_again(tmp_path):
+    """The proxy keeps no cookie jar: a Set-Cookie is the client's alone (by a host name, which a jar would
+    keep; an IP address it would not)."""
+    with watching(tmp_path, "cookie", url=lambda url: url.replace("127.0.0.1", "localhost")) as (_, raw, port):
+        first, _ = exchange(port, GET % b"/a")
+        exchange(port, GET % b"/b")
+    assert b"\r\nset-cookie: session=s1; Path=/\r\n" in first
+    assert len(raw.heads) == 2 and b"cookie" not in raw.heads[1].lower()
+
+
+def test_an_answers_headers_are_the_upstreams_with_none_of_the_servers_own_added(tmp_path):
+    with watching(tmp_path) as (_, _, port):
+        answer, _ = exchange(port, GET % b"/a")
+    head = answer.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    assert head[0] == b"http/1.1 200 ok"
+    assert sorted(line.split(b":")[0] for line in head[1:]) == [b"connection", b"content-length", b"content-type"]
+
+
 def test_credentials_in_the_upstream_url_replace_the_clients_authorization(tmp_path, capfd):
     with watching(tmp_path, url=lambda url: url.replace("http://", "http://watch%20user:p%40ss@")) as \
             (watch, raw, port):
