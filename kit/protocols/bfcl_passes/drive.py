@@ -39,11 +39,11 @@ def prepare_bfcl(protocol: BfclPassesProtocol, plan: dict[str, Any], inputs: Run
     install = ensure_bfcl(say=inputs.say)
     workload = protocol.workload
     count = workload.count
+    docs = {"function_docs_max": workload.function_docs_max} if workload.function_docs_max else {}  # where trimmed
     plan = {"episodes": count, **plan, "sentinel": protocol.sentinel, "top_logprobs": protocol.top_logprobs,
             "max_tokens_cap": workload.max_tokens_cap, "max_requests_per_episode": workload.max_requests_per_episode,
-            **({"function_docs_max": workload.function_docs_max} if workload.function_docs_max else {})}
-    description = {"source": "bfcl multi_turn_base", "episodes": count, "ids": workload.chosen_ids() or [],
-                   **({"function_docs_max": workload.function_docs_max} if workload.function_docs_max else {}),
+            **docs}
+    description = {"source": "bfcl multi_turn_base", "episodes": count, "ids": workload.chosen_ids() or [], **docs,
                    **install.to_manifest()}
     return Prepared(plan=plan, workload=description, payload=install,
                     seeds={"request_seed": protocol.seed, "order_seed": protocol.order_seed})

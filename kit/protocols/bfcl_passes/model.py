@@ -76,8 +76,6 @@ class BfclWorkload(Strict):
 
     def system_prompt(self, worker: BfclWorker, episode_id: str) -> str:
         """The episode's system prompt as this workload sends it (all function docs, or the first N)."""
-        if self.function_docs_max is None:
-            return worker.system_prompt(episode_id)
         return worker.system_prompt(episode_id, functions=self.function_docs_max)
 
     def chosen_ids(self) -> list[str] | None:
