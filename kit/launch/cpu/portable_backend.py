@@ -171,13 +171,15 @@ STEP = re.compile(r"^\[\s*(\d{1,3})%\]")  # the "[ 42%] Building C object ..." l
 BUILDING = "libggml-cpu for AVX2 (about a minute on two cores)"
 
 
-def run_step(cmd: list[str], log: Path, what: str, progress: Progress | None = None, label: str = BUILDING) -> None:
-    """Run a build step, its output into `log`; with `progress`, the percentage CMake prints as it goes."""
+def run_step(cmd: list[str], log: Path, what: str, progress: Progress | None = None, label: str = BUILDING,
+             env: dict[str, str] | None = None) -> None:
+    """Run a build step, its output into `log`; with `progress`, the percentage CMake prints as it goes; `env`:
+    the step's environment (else this process's)."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace") as proc:
+                              errors="replace", env=env) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)

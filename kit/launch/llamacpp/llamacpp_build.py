@@ -10,7 +10,9 @@ part of the cache key. Each
 (build, backend) has its own folder in the cache, `engines/llama-server-b<N>-<backend>/`, holding the
 binary and BUILD.json (the sdist's name and sha256, the cmake command, the binary's sha256 and the
 extensions its machine code uses); the build log lies beside it and the source and build trees in a
-`.work` folder, so an interrupted build resumes where it stopped.
+`.work` folder (the sources at `src/`, the same place in every build), so an interrupted build resumes where
+it stopped. Where ccache is on PATH it is the compiler launcher (compiler_cache), so a bisect's builds
+compile each translation unit that did not change between them once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -46,6 +49,7 @@ COMMON_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_WEBUI=OFF",  # the kit never serves the web UI, and some builds' sdists carry no tools/server/public
 )
 BACKEND_FLAGS = {"portable": ("-DGGML_NATIVE=OFF", *ISA_FLAGS), "cuda": ("-DGGML_NATIVE=OFF", *ISA_FLAGS, "-DGGML_CUDA=ON")}
 DEFAULT_CUDA_ARCHS = "89"  # sm_89 (Ada: L4, RTX 40xx), as the pinned CUDA build's --archs, where nvidia-smi names none
@@ -93,9 +97,27 @@ def builds_here(backend: str) -> list[int]:
     return sorted(found)
 
 
-def cmake_configure(source: Path, tree: Path, backend: str, cuda_archs: str | None = None) -> list[str]:
+def cmake_configure(source: Path, tree: Path, backend: str, cuda_archs: str | None = None,
+                    launcher: str | None = None) -> list[str]:
     archs = [f"-DCMAKE_CUDA_ARCHITECTURES={cuda_archs}"] if check_backend(backend) == "cuda" and cuda_archs else []
-    return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[backend], *archs]
+    cached = [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launcher}" for lang in ("C", "CXX")] if launcher else []
+    return ["cmake", "-S", str(source), "-B", str(tree), *COMMON_FLAGS, *BACKEND_FLAGS[backend], *archs, *cached]
+
+
+def compiler_cache() -> dict[str, Any]:
+    """ccache where it is on PATH (and KIT_CCACHE is not 0): every build's sources lie at the same place
+    relative to its own work folder (CCACHE_BASEDIR), so a translation unit unchanged between two builds is
+    compiled once. Only the compiler's own output for the identical preprocessed input comes back, so the
+    machine code is the same; a bisect's later, closer steps rebuild little. BUILD.json records it."""
+    found = shutil.which("ccache")
+    if found is None or os.environ.get("KIT_CCACHE") == "0":
+        return {}
+    try:
+        version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30,
+                                 check=False).stdout.splitlines()[:1]
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"compiler_cache": {"path": found, "version": version[0] if version else "unknown"}}
 
 
 def cuda_toolchain(archs: str | None = None) -> dict[str, Any]:
@@ -173,22 +195,31 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     work = target.with_name(target.name + ".work")
     log = target.with_name(target.name + ".log")
     work.mkdir(parents=True, exist_ok=True)
-    source = work / sdist.filename.removesuffix(".tar.gz") / "llama.cpp"
+    source = work / "src" / "llama.cpp"  # the same relative place in every build's work folder (compiler_cache)
     if not (source / "CMakeLists.txt").is_file():
         say(f"unpacking {sdist.filename} ...")
+        shutil.rmtree(work / "src", ignore_errors=True)
         with tarfile.open(sdist.path) as tar:
-            tar.extractall(work, filter="data")
+            tar.extractall(work / "unpacked", filter="data")
+        unpacked = work / "unpacked" / sdist.filename.removesuffix(".tar.gz")
+        if unpacked.is_dir():
+            unpacked.rename(work / "src")
+        shutil.rmtree(work / "unpacked", ignore_errors=True)
     if not (source / "CMakeLists.txt").is_file():
         raise EngineError(f"{sdist.filename} has no llama.cpp/CMakeLists.txt",
                           "this sdist does not carry the llama.cpp sources; pick another build")
-    tree = work / "build"
+    tree = work / "tree"
     jobs = jobs or os.cpu_count() or 2
-    configure = cmake_configure(source, tree, backend, cuda.get("cuda_archs"))
-    say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs; log: {log}) ...")
+    cache = compiler_cache()
+    configure = cmake_configure(source, tree, backend, cuda.get("cuda_archs"),
+                                cache["compiler_cache"]["path"] if cache else None)
+    env = {**os.environ, "CCACHE_BASEDIR": str(work), "CCACHE_NOHASHDIR": "true"} if cache else None
+    say(f"building llama-server of llama.cpp build {build} ({backend} CPU backend, {jobs} jobs"
+        f"{', ccache' if cache else ''}; log: {log}) ...")
     started = time.monotonic()
     what = f"llama-server of llama.cpp build {build}"
-    run_step(configure, log, "cmake configure", label=what)
-    run_step(cmake_build(tree, jobs), log, "cmake build", said(say), what)
+    run_step(configure, log, "cmake configure", label=what, env=env)
+    run_step(cmake_build(tree, jobs), log, "cmake build", said(say), what, env=env)
     binary = tree / "bin" / BINARY
     if not binary.is_file():
         raise EngineError(f"the build made no {binary}", f"see the build log {log}")
@@ -200,7 +231,7 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
         **sdist.identity(), "cpu_backend": backend, "cmake_configure": configure[5:],
         "binary": BINARY, "binary_sha256": sha256_file(staging / BINARY),
         "instructions": cpu_isa.scan(staging / BINARY), "build_seconds": round(time.monotonic() - started),
-        "jobs": jobs, "kit_version": __version__, **cuda})
+        "jobs": jobs, "kit_version": __version__, **cuda, **cache})
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     say(f"built {target / BINARY}")
