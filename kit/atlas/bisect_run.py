@@ -26,6 +26,7 @@ from kit.atlas.bisect import plan
 from kit.atlas.bisect_search import Outcome, Standing, search, standing
 from kit.atlas.bisect_state import FORMAT, RUNS, Role, State, Step
 from kit.atlas.bisect_steps import Builds, Judged, Say, Verified, judge
+from kit.atlas.sources import AtlasRun
 from kit.core.errors import ConfigError, KitError, RunInterrupted
 from kit.core.paths import outputs_dir
 from kit.core.terminal_text import one_line
@@ -67,7 +68,7 @@ class Bisect:
         self.state = self.state.recorded(step)
         bisect_state.save(self.folder, self.state)
 
-    def _run_of(self, step: Step):
+    def _run_of(self, step: Step) -> AtlasRun:
         return self.verified.get(self.runs / str(step.run), self.say)
 
     def write_atlas(self) -> tuple[Path, Path]:

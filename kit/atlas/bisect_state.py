@@ -28,7 +28,7 @@ MAX_BYTES = 1_000_000  # a real state file is a few kilobytes
 
 Build = Annotated[int, Field(ge=1, le=999_999)]
 Seconds = Annotated[float, Field(ge=0, le=30 * 86_400)]
-Line = Annotated[str, Field(max_length=2_000)]
+Line = Annotated[str, Field(max_length=20_000)]
 FolderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")]
 Role = Literal["good end", "bad end", "midpoint"]
 

@@ -113,6 +113,7 @@ def test_an_interrupted_bisect_continues_where_it_stopped(lab, tmp_path):
     assert again.returncode == 0, again.stderr
     assert "continuing the bisect in" in again.stdout and "2 step(s) done" in again.stdout
     assert lab.ran == [10, 14, 12, 13]  # no step run twice
+    assert lab.built == [10, 14, 12, 12, 13]  # only the step that was stopped is looked up again
     assert again.stdout.splitlines()[-1] == "first build where outputs changes: 13 (last good: 12)"
     finished = _bisect(folder)  # a bisect that is done says its answer again, running nothing
     assert finished.returncode == 0 and lab.ran == [10, 14, 12, 13]
@@ -177,9 +178,9 @@ def test_a_tampered_or_foreign_state_file_is_refused(lab, tmp_path, change, need
     assert _bisect(folder).returncode == 4  # two steps recorded
     path = folder / "bisect.json"
     path.write_text(change(path.read_text()))
-    ran = list(lab.ran)
+    ran, built = list(lab.ran), list(lab.built)
     done = _bisect(folder)
-    assert done.returncode == 2 and lab.ran == ran and done.stdout == ""
+    assert done.returncode == 2 and lab.ran == ran and lab.built == built and done.stdout == ""
     line = done.stderr.strip()
     assert "\n" not in line and line.startswith(f"kit: error: {path}") and "--out" in line, line
     assert any(part in line for part in needle.split("|")), line
