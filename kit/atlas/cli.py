@@ -73,8 +73,8 @@ def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool
     command continues an interrupted bisect, and no step is built or run twice.
 
     Ends with "first build where RUNG changes: B (last good: A)" and each step's build and run times; exit 0.
-    Exits 4 when no build can be named (both ends give the same result, or the builds that could hold the
-    change were all skipped), 2 on bad input, 130 when stopped (Ctrl-C; run it again to continue).
+    Exits 4 when no build can be named (both ends give the same result; or builds it had to skip lie where the
+    change is, and it names that range), 2 on bad input, 130 when stopped (Ctrl-C; run it again to continue).
     """
     from kit.atlas import bisect as bisecting  # noqa: PLC0415
     from kit.atlas import bisect_run  # noqa: PLC0415
