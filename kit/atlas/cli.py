@@ -1,4 +1,4 @@
-"""`kit atlas BUNDLE_OR_RUN...`: the verified runs side by side."""
+"""`kit atlas BUNDLE_OR_RUN...`: the verified runs side by side; `kit bisect`: the first llama.cpp build where a result changes."""
 
 from __future__ import annotations
 
@@ -53,16 +53,36 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
 @click.option("--bad", type=click.IntRange(1, 999_999), required=True, metavar="M",
               help="A later build whose result changed.")
 @click.option("--protocol", default="ladder-cpu", show_default=True, help="The protocol each step runs.")
-@click.option("--rung", default="L2", show_default=True, help="The result that changed: a ladder rung or a measure.")
-@click.option("--plan", "dry", is_flag=True,
-              help="Accepted for compatibility: the plan is what kit bisect does (it builds nothing).")
-def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool) -> None:
-    """Plan a bisect for the first llama.cpp build between --good and --bad where a result changes: the
-    builds the index carries between them, the steps at most, the first midpoint, and rough build and run
-    times on this machine. This plan is all kit bisect does so far; it builds and runs nothing (do a step by
-    hand with `kit engines build llamacpp --build N`, `kit run --engine-build N` and `kit atlas`)."""
+@click.option("--rung", default="L2", show_default=True,
+              help="The result that changed: a ladder rung (L0-L7, of a ladder protocol), a paper measure "
+                   "(e.g. IV:paths_differ) or outputs (byte-identical to the good end's on every shared request).")
+@click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="The bisect folder (default: outputs/bisect-llamacpp-N-M-PROTOCOL-RUNG); the same folder continues "
+                   "a bisect begun there.")
+def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool, out: Path | None) -> None:
+    """Find the first llama.cpp build between --good and --bad where a result changes.
+
+    Says the plan first (the index's builds between the two, the steps at most, rough times here), then
+    builds llama-server of each build it needs (`kit engines build llamacpp --build N`; a build made before
+    is reused) and runs the protocol on it as `kit run --engine-build N` does: the two ends first, then
+    midpoints, each run verified and judged good (the good end's result), bad (any other result) or skipped
+    (the kit cannot drive that build: its build failed, its run was refused or its engine could not start;
+    the nearest untested build is tried instead). The bisect folder keeps each step's run under runs/, an
+    atlas of them (atlas.html, atlas.csv, rewritten after every step) and the state file bisect.json: the same
+    command continues an interrupted bisect, and no step is built or run twice.
+
+    Ends with "first build where RUNG changes: B (last good: A)" and each step's build and run times; exit 0.
+    Exits 4 when no build can be named (both ends give the same result; or builds it had to skip lie where the
+    change is, and it names that range), 2 on bad input, 130 when stopped (Ctrl-C; run it again to continue).
+    """
     from kit.atlas import bisect as bisecting  # noqa: PLC0415
+    from kit.atlas import bisect_run  # noqa: PLC0415
     from kit.launch.llamacpp import llamacpp_sdist  # noqa: PLC0415
 
-    for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
-        echo(line)
+    if dry:
+        for line in bisecting.plan(good, bad, protocol, rung, llamacpp_sdist.available_builds()).lines():
+            echo(line)
+        echo("nothing was built (--plan)")
+        return
+    bisect_run.bisect(good, bad, protocol, rung, out, echo, llamacpp_sdist.available_builds)

@@ -208,6 +208,16 @@ def _merge(into: dict[str, Cell], cells: dict[str, Cell]) -> None:
             into[key] = Cell(f"{old.shown} | {cell.shown}")
 
 
+Outputs = dict[tuple[str, int, str], str]  # (pass, seq, request digest) -> the output's identity digest
+
+
+def identical(one: Outputs, other: Outputs) -> tuple[int, int]:
+    """Of the requests both asked (same pass, seq and request digest), how many got byte-identical outputs,
+    and how many they share: replay identity, as the atlas's column and `kit bisect --rung outputs` judge it."""
+    shared = one.keys() & other.keys()
+    return sum(one[k] == other[k] for k in shared), len(shared)
+
+
 def _identity(rows: list[Row]) -> None:
     """Per row: against every other row, of the requests both asked (same pass, seq and request digest), how
     many got byte-identical outputs."""
@@ -217,13 +227,12 @@ def _identity(rows: list[Row]) -> None:
         for j in range(len(rows)):
             if i == j:
                 continue
-            shared = outputs[i].keys() & outputs[j].keys()
+            same, shared = identical(outputs[i], outputs[j])
             if not shared:
                 parts.append(f"#{j + 1}: no request in common")
                 continue
             shared_any = True
-            same = sum(outputs[i][k] == outputs[j][k] for k in shared)
-            parts.append(f"#{j + 1}: {same}/{len(shared)} identical")
+            parts.append(f"#{j + 1}: {same}/{shared} identical")
         row.cells["identity"] = Cell("; ".join(parts)) if shared_any else \
             Cell(why="no other row asked the same requests (same pass, seq and request digest)"
                  if len(rows) > 1 else "the only row")

@@ -16,7 +16,7 @@ from tests.adversarial.forks import Forks
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("bundle", "run folder", "protocol file", "import file", "engine answer", "concurrency and faults",
-           "browser", "proxy client")
+           "browser", "proxy client", "bisect folder")
 OUTCOMES = ("clear", "traceback", "hang", "accepted", "touched", "executed")
 _WATCHED_SOURCE = (REPO / "kit", REPO / "protocols")
 

@@ -25,6 +25,7 @@ REACHES_IN = {
     "kit/bundle/imported.py": {"harness"},  # kit verify makes an imported run's records again by the import's rule
     "kit/protocols/ladder/protocol.py": {"sweep"},  # the ladder makes its L5 formats the sweep's way (formats.py)
     "kit/atlas/bisect.py": {"ladder"},  # `kit bisect --rung` accepts the ladder's rung names
+    "kit/atlas/bisect_steps.py": {"ladder"},  # and reads a rung's verdict from the ladder's results, typed
     "kit/protocols/remedy/protocol.py": {"reset"},  # the remedy's arms run the reset session
     "kit/protocols/remedy/results.py": {"reset"},  # and count Tables IV and VII with the reset kind's own counts
 }
