@@ -140,29 +140,3 @@ def test_the_portable_build_is_unchanged_and_bad_archs_are_refused(cache, tmp_pa
     with pytest.raises(ConfigError, match="--archs must be CUDA architectures"):
         llamacpp_build.build(11434, "cuda", say=lambda _l: None, fetch=_fetch(tmp_path, []), archs="sm_90; rm")
 
-
-@pytest.mark.parametrize("switch", [None, "0"])
-def test_ccache_on_path_is_the_compiler_launcher_and_recorded(cache, tmp_path, fake_path, monkeypatch, switch):
-    """ccache (a script printing ccache 4.7.5's first line here) compiles each unchanged translation unit once
-    across builds: the launcher flags, CCACHE_BASEDIR = the build's work folder (its sources lie at src/ in
-    every build) and BUILD.json's record of it; KIT_CCACHE=0 builds without it."""
-    bin_dir = fake_path(ccache="ccache version 4.7.5\nFeatures: file-storage http redis\n")
-    if switch is not None:
-        monkeypatch.setenv("KIT_CCACHE", switch)
-    else:
-        monkeypatch.delenv("KIT_CCACHE", raising=False)
-    envs: list[dict[str, str] | None] = []
-    steps = _recorded_steps(monkeypatch, envs)
-    binary = llamacpp_build.build(11434, "portable", say=lambda _l: None, fetch=_fetch(tmp_path, []), jobs=2)
-    work = cache / "engines" / "llama-server-b11434-portable.work"
-    configure, _build = steps
-    record = json.loads((binary.parent / llamacpp_build.BUILD_RECORD).read_text())
-    assert configure[2] == str(work / "src" / "llama.cpp") and (work / "src" / "llama.cpp" / "CMakeLists.txt").is_file()
-    launchers = [flag for flag in configure if "COMPILER_LAUNCHER" in flag]
-    if switch == "0":
-        assert launchers == [] and envs == [None, None] and "compiler_cache" not in record
-        return
-    assert launchers == [f"-DCMAKE_C_COMPILER_LAUNCHER={bin_dir / 'ccache'}",
-                         f"-DCMAKE_CXX_COMPILER_LAUNCHER={bin_dir / 'ccache'}"]
-    assert all(env is not None and env["CCACHE_BASEDIR"] == str(work) for env in envs) and len(envs) == 2
-    assert record["compiler_cache"] == {"path": str(bin_dir / "ccache"), "version": "ccache version 4.7.5"}

@@ -17,6 +17,7 @@ compile each translation unit that did not change between them once.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -24,8 +25,9 @@ import shutil
 import subprocess
 import tarfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kit import __version__
 from kit.core.atomic_file import write_json_atomic
@@ -191,6 +193,30 @@ def build(build: int, backend: str = "portable", say: Callable[[str], None] = pr
     target = install_dir(build, backend)  # checks build and backend before anything is fetched
     cuda = cuda_toolchain(archs) if backend == "cuda" else {}
     build_tools.require(f"building llama.cpp build {build}")
+    with _alone(target, say):
+        done = built(build, backend)  # made by the process this one waited for
+        if done:
+            record(build, backend)
+            return done
+        return _make(build, backend, target, cuda, say, jobs, fetch)
+
+
+@contextmanager
+def _alone(target: Path, say: Callable[[str], None]) -> Iterator[None]:
+    """One build of a (build, backend) at a time: two cmake runs in one `.work` tree would spoil it (a bisect
+    and a hand-made `kit engines build` of the same build). A second process waits, saying so."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.with_name(target.name + ".lock").open("a") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another process is building {target.name}; waiting for it to finish ...")
+            fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
+def _make(build: int, backend: str, target: Path, cuda: dict[str, Any], say: Callable[[str], None],
+          jobs: int | None, fetch: Callable[..., llamacpp_sdist.Sdist]) -> Path:
     sdist = fetch(build, say=say)
     work = target.with_name(target.name + ".work")
     log = target.with_name(target.name + ".log")
