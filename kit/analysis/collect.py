@@ -85,7 +85,7 @@ class RunFolder:
         path = self.path / file
         got = self.read.get(path)
         if got is None or _DEPTH[logprobs] > _DEPTH[got.logprobs]:
-            got = self.read[path] = read_records(path, logprobs, torn="report")
+            got = self.read[path] = read_records(path, logprobs, torn="report", analysis_view=True)
         return got.records
 
     @contextmanager

@@ -1,0 +1,109 @@
+"""The record as analysis reads it: a typed, partial view of kit.record.model's `RequestRecord`.
+
+`kit analyze` reads gigabytes of records and uses a few of each record's fields; most of a record's bytes are its
+prompt (needed only for its digest), its log-probabilities (needed only by some comparisons) and the engine's raw
+answer (never). `parse` decodes one line with msgspec into `AnalysisRecord`, a dict holding only the fields below
+(those the record has), each the value the full read (kit.record.files.read_records) gives it; the rest of the
+line is parsed for its JSON syntax and dropped unread. The full record stays the reference: tests hold the view's
+values equal to the full read's, on the fixtures and on generated records (tests/test_record_view.py).
+
+Integrity is the full read's: the record's digests are checked as the full read checks them
+(kit.record.model.digest_problem: the prompt and the output text are decoded for it, then the prompt is dropped),
+and the whole line must be JSON. msgspec checks the UTF-8 of the strings it decodes only, so `read_records` takes
+the view only for a file whose bytes are all valid UTF-8. A line the view does not fit (another schema, a value of
+another type than the view's) gives None: the full read reads that line, and says what is wrong with it where
+something is, so that the view never accepts a line the full read refuses (nor refuses one it accepts).
+
+Log-probabilities are kept as their bytes (kit.record.files.DeferredLogprobs parses them on use) or dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import msgspec
+
+from kit.record.model import SCHEMA, digest_problem
+
+
+class BodyView(TypedDict, total=False):
+    """`request.body`: the top-k the request asked for; its prompt is read for its digest only (`parse`)."""
+
+    prompt: Any
+    messages: Any
+    n_probs: Any
+    logprobs: Any
+
+
+class RequestSentView(TypedDict, total=False):
+    body: BodyView
+
+
+class CompletionView(TypedDict, total=False):
+    """`completion`, less what analysis never reads (timings, token counts of prefill and decode)."""
+
+    text: Any
+    token_ids: Any
+    tokens: Any
+    logprobs: msgspec.Raw  # its bytes: `parse` keeps or drops them
+    finish_reason: Any
+    cached_tokens: Any
+    prompt_tokens: Any
+    outcome: Any
+
+
+class AnalysisRecord(TypedDict, total=False):
+    """What analysis reads of a request record (kit.record.model.RequestRecord and its procedures' fields)."""
+
+    schema: str
+    run_id: Any
+    pass_id: Any
+    protocol: Any
+    unit: Any
+    step: Any
+    seq: Any
+    phase: Any
+    phase_index: Any
+    expect: Any
+    action: Any
+    prompt_sha256: Any
+    output_sha256: Any
+    text: Any  # an imported record's output text (it has no completion)
+    request: RequestSentView | None
+    completion: CompletionView | None
+
+
+FIELDS = {"": AnalysisRecord.__annotations__.keys(), "request": RequestSentView.__annotations__.keys(),
+          "request.body": BodyView.__annotations__.keys() - {"prompt", "messages"},
+          "completion": CompletionView.__annotations__.keys()}  # what a view holds, where the record has it
+
+_DECODER = msgspec.json.Decoder(AnalysisRecord)
+
+
+def parse(line: bytes | memoryview,
+          deferred: Callable[[bytes], Any] | None) -> tuple[AnalysisRecord, str | None] | None:
+    """(the view of the record in `line`, what is wrong with its digests or None: kit.record.model.digest_problem),
+    or None where the view does not fit the line (the full read reads it). `completion.logprobs` is None, or with
+    `deferred` what it makes of the array's bytes (kit.record.files.DeferredLogprobs, which parses them on use)."""
+    try:
+        record = _DECODER.decode(line)
+    except msgspec.MsgspecError:
+        return None
+    if record.get("schema") != SCHEMA:
+        return None  # an episode line, or an older schema the full read upgrades
+    completion = record.get("completion")
+    if completion is not None and "logprobs" in completion:
+        raw = bytes(completion["logprobs"])
+        completion["logprobs"] = deferred(raw) if deferred and raw != b"null" else None
+    elif completion is not None and deferred is None:
+        completion["logprobs"] = None  # as the full read without log-probabilities gives it
+    try:
+        problem = digest_problem(record)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None  # the full read says what is wrong (e.g. chat messages orjson cannot write)
+    body = (record.get("request") or {}).get("body")
+    if body is not None:  # read for its digest only
+        body.pop("prompt", None)
+        body.pop("messages", None)
+    return record, problem
