@@ -37,7 +37,7 @@ from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
-from kit.record.view import parse as parse_view
+from kit.record.view import CheckedPrompts, parse as parse_view
 
 if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
@@ -346,14 +346,14 @@ def _whole(data: bytes, start: int, stop: int, logprobs: bool | Literal["deferre
 
 
 def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
-                 torn: Literal["refuse", "report"] = "refuse", analysis_view: bool = False) -> RecordFile:
+                 torn: Literal["refuse", "report"] = "refuse", view: CheckedPrompts | None = None) -> RecordFile:
     """Read a records file, each record counted once (see the module docstring): a damaged line, a
     repeated or missing seq, an episode listed twice raise DamagedRecords naming file and line; a torn last
     line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
     With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read); with
-    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it. With `analysis_view`
-    (and logprobs False or "deferred"), request records are read as kit.record.view.AnalysisRecord: only the
-    fields analysis reads, several times faster, checked as the full read checks them."""
+    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it. With `view` (and logprobs
+    False or "deferred"), request records are read as kit.record.view.AnalysisRecord: only the fields analysis
+    reads, checked as the full read checks them (their prompts' digests through `view`), in half the time."""
     data = path.read_bytes()
     spans, torn_tail = _spans(data)
     if torn_tail and torn == "refuse":
@@ -361,12 +361,12 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
                        "mid-write or the file was cut), so its pass is cut short", _resume_fix(path))
     records: list[dict[str, Any]] = []
     counter = _Counter(path)
-    view = memoryview(data)
-    partial = analysis_view and logprobs is not True and _utf8(data)
+    lines = memoryview(data)
+    partial = view is not None and logprobs is not True and _utf8(data)
     for number, (start, stop) in enumerate(spans, start=1):
         where = f"{path}:{number}"
-        seen = parse_view(view[start:stop], partial_logprobs(where) if logprobs == "deferred" else None) \
-            if partial else None
+        seen = parse_view(lines[start:stop], partial_logprobs(where) if logprobs == "deferred" else None,
+                          view) if partial and view is not None else None
         record, forged = seen if seen is not None else _whole(data, start, stop, logprobs, where)
         if forged:
             raise DamagedRecords(f"{where}: {forged} (the record was changed after it was written)", DAMAGED_FIX)

@@ -8,11 +8,11 @@ line is parsed for its JSON syntax and dropped unread. The full record stays the
 values equal to the full read's, on the fixtures and on generated records (tests/test_record_view.py).
 
 Integrity is the full read's: the record's digests are checked as the full read checks them
-(kit.record.model.digest_problem: the prompt and the output text are decoded for it, then the prompt is dropped),
-and the whole line must be JSON. msgspec checks the UTF-8 of the strings it decodes only, so `read_records` takes
-the view only for a file whose bytes are all valid UTF-8. A line the view does not fit (another schema, a value of
-another type than the view's) gives None: the full read reads that line, and says what is wrong with it where
-something is, so that the view never accepts a line the full read refuses (nor refuses one it accepts).
+(kit.record.model.digest_problem), the prompt decoded for it and then dropped, and once per run for the prompts
+its passes share (`CheckedPrompts`); the whole line must be JSON. msgspec checks the UTF-8 of the strings it
+decodes only, so `read_records` takes the view only for a file whose bytes are all valid UTF-8. A line the view
+does not fit (another schema, a value of another type than the view's) gives None: the full read reads that line
+and says what is wrong with it where something is, so that the view refuses what the full read refuses.
 
 Log-probabilities are kept as their bytes (kit.record.files.DeferredLogprobs parses them on use) or dropped.
 """
@@ -30,8 +30,8 @@ from kit.record.model import SCHEMA, digest_problem
 class BodyView(TypedDict, total=False):
     """`request.body`: the top-k the request asked for; its prompt is read for its digest only (`parse`)."""
 
-    prompt: Any
-    messages: Any
+    prompt: msgspec.Raw  # the JSON of each, decoded only where its digest is checked (`CheckedPrompts`)
+    messages: msgspec.Raw
     n_probs: Any
     logprobs: Any
 
@@ -79,13 +79,42 @@ FIELDS = {"": AnalysisRecord.__annotations__.keys(), "request": RequestSentView.
           "completion": CompletionView.__annotations__.keys()}  # what a view holds, where the record has it
 
 _DECODER = msgspec.json.Decoder(AnalysisRecord)
+_PROMPT = ("prompt", "messages")  # what kit.record.completion.prompt_text takes the prompt from
 
 
-def parse(line: bytes | memoryview,
-          deferred: Callable[[bytes], Any] | None) -> tuple[AnalysisRecord, str | None] | None:
-    """(the view of the record in `line`, what is wrong with its digests or None: kit.record.model.digest_problem),
-    or None where the view does not fit the line (the full read reads it). `completion.logprobs` is None, or with
-    `deferred` what it makes of the array's bytes (kit.record.files.DeferredLogprobs, which parses them on use)."""
+class CheckedPrompts(dict):
+    """prompt_sha256 -> the JSON (bytes) of the `prompt` and `messages` of a request body whose prompt was found to
+    have that digest. A later record that claims the digest for a body with the same JSON sends the same prompt, so
+    its digest holds without hashing it again: the passes of a run send the same prompts until they diverge (one
+    of these serves the files of one run: kit.analysis.collect.RunFolder.reading)."""
+
+    def check(self, record: AnalysisRecord) -> str | None:
+        """kit.record.model.digest_problem of the record; its body's `prompt` and `messages` are taken out."""
+        body = (record.get("request") or {}).get("body")
+        sent = tuple(bytes(body.pop(k)) if k in body else None for k in _PROMPT) if body is not None else None
+        claimed = record.get("prompt_sha256")
+        if sent is None or not any(sent) or (isinstance(claimed, str) and self.get(claimed) == sent):
+            return digest_problem(record)  # type: ignore[arg-type]  # its text's digest; the prompt's holds
+        assert body is not None
+        for key, value in zip(_PROMPT, sent):
+            if value is not None:
+                body[key] = msgspec.json.decode(value)
+        try:
+            problem = digest_problem(record)  # type: ignore[arg-type]
+        finally:
+            for key in _PROMPT:
+                body.pop(key, None)  # type: ignore[misc]
+        if problem is None and isinstance(claimed, str):
+            self[claimed] = sent
+        return problem
+
+
+def parse(line: bytes | memoryview, deferred: Callable[[bytes], Any] | None,
+          prompts: CheckedPrompts) -> tuple[AnalysisRecord, str | None] | None:
+    """(the view of the record in `line`, what is wrong with its digests or None: kit.record.model.digest_problem,
+    checked through `prompts`), or None where the view does not fit the line (the full read reads it).
+    `completion.logprobs` is None, or with `deferred` what it makes of the array's bytes
+    (kit.record.files.DeferredLogprobs, which parses them on use)."""
     try:
         record = _DECODER.decode(line)
     except msgspec.MsgspecError:
@@ -99,11 +128,6 @@ def parse(line: bytes | memoryview,
     elif completion is not None and deferred is None:
         completion["logprobs"] = None  # as the full read without log-probabilities gives it
     try:
-        problem = digest_problem(record)  # type: ignore[arg-type]
-    except (ValueError, TypeError):
+        return record, prompts.check(record)
+    except (ValueError, TypeError):  # msgspec's DecodeError is a ValueError
         return None  # the full read says what is wrong (e.g. chat messages orjson cannot write)
-    body = (record.get("request") or {}).get("body")
-    if body is not None:  # read for its digest only
-        body.pop("prompt", None)
-        body.pop("messages", None)
-    return record, problem
