@@ -20,7 +20,7 @@ Log-probabilities are kept as their bytes (kit.record.files.DeferredLogprobs par
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import msgspec
 
@@ -88,37 +88,38 @@ class CheckedPrompts(dict):
     its digest holds without hashing it again: the passes of a run send the same prompts until they diverge (one
     of these serves the files of one run: kit.analysis.collect.RunFolder.reading)."""
 
-    def check(self, record: AnalysisRecord) -> str | None:
+    def check(self, record: dict[str, Any]) -> str | None:
         """kit.record.model.digest_problem of the record; its body's `prompt` and `messages` are taken out."""
         body = (record.get("request") or {}).get("body")
         sent = tuple(bytes(body.pop(k)) if k in body else None for k in _PROMPT) if body is not None else None
         claimed = record.get("prompt_sha256")
         if sent is None or not any(sent) or (isinstance(claimed, str) and self.get(claimed) == sent):
-            return digest_problem(record)  # type: ignore[arg-type]  # its text's digest; the prompt's holds
+            return digest_problem(record)  # its text's digest; the prompt's holds
         assert body is not None
         for key, value in zip(_PROMPT, sent):
             if value is not None:
                 body[key] = msgspec.json.decode(value)
         try:
-            problem = digest_problem(record)  # type: ignore[arg-type]
+            problem = digest_problem(record)
         finally:
             for key in _PROMPT:
-                body.pop(key, None)  # type: ignore[misc]
+                body.pop(key, None)
         if problem is None and isinstance(claimed, str):
             self[claimed] = sent
         return problem
 
 
 def parse(line: bytes | memoryview, deferred: Callable[[bytes], Any] | None,
-          prompts: CheckedPrompts) -> tuple[AnalysisRecord, str | None] | None:
+          prompts: CheckedPrompts) -> tuple[dict[str, Any], str | None] | None:
     """(the view of the record in `line`, what is wrong with its digests or None: kit.record.model.digest_problem,
     checked through `prompts`), or None where the view does not fit the line (the full read reads it).
     `completion.logprobs` is None, or with `deferred` what it makes of the array's bytes
     (kit.record.files.DeferredLogprobs, which parses them on use)."""
     try:
-        record = _DECODER.decode(line)
+        decoded = _DECODER.decode(line)
     except msgspec.MsgspecError:
         return None
+    record = cast(dict[str, Any], decoded)  # an AnalysisRecord until its logprobs are replaced below
     if record.get("schema") != SCHEMA:
         return None  # an episode line, or an older schema the full read upgrades
     completion = record.get("completion")
