@@ -25,6 +25,7 @@ from kit.record.manifest import Manifest, PassInfo, RunManifest, parsed
 from kit.core.paths import RunPaths
 from kit.protocols import kinds
 from kit.record.files import DamagedRecords, RecordFile, read_records, require_whole
+from kit.record.view import CheckedPrompts
 
 # Weight formats in the paper's order of decreasing precision; scores are positions among those present.
 FORMAT_ORDER = ("F32", "BF16", "F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M",
@@ -77,6 +78,7 @@ class RunFolder:
     ok_passes: dict[str, PassInfo] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
     read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
+    prompts: CheckedPrompts = field(default_factory=CheckedPrompts, repr=False, compare=False)  # (`reading`)
 
     def records(self, file: str, logprobs: Logprobs = True) -> list[dict[str, Any]]:
         """The records of one of the run's files (`file` relative to the folder; `logprobs` as
@@ -85,7 +87,7 @@ class RunFolder:
         path = self.path / file
         got = self.read.get(path)
         if got is None or _DEPTH[logprobs] > _DEPTH[got.logprobs]:
-            got = self.read[path] = read_records(path, logprobs, torn="report")
+            got = self.read[path] = read_records(path, logprobs, torn="report", view=self.prompts)
         return got.records
 
     @contextmanager
@@ -104,6 +106,7 @@ class RunFolder:
             yield self
         finally:
             self.read.clear()
+            self.prompts.clear()
 
     def bytes_to_read(self, *_: Any) -> int:
         """The size of the OK passes' records files: what analysing the run reads (a cost for parallel_map)."""

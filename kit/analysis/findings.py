@@ -50,6 +50,7 @@ class Timer:
         self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
 
+_FAMILIES = ("grid", "sweep", "reset", "harness")  # the findings families computed here, each by its own step
 _READ_STEP = "read records: grid, sweep and reset runs (one pool)"  # the time spent waiting for the workers
 
 
@@ -289,9 +290,10 @@ def _harness(collection: Collection, settings: Settings, timer: Timer, findings:
 
 def _own_tables(collection: Collection, timer: Timer, findings: Findings) -> None:
     """The runs of kinds whose findings are their own results table (kit.protocols.kind.Analysis.table: the
-    ladder, `kit watch`'s runs): each run's table, by kind."""
+    ladder, `kit watch`'s runs): each run's table, by kind. A table kind's family is its name, so the families
+    computed above are none: their kinds are not loaded for this (the sweep kind's module loads the runner's)."""
     for name in kinds.KINDS:  # in registry order; a kind with no run among the inputs is not loaded
-        runs = collection.of_kind(name)
+        runs = collection.of_kind(name) if name not in _FAMILIES else []
         kind = kinds.KINDS[name] if runs else None
         if kind is None or kind.analysis is None or kind.analysis.table is None:
             continue

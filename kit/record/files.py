@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, TypeVar
 
 import orjson
 
@@ -37,6 +37,7 @@ from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
+from kit.record.view import CheckedPrompts, parse as parse_view
 
 if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
@@ -312,13 +313,47 @@ def sync_fd(fd: int) -> None:
         os.close(fd)
 
 
+def _utf8(data: bytes) -> bool:
+    """Whether the bytes are valid UTF-8 (as every JSON text the full read accepts is)."""
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def partial_logprobs(where: str) -> Callable[[bytes], DeferredLogprobs]:
+    """What a deferred read keeps of a completion's `logprobs` bytes, at `where` (file:line)."""
+    return lambda raw: DeferredLogprobs(raw, where)
+
+
+def _whole(data: bytes, start: int, stop: int, logprobs: bool | Literal["deferred"],
+           where: str) -> tuple[dict[str, Any], str | None]:
+    """The record in data[start:stop] read in full (its logprobs as `read_records` keeps them), upgraded to schema 2,
+    and what is wrong with its digests (None if nothing)."""
+    try:
+        record = (_loads(memoryview(data)[start:stop]) if logprobs is True
+                  else _loads_skimmed(data, start, stop, where if logprobs == "deferred" else None))
+    except ValueError as exc:
+        raise DamagedRecords(f"{where} is not a valid record ({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
+    schema = record.get("schema") if isinstance(record, dict) else None
+    if schema not in SUPPORTED:
+        raise DamagedRecords(f"{where} has record schema {schema!r}", f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
+    record = upgrade(record) if schema == V1 else record
+    return record, digest_problem(record) if schema != EPISODE_SCHEMA else None
+
+
 def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
-                 torn: Literal["refuse", "report"] = "refuse") -> RecordFile:
+                 torn: Literal["refuse", "report"] = "refuse", view: CheckedPrompts | None = None) -> RecordFile:
     """Read a records file, each record counted once (see the module docstring): a damaged line, a
     repeated or missing seq, an episode listed twice raise DamagedRecords naming file and line; a torn last
     line raises CutShort, or with ``torn="report"`` is left out and reported in ``torn_tail``.
     With ``logprobs=False`` every record's ``completion.logprobs`` is None (much faster to read); with
-    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it."""
+    ``logprobs="deferred"`` it is read as fast and parsed when `logprobs_of` asks for it. With `view` (and logprobs
+    False or "deferred"), request records are read as kit.record.view.AnalysisRecord: only the fields analysis
+    reads, checked as the full read checks them (their prompts' digests through `view`), in half the time."""
     data = path.read_bytes()
     spans, torn_tail = _spans(data)
     if torn_tail and torn == "refuse":
@@ -326,23 +361,15 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
                        "mid-write or the file was cut), so its pass is cut short", _resume_fix(path))
     records: list[dict[str, Any]] = []
     counter = _Counter(path)
-    view = memoryview(data)
+    lines = memoryview(data)
+    partial = view is not None and logprobs is not True and _utf8(data)
     for number, (start, stop) in enumerate(spans, start=1):
-        try:
-            record = (_loads(view[start:stop]) if logprobs is True
-                      else _loads_skimmed(data, start, stop, f"{path}:{number}" if logprobs == "deferred" else None))
-        except ValueError as exc:
-            raise DamagedRecords(f"{path}:{number} is not a valid record ({getattr(exc, 'msg', exc)})",
-                                 DAMAGED_FIX) from exc
-        schema = record.get("schema") if isinstance(record, dict) else None
-        if schema not in SUPPORTED:
-            raise DamagedRecords(f"{path}:{number} has record schema {schema!r}",
-                              f"this kit reads {sorted(SUPPORTED)}; upgrade the kit")
-        record = upgrade(record) if schema == V1 else record
-        forged = digest_problem(record) if schema != EPISODE_SCHEMA else None
+        where = f"{path}:{number}"
+        seen = parse_view(lines[start:stop], partial_logprobs(where) if logprobs == "deferred" else None,
+                          view) if partial and view is not None else None
+        record, forged = seen if seen is not None else _whole(data, start, stop, logprobs, where)
         if forged:
-            raise DamagedRecords(f"{path}:{number}: {forged} (the record was changed after it was written)",
-                                 DAMAGED_FIX)
+            raise DamagedRecords(f"{where}: {forged} (the record was changed after it was written)", DAMAGED_FIX)
         counter.check(record, number, len(records))
         records.append(record)
     return RecordFile(path=path, records=records, torn_tail=torn_tail, logprobs=logprobs)

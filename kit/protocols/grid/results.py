@@ -185,9 +185,13 @@ def identity(a: Requests, b: Requests, units: list[str]) -> Identity:
         for ra, rb in zip(a[unit], b[unit]):
             la, lb = logprobs_pair(ra.logprobs, rb.logprobs)
             counts["logprob_records"] += len(la)
-            for x, y in zip(la, lb):
-                counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
-                counts["logprobs_identical"] += x == y
+            if la is lb:  # one parse of the same bytes (logprobs_pair): each entry equals itself, as a dict does
+                counts["tokens_identical"] += sum(x["token"] == x["token"] and x.get("id") == x.get("id") for x in la)
+                counts["logprobs_identical"] += len(la)
+            else:
+                for x, y in zip(la, lb):
+                    counts["tokens_identical"] += x["token"] == y["token"] and x.get("id") == y.get("id")
+                    counts["logprobs_identical"] += x == y
             same_episode &= ra.prompt_sha256 == rb.prompt_sha256 and ra.emitted == rb.emitted and la == lb
         counts["episodes_identical"] += same_episode
     return Identity(**counts)

@@ -1,0 +1,158 @@
+"""The record as analysis reads it (kit.record.view): each field the view holds is the value the full read gives,
+on the fixtures and on generated records; what the full read refuses, the view refuses, with the same words; and
+a prompt checked once for a run is not taken on trust for another prompt that claims its digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kit.core.digests import canonical_json, sha256_text
+from kit.record.files import DamagedRecords, RecordWriter, logprobs_of, read_records
+from kit.record.model import Gate, ResetRecord
+from kit.record.view import FIELDS, CheckedPrompts
+from tests.analysis.records_builder import position, write_grid_like
+from tests.answers import answer, prompt_body
+
+pytestmark = pytest.mark.unit
+
+FIXTURES = Path(__file__).parent / "fixtures"
+STAMP = {"run_id": "r1", "pass_id": "p1", "protocol": "reset"}
+
+
+def assert_same(view: dict[str, Any], full: dict[str, Any], logprobs: bool | str) -> None:
+    """Each field the view holds (kit.record.view.FIELDS) is there exactly where the full record has it, with the
+    full record's value; the prompt was read for its digest only."""
+    for key in FIELDS[""] - {"request", "completion"}:
+        assert (key in view, view.get(key)) == (key in full, full.get(key)), key
+    assert (view.get("request") is None) == (full.get("request") is None)
+    if full.get("request") is not None:
+        body, full_body = view["request"].get("body"), full["request"].get("body")
+        assert (body is None) == (full_body is None)
+        if full_body is not None:
+            assert body == {k: v for k, v in full_body.items() if k in FIELDS["request.body"]}
+    assert (view.get("completion") is None) == (full.get("completion") is None)
+    if full.get("completion") is not None:
+        completion, full_completion = view["completion"], full["completion"]
+        for key in FIELDS["completion"] - {"logprobs"}:
+            assert (key in completion, completion.get(key)) == (key in full_completion, full_completion.get(key))
+        assert logprobs_of(completion) == (full_completion["logprobs"] if logprobs == "deferred" else None)
+
+
+def assert_view_reads_as_full(path: Path) -> int:
+    """Read `path` in full and through the view (log-probabilities deferred, then dropped); how many records of
+    schema 2 the view read (it holds no `raw`), each matching the full read's field by field."""
+    full = read_records(path).records
+    viewed = set()
+    for logprobs in ("deferred", False):
+        view = read_records(path, logprobs, view=CheckedPrompts()).records
+        assert len(view) == len(full)
+        for seen, whole in zip(view, full):
+            if "raw" in whole and "raw" not in seen:
+                viewed.add(whole["seq"])
+                assert_same(seen, whole, logprobs)
+            else:  # the full read's: an episode line, or schema 1 upgraded
+                assert logprobs_of(seen.get("completion") or {}) == (
+                    (whole.get("completion") or {}).get("logprobs") if logprobs == "deferred" else None)
+    return len(viewed)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("records_v1/*/records/*.jsonl")), ids=lambda p: p.name)
+def test_schema_1_fixtures_read_through_the_view_as_the_full_read_upgrades_them(path):
+    assert assert_view_reads_as_full(path) == 0  # every line is schema 1: the full read upgrades it
+
+
+def test_a_grid_run_reads_through_the_view_as_in_full(tmp_path):
+    episodes = {"e0": [("p0", [position(5, 0.5, 6, 3), position(7, 0.1, 8, 3)], 0), ('p"1\n', [], None)],
+                "e1": [("é✓ \\u00e9", [position(1, 2.0, 2, 3)], 12)]}
+    run = write_grid_like(tmp_path / "run", {"on1": {"arm": "on", "order": ["e1", "e0"], "episodes": episodes}},
+                          depth=3)
+    assert assert_view_reads_as_full(run / "records" / "on1.jsonl") == 3
+    assert assert_view_reads_as_full(run / "records" / "on1.episodes.jsonl") == 0
+
+
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)  # orjson writes no lone surrogate
+_floats = st.floats(allow_nan=True, allow_infinity=True, width=64)  # orjson writes NaN and infinities as null
+_entry = st.fixed_dictionaries({"token": _text, "logprob": _floats, "id": st.none() | st.integers(0, 2**40),
+                                "top": st.lists(st.fixed_dictionaries({"token": _text, "logprob": _floats,
+                                                                       "id": st.none() | st.integers(0, 2**40)}),
+                                                max_size=3)})
+_body = st.one_of(
+    st.builds(prompt_body, _text, n_probs=st.integers(0, 20), cache_prompt=st.booleans()),
+    st.fixed_dictionaries({"model": _text, "messages": st.lists(st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user"]), "content": _text}), max_size=3),
+        "logprobs": st.booleans(), "top_logprobs": st.integers(0, 20)}))
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(records=st.lists(st.tuples(st.lists(_entry, max_size=4), _body, st.none() | st.integers(0, 99), _text,
+                                  st.booleans(), st.sampled_from(["cold", "warm"])), min_size=1, max_size=4))
+def test_generated_records_read_through_the_view_as_in_full(tmp_path_factory, records):
+    path = tmp_path_factory.mktemp("view") / "p.jsonl"
+    with RecordWriter(path, **STAMP) as writer:
+        for positions, body, cached, text, ids, phase in records:
+            endpoint = "/completion" if "prompt" in body else "/v1/chat/completions"
+            writer.answered(ResetRecord, answer(positions, body=body, cached=cached, text=text, ids=ids,
+                                                endpoint=endpoint, raw={"content": text, "n": [1.5, None]}),
+                            unit=f"i{len(text)}", step=0, gate=Gate(True), phase=phase, phase_index=0,
+                            expect=phase)
+    assert assert_view_reads_as_full(path) == len(records)
+
+
+def _file(tmp_path: Path, prompts: list[str]) -> Path:
+    path = tmp_path / "p.jsonl"
+    with RecordWriter(path, **STAMP) as writer:
+        for seq, prompt in enumerate(prompts):
+            writer.answered(ResetRecord, answer([position(1, 0.5, 2, 2)], body=prompt_body(prompt), raw={"content": "x"}),
+                            unit=f"i{seq}", step=0, gate=Gate(True), phase="cold", phase_index=0, expect="cold")
+    return path
+
+
+def _refusal(path: Path, **view: Any) -> str:
+    with pytest.raises(DamagedRecords) as refused:
+        read_records(path, "deferred", **view)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("change", [(b"same prompt", b"some prompt"), (b'"text":"t1"', b'"text":"t2"'),
+                                    (b'"seq":1', b'"seq":"1"'), (b'"content":"x"', b'"content":"\xff"')],
+                         ids=["a prompt edited", "an output edited", "a seq of another type", "a byte not UTF-8"])
+def test_the_view_refuses_what_the_full_read_refuses_in_its_words(tmp_path, change):
+    path = _file(tmp_path, ["same prompt", "same prompt"])
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(*change)
+    assert lines[1] != path.read_bytes().split(b"\n")[1]
+    path.write_bytes(b"\n".join(lines))
+    assert _refusal(path, view=CheckedPrompts()) == _refusal(path)
+
+
+def test_a_prompt_checked_for_a_run_vouches_only_for_the_same_prompt(tmp_path):
+    prompts = CheckedPrompts()
+    first = _file(tmp_path, ["the prompt"])
+    assert read_records(first, False, view=prompts).records[0]["prompt_sha256"] == sha256_text("the prompt")
+    assert prompts == {sha256_text("the prompt"): (b'"the prompt"', None)}
+    assert len(read_records(first, False, view=prompts).records) == 1  # the same prompt again: taken as checked
+    # another file of the run claims that digest for another prompt: checked, and refused
+    (tmp_path / "other").mkdir()
+    forged = _file(tmp_path / "other", ["the prompt"])
+    forged.write_bytes(forged.read_bytes().replace(b'"prompt":"the prompt"', b'"prompt":"the Prompt"'))
+    assert "is not the sha256 of the prompt" in _refusal(forged, view=prompts)
+    assert list(prompts) == [sha256_text("the prompt")]
+
+
+def test_a_chat_prompt_is_checked_on_its_canonical_json(tmp_path):
+    messages = [{"role": "user", "content": "é \"q\""}]
+    path = tmp_path / "p.jsonl"
+    with RecordWriter(path, **STAMP) as writer:
+        writer.answered(ResetRecord, answer([position(1, 0.5, 2, 2)], body={"model": "m", "messages": messages},
+                                            endpoint="/v1/chat/completions"),
+                        unit="i", step=0, gate=Gate(True), phase="cold", phase_index=0, expect="cold")
+    (record,) = read_records(path, False, view=CheckedPrompts()).records
+    assert record["prompt_sha256"] == sha256_text(canonical_json(messages)) and "messages" not in record["request"]["body"]
+    path.write_bytes(path.read_bytes().replace(b'\\"q\\"', b'\\"Q\\"'))
+    refused = _refusal(path, view=CheckedPrompts())
+    assert "is not the sha256 of the prompt" in refused and refused == _refusal(path)
