@@ -41,8 +41,9 @@ class NoFirstBuild(KitError):
     exit_code = 4
 
 
-def default_folder(good: int, bad: int, protocol: str, rung: str) -> Path:
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"bisect-llamacpp-{good}-{bad}-{protocol}-{rung}")
+def default_folder(good: int, bad: int, protocol: str, rung: str, model: str | None = None) -> Path:
+    served = "" if model is None else f"-{Path(model).name.removesuffix('.gguf')}"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"bisect-llamacpp-{good}-{bad}-{protocol}-{rung}{served}")
     return outputs_dir() / name
 
 
@@ -87,7 +88,8 @@ class Bisect:
                                          if built.cached else f"built in {_minutes(built.seconds)}"))
         started = time.monotonic()
         self.runs.mkdir(parents=True, exist_ok=True)
-        ran = bisect_steps.run_protocol(self.state.protocol, self.builds.engine(build), self.runs, say)
+        engine = {**self.builds.engine(build), **({} if self.state.model is None else {"model": self.state.model})}
+        ran = bisect_steps.run_protocol(self.state.protocol, engine, self.runs, say)
         seconds = time.monotonic() - started
         self.say(f"  run: {_minutes(seconds)}" + (f" ({ran.run_dir})" if ran.run_dir else ""))
         if ran.skip is not None:
@@ -170,16 +172,16 @@ class Bisect:
 
 
 def resolved(good: int, bad: int, protocol: str, rung: str, out: Path | None,
-             available: Callable[[], list[int]]) -> tuple[Path, State, list[str]]:
+             available: Callable[[], list[int]], model: str | None = None) -> tuple[Path, State, list[str]]:
     """The bisect the command line asks for: its folder, its state (a new one, or the folder's own, checked)
     and its plan's lines. Refused in one line before anything is written."""
     if good >= bad:
         raise ConfigError(f"--good {good} is not before --bad {bad}", "give the older build as --good")
     _, path, digest = kinds.load(protocol)
-    folder = out or default_folder(good, bad, path.stem, rung)
+    folder = out or default_folder(good, bad, path.stem, rung, model)
     check_out(folder)
     wanted = State(format=FORMAT, engine="llamacpp", good=good, bad=bad, protocol=protocol, protocol_sha256=digest,
-                   rung=rung, cpu_backend="portable", builds=[])
+                   rung=rung, cpu_backend="portable", model=model, builds=[])
     held = bisect_state.load(folder, wanted)
     listed = available() if held is None else [good, *held.builds, bad]
     planned = plan(good, bad, protocol, rung, listed)
@@ -188,10 +190,10 @@ def resolved(good: int, bad: int, protocol: str, rung: str, out: Path | None,
 
 
 def bisect(good: int, bad: int, protocol: str, rung: str, out: Path | None, say: Say,
-           available: Callable[[], list[int]], builds: Builds | None = None) -> str:
+           available: Callable[[], list[int]], builds: Builds | None = None, model: str | None = None) -> str:
     """Run (or continue) the bisect; the first build where the result changes, as the final line says it.
     NoFirstBuild (exit 4) when none can be named; RunInterrupted (exit 130) when stopped."""
-    folder, state, lines = resolved(good, bad, protocol, rung, out, available)
+    folder, state, lines = resolved(good, bad, protocol, rung, out, available, model)
     for line in lines:
         say(line)
     work = Bisect(folder, state, say, builds or Builds())

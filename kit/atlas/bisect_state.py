@@ -51,7 +51,7 @@ class Step(BaseModel):
 
 
 class State(BaseModel):
-    """What a bisect is (engine, ends, protocol and its sha256, result, CPU backend, the index's builds between
+    """What a bisect is (engine, ends, protocol and its sha256, result, CPU backend, model, the index's builds between
     the ends when it began) and the steps judged so far, in the order they were taken."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
@@ -64,6 +64,7 @@ class State(BaseModel):
     protocol_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     rung: Line
     cpu_backend: Literal["portable"]
+    model: Line | None = None  # --model: the GGUF every step serves (None: the kit's pinned default)
     builds: list[Build]
     steps: list[Step] = []
 
@@ -137,12 +138,13 @@ def load(folder: Path, wanted: State) -> State | None:
     except ValidationError as exc:
         raise ConfigError(f"{path} is not a state file kit bisect wrote ({_first_error(exc)})", fix) from None
     differ = [f"{name} {getattr(state, name)} there, {getattr(wanted, name)} here"
-              for name in ("engine", "good", "bad", "protocol", "rung", "cpu_backend")
+              for name in ("engine", "good", "bad", "protocol", "rung", "cpu_backend", "model")
               if getattr(state, name) != getattr(wanted, name)]
     if differ:
         raise ConfigError(f"{path} belongs to another bisect ({'; '.join(differ)})",
                           f"run the command that began it (kit bisect {state.engine} --good {state.good} --bad "
-                          f"{state.bad} --protocol {state.protocol} --rung {state.rung}), or give another --out")
+                          f"{state.bad} --protocol {state.protocol} --rung {state.rung}"
+                          f"{'' if state.model is None else ' --model ' + state.model}), or give another --out")
     if state.protocol_sha256 != wanted.protocol_sha256:
         raise ConfigError(f"{path}: the protocol {state.protocol} changed since this bisect began (sha256 "
                           f"{state.protocol_sha256[:12]}… then, {wanted.protocol_sha256[:12]}… now)",

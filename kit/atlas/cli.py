@@ -56,11 +56,14 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
 @click.option("--rung", default="L2", show_default=True,
               help="The result that changed: a ladder rung (L0-L7, of a ladder protocol), a paper measure "
                    "(e.g. IV:paths_differ) or outputs (byte-identical to the good end's on every shared request).")
+@click.option("--model", help="The GGUF every step serves (default: the kit's pinned SmolLM2-135M-Instruct Q4_1); "
+                             "another weight format runs other kernels, whose results may change where Q4_1's do not.")
 @click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="The bisect folder (default: outputs/bisect-llamacpp-N-M-PROTOCOL-RUNG); the same folder continues "
                    "a bisect begun there.")
-def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool, out: Path | None) -> None:
+def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, model: str | None, dry: bool,
+           out: Path | None) -> None:
     """Find the first llama.cpp build between --good and --bad where a result changes.
 
     Says the plan first (the index's builds between the two, the steps at most, rough times here), then
@@ -85,4 +88,4 @@ def bisect(engine: str, good: int, bad: int, protocol: str, rung: str, dry: bool
             echo(line)
         echo("nothing was built (--plan)")
         return
-    bisect_run.bisect(good, bad, protocol, rung, out, echo, llamacpp_sdist.available_builds)
+    bisect_run.bisect(good, bad, protocol, rung, out, echo, llamacpp_sdist.available_builds, model=model)

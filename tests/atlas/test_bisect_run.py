@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.atlas import bisect_state, bisect_steps
+from kit.atlas import bisect_run, bisect_state, bisect_steps
 from kit.atlas.bisect_run import Bisect
 from kit.atlas.bisect_state import State, Step
 from kit.atlas.bisect_steps import Built, Judged, Ran
@@ -37,6 +37,7 @@ class Lab:
         self.stop_at: int | None = None
         self.built: list[int] = []
         self.ran: list[int] = []
+        self.models: list[str | None] = []
 
     def build(self, build: int, say) -> Built:
         self.built.append(build)
@@ -51,6 +52,7 @@ class Lab:
             self.stop_at = None
             raise KeyboardInterrupt
         self.ran.append(build)
+        self.models.append(engine.get("model"))
         if build in self.refused:
             return Ran(None, skip="its run was refused: llama-server of build 12 lacks --cache-ram")
         target = runs / f"demo-b{build}"
@@ -117,6 +119,19 @@ def test_an_interrupted_bisect_continues_where_it_stopped(lab, tmp_path):
     assert again.stdout.splitlines()[-1] == "first build where outputs changes: 13 (last good: 12)"
     finished = _bisect(folder)  # a bisect that is done says its answer again, running nothing
     assert finished.returncode == 0 and lab.ran == [10, 14, 12, 13]
+
+
+def test_every_step_serves_the_model_given_and_a_resume_with_another_is_refused(lab, tmp_path):
+    folder = tmp_path / "bisect"
+    done = _bisect(folder, "--model", "/models/other.F16.gguf")
+    assert done.returncode == 0, done.stderr
+    assert lab.models == ["/models/other.F16.gguf"] * 4 and _state(folder)["model"] == "/models/other.F16.gguf"
+    again = _bisect(folder)
+    assert again.returncode == 2 and lab.ran == [10, 14, 12, 13]
+    assert "belongs to another bisect (model /models/other.F16.gguf there, None here)" in again.stderr
+    assert "--rung outputs --model /models/other.F16.gguf), or give another --out" in again.stderr
+    plain = bisect_run.default_folder(10, 14, "demo", "outputs")
+    assert bisect_run.default_folder(10, 14, "demo", "outputs", "/m/other.F16.gguf").name == f"{plain.name}-other.F16"
 
 
 def test_a_build_that_fails_is_skipped_and_its_neighbour_tried(lab, tmp_path):
