@@ -87,9 +87,10 @@ class PlanEstimate:
 
     def measured(self) -> str:
         """Where and when the speeds were measured, in words."""
-        if not self.speed:
+        if not self.speed.get("cache_file") or str(self.speed.get("measured", "")).startswith("by this run"):
             return "measured here"
-        return f"measured {self.speed.get('measured', 'here')} at {self.speed.get('measured_at')}"
+        return (f"measured here at {self.speed.get('measured_at')} by an earlier run, kept in the kit's speed cache; "
+                "KIT_FRESH_ESTIMATE=1 measures again")
 
 
 @dataclass(frozen=True)

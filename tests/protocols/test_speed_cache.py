@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import ConfigError
+from kit.core.events import PlanEstimate
 from kit.engines.llamacpp import LlamaCppEngine
 from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineSession, ExternalProvider, NativeProvider
@@ -78,6 +79,13 @@ def test_a_measurement_is_made_once_and_the_next_run_reads_it_saying_when_it_was
 def test_another_engine_model_or_thread_count_is_measured_anew(cache, tmp_path, change):
     measure(tmp_path)
     assert measure(tmp_path, **change).source["measured"].startswith("by this run") and Probed.sessions == 2
+
+
+def test_the_estimate_says_when_a_speed_read_from_the_cache_was_measured_and_how_to_measure_again(cache, tmp_path):
+    first, again = measure(tmp_path), measure(tmp_path)
+    assert PlanEstimate(60.0, 1.0, 1.0, "x", first.source).measured() == "measured here"
+    said = PlanEstimate(60.0, 1.0, 1.0, "x", again.source).measured()
+    assert again.source["measured_at"] in said and "earlier run" in said and "KIT_FRESH_ESTIMATE=1" in said
 
 
 def test_another_prompt_or_seed_is_measured_anew(cache, tmp_path):
