@@ -20,7 +20,9 @@ from kit.launch.native import ServerSpec
 from kit.launch.provider import EngineSession, ExternalProvider, NativeProvider
 from kit.protocols import speed_cache
 from kit.protocols.estimate import probe
+from tests.bundle.kit_cli import run_here
 from tests.fake_engine.llamacpp import LlamaCpp
+from tests.test_cli_errors import one_line_error
 
 PROMPT = "<|im_start|>user\nWhat is 12 + 30?<|im_end|>\n<|im_start|>assistant\n"
 
@@ -185,3 +187,9 @@ def test_a_cache_file_that_is_not_a_small_regular_json_file_is_ignored_loudly(ca
     else:
         assert len(notices) == 1
     assert str(path) in notices[0] and "ignoring the cached speed measurement" in notices[0], notices
+
+
+def test_kit_run_refuses_a_fresh_estimate_value_before_writing_anything(tmp_path):
+    refused = run_here("run", "demo", "--out", str(tmp_path / "out"), env={speed_cache.FRESH: "yes"})
+    one_line_error(refused, "KIT_FRESH_ESTIMATE='yes' is neither 1 nor 0", "KIT_FRESH_ESTIMATE=1")
+    assert not (tmp_path / "out").exists()
