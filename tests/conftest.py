@@ -22,7 +22,7 @@ from kit.launch.cpu import cpu_backend
 from kit.launch.llamacpp import embedded
 from kit.launch.native import NativeServer, ServerSpec
 from kit.models import DEFAULT_MODEL, ensure_model
-from tests.shared_runs import shared_demo_bundle, shared_grid_run  # noqa: F401  (fixtures: real runs several modules read)
+from tests.shared_runs import shared_demo_bundle, shared_grid_run, shared_reset_runs  # noqa: F401  (fixtures: real runs several modules read)
 
 # Property tests draw the same examples on every run (derandomize) and keep no database of failing examples
 # (a file under .hypothesis/ that replayed an old failure made the test path red at random): a property that
@@ -171,7 +171,8 @@ def gsm8k_file() -> Path:
 
 ENGINE_TIERS = ("engine", "slow", "docker", "ray", "browser", "corpus")  # may start an engine, a daemon, a cluster,
 # a browser, or (the adversarial corpus) some 180 kit processes
-ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine", "shared_grid_run", "shared_demo_bundle"}
+ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine", "shared_grid_run", "shared_demo_bundle",
+                   "shared_reset_runs"}
 
 
 def pytest_collection_modifyitems(config, items):

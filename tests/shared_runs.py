@@ -67,6 +67,25 @@ def shared_grid_run(tmp_path_factory, embedded_binary):
     assert folder_digest(result.run_dir) == before, f"a test changed the shared run folder {result.run_dir}"
 
 
+@pytest.fixture(scope="session")
+def shared_reset_runs(tmp_path_factory, embedded_binary) -> list[Path]:
+    """Two small finished reset runs, 2 items x 2 sessions and 2 items x 1 session (12 tokens, 1k context), for
+    the tests that bundle them (tests/bundle/test_real_bundle.py, via its `real_runs`) and `kit analyze`'s
+    (tests/analysis/test_analyze_real.py, the first); their folders must be the same when the session ends."""
+    out = tmp_path_factory.mktemp("shared-reset")
+    small = {"max_tokens": 12, "engine": {"ctx_size": 1024}}
+    runs = []
+    for sessions in (2, 1):
+        options = runner.RunOptions(protocol="reset", out=out,
+                                    overrides={**small, "workload": {"items": 2}, "sessions": sessions})
+        result = runner.run(options, say=lambda _: None)
+        assert result.status == "finished", result.reason
+        runs.append(result.run_dir)
+    before = folder_digest(out)
+    yield runs
+    assert folder_digest(out) == before, f"a test changed a shared reset run under {out}"
+
+
 @dataclass(frozen=True)
 class SharedBundle:
     """A bundle of a finished run shared by several tests, and the CPU backend its run was served on."""

@@ -16,9 +16,15 @@ def modules() -> dict[str, ast.Module]:
             for path in sorted(KIT.rglob("*.py"))}
 
 
+@cache
+def nodes() -> list[tuple[str, ast.AST]]:
+    """Every node of kit's modules with its module, walked once for all the tests."""
+    return [(name, node) for name, tree in modules().items() for node in ast.walk(tree)]
+
+
 def where(predicate) -> list[str]:
     """`module:line` of every node of kit's modules that `predicate` accepts."""
-    return [f"{name}:{node.lineno}" for name, tree in modules().items() for node in ast.walk(tree) if predicate(node)]
+    return [f"{name}:{node.lineno}" for name, node in nodes() if predicate(node)]
 
 
 def _call_name(node: ast.AST) -> str:

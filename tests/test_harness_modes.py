@@ -18,7 +18,8 @@ from kit.bundle.verify import verify_bundle
 from kit.bundle.writer import write_bundle
 from kit.importers.determinism_harness import HarnessFiles, import_run
 from kit.record.files import read_records
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "harness"
 STUDY = ("fixture-churn-cuda", "fixture-churn-metal")

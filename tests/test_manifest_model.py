@@ -15,7 +15,8 @@ import pytest
 from kit.core.errors import ConfigError
 from kit.record.manifest import READ, SCHEMA, V1, WRITTEN, Manifest, PassInfo, RunManifest, parsed
 from kit.core.paths import RunPaths
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_FOLDERS = sorted(p.parent for p in (FIXTURES / "records_v1").glob("*/manifest.json"))

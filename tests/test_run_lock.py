@@ -14,7 +14,8 @@ import pytest
 
 from kit.run import lock as run_lock
 from kit.core.errors import KitError
-from tests.test_cli_errors import kit, one_line_error
+from tests.bundle.kit_cli import run_here as kit
+from tests.test_cli_errors import one_line_error
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "records_v1" / "demo-20261201-070851"
 HOLD = ("import sys, time; from pathlib import Path; from kit.run import lock as run_lock\n"

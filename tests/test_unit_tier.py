@@ -32,12 +32,28 @@ def test_other_programs_still_run_in_a_unit_test(tmp_path):
     assert subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True, text=True).stdout == "1\n"
 
 
+class _Collected:
+    """A plugin that keeps the node ids a pytest session collected."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.ids = [item.nodeid for item in session.items]
+
+
 def _collected(*options: str) -> list[str]:
+    """The engine tests of three modules, as `pytest --collect-only -m engine` collects them (in this process:
+    a second interpreter would import the kit and the suite's conftest again, seconds on a busy machine)."""
     files = ["tests/protocols/test_ladder_run.py", "tests/watch/test_watch_engine.py", "tests/test_sigill_guard.py"]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m",
-                           "engine", *options, *files], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    collected = _Collected()
+    # without the plugins that keep session-wide state: textual-snapshot's session end would remove the outer
+    # session's report folder; benchmark and xdist would see an xdist worker's environment as their own
+    quiet = [word for name in ("cacheprovider", "textual-snapshot", "benchmark", "xdist") for word in ("-p", f"no:{name}")]
+    code = pytest.main(["-q", *quiet, "--collect-only", "-m", "engine", "--rootdir", str(ROOT), *options,
+                        *(str(ROOT / f) for f in files)], plugins=[collected])
+    assert code == pytest.ExitCode.OK, code
+    return collected.ids
 
 
 def test_the_engine_tier_runs_once_per_cpu_backend_unless_told_one():

@@ -86,9 +86,8 @@ class ConsoleReporter:
             self.progress.start()
             self.task = self.progress.add_task("starting engine", total=total)
         elif isinstance(event, PlanEstimate):
-            print_(f"estimated duration ≈ {event.seconds / 60:.1f} min (measured here: prefill "
-                   f"{event.prefill_tokens_per_s:.0f} tok/s, decode {event.decode_tokens_per_s:.0f} tok/s; "
-                   f"assumes {event.basis})")
+            print_(f"estimated duration ≈ {event.seconds / 60:.1f} min (prefill {event.prefill_tokens_per_s:.0f} tok/s, "
+                   f"decode {event.decode_tokens_per_s:.0f} tok/s, {event.measured()}; assumes {event.basis})")
         elif isinstance(event, EpisodeDone):
             if self.unit == "episodes":
                 self._advance()

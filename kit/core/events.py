@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,6 +81,16 @@ class PlanEstimate:
     prefill_tokens_per_s: float
     decode_tokens_per_s: float
     basis: str
+    # where the speeds came from: `measured` (by this run, or by an earlier one whose measurement the kit's speed
+    # cache kept: kit.protocols.speed_cache), `measured_at`, and the cache file and key where one was used
+    speed: dict[str, Any] = field(default_factory=dict)
+
+    def measured(self) -> str:
+        """Where and when the speeds were measured, in words."""
+        if not self.speed.get("cache_file") or str(self.speed.get("measured", "")).startswith("by this run"):
+            return "measured here"
+        return (f"measured here at {self.speed.get('measured_at')} by an earlier run, kept in the kit's speed cache; "
+                "KIT_FRESH_ESTIMATE=1 measures again")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from kit.engines import registry
 from kit.core.errors import ConfigError
 from kit.core.limits import PORT_MAX, PORT_MIN, THREADS_MAX
+from kit.protocols import speed_cache
 from kit.run.engine_source import engine_source
 
 
@@ -156,6 +157,7 @@ def check_run_options(options: Any, kind: Any = None, protocol: Any = None) -> N
     if options.gsm8k is not None:
         check_input_file(Path(options.gsm8k), "--gsm8k", "GSM8K file")
     check_fixes(options, kind, protocol)
+    speed_cache.fresh_asked()  # KIT_FRESH_ESTIMATE: 1, 0 or unset
     from kit.run import engine_build  # noqa: PLC0415 - the build machinery (httpx): `kit run` only, not `check_out`
 
     engine_build.check(options)

@@ -159,7 +159,8 @@ class LiveState:
     def _on_PlanEstimate(self, event: PlanEstimate) -> None:
         self.estimate = event
         self.messages.append(f"estimate {event.seconds / 60:.1f} min (prefill {event.prefill_tokens_per_s:.0f} "
-                             f"tok/s, decode {event.decode_tokens_per_s:.0f} tok/s; {event.basis})")
+                             f"tok/s, decode {event.decode_tokens_per_s:.0f} tok/s, {event.measured()}; "
+                             f"{event.basis})")
 
     def _on_SessionEnded(self, event: SessionEnded) -> None:
         gate = self.gates.setdefault(event.session, PassGate(event.session))

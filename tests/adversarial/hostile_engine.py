@@ -67,6 +67,7 @@ def _broken(scenario: str, good: dict) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     scenario = "markup-build"
+    drip_s = DRIP_S
 
     def log_message(self, *args) -> None:  # quiet
         pass
@@ -123,19 +124,21 @@ class _Handler(BaseHTTPRequestHandler):
         for byte in data:
             self.wfile.write(bytes([byte]))
             self.wfile.flush()
-            time.sleep(DRIP_S)
+            time.sleep(self.drip_s)
 
 
 class HostileEngine:
     """A hostile llama-server for one scenario, serving on 127.0.0.1 in a thread until `stop()`."""
 
-    def __init__(self, scenario: str):
+    def __init__(self, scenario: str, drip_s: float = DRIP_S):
+        """`drip_s`: the seconds between two bytes of a drip (the corpus's cases assume DRIP_S)."""
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}")
-        handler = type("Handler", (_Handler,), {"scenario": scenario})
+        handler = type("Handler", (_Handler,), {"scenario": scenario, "drip_s": drip_s})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
         self.thread.start()
 
     @property

@@ -1,5 +1,5 @@
-"""`kit analyze` on real CPU runs of the reset and grid protocols (embedded llama-server, SmolLM2):
-the tables, figures and findings it writes agree with what the records say."""
+"""`kit analyze` on real CPU runs of the reset and grid protocols (the session's shared ones, embedded
+llama-server, SmolLM2): the tables, figures and findings it writes agree with what the records say."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kit.run import runner
 from kit.cli import cli
 
 # the session's shared grid (tests/shared_runs.py) is made in whichever test asks for it first: ~27k prompt
@@ -17,21 +16,17 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory, embedded_binary, shared_grid_run):
-    """A small reset run made here, and the session's small grid (tests/shared_runs.py: one BFCL episode, two
-    requests per pass, top-2), analysed together."""
+def analysed(tmp_path_factory, shared_reset_runs, shared_grid_run):
+    """The session's small reset run (2 items x 2 sessions) and small grid (one BFCL episode, two requests per
+    pass, top-2), both read-only (tests/shared_runs.py), analysed together."""
     root = tmp_path_factory.mktemp("real")
-    reset = runner.run(runner.RunOptions(protocol="reset", out=root / "reset",
-                                         overrides={"workload": {"items": 3, "source": "arithmetic"}, "sessions": 2,
-                                                    "max_tokens": 24, "engine": {"ctx_size": 1024}}),
-                       emit=lambda _: None, say=lambda _: None)
-    grid = shared_grid_run.result
-    assert reset.status == "finished" and grid.status == "finished", (reset.reason, grid.reason)
+    reset, grid = shared_reset_runs[0], shared_grid_run.result
+    assert grid.status == "finished", grid.reason
     out = root / "analysis"
-    result = CliRunner().invoke(cli, ["analyze", str(reset.run_dir), str(grid.run_dir), "--out", str(out),
+    result = CliRunner().invoke(cli, ["analyze", str(reset), str(grid.run_dir), "--out", str(out),
                                       "--block-replicates", "2000", "--cluster-replicates", "200"])
     assert result.exit_code == 0, result.output
-    return reset.run_dir, grid.run_dir, out, json.loads((out / "findings.json").read_text())
+    return reset, grid.run_dir, out, json.loads((out / "findings.json").read_text())
 
 
 def lines(path):
@@ -86,11 +81,12 @@ def test_mechanism_positions_recompute_from_the_records(analysed):
 
 
 def test_tables_and_figures_are_written(analysed):
-    _, _, out, findings = analysed
+    reset_dir, _, out, findings = analysed
     assert findings["excluded_passes"] == []
     assert findings["tables"]["VI"]["skipped"] and findings["tables"]["VI"]["rows"] == []
     (vii,) = findings["tables"]["VII"]["rows"]
-    assert vii["n"] == 3 and vii["path_divergence"]["n"] == vii["attributable_items"]
+    items = {r["unit"] for r in lines(reset_dir / "records" / "s1.jsonl")}
+    assert vii["n"] == len(items) == 2 and vii["path_divergence"]["n"] == vii["attributable_items"]
     for name in ("III", "IV", "V", "VII"):
         assert "| Q4_1 |" in (out / "tables" / f"table_{name}.md").read_text()
     for stem in ("fig1_divergence", "fig2_formats", "fig3_mechanism"):

@@ -13,7 +13,6 @@ import pytest
 from kit.bundle.content import BundledRun
 from kit.core.paths import RunPaths
 from kit.record.manifest import WRITTEN
-from kit.run import runner
 from tests.bundle import archives
 
 
@@ -24,19 +23,11 @@ def bundled_run(run_id: str, manifest: dict, files: dict[str, bytes] | None = No
     return BundledRun(run_id, {RunPaths.MANIFEST: data, **(files or {})})
 
 
-def _run(out: Path, overrides: dict) -> Path:
-    result = runner.run(runner.RunOptions(protocol="reset", out=out, overrides=overrides), say=lambda _: None)
-    assert result.status == "finished", result.reason
-    return result.run_dir
-
-
 @pytest.fixture(scope="session")
-def real_runs(tmp_path_factory, embedded_binary) -> list[Path]:
-    """Two finished real reset runs: 2 items x 2 sessions, and 2 items x 1 session."""
-    out = tmp_path_factory.mktemp("real-runs")
-    small = {"max_tokens": 12, "engine": {"ctx_size": 1024}}
-    return [_run(out, {**small, "workload": {"items": 2}, "sessions": 2}),
-            _run(out, {**small, "workload": {"items": 2}, "sessions": 1})]
+def real_runs(shared_reset_runs) -> list[Path]:
+    """Two finished real reset runs: 2 items x 2 sessions, and 2 items x 1 session (the session's shared ones,
+    tests/shared_runs.py: read-only; `run_copies` for a test that changes them)."""
+    return shared_reset_runs
 
 
 @pytest.fixture

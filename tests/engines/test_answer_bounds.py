@@ -18,7 +18,9 @@ from kit.engines.bounds import DEADLINE_FLOOR_S, AnswerBounds, bounded
 from kit.engines.http import parsed
 from kit.engines.llamacpp import LlamaCppEngine, normalize
 from kit.core.errors import EngineError, InvalidAnswer
-from tests.adversarial.hostile_engine import DRIP_S, HostileEngine
+from tests.adversarial.hostile_engine import HostileEngine
+
+DRIP_S = 0.4  # the drips here: a byte every 0.4 s (each read returns well within the client's per-read timeout)
 
 # a /completion answer of llama-server 7e4c0a9 (n_predict 2, n_probs 1), trimmed to the fields read
 GOOD = {"content": "I'm", "tokens": [57, 5248], "stop_type": "limit",
@@ -33,7 +35,7 @@ REQUEST = CompletionRequest("hi", max_tokens=4, seed=42, cache_prompt=False, top
 
 @pytest.fixture
 def hostile(request):
-    engine = HostileEngine(request.param)
+    engine = HostileEngine(request.param, drip_s=DRIP_S)
     client = LlamaCppEngine(engine.url)
     yield client
     client.close()

@@ -5,6 +5,7 @@ fresh servers (each arm's `--cache-ram`) and its own BFCL worker, its verdicts c
 import pytest
 
 from kit.core.events import EpisodeVerdict, UnitProgress
+from kit.protocols import speed_cache
 from kit.record.manifest import Manifest
 from kit.run import runner
 from tests.protocols.test_flag_order_run import TINY as FLAG_ORDER
@@ -35,7 +36,10 @@ def _run(folder, text, overrides, **options):
 
 def _on_ray_and_locally(tmp_path_factory, text, overrides):
     local, local_events = _run(tmp_path_factory.mktemp("local"), text, overrides)
-    on_ray, ray_events = _run(tmp_path_factory.mktemp("ray"), text, overrides, executor="ray", cpus_per_task=1.0)
+    with pytest.MonkeyPatch.context() as env:  # the speed probe runs again (not read from the kit's speed cache)
+        env.setenv(speed_cache.FRESH, "1")     # so that where it runs shows: on the driver
+        on_ray, ray_events = _run(tmp_path_factory.mktemp("ray"), text, overrides, executor="ray",
+                                  cpus_per_task=1.0)
     verdicts = [sorted((e.comparison, e.unit, e.diverged) for e in events if isinstance(e, EpisodeVerdict))
                 for events in (local_events, ray_events)]
     assert verdicts[0] == verdicts[1] and verdicts[0]  # every comparison's verdict, reached on the driver

@@ -90,7 +90,8 @@ def estimate(workload: BfclWorkload, arms: list[str], speed: Speed, episodes: in
     seconds = sum(per_request[arm] * requests * episodes + startup for arm in arms)
     return PlanEstimate(round(seconds, 1), round(speed.prefill_tokens_per_s, 1), round(speed.decode_tokens_per_s, 1),
                         f"{len(arms)} passes; {requests} requests per episode of ~{speed.prompt_tokens} prompt tokens, "
-                        f"~{out} new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""))
+                        f"~{out} new tokens each" + (f"; {startup:.0f} s server start per pass" if startup else ""),
+                        speed.source)
 
 
 def served(todo: Sequence[P], key: Callable[[P], str], start: Callable[[P, str], AbstractContextManager[EngineSession]],
@@ -188,7 +189,7 @@ def bfcl_passes(protocol: BfclPassesProtocol, prepared: Prepared, ctx: RunContex
             # uncached, so on a server of the cache-off arm where each arm has its own
             from kit.launch.provider import for_arm  # noqa: PLC0415 - launch machinery loads when a run starts
             speed = probe(for_arm(estimate_provider or ctx.provider, "off"), RunPaths(ctx.run_dir).logs, protocol.seed,
-                          first)
+                          first, notice=lambda text: ctx.emit(Notice(text)))
             guess = estimate(workload, arms, speed, len(canonical), fresh_server_per_pass)
             ctx.manifest.update(estimate=asdict(guess))
             ctx.emit(guess)

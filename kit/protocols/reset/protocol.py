@@ -14,7 +14,8 @@ from kit.protocols.reset import results as reset_table
 from kit.record.divergence import first_difference
 from kit.engines.base import CompletionRequest, require
 from kit.core.errors import ConfigError
-from kit.core.events import ItemVerdict, PlanEstimate, RequestDone, SessionEnded, SessionStarted
+from kit.core.digests import sha256_json
+from kit.core.events import ItemVerdict, Notice, PlanEstimate, RequestDone, SessionEnded, SessionStarted
 from kit.record.manifest import now
 from kit.models.hashing import sha256_file
 from kit.core.paths import RunPaths
@@ -151,7 +152,7 @@ def estimate(protocol: ResetProtocol, speed: Speed, items: int, sessions: int) -
     seconds = sessions * (speed.startup_seconds + items * per_item)
     return PlanEstimate(round(seconds, 1), round(speed.prefill_tokens_per_s, 1), round(speed.decode_tokens_per_s, 1),
                         f"{sessions} sessions x {items} items x {len(protocol.phases)} phases; prompts of "
-                        f"~{speed.prompt_tokens} tokens, ~{out} new tokens per answer")
+                        f"~{speed.prompt_tokens} tokens, ~{out} new tokens per answer", speed.source)
 
 
 def renderer(engine):
@@ -166,8 +167,10 @@ def run(protocol: ResetProtocol, prepared: Prepared, ctx: RunContext) -> None:
     items = prepared.payload
     if todo and items and ctx.manifest.run.estimate is None \
             and len(todo) * len(items) * len(protocol.phases) >= ESTIMATE_FROM_REQUESTS:
+        opening = messages(system_prompt, items[0])
         speed = probe(ctx.provider, RunPaths(ctx.run_dir).logs, protocol.seed,
-                      lambda engine: renderer(engine).apply_template(messages(system_prompt, items[0])))
+                      lambda engine: renderer(engine).apply_template(opening),
+                      prompt_id=sha256_json(opening), notice=lambda text: ctx.emit(Notice(text)))
         guess = estimate(protocol, speed, len(items), len(todo))
         ctx.manifest.update(estimate=asdict(guess))
         ctx.emit(guess)

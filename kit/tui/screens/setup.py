@@ -195,14 +195,15 @@ class SetupScreen(Screen):
         for name, shown in visible.items():
             self.query_one(f"#w-{name}").display = shown
         self.show_builds()
-        for widget in self.query(".problem").results(Static):
-            problem = found.get(named(widget, "p-"))
-            widget.update(Text(f"✗ {problem}" if problem else ""))
-            widget.set_class(problem is None, "-ok")
-        for name in (*FIELDS, "engine_build"):
-            inputs = self.query(f"#f-{name}")
-            if inputs:
-                inputs.first().set_class(name in found, "-invalid")
+        # one walk of the form's widgets, every keystroke (a query per field matched the whole screen for each)
+        fields = {f"f-{name}": name for name in (*FIELDS, "engine_build")}
+        for widget in self.walk_children():
+            if isinstance(widget, Static) and widget.has_class("problem"):
+                problem = found.get(named(widget, "p-"))
+                widget.update(Text(f"✗ {problem}" if problem else ""))
+                widget.set_class(problem is None, "-ok")
+            elif widget.id in fields:
+                widget.set_class(fields[widget.id] in found, "-invalid")
         self.query_one("#start", Button).disabled = bool(found)
         self.query_one("#estimate", Static).update(
             Text(form.estimate_line(self.setup) if not found else f"{len(found)} problem(s) to fix before it can run"))
