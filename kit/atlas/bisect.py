@@ -28,6 +28,8 @@ from kit.run import long_runs
 
 IDLE_BUILD_SECONDS = 7 * 60.0  # llama-server alone on two idle cores
 OUTPUTS = "outputs"  # --rung outputs: every request shared with the good end's run got byte-identical outputs
+LOGPROBS = "logprobs"  # --rung logprobs: ... byte-identical outputs and log-probabilities (the engine's numbers)
+IDENTITIES = (OUTPUTS, LOGPROBS)
 
 
 def measures() -> dict[str, Section]:
@@ -38,7 +40,7 @@ def measures() -> dict[str, Section]:
 def check_result(rung: str, kind: str, protocol: str) -> None:
     """A result the protocol's runs have: a ladder rung of a ladder protocol, a paper measure of a kind the
     paper's tables are computed for, or outputs (any protocol); refused in one line before anything is built."""
-    if rung == OUTPUTS:
+    if rung in IDENTITIES:
         return
     if rung in RUNGS:
         if kind != "ladder":
@@ -46,8 +48,8 @@ def check_result(rung: str, kind: str, protocol: str) -> None:
                               "bisect a ladder protocol (ladder-cpu), or give --rung outputs or a paper measure")
         return
     if rung not in measures():
-        raise ConfigError(f"--rung {rung!r} is neither a ladder rung, a paper measure nor outputs",
-                          f"give one of {', '.join(RUNGS)}, a measure such as IV:paths_differ, or outputs")
+        raise ConfigError(f"--rung {rung!r} is neither a ladder rung, a paper measure, outputs nor logprobs",
+                          f"give one of {', '.join(RUNGS)}, a measure such as IV:paths_differ, outputs or logprobs")
     if kind not in PAPER_KINDS:
         raise ConfigError(f"--rung {rung} is a paper measure, but {protocol} is a {kind} protocol, whose runs the "
                           f"paper's tables do not count", f"bisect a {' or '.join(PAPER_KINDS)} protocol (demo is "

@@ -8,7 +8,9 @@ The result (`--rung`) is one of:
 - a paper measure (`IV:paths_differ`): its value in each of the run's rows of that table (point value and
   counts, per session where the table has sessions; the interval is not compared);
 - `outputs`: whether every request the run shares with the good end's run (same pass, seq and request
-  digest) got byte-identical outputs, by the atlas's replay identity (kit.atlas.table.identical).
+  digest) got byte-identical outputs, by the atlas's replay identity (kit.atlas.table.identical);
+- `logprobs`: the same, the answers' log-probabilities (as the engine sent them) compared too: a build whose
+  tokens stay but whose numbers moved (a kernel's summation order) differs here.
 A run that finished with no verdict (every pass VOID: `kit run` exits 4) has the result `no verdict`.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.atlas.bisect import OUTPUTS, measures
+from kit.atlas.bisect import IDENTITIES, OUTPUTS, measures
 from kit.atlas.sources import AtlasRun, verified
 from kit.atlas.table import identical
 from kit.compare.measures import MEASURES, Measured
@@ -82,13 +84,14 @@ def judge(run: AtlasRun, rung: str, good: AtlasRun, no_verdict: str | None = Non
     `no_verdict` why the run gave no verdict, if it did not."""
     if no_verdict is not None:
         return Judged(NO_VERDICT, f"{NO_VERDICT}: {no_verdict}")
-    if rung == OUTPUTS:
-        same, shared = identical(good.outputs, run.outputs)
+    if rung in IDENTITIES:
+        same, shared = identical(*((good.outputs, run.outputs) if rung == OUTPUTS else (good.numbers, run.numbers)))
         if not shared:
-            return Judged("no request in common with the good end", "outputs: no request in common with the good "
+            return Judged("no request in common with the good end", f"{rung}: no request in common with the good "
                           "end's run (same pass, seq and request digest)")
         key = "same as good" if same == shared else "differ from good"
-        return Judged(key, f"outputs {key}: {same}/{shared} requests byte-identical to the good end's")
+        what = "outputs" if rung == OUTPUTS else "outputs and log-probabilities"
+        return Judged(key, f"{rung} {key}: {same}/{shared} requests' {what} byte-identical to the good end's")
     return _measure(run, rung) if rung in measures() else _rung(run, rung)
 
 

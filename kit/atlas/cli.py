@@ -55,7 +55,8 @@ def atlas(inputs: tuple[Path, ...], html_out: Path | None, csv_out: Path | None)
 @click.option("--protocol", default="ladder-cpu", show_default=True, help="The protocol each step runs.")
 @click.option("--rung", default="L2", show_default=True,
               help="The result that changed: a ladder rung (L0-L7, of a ladder protocol), a paper measure "
-                   "(e.g. IV:paths_differ) or outputs (byte-identical to the good end's on every shared request).")
+                   "(e.g. IV:paths_differ), outputs (byte-identical to the good end's on every shared request) or "
+                   "logprobs (outputs and their log-probabilities byte-identical: the engine's numbers).")
 @click.option("--model", help="The GGUF every step serves (default: the kit's pinned SmolLM2-135M-Instruct Q4_1); "
                              "another weight format runs other kernels, whose results may change where Q4_1's do not.")
 @click.option("--plan", "dry", is_flag=True, help="Only say how many steps and roughly how long; build nothing.")

@@ -30,7 +30,7 @@ from kit.bundle.verify import VerifiedRun
 from kit.core.digests import sha256_json
 from kit.core.errors import ConfigError, KitError
 from kit.core.paths import RunPaths
-from kit.record.files import read_records
+from kit.record.files import logprobs_of, read_records
 from kit.record.manifest import Manifest, RunManifest, not_plain
 from kit.replay.comparison import identity
 from kit.replay.run import verified_runs
@@ -75,24 +75,33 @@ class AtlasRun:
     results: dict[str, Any]
     findings: Findings | None
     outputs: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    numbers: dict[tuple[str, int, str], str] = field(default_factory=dict)  # outputs and their log-probabilities
     requests: int = 0
     notes: list[str] = field(default_factory=list)  # verify's on its files, and how its findings were computed
 
 
-def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[dict[tuple[str, int, str], str], int]:
-    found: dict[tuple[str, int, str], str] = {}
+Outputs = dict[tuple[str, int, str], str]  # (pass, seq, request digest) -> a digest of what was answered
+
+
+def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[Outputs, Outputs, int]:
+    """Per request answered: the digest of its replay identity, and of that with the answer's log-probabilities
+    as the engine sent them (the numbers `kit bisect --rung logprobs` compares); and how many records."""
+    found: Outputs = {}
+    numbers: Outputs = {}
     total = 0
     for pass_id, info in manifest.passes.items():
         file = run_dir / (info.file or "")
         if not info.file or not file.is_file():
             continue
-        for record in read_records(file, logprobs=False).records:
+        for record in read_records(file, logprobs="deferred").records:
             total += 1
             completion = record.get("completion") or {}
             if completion.get("outcome", "ok") != "ok":
                 continue
-            found[(pass_id, int(record["seq"]), sha256_json(record.get("request")))] = sha256_json(identity(record))
-    return found, total
+            key = (pass_id, int(record["seq"]), sha256_json(record.get("request")))
+            found[key] = sha256_json(identity(record))
+            numbers[key] = sha256_json([*identity(record), logprobs_of(completion)])
+    return found, numbers, total
 
 
 def _read(copy: Path, source: str, verified: VerifiedRun | None = None,
@@ -111,7 +120,7 @@ def _read(copy: Path, source: str, verified: VerifiedRun | None = None,
         else:
             run.findings = analysis.compute([copy], settings[0])
             run.notes += [settings[1]] if settings[1] else []
-    run.outputs, run.requests = _outputs(copy, loaded.run)
+    run.outputs, run.numbers, run.requests = _outputs(copy, loaded.run)
     return run
 
 

@@ -34,7 +34,7 @@ def test_a_bisect_of_real_runs_whose_ends_agree(tmp_path, engine_cpu_backend):
     state = bisect_state.State.model_validate_json((folder / "bisect.json").read_bytes())
     assert [(s.build, s.outcome, s.result) for s in state.steps] == [(1, "good", "same as good"),
                                                                      (3, "good", "same as good")]
-    assert state.steps[1].said == "outputs same as good: 16/16 requests byte-identical to the good end's"
+    assert state.steps[1].said == "outputs same as good: 16/16 requests' outputs byte-identical to the good end's"
     runs = sorted(p.name for p in (folder / "runs").iterdir())
     assert len(runs) == 2 and all(s.run in runs for s in state.steps)
     atlas = (folder / "atlas.csv").read_text()  # one row: the same engine on the same machine, its two runs

