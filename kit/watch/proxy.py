@@ -481,15 +481,22 @@ class _Relay:
         import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
 
         limit = self.proxy.settings.answer_bytes
+        content = self.upstream.content
         await send({"type": "http.response.start", "status": self.upstream.status, "headers": self.headers})
         try:
-            async for chunk in self.upstream.content.iter_any():
+            while chunk := await content.readany():  # b"": the answer ended whole (a cut raises)
                 if self.kept is not None:
                     if len(self.kept) + len(chunk) > limit:
                         self.kept, self.error = None, f"the answer is over {limit} bytes: passed on unread"
                     else:
                         self.kept += chunk
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # the answer's end already read with its last bytes (the upstream ended it whole, nothing is
+                # left to read): they go out with the final chunk, in one write, not two a turn apart
+                last = content.at_eof() and content.exception() is None
+                self.whole = last
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                if last:
+                    return
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.error = f"the upstream cut the answer short ({type(exc).__name__})"
             return  # no final chunk: the server closes the connection, the client sees the cut

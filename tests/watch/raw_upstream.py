@@ -9,6 +9,8 @@ Scenarios (applied to every request but the start probe, `GET /props`, which is 
 - `ctl-header`: a header value with a control character.
 - `long-header`: a header line of 100 KB.
 - `garbage`: a reply that is not HTTP at all.
+- `events`: a chunked event stream of EVENTS events whose end (the last chunk) is sent with them, in one write.
+- `events-cut`: the same events, then the connection closed with no last chunk (an upstream dying mid-answer).
 - `endless`: an event stream that never ends (until the connection is closed).
 - `silent`: reads the request, answers nothing, holds the connection.
 """
@@ -21,10 +23,18 @@ import socket
 import threading
 import time
 
-SCENARIOS = ("ok", "cookie", "status-999", "ctl-header", "long-header", "garbage", "endless", "silent")
+SCENARIOS = ("ok", "cookie", "status-999", "ctl-header", "long-header", "garbage", "events", "events-cut", "endless",
+             "silent")
+EVENTS = 8
 ANSWER = {"index": 0, "content": " Paris", "tokens": [], "id_slot": 0, "stop": True, "model": "raw",
           "tokens_predicted": 1, "tokens_evaluated": 6, "stop_type": "limit", "stopping_word": "", "tokens_cached": 6,
           "timings": {"cache_n": 5, "prompt_n": 1, "prompt_ms": 11.2, "predicted_n": 1, "predicted_ms": 0.1}}
+
+
+def events() -> list[bytes]:
+    """The `events` scenario's server-sent events (llama-server's shape: the last one stops, with timings)."""
+    return [b"data: " + json.dumps({**ANSWER, "content": f" w{n}"} if n == EVENTS - 1
+                                   else {"content": f" w{n}", "stop": False}).encode() + b"\n\n" for n in range(EVENTS)]
 
 
 def _reply(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
@@ -107,6 +117,11 @@ class RawUpstream:
             conn.sendall(_reply(b"200 OK", good, b"x-long: " + b"a" * 100_000 + b"\r\n"))
         elif self.scenario == "garbage":
             conn.sendall(b"\x00\x01 not HTTP \x1b[31m at all\r\n\r\n")
+        elif self.scenario in ("events", "events-cut"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in events())
+                         + (b"0\r\n\r\n" if self.scenario == "events" else b""))
+            return self.scenario == "events"
         elif self.scenario == "endless":
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
             event = b"data: " + json.dumps({"content": "x" * 4000, "stop": False}).encode() + b"\n\n"
