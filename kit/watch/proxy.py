@@ -330,13 +330,15 @@ class Proxy:
 
         from kit.watch import pool  # noqa: PLC0415 - with aiohttp, loaded by the lifespan
 
+        tries = WATCH_UPSTREAM_CONNECTIONS + 1  # a reused connection that failed is closed: the pool empties
         while True:
             pool.REUSED.set(False)
+            tries -= 1
             try:
                 return await self.session.request(method, url, headers=headers, data=data or None,
                                                   allow_redirects=False)
             except (ClientOSError, ServerDisconnectedError) as exc:
-                if not pool.REUSED.get() or isinstance(exc, ClientConnectorError):
+                if not pool.REUSED.get() or isinstance(exc, ClientConnectorError) or not tries:
                     raise
 
     async def _whole(self, upstream: Any, call: _Call | None, length: int, headers: list[Any]) -> Response:
