@@ -1,14 +1,15 @@
 """The proxy's pool of upstream connections: aiohttp's, less any connection its upstream closed while it waited.
 
-An upstream may close a kept-alive connection without saying so: llama-server closes its end right after a
+An upstream may close a kept-alive connection without saying so: llama-server closes its end 20-100 ms after a
 streamed answer's last chunk, with no `Connection: close` header. aiohttp pools such a connection as soon as the
-answer is read, and reuses it unless the event loop has already seen it close; a request that arrives in the
-loop's turn that also brings the upstream's close then went out on a dead connection, and its client got a 502
-for a request the upstream never read (a streamed call in three, back to back against llama-server here). So
-before a pooled connection is reused, its socket is looked at, as httpx and urllib3 do: an idle connection has
+answer is read and reuses it unless the event loop has already seen it close, so a client's next request went
+out on a dead connection and got a 502 for a request the upstream never answered (2-3 of 100 back-to-back
+streamed calls against the embedded llama-server here; 15 of 40 once the relay ended answers a turn sooner).
+Before a pooled connection is reused, its socket is looked at, as httpx and urllib3 do: an idle connection has
 nothing to read, and one that has (the upstream's close, or bytes no request asked for) is closed and the next
-one, or a new one, taken. aiohttp's own retry does not cover this: it resends idempotent methods only, and the
-proxy's calls are POSTs.
+one, or a new one, taken. A close that comes only after the request went out is the other half: `REUSED` tells
+the proxy the request was sent on a pooled connection, which it then sends again (kit.watch.proxy.Proxy._sent).
+aiohttp's own retry covers neither: it resends idempotent methods only, and the proxy's calls are POSTs.
 """
 
 from __future__ import annotations
