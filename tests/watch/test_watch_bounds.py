@@ -13,7 +13,6 @@ import base64
 import json
 import re
 import socket
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -363,7 +362,8 @@ def test_a_pooled_connection_its_upstream_closed_is_not_sent_on_before_the_loop_
         async with aiohttp.ClientSession(connector=connector()) as session:
             async with session.post(raw.url + "/completion", data=b"{}") as first:
                 await first.read()
-            time.sleep(0.3)  # the upstream's close arrives while the loop is held here: it has not seen it yet
+            # the upstream closes the connection while the loop is held here (a blocking wait): it has not seen it
+            assert until(lambda: raw.open == 0)
             async with session.post(raw.url + "/completion", data=b"{}") as second:
                 return await second.read(), REUSED.get()
 
