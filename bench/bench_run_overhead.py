@@ -8,10 +8,12 @@ pairs are timed, interleaved (kit, bare, then bare, kit, ...: both see the same 
 whole process from start to exit, the kit's CLI run with its imports, checks, gates, durable records
 and final table, and the bare loop (`--bare`), which imports httpx and POSTs the same bodies in the same
 order, reading each answer. Prints each pair (wall and CPU seconds of each side, and the load average) and
-the median of the per-pair ratios (kit / bare). The kit's
-bytecode is written first (`compile_bytecode`), as an installed kit has it.
+the median of the per-pair ratios (kit / bare). With `--baseline-ref REF` the kit as committed at REF (a `git
+archive` of it, bench_watch.baseline_tree) is a third side of each round, timed in turn with the others (each
+side first in turn): before and after, side by side under the same load, with the median of the per-round
+ratios this tree / REF. The kits' bytecode is written first (`compile_bytecode`), as an installed kit has it.
 
-    PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3] [--max-tokens N]
+    PYTHONPATH=. python bench/bench_run_overhead.py [--items 5] [--pairs 3] [--max-tokens N] [--baseline-ref main]
 
 Target: the median ratio at most 1.03.
 """
@@ -52,13 +54,14 @@ def compile_bytecode(package: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, capture_output=True)
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one side's process. Its CPU seconds are the client's own work, which the
-    server's load does not stretch: on a loaded machine their difference still shows the kit's cost."""
+def timed(argv: list[str], path: str = str(HERE)) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one side's process (`path`: its PYTHONPATH). Its CPU seconds are the
+    client's own work, which the server's load does not stretch: on a loaded machine their difference still
+    shows the kit's cost."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                   env={**os.environ, "PYTHONPATH": str(HERE)})
+                   env={**os.environ, "PYTHONPATH": path})
     wall, after = time.monotonic() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
 
@@ -84,6 +87,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="tokens per answer (default: protocols/reset.yaml's); a short cap times more pairs")
+    parser.add_argument("--baseline-ref", help="also time the kit as committed at this git ref, interleaved")
     parser.add_argument("--bare", nargs=2, metavar=("URL", "REQUESTS_JSON"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
@@ -101,28 +105,43 @@ def main() -> None:
                       threads=os.cpu_count() or 2, env=found.env)
     with tempfile.TemporaryDirectory() as tmp, NativeServer(spec, Path(tmp) / "server.log") as server:
         work = Path(tmp)
+        paths = {"kit": str(HERE), "bare": str(HERE)}  # each side's PYTHONPATH
+        if args.baseline_ref:
+            from bench_watch import baseline_tree  # noqa: PLC0415 - this folder's
+
+            paths[args.baseline_ref] = baseline_tree(args.baseline_ref, work, ("kit", "protocols"))
+            compile_bytecode(Path(paths[args.baseline_ref].split(os.pathsep)[0]) / "kit")
         subprocess.run(kit_run(server.url, args.items, work / "first", args.max_tokens), check=True, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(HERE)})
         sent = recorded_requests(work / "first")
         (work / "requests.json").write_text(json.dumps(sent))
         bare_argv = [sys.executable, str(Path(__file__).resolve()), "--bare", server.url, str(work / "requests.json")]
         pairs, cpu_pairs = [], []
+        kits = [name for name in paths if name != "bare"]
         for pair in range(args.pairs):
-            sides = {"kit": kit_run(server.url, args.items, work / f"kit-{pair}", args.max_tokens), "bare": bare_argv}
-            measured = {name: timed(sides[name]) for name in (("kit", "bare") if pair % 2 == 0 else ("bare", "kit"))}
+            sides = {name: kit_run(server.url, args.items, work / f"{name}-{pair}", args.max_tokens) for name in kits}
+            sides["bare"] = bare_argv
+            order = ["kit", "bare", *kits[1:]]
+            order = order[pair % len(order):] + order[:pair % len(order)]  # each side first in turn
+            measured = {name: timed(sides[name], paths[name]) for name in order}
             times, cpus = ({name: m[i] for name, m in measured.items()} for i in (0, 1))
             pairs.append(times)
             cpu_pairs.append(cpus)
-            print(json.dumps({"pair": pair + 1, "kit_s": round(times["kit"], 2), "bare_s": round(times["bare"], 2),
-                              "ratio": round(times["kit"] / times["bare"], 3), "kit_cpu_s": round(cpus["kit"], 2),
-                              "bare_cpu_s": round(cpus["bare"], 2), "load_average": os.getloadavg()[0]}), flush=True)
-    ratios = [p["kit"] / p["bare"] for p in pairs]
-    print(json.dumps({"items": args.items, "max_tokens": args.max_tokens, "requests": len(sent), "pairs": len(pairs), "cpus": os.cpu_count(),
-                      "kit_median_s": round(statistics.median(p["kit"] for p in pairs), 2),
-                      "bare_median_s": round(statistics.median(p["bare"] for p in pairs), 2),
-                      "median_ratio": round(statistics.median(ratios), 3),
-                      "kit_cpu_median_s": round(statistics.median(c["kit"] for c in cpu_pairs), 2),
-                      "bare_cpu_median_s": round(statistics.median(c["bare"] for c in cpu_pairs), 2)}, indent=1))
+            print(json.dumps({"pair": pair + 1, **{f"{name}_s": round(times[name], 2) for name in order},
+                              **{f"{name}_ratio": round(times[name] / times["bare"], 3) for name in kits},
+                              **{f"{name}_cpu_s": round(cpus[name], 2) for name in order},
+                              "load_average": os.getloadavg()[0]}), flush=True)
+    summary = {"items": args.items, "max_tokens": args.max_tokens, "requests": len(sent), "pairs": len(pairs),
+               "cpus": os.cpu_count()}
+    for name in (*kits, "bare"):
+        summary[f"{name}_median_s"] = round(statistics.median(p[name] for p in pairs), 2)
+        summary[f"{name}_cpu_median_s"] = round(statistics.median(c[name] for c in cpu_pairs), 2)
+    summary["median_ratio"] = round(statistics.median(p["kit"] / p["bare"] for p in pairs), 3)
+    if args.baseline_ref:
+        ref = args.baseline_ref
+        summary[f"{ref}_median_ratio"] = round(statistics.median(p[ref] / p["bare"] for p in pairs), 3)
+        summary[f"kit_over_{ref}_median"] = round(statistics.median(p["kit"] / p[ref] for p in pairs), 3)
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

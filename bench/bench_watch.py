@@ -89,13 +89,14 @@ def start_stub() -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def baseline_tree(ref: str, into: Path) -> str:
-    """The PYTHONPATH of the kit as committed at `ref`, unpacked under `into` (SystemExit naming the ref if git
-    cannot), with its own dependencies' event loop: where its pyproject.toml does not list uvloop (which
-    uvicorn uses whenever it is installed), a shadow package makes `import uvloop` fail, as it did there."""
+def baseline_tree(ref: str, into: Path, paths: tuple[str, ...] = ("kit",)) -> str:
+    """The PYTHONPATH of the kit as committed at `ref` (its `paths` and pyproject.toml), unpacked under `into`
+    (SystemExit naming the ref if git cannot), with its own dependencies' event loop: where its pyproject.toml
+    does not list uvloop (which uvicorn uses whenever it is installed), a shadow package makes `import uvloop`
+    fail, as it did there."""
     tree = into / "baseline"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", "--format=tar", ref, "kit", "pyproject.toml"], cwd=HERE,
+    archive = subprocess.run(["git", "archive", "--format=tar", ref, *paths, "pyproject.toml"], cwd=HERE,
                              capture_output=True)
     if archive.returncode != 0:
         raise SystemExit(f"kit: error: --baseline-ref {ref}: {archive.stderr.decode().strip()}")

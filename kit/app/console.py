@@ -65,9 +65,12 @@ class ConsoleReporter:
         if console is not None and not isinstance(console, SafeConsole):
             raise TypeError("a reporter prints on a SafeConsole (kit.core.safe_console)")
         self.console = console or SafeConsole()
+        # the bar is redrawn ten times a second on a terminal; elsewhere (a file, a pipe, a CI log) a transient
+        # bar is never drawn, and redrawing it would only cost a thread's waking and a table built each time
         self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta", markup=False), TimeRemainingColumn(),
-                                 console=self.console, transient=True)
+                                 console=self.console, transient=True,
+                                 auto_refresh=self.console.is_terminal or self.console.is_interactive)
         self.task: TaskID | None = None  # the bar's task, added when the run starts
         self.started = time.monotonic()
         self.first_verdict: float | None = None

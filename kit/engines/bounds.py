@@ -128,10 +128,12 @@ class DeadlineTransport(httpx.HTTPTransport):
     Engines are reached directly: environment proxies do not apply to them."""
 
     def __init__(self) -> None:
-        super().__init__()
+        # one TLS context (httpx's default: it verifies, against certifi's roots), loaded once: loading one costs
+        # some 20 ms of CPU, and the transport's own pool below would otherwise load a second one for nothing
+        verified = httpx.create_ssl_context()
+        super().__init__(verify=verified)
         # httpx==0.28.1 (pinned) keeps its connection pool here; the pool is httpcore's, with our backend
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(),
-                                             network_backend=_DeadlineBackend())
+        self._pool = httpcore.ConnectionPool(ssl_context=verified, network_backend=_DeadlineBackend())
 
 
 def timeouts() -> httpx.Timeout:

@@ -209,8 +209,11 @@ class Proxy:
         """The session to the upstream, open while the proxy serves (its ASGI lifespan)."""
         import aiohttp  # noqa: PLC0415 - the proxy's upstream client, loaded when it serves
 
-        # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing
-        connector = aiohttp.TCPConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
+        from kit.watch import pool  # noqa: PLC0415 - aiohttp's connector, loaded with it
+
+        # what the client sent goes as it is: aiohttp adds none of its default headers, decompresses nothing;
+        # a pooled connection its upstream closed meanwhile is never sent on (kit.watch.pool)
+        connector = pool.FreshConnector(limit=WATCH_UPSTREAM_CONNECTIONS, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=self.settings.read_timeout)
         # no cookie jar: an upstream's Set-Cookie is its client's alone, never sent with another's request
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
@@ -281,8 +284,7 @@ class Proxy:
                     call.counters = await self._counters()
             watch = _ClientWatch(receive)
             try:
-                upstream = await self.session.request(method, url, headers=headers, data=data or None,
-                                                      allow_redirects=False)
+                upstream = await self._sent(method, url, headers, data)
             except ValueError as exc:  # the request cannot be sent as it is (aiohttp checks it before sending)
                 self.metrics.refused.labels("unsendable").inc()
                 return self._refused(scope, call, 400, f"the request cannot be forwarded as sent ({type(exc).__name__})")
@@ -317,6 +319,27 @@ class Proxy:
         finally:
             if not relayed:
                 self.in_flight -= 1
+
+    async def _sent(self, method: str, url: URL, headers: list[tuple[str, str]], data: bytes) -> Any:
+        """The upstream's answer (its head) to the request. A request sent on a kept-alive connection that the
+        upstream turns out to have closed (it answers nothing and the connection ends: llama-server closes its
+        end some 20-100 ms after a streamed answer, with no `Connection: close`) never reached it, and is sent
+        again on the next pooled connection or a new one (kit.watch.pool); a new connection's failure is the
+        answer's (a 502)."""
+        from aiohttp import ClientConnectorError, ClientOSError, ServerDisconnectedError  # noqa: PLC0415 - loaded
+
+        from kit.watch import pool  # noqa: PLC0415 - with aiohttp, loaded by the lifespan
+
+        tries = WATCH_UPSTREAM_CONNECTIONS + 1  # a reused connection that failed is closed: the pool empties
+        while True:
+            pool.REUSED.set(False)
+            tries -= 1
+            try:
+                return await self.session.request(method, url, headers=headers, data=data or None,
+                                                  allow_redirects=False)
+            except (ClientOSError, ServerDisconnectedError) as exc:
+                if not pool.REUSED.get() or isinstance(exc, ClientConnectorError) or not tries:
+                    raise
 
     async def _whole(self, upstream: Any, call: _Call | None, length: int, headers: list[Any]) -> Response:
         """An answer of known length read whole and sent in one piece (then observed like a relayed one). One
@@ -481,15 +504,22 @@ class _Relay:
         import aiohttp  # noqa: PLC0415 - loaded already by the lifespan
 
         limit = self.proxy.settings.answer_bytes
+        content = self.upstream.content
         await send({"type": "http.response.start", "status": self.upstream.status, "headers": self.headers})
         try:
-            async for chunk in self.upstream.content.iter_any():
+            while chunk := await content.readany():  # b"": the answer ended whole (a cut raises)
                 if self.kept is not None:
                     if len(self.kept) + len(chunk) > limit:
                         self.kept, self.error = None, f"the answer is over {limit} bytes: passed on unread"
                     else:
                         self.kept += chunk
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # the answer's end already read with its last bytes (the upstream ended it whole, nothing is
+                # left to read): they go out with the final chunk, in one write, not two a turn apart
+                last = content.at_eof() and content.exception() is None
+                self.whole = last
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                if last:
+                    return
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.error = f"the upstream cut the answer short ({type(exc).__name__})"
             return  # no final chunk: the server closes the connection, the client sees the cut

@@ -48,6 +48,21 @@ def test_the_default_deadline_has_a_floor_and_grows_with_the_tokens_asked_for():
     assert AnswerBounds(request_deadline=2.5).deadline(4096) == 2.5
 
 
+def test_an_engine_transport_loads_one_tls_context_and_its_pool_verifies_with_it(monkeypatch):
+    import ssl
+
+    from kit.engines.bounds import DeadlineTransport
+
+    made: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: made.append(create(*a, **k)) or made[-1])
+    transport = DeadlineTransport()
+    assert len(made) == 1  # a context loads every root certificate: about 20 ms of CPU each
+    context = transport._pool._ssl_context  # the pool the transport sends with (httpx==0.28.1, pinned)
+    assert context is made[0] and context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    transport.close()
+
+
 @pytest.mark.parametrize("hostile", ["huge"], indirect=True)
 def test_an_endless_body_stops_at_the_cap(hostile):
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

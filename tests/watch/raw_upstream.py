@@ -5,10 +5,15 @@ client sent, and see how the proxy takes answers no well-behaved server gives. R
 Scenarios (applied to every request but the start probe, `GET /props`, which is always answered well):
 - `ok`: a llama.cpp `/completion` answer (timings, so the call is classified) for every request.
 - `cookie`: the same answer, with a Set-Cookie header.
+- `ok-close`: the `ok` answer, then the connection closed 50 ms later (no `Connection: close` said).
 - `status-999`: a status line with a status no HTTP server sends.
 - `ctl-header`: a header value with a control character.
 - `long-header`: a header line of 100 KB.
 - `garbage`: a reply that is not HTTP at all.
+- `events`: a chunked event stream of EVENTS events whose end (the last chunk) is sent with them, in one write.
+- `events-cut`: the same events, then the connection closed with no last chunk (an upstream dying mid-answer).
+- `events-once`: `events` on a new connection; a later request on a kept-alive one is read, not answered, and the
+  connection closed (llama-server closes its end some time after a streamed answer, saying nothing before).
 - `endless`: an event stream that never ends (until the connection is closed).
 - `silent`: reads the request, answers nothing, holds the connection.
 """
@@ -21,10 +26,18 @@ import socket
 import threading
 import time
 
-SCENARIOS = ("ok", "cookie", "status-999", "ctl-header", "long-header", "garbage", "endless", "silent")
+SCENARIOS = ("ok", "ok-close", "cookie", "status-999", "ctl-header", "long-header", "garbage", "events", "events-cut",
+             "events-once", "endless", "silent")
+EVENTS = 8
 ANSWER = {"index": 0, "content": " Paris", "tokens": [], "id_slot": 0, "stop": True, "model": "raw",
           "tokens_predicted": 1, "tokens_evaluated": 6, "stop_type": "limit", "stopping_word": "", "tokens_cached": 6,
           "timings": {"cache_n": 5, "prompt_n": 1, "prompt_ms": 11.2, "predicted_n": 1, "predicted_ms": 0.1}}
+
+
+def events() -> list[bytes]:
+    """The `events` scenario's server-sent events (llama-server's shape: the last one stops, with timings)."""
+    return [b"data: " + json.dumps({**ANSWER, "content": f" w{n}"} if n == EVENTS - 1
+                                   else {"content": f" w{n}", "stop": False}).encode() + b"\n\n" for n in range(EVENTS)]
 
 
 def _reply(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
@@ -43,6 +56,7 @@ class RawUpstream:
         self.heads: list[bytes] = []
         self.bodies: list[bytes] = []
         self.open = 0  # connections held open now
+        self.connections = 0  # connections accepted (the start probe's included)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -59,6 +73,8 @@ class RawUpstream:
 
     def _serve(self, conn: socket.socket) -> None:
         self.open += 1
+        self.connections += 1
+        kept_alive = False  # a request on this connection was answered already
         try:
             with conn:
                 data = b""
@@ -82,20 +98,26 @@ class RawUpstream:
                         continue
                     self.heads.append(head)
                     self.bodies.append(body)
-                    if not self._answer(conn, head):
+                    if not self._answer(conn, head, kept_alive):
                         return
+                    kept_alive = True
         except OSError:
             return
         finally:
             self.open -= 1
 
-    def _answer(self, conn: socket.socket, head: bytes) -> bool:
-        """Answer one request as the scenario says; False: the connection is done."""
+    def _answer(self, conn: socket.socket, head: bytes, kept_alive: bool) -> bool:
+        """Answer one request as the scenario says (`kept_alive`: not the connection's first); False: the
+        connection is done."""
         good = json.dumps(ANSWER).encode()
         if self.scenario == "ok":
             conn.sendall(_reply(b"200 OK", good).partition(b"\r\n\r\n")[0] + b"\r\n\r\n" if head.startswith(b"HEAD ")
                          else _reply(b"200 OK", good))
             return True
+        if self.scenario == "ok-close":
+            conn.sendall(_reply(b"200 OK", good))
+            time.sleep(0.05)
+            return False
         if self.scenario == "cookie":
             conn.sendall(_reply(b"200 OK", good, b"set-cookie: session=s1; Path=/\r\n"))
             return True
@@ -107,6 +129,13 @@ class RawUpstream:
             conn.sendall(_reply(b"200 OK", good, b"x-long: " + b"a" * 100_000 + b"\r\n"))
         elif self.scenario == "garbage":
             conn.sendall(b"\x00\x01 not HTTP \x1b[31m at all\r\n\r\n")
+        elif self.scenario == "events-once" and kept_alive:
+            return False
+        elif self.scenario in ("events", "events-cut", "events-once"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in events())
+                         + (b"" if self.scenario == "events-cut" else b"0\r\n\r\n"))
+            return self.scenario != "events-cut"
         elif self.scenario == "endless":
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
             event = b"data: " + json.dumps({"content": "x" * 4000, "stop": False}).encode() + b"\n\n"

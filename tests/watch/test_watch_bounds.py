@@ -25,7 +25,7 @@ from kit.protocols import kinds
 from kit.record.alarms import Call, Tracker
 from kit.watch.connections import Bounds
 from kit.watch.serve import Watch, in_thread
-from tests.watch.raw_upstream import RawUpstream, exchange, until
+from tests.watch.raw_upstream import ANSWER, RawUpstream, events, exchange, until
 
 FAST = Bounds(idle_timeout=0.6, header_timeout=0.6, max_connections=8)
 GET = b"GET %s HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
@@ -291,6 +291,90 @@ def test_a_client_that_leaves_mid_stream_ends_the_relay_lets_the_upstream_go_and
         assert until(lambda: watch.proxy.calls == 1)
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert record["error"] == "the client went away before the answer was in"
+
+
+def _dechunked(body: bytes) -> tuple[bytes, bool]:
+    """The data of a chunked body, and whether it ended with the last (empty) chunk."""
+    data = b""
+    while b"\r\n" in body:
+        size, _, body = body.partition(b"\r\n")
+        if int(size, 16) == 0:
+            return data, True
+        data, body = data + body[:int(size, 16)], body[int(size, 16) + 2:]
+    return data, False
+
+
+@pytest.mark.parametrize("scenario", ["events", "events-cut"])
+def test_a_streamed_answer_ending_with_its_last_event_ends_in_that_write_and_a_cut_one_gets_no_last_chunk(
+        tmp_path, monkeypatch, scenario):
+    """The upstream's last events and its end arrive together: they reach the client whole, the end in the same
+    write as the events (one write where two went a turn apart). An upstream that dies after its events: the
+    client gets no last chunk (the cut is seen, never a whole-looking answer) and the call is recorded cut."""
+    from kit.watch import connections
+
+    written: list[bytes] = []  # what uvicorn hands the client's transport, write by write
+    write = connections._Coalesced.write
+    monkeypatch.setattr(connections._Coalesced, "write", lambda self, data: (written.append(data), write(self, data))[1])
+    body = b'{"temperature": 0, "stream": true}'
+    with watching(tmp_path, scenario) as (watch, _, port):
+        answer, _ = exchange(port, b"POST /completion HTTP/1.1\r\nHost: p\r\nConnection: close\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert until(lambda: watch.proxy.calls == 1)
+    head, _, chunked = answer.partition(b"\r\n\r\n")
+    data, ended = _dechunked(chunked)
+    record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert status(answer) == 200 and b"text/event-stream" in head
+    if scenario == "events":
+        assert data == b"".join(events()) and ended
+        assert len(written) == 2 and written[1].endswith(b"\r\n0\r\n\r\n")  # the head, then the events and the end
+        assert record["error"] is None and record["stream"] and record["output_sha256"] is not None
+    else:
+        assert not ended and not any(piece.endswith(b"0\r\n\r\n") for piece in written)
+        assert "cut the answer short" in record["error"] and record["output_sha256"] is None
+
+
+def test_a_request_on_a_kept_alive_connection_the_upstream_closes_unanswered_goes_again_on_a_new_one(tmp_path):
+    """llama-server closes its end of a connection some time after a streamed answer, having said nothing: a
+    request sent on it meanwhile is never answered. The proxy sends it again on a new connection (it never
+    reached the upstream's handler), and the client gets its answer, not a 502; a new connection's failure
+    stays the client's 502 (the tests above)."""
+    body = b'{"temperature": 0, "stream": true}'
+    request = b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with watching(tmp_path, "events-once") as (watch, raw, port):
+        with httpx.Client(base_url=watch.url, timeout=10) as client:
+            answers = [client.post("/completion", content=body) for _ in range(4)]
+        assert until(lambda: watch.proxy.calls == 4)
+        opened = raw.connections
+    assert [answer.status_code for answer in answers] == [200] * 4
+    assert all(answer.content == b"".join(events()) for answer in answers)
+    assert len(raw.heads) == 7 and opened == 5  # each call but the first sent twice: on the kept-alive one, then anew
+    assert all(head.startswith(request.partition(b"\r\n")[0]) for head in raw.heads)
+    records = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
+    assert len(records) == 4 and all(record["error"] is None for record in records)
+
+
+def test_a_pooled_connection_its_upstream_closed_is_not_sent_on_before_the_loop_has_seen_it_close():
+    import aiohttp
+
+    from kit.watch.pool import REUSED, FreshConnector
+
+    async def two_calls(connector: type[aiohttp.TCPConnector]) -> tuple[bytes, bool]:
+        async with aiohttp.ClientSession(connector=connector()) as session:
+            async with session.post(raw.url + "/completion", data=b"{}") as first:
+                await first.read()
+            # the upstream closes the connection while the loop is held here (a blocking wait): it has not seen it
+            assert until(lambda: raw.open == 0)
+            async with session.post(raw.url + "/completion", data=b"{}") as second:
+                return await second.read(), REUSED.get()
+
+    raw = RawUpstream("ok-close")
+    try:
+        body, reused = asyncio.run(two_calls(FreshConnector))
+        assert body == json.dumps(ANSWER).encode() and not reused and raw.connections == 2
+        with pytest.raises((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            asyncio.run(two_calls(aiohttp.TCPConnector))  # aiohttp's own pool sends on it
+    finally:
+        raw.stop()
 
 
 def test_a_call_that_cannot_be_observed_still_reaches_the_client_is_counted_said_and_fails_the_run(
