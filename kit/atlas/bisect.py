@@ -7,7 +7,8 @@ changes; each step a verified run kept in the bisect folder's atlas, resumable.
 A step is one build (kit.launch.llamacpp.llamacpp_build) and one run of the protocol on it; the build's time is
 the median of the builds made here before (BUILD.json's build_seconds), else the ~7 minutes of two idle
 cores; the run's is the protocol kind's own rough CPU estimate (kit.run.long_runs). The result (`--rung`) is
-a ladder rung, a paper measure, or `outputs` (kit.atlas.bisect_steps says how each is read from a run).
+a ladder rung, a paper measure, `outputs` or `logprobs` (kit.atlas.bisect_steps says how each is read from a
+run).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def measures() -> dict[str, Section]:
 
 def check_result(rung: str, kind: str, protocol: str) -> None:
     """A result the protocol's runs have: a ladder rung of a ladder protocol, a paper measure of a kind the
-    paper's tables are computed for, or outputs (any protocol); refused in one line before anything is built."""
+    paper's tables are computed for, or outputs or logprobs (any protocol); refused in one line before anything is built."""
     if rung in IDENTITIES:
         return
     if rung in RUNGS:

@@ -63,6 +63,9 @@ def folder_settings(run_dir: Path) -> tuple[analysis.Settings, str | None]:
                        f"{recompute_analysis.FINDINGS} gives none to use ({exc})"
 
 
+Outputs = dict[tuple[str, int, str], str]  # (pass, seq, request digest) -> a digest of what was answered
+
+
 @dataclass
 class AtlasRun:
     """One verified run: where it came from, its manifest, its recomputed results and analysis, and the
@@ -74,13 +77,10 @@ class AtlasRun:
     manifest: RunManifest
     results: dict[str, Any]
     findings: Findings | None
-    outputs: dict[tuple[str, int, str], str] = field(default_factory=dict)
-    numbers: dict[tuple[str, int, str], str] = field(default_factory=dict)  # outputs and their log-probabilities
+    outputs: Outputs = field(default_factory=dict)
+    numbers: Outputs = field(default_factory=dict)  # outputs and their log-probabilities
     requests: int = 0
     notes: list[str] = field(default_factory=list)  # verify's on its files, and how its findings were computed
-
-
-Outputs = dict[tuple[str, int, str], str]  # (pass, seq, request digest) -> a digest of what was answered
 
 
 def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[Outputs, Outputs, int]:
@@ -99,8 +99,9 @@ def _outputs(run_dir: Path, manifest: RunManifest) -> tuple[Outputs, Outputs, in
             if completion.get("outcome", "ok") != "ok":
                 continue
             key = (pass_id, int(record["seq"]), sha256_json(record.get("request")))
-            found[key] = sha256_json(identity(record))
-            numbers[key] = sha256_json([*identity(record), logprobs_of(completion)])
+            answered = identity(record)
+            found[key] = sha256_json(answered)
+            numbers[key] = sha256_json([*answered, logprobs_of(completion)])
     return found, numbers, total
 
 

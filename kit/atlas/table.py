@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.analysis.collect import model_label, weight_format
-from kit.atlas.sources import AtlasRun
+from kit.atlas.sources import AtlasRun, Outputs
 from kit.compare.measures import MEASURES, ROWS, Measured
 from kit.compare.run_rows import FindingsShape, read_rows
 from kit.launch.gpu_setup import LLAMACPP_SHORT
@@ -208,12 +208,10 @@ def _merge(into: dict[str, Cell], cells: dict[str, Cell]) -> None:
             into[key] = Cell(f"{old.shown} | {cell.shown}")
 
 
-Outputs = dict[tuple[str, int, str], str]  # (pass, seq, request digest) -> the output's identity digest
-
-
 def identical(one: Outputs, other: Outputs) -> tuple[int, int]:
     """Of the requests both asked (same pass, seq and request digest), how many got byte-identical outputs,
-    and how many they share: replay identity, as the atlas's column and `kit bisect --rung outputs` judge it."""
+    and how many they share: replay identity, as the atlas's column and `kit bisect --rung outputs` (or, on
+    AtlasRun.numbers, `--rung logprobs`) judge it."""
     shared = one.keys() & other.keys()
     return sum(one[k] == other[k] for k in shared), len(shared)
 

@@ -6,7 +6,7 @@ measurement an earlier run made of the same request on the same machine, engine,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,7 @@ def probe(provider, log_dir: Path, seed: int, prompt: str | Callable[[Any], str]
                    "measures it again")
         else:
             source.update(cache_file=str(kept_at), key_sha256=key.sha256())
-    return Speed(speed.prefill_tokens_per_s, speed.decode_tokens_per_s, speed.prompt_tokens, speed.startup_seconds,
-                 source)
+    return replace(speed, source=source)
 
 
 def measure(provider, log_dir: Path, seed: int, prompt: str | Callable[[Any], str]) -> Speed:
