@@ -12,7 +12,7 @@ class _Absent:
     """A type no value has: numpy's types where numpy is not loaded (then no value is one of them)."""
 
 
-def _numpy_types() -> tuple[type, type, type, type]:
+def _numpy_types() -> tuple[Any, Any, Any, Any]:
     """numpy's array, bool, integer and floating types, or _Absent for each where no module has imported
     numpy (not imported here: a run's McNemar test, kit.stats.mcnemar, needs none of it)."""
     np = sys.modules.get("numpy")
