@@ -11,10 +11,9 @@ of requests in flight is given back on every path. A client that leaves while th
 its answer makes the proxy give the request up (`_ClientWatch`). The bounds on clients themselves (time,
 sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also
 observed, off the forwarding path: the request's bytes and the answer's are kept (the answer's up to
-ANSWER_BYTES_DEFAULT; past that, passed on unread); the request is read and hashed once it is written upstream,
-while the answer is awaited (`_read_request`), and, on the loop's turn after the answer's last byte went to
-the client, the answer normalized, classified, checked for alarms, counted in the metrics and handed to the
-recorder. Behind vLLM (`counters`), a call that
+ANSWER_BYTES_DEFAULT; past that, passed on unread) and, on the loop's turn after the answer's last byte went
+to the client, the request hashed, the answer normalized, classified, checked for alarms, counted in the
+metrics and handed to the recorder. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
 whose deltas stand for its cached tokens where its usage does not say (only if no other request started
 meanwhile: kit.engines.vllm's rule). An upstream that fails before
