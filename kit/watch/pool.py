@@ -10,14 +10,11 @@ nothing to read, and one that has (the upstream's close, or bytes no request ask
 one, or a new one, taken. A close that comes only after the request went out is the other half: `REUSED` tells
 the proxy the request was sent on a pooled connection, which it then sends again (kit.watch.proxy.Proxy._sent).
 aiohttp's own retry covers neither: it resends idempotent methods only, and the proxy's calls are POSTs.
-`SENT` is how the proxy does work of its own once a request is written, while its answer is awaited.
 """
 
 from __future__ import annotations
 
-import asyncio
 import select
-from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,9 +23,6 @@ from aiohttp import TCPConnector
 # whether the forwarding task's last connection came from the pool (set by FreshConnector._get, in that task):
 # a request that fails on a reused connection before any answer never reached the upstream (Proxy._sent)
 REUSED: ContextVar[bool] = ContextVar("kit_watch_reused", default=False)
-# what the forwarding task runs once its request is written: called two turns of the loop after its connection
-# is handed over (aiohttp writes the request in the next one, in its writer task, started after this call)
-SENT: ContextVar[Callable[[], None] | None] = ContextVar("kit_watch_sent", default=None)
 
 
 def _readable(transport: Any) -> bool:
@@ -54,11 +48,3 @@ class FreshConnector(TCPConnector):
                 return connection
             connection.close()  # closed by its upstream while it waited: never sent on
         return None
-
-    async def connect(self, req: Any, traces: list[Any], timeout: Any) -> Any:
-        """aiohttp's connection for a request, pooled or new; `SENT`, if set, is called once it is written."""
-        connection = await super().connect(req, traces, timeout)
-        if (sent := SENT.get()) is not None:
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, sent)
-        return connection

@@ -144,7 +144,7 @@ class _ClientWatch:
 @dataclass
 class _Call:
     path: str
-    body: bytes  # read (parsed, hashed) once it is sent, while the answer is awaited (`Proxy._read_request`)
+    body: bytes  # read (parsed, hashed) once the answer is sent (`Proxy._done`), not before forwarding
     started: str
     clock: float
     number: int = 0  # how many requests the proxy had forwarded when this one started
@@ -152,7 +152,6 @@ class _Call:
     status: int | None = None
     content_type: str = ""
     encoded: str | None = None
-    asked: observe.Asked | None = None  # the request as read (None: not yet, or reading it failed)
 
 
 Sink = Callable[[dict[str, Any]], None]
@@ -285,7 +284,7 @@ class Proxy:
                     call.counters = await self._counters()
             watch = _ClientWatch(receive)
             try:
-                upstream = await self._sent(method, url, headers, data, call)
+                upstream = await self._sent(method, url, headers, data)
             except ValueError as exc:  # the request cannot be sent as it is (aiohttp checks it before sending)
                 self.metrics.refused.labels("unsendable").inc()
                 return self._refused(scope, call, 400, f"the request cannot be forwarded as sent ({type(exc).__name__})")
@@ -321,43 +320,26 @@ class Proxy:
             if not relayed:
                 self.in_flight -= 1
 
-    async def _sent(self, method: str, url: URL, headers: list[tuple[str, str]], data: bytes,
-                    call: _Call | None = None) -> Any:
+    async def _sent(self, method: str, url: URL, headers: list[tuple[str, str]], data: bytes) -> Any:
         """The upstream's answer (its head) to the request. A request sent on a kept-alive connection that the
         upstream turns out to have closed (it answers nothing and the connection ends: llama-server closes its
         end some 20-100 ms after a streamed answer, with no `Connection: close`) never reached it, and is sent
         again on the next pooled connection or a new one (kit.watch.pool); a new connection's failure is the
-        answer's (a 502). A generation call's request is read once written (`_read_request`)."""
+        answer's (a 502)."""
         from aiohttp import ClientConnectorError, ClientOSError, ServerDisconnectedError  # noqa: PLC0415 - loaded
 
         from kit.watch import pool  # noqa: PLC0415 - with aiohttp, loaded by the lifespan
 
         tries = WATCH_UPSTREAM_CONNECTIONS + 1  # a reused connection that failed is closed: the pool empties
-        sent = pool.SENT.set(None if call is None else lambda: self._read_request(call))
-        try:
-            while True:
-                pool.REUSED.set(False)
-                tries -= 1
-                try:
-                    return await self.session.request(method, url, headers=headers, data=data or None,
-                                                      allow_redirects=False)
-                except (ClientOSError, ServerDisconnectedError) as exc:
-                    if not pool.REUSED.get() or isinstance(exc, ClientConnectorError) or not tries:
-                        raise
-        finally:
-            pool.SENT.reset(sent)
-
-    @staticmethod
-    def _read_request(call: _Call) -> None:
-        """A generation request read (parsed, hashed) once it is written upstream (kit.watch.pool.SENT), while
-        its answer is awaited: not before it is forwarded, nor after the answer, as its client reads the
-        answer's end (on two cores, that was the client's time)."""
-        if call.asked is not None:  # sent again (Proxy._sent): read already
-            return
-        try:
-            call.asked = observe.asked(call.path, call.body)
-        except Exception:  # noqa: BLE001 - read again once the call is observed, where a failure is said (_done)
-            call.asked = None
+        while True:
+            pool.REUSED.set(False)
+            tries -= 1
+            try:
+                return await self.session.request(method, url, headers=headers, data=data or None,
+                                                  allow_redirects=False)
+            except (ClientOSError, ServerDisconnectedError) as exc:
+                if not pool.REUSED.get() or isinstance(exc, ClientConnectorError) or not tries:
+                    raise
 
     async def _whole(self, upstream: Any, call: _Call | None, length: int, headers: list[Any]) -> Response:
         """An answer of known length read whole and sent in one piece (then observed like a relayed one). One
@@ -436,7 +418,7 @@ class Proxy:
     def _observe(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
         """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
         seconds = time.perf_counter() - call.clock
-        asked = call.asked or observe.asked(call.path, call.body)
+        asked = observe.asked(call.path, call.body)
         if error is None and call.status != 200:
             error = f"the upstream answered HTTP {call.status}"
         if error is None and call.encoded:
