@@ -223,7 +223,33 @@ def _bundle_after_run(run_dir: Path, say) -> None:
     bundle_after_run(run_dir, say)
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The `kit` group: the commands defined in this module, and those of other packages (LAZY: name ->
+    "module:attribute"), imported only when that command runs or the list of commands is shown. A run's
+    process then does not import what only `kit compare` or `kit models` uses (bench/bench_run_overhead.py)."""
+
+    LAZY = {"models": "kit.models.cli:models", "import": "kit.importers.cli:import_group",
+            "replay": "kit.replay.cli:replay", "compare": "kit.compare.cli:compare", "atlas": "kit.atlas.cli:atlas",
+            "bisect": "kit.atlas.cli:bisect", "images": "kit.launch.docker.images_cli:images",
+            "watch": "kit.watch.cli:watch", "engines": "kit.launch.engines_cli:engines",
+            "doctor": "kit.app.doctor_cli:doctor", "workloads": "kit.workloads.cli:workloads"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.LAZY:
+            import importlib  # noqa: PLC0415
+
+            module, attribute = self.LAZY[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if command.name != cmd_name:
+                raise RuntimeError(f"{self.LAZY[cmd_name]} is named {command.name!r}, not {cmd_name!r}")
+            self.add_command(command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kit")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -516,32 +542,6 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
         echo(line)
 
 
-def _attach_subcommands() -> None:
-    from kit.app.doctor_cli import doctor  # noqa: PLC0415
-    from kit.atlas.cli import atlas, bisect  # noqa: PLC0415
-    from kit.compare.cli import compare  # noqa: PLC0415
-    from kit.importers.cli import import_group  # noqa: PLC0415
-    from kit.launch.docker.images_cli import images  # noqa: PLC0415
-    from kit.models.cli import models  # noqa: PLC0415
-    from kit.launch.engines_cli import engines  # noqa: PLC0415
-    from kit.replay.cli import replay  # noqa: PLC0415
-    from kit.watch.cli import watch  # noqa: PLC0415
-    from kit.workloads.cli import workloads  # noqa: PLC0415
-
-    cli.add_command(models)
-    cli.add_command(import_group)
-    cli.add_command(replay)
-    cli.add_command(compare)
-    cli.add_command(atlas)
-    cli.add_command(bisect)
-    cli.add_command(images)
-    cli.add_command(watch)
-    cli.add_command(engines)
-    cli.add_command(doctor)
-    cli.add_command(workloads)
-
-
-_attach_subcommands()
 
 
 def main() -> None:

@@ -174,3 +174,33 @@ except SystemExit as stop:
     assert engine_client(loaded) == [] and (tmp_path / "out" / "findings.json").is_file()
     registered = {f"kit.protocols.{name}.protocol" for name in KIND_PACKAGES}  # each kind's registration
     assert sorted(loaded & registered) == ["kit.protocols.grid.protocol"]
+
+
+def test_a_reset_run_loads_no_numpy_nor_the_commands_it_does_not_run():
+    """`kit run reset`'s process: the command line (other packages' commands load only when they run, or when
+    `kit --help` lists them), the runner, the reset kind's table and its exact McNemar test, made plain JSON,
+    load no numpy (a tenth of a second of every run's start) and no other command's module."""
+    from kit.cli import _Commands  # noqa: PLC0415
+
+    loaded = loaded_after("import json, kit.cli, kit.run.runner, kit.protocols.reset.results\n"
+                          "from kit.stats import exact_mcnemar\nprint(json.dumps(exact_mcnemar(3, 9).to_json()))")
+    assert "numpy" not in loaded
+    used_by_run = {"kit.importers.cli", "kit.launch.engines_cli"}  # `kit run` options' choices are theirs
+    assert not loaded & ({target.split(":")[0] for target in _Commands.LAZY.values()} - used_by_run)
+    code = "import json\nfrom kit.stats import exact_mcnemar\nprint(json.dumps(exact_mcnemar(3, 9).to_json()))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"b": 3, "c": 9, "p": 0.14599609375}  # 2 * P(X <= 3), X ~ B(12, 1/2)
+
+
+def test_every_command_loaded_on_use_is_found_by_its_name_and_listed():
+    import click  # noqa: PLC0415
+
+    from kit.cli import _Commands, cli  # noqa: PLC0415
+
+    ctx = click.Context(cli, info_name="kit")
+    for name in _Commands.LAZY:
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name
+    assert set(_Commands.LAZY) | {"run", "demo", "check", "analyze", "bundle", "verify"} <= set(cli.list_commands(ctx))
+    assert cli.get_command(ctx, "no-such-command") is None

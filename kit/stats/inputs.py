@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kit.core.errors import KitError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class StatsInputError(KitError):
@@ -13,6 +16,7 @@ class StatsInputError(KitError):
 
 def binary_vector(values, name: str) -> np.ndarray:
     """Return ``values`` as a 1-D int array of 0/1, or raise StatsInputError."""
+    import numpy as np  # noqa: PLC0415 - StatsInputError alone (kit.stats.mcnemar) needs none
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise StatsInputError(f"{name} must be one-dimensional, got shape {arr.shape}",
@@ -34,6 +38,7 @@ def same_length(**arrays: np.ndarray) -> int:
 
 def integer_scores(values, name: str) -> np.ndarray:
     """Return ``values`` as an int array, refusing non-integer entries (needed for exact convolution)."""
+    import numpy as np  # noqa: PLC0415 - StatsInputError alone (kit.stats.mcnemar) needs none
     arr = np.asarray(values, dtype=float)
     if not np.all(np.isfinite(arr)) or not np.allclose(arr, np.round(arr)):
         raise StatsInputError(f"{name} must be integers for the exact test",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from kit.stats.inputs import StatsInputError, binary_vector, same_length
 from kit.stats.result import JsonResult
 
@@ -54,6 +52,8 @@ def paired_mcnemar(first, second) -> McNemarResult:
 
     b counts items correct under ``first`` only, c items correct under ``second`` only.
     """
+    import numpy as np  # noqa: PLC0415 - exact_mcnemar, a run's, needs none (a tenth of a second to import)
+
     a = binary_vector(first, "first")
     s = binary_vector(second, "second")
     same_length(first=a, second=s)

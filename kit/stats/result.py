@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
-import numpy as np
+
+class _Absent:
+    """A type no value has: numpy's types where numpy is not loaded (then no value is one of them)."""
+
+
+def _numpy_types() -> tuple[Any, Any, Any, Any]:
+    """numpy's array, bool, integer and floating types, or _Absent for each where no module has imported
+    numpy (not imported here: a run's McNemar test, kit.stats.mcnemar, needs none of it)."""
+    np = sys.modules.get("numpy")
+    return (np.ndarray, np.bool_, np.integer, np.floating) if np is not None else (_Absent,) * 4
 
 
 def plain(value: Any) -> Any:
@@ -14,19 +24,20 @@ def plain(value: Any) -> Any:
 
     Non-finite floats become ``None`` so the output is valid strict JSON.
     """
+    array, boolean, integer, floating = _numpy_types()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if isinstance(value, np.ndarray):
+    if isinstance(value, array):
         return [plain(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, boolean)):
         return bool(value)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, integer)):
         return int(value)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, (float, floating)):
         f = float(value)
         return f if math.isfinite(f) else None
     return value
