@@ -37,7 +37,7 @@ from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
-from kit.record.view import CheckedPrompts, parse as parse_view
+from kit.record.view import CheckedPrompts, parse as parse_view, utf8
 
 if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
@@ -81,6 +81,16 @@ class DeferredLogprobs:
                 raise DamagedRecords(f"{self._where}: completion.logprobs is not a valid JSON array "
                                      f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
         return self._value
+
+    @property
+    def raw(self) -> bytes:
+        """The array's bytes, as the record holds them."""
+        return self._raw
+
+    @property
+    def parsed(self) -> bool:
+        """Whether `load()` has parsed it already (a reader that needs less of it then takes that parse)."""
+        return self._value is not None
 
     def load_like(self, other: DeferredLogprobs) -> list[Any] | None:
         """`load()`, taking `other`'s parse when both arrays have the same bytes: they parse to equal values (a
@@ -313,17 +323,6 @@ def sync_fd(fd: int) -> None:
         os.close(fd)
 
 
-def _utf8(data: bytes) -> bool:
-    """Whether the bytes are valid UTF-8 (as every JSON text the full read accepts is)."""
-    if data.isascii():
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def partial_logprobs(where: str) -> Callable[[bytes], DeferredLogprobs]:
     """What a deferred read keeps of a completion's `logprobs` bytes, at `where` (file:line)."""
     return lambda raw: DeferredLogprobs(raw, where)
@@ -362,7 +361,7 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
     records: list[dict[str, Any]] = []
     counter = _Counter(path)
     lines = memoryview(data)
-    partial = view is not None and logprobs is not True and _utf8(data)
+    partial = view is not None and logprobs is not True and utf8(data)
     for number, (start, stop) in enumerate(spans, start=1):
         where = f"{path}:{number}"
         seen = parse_view(lines[start:stop], partial_logprobs(where) if logprobs == "deferred" else None,
