@@ -342,8 +342,7 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, pool)
         started = time.perf_counter()  # while the workers read: they need none of these
-        # arch (the grid intervals' block length; it loads statsmodels, pandas, matplotlib): only for grid runs
-        import_before_forking(*STATS_MODULES, *(("arch.bootstrap",) if reads["grid"] else ()))
+        import_before_forking(*STATS_MODULES)
         timer.add("import the statistics modules", started)
         grid = _grid_results(reads["grid"], settings, timer)
         sweep = _results(reads["sweep"], timer)
