@@ -26,7 +26,7 @@ def drawn(monkeypatch):
         return [f"figures/{stem}.png"]
 
     monkeypatch.setattr(figures, "_save", keep)
-    monkeypatch.setattr(figures._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr(figures.import_pyplot(), "close", lambda fig: None)
     return kept
 
 
