@@ -144,6 +144,51 @@ def test_a_prompt_checked_for_a_run_vouches_only_for_the_same_prompt(tmp_path):
     assert list(prompts) == [sha256_text("the prompt")]
 
 
+def test_checked_prompts_past_their_budget_forget_the_earliest_and_check_it_again(tmp_path, monkeypatch):
+    import kit.record.model as model  # noqa: PLC0415
+
+    hashed: list[str] = []
+    monkeypatch.setattr(model, "sha256_text", lambda text: hashed.append(text) or sha256_text(text))
+    prompts = CheckedPrompts(budget=2 * len(b'"prompt a"'))  # room for two of these prompts' JSON
+    path = _file(tmp_path, ["prompt a", "prompt b", "prompt c"])
+    read_records(path, False, view=prompts)
+    assert list(prompts) == [sha256_text("prompt b"), sha256_text("prompt c")] and prompts.held == 20
+    hashed.clear()
+    for prompt in ("prompt c", "prompt a"):  # c taken as checked; a, forgotten, hashed again and kept (b forgotten)
+        (tmp_path / prompt).mkdir()
+        read_records(_file(tmp_path / prompt, [prompt]), False, view=prompts)
+    assert [text for text in hashed if text.startswith("prompt")] == ["prompt a"]
+    assert list(prompts) == [sha256_text("prompt c"), sha256_text("prompt a")] and prompts.held == 20
+    path.write_bytes(path.read_bytes().replace(b'"prompt":"prompt c"', b'"prompt":"prompt C"'))
+    assert "is not the sha256 of the prompt" in _refusal(path, view=prompts)  # held, yet other bytes: refused
+    prompts.clear()
+    assert (dict(prompts), prompts.held) == ({}, 0)
+
+
+def test_a_prompt_checked_in_one_run_serves_the_others_an_analysis_reads_and_is_forgotten_after(tmp_path, monkeypatch):
+    from kit.analysis import collect, findings  # noqa: PLC0415
+    from kit.record.manifest import Manifest  # noqa: PLC0415
+
+    import kit.record.model as model  # noqa: PLC0415
+
+    hashed: list[str] = []
+    monkeypatch.setattr(model, "sha256_text", lambda text: hashed.append(text) or sha256_text(text))
+    episodes = {"a": [("shared prompt", [position(11, 2.0, 12, 2)], 0)]}
+    runs = []
+    for name in ("grid-one", "grid-two"):  # two runs whose passes send the same prompt
+        write_grid_like(tmp_path / name, {"on1": {"arm": "on", "order": ["a"], "episodes": episodes},
+                                          "off1": {"arm": "off", "order": ["a"], "episodes": episodes}}, depth=2)
+        runs.append(collect.RunFolder(tmp_path / name, Manifest.load(tmp_path / name).run, "grid"))
+    for run in runs:
+        run.ok_passes = dict(run.manifest.passes)
+        with run.reading({"on1": False, "off1": False}):
+            assert run.records("records/on1.jsonl", False)[0]["prompt_sha256"] == sha256_text("shared prompt")
+    assert hashed.count("shared prompt") == 1 and list(collect.checked_prompts) == [sha256_text("shared prompt")]
+    findings.compute([tmp_path / "grid-one"], findings.Settings(block_bootstrap_replicates=20, cluster_replicates=20,
+                                                                sweep_replicates=20, workers=1))
+    assert (dict(collect.checked_prompts), collect.checked_prompts.held) == ({}, 0)  # forgotten when compute ends
+
+
 def test_a_chat_prompt_is_checked_on_its_canonical_json(tmp_path):
     messages = [{"role": "user", "content": "é \"q\""}]
     path = tmp_path / "p.jsonl"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
-from kit.analysis.collect import Collection, RunFolder, collect, format_rank
+from kit.analysis.collect import Collection, RunFolder, checked_prompts, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import Pool, call, default_workers, import_before_forking
 from kit.protocols import kinds
@@ -326,7 +326,13 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     """Every finding from the given run folders (nothing written). `meanwhile` (e.g. importing what a later step
     needs) runs in this process while the workers read, after the statistics modules are imported
     ("while the workers read: ..." in the timings)."""
-    timer = timer or Timer()
+    try:
+        return _compute(paths, settings, timer or Timer(), meanwhile)
+    finally:
+        checked_prompts.clear()  # those this process's reads checked (with one worker, or none)
+
+
+def _compute(paths: list[Path], settings: Settings, timer: Timer, meanwhile: Callable[[], Any] | None) -> Findings:
     started = time.perf_counter()
     collection = collect(paths)
     for run in collection.runs:

@@ -130,8 +130,15 @@ _PROMPT = ("prompt", "messages")  # what kit.record.completion.prompt_text takes
 class CheckedPrompts(dict):
     """prompt_sha256 -> the JSON (bytes) of the `prompt` and `messages` of a request body whose prompt was found to
     have that digest. A later record that claims the digest for a body with the same JSON sends the same prompt, so
-    its digest holds without hashing it again: the passes of a run send the same prompts until they diverge (one
-    of these serves the files of one run: kit.analysis.collect.RunFolder.reading)."""
+    its digest holds without hashing it again: the passes of a run send the same prompts until they diverge, and
+    so do the runs of a sweep (its formats and histories). The digest of given bytes is the same whatever run they
+    are in, so one of these may serve every run a process reads (kit.analysis.collect.checked_prompts). With a
+    `budget` (bytes of prompts held), the earliest prompts checked are forgotten past it: checked again if met."""
+
+    def __init__(self, budget: int | None = None):
+        super().__init__()
+        self.budget = budget
+        self.held = 0  # bytes of the prompts held
 
     def check(self, record: dict[str, Any]) -> str | None:
         """kit.record.model.digest_problem of the record; its body's `prompt` and `messages` are taken out."""
@@ -150,8 +157,18 @@ class CheckedPrompts(dict):
             for key in _PROMPT:
                 body.pop(key, None)
         if problem is None and isinstance(claimed, str):
-            self[claimed] = sent
+            self._keep(claimed, sent)
         return problem
+
+    def _keep(self, digest: str, sent: tuple[bytes | None, ...]) -> None:
+        self.held += sum(len(part or b"") for part in sent) - sum(len(part or b"") for part in self.pop(digest, ()))
+        self[digest] = sent
+        while self.budget is not None and self.held > self.budget and len(self) > 1:
+            self.held -= sum(len(part or b"") for part in self.pop(next(iter(self))))  # the earliest checked
+
+    def clear(self) -> None:
+        super().clear()
+        self.held = 0
 
 
 def parse(line: bytes | memoryview, deferred: Callable[[bytes], Any] | None,
