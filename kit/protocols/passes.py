@@ -14,7 +14,7 @@ from kit.record.divergence import (TOKEN_IDS, EpisodeDivergence, comparison_leve
                                    level_note)
 from kit.record.manifest import PassInfo
 from kit.record.files import DeferredLogprobs, logprobs_pair, read_records
-from kit.record.view import PositionView, positions
+from kit.record.view import PositionView
 from kit.protocols.results_model import Comparison
 
 
@@ -79,7 +79,7 @@ def _lean_position(entry: PositionView) -> tuple[int | str, float]:
 
 def _lean(read: Logprobs) -> list[PositionView] | None:
     """The entries of a deferred array not parsed yet, decoded as kit.record.view.positions decodes them (or None)."""
-    return positions(read.raw) if isinstance(read, DeferredLogprobs) and not read.parsed else None
+    return read.positions() if isinstance(read, DeferredLogprobs) and not read.parsed else None
 
 
 class Margins(Sequence):

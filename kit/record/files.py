@@ -37,7 +37,7 @@ from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
-from kit.record.view import CheckedPrompts, parse as parse_view, utf8
+from kit.record.view import CheckedPrompts, PositionView, parse as parse_view, positions as view_positions, utf8
 
 if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
@@ -66,12 +66,20 @@ class DeferredLogprobs:
     (parsing it is most of a record's read time, and analysis needs only some records' arrays): `load()`
     parses it on first use, as the full read would have; a damaged array is refused then, naming its line."""
 
-    __slots__ = ("_raw", "_value", "_where")
+    __slots__ = ("_raw", "_value", "_where", "_positions")
 
     def __init__(self, raw: bytes, where: str):
         self._raw = raw
         self._value: list[Any] | None = None
         self._where = where
+        self._positions: list[PositionView] | None | bool = False  # False: not decoded yet
+
+    def positions(self) -> list[PositionView] | None:
+        """The array decoded into only its tokens, ids and alternatives' log-probabilities
+        (kit.record.view.positions, kept for the next caller), or None where that view does not fit it."""
+        if self._positions is False:
+            self._positions = view_positions(self._raw)
+        return self._positions  # type: ignore[return-value]  # decoded just above
 
     def load(self) -> list[Any] | None:
         if self._value is None:
