@@ -260,10 +260,17 @@ def _draw(stem: str, data: dict[str, Any], folder: Path) -> None:
     write_json_atomic(folder / f"{stem}.json", data)
 
 
+def _drawing_cost(stem: str, data: dict[str, Any], folder: Path) -> float:
+    """How much drawing a figure costs, roughly: the size of its data (the mechanism's figure, the largest, takes
+    longest). `write_all` starts the costliest first, so that the last figure does not run alone."""
+    return len(repr(data))
+
+
 def write_all(findings: Findings, folder: Path, workers: int = 1) -> dict[str, Any]:
     """Draw every figure the findings allow, each with its data beside it; the others are listed with the
-    reason they were skipped. With `workers` above one, the figures are drawn side by side in worker processes
-    (kit.analysis.parallel.parallel_map; matplotlib is imported here first, so that they start with it)."""
+    reason they were skipped. With `workers` above one, the figures are drawn side by side in worker processes,
+    the costliest first (kit.analysis.parallel.parallel_map; matplotlib is imported here first, so that they
+    start with it)."""
     from kit.analysis.parallel import parallel_map  # noqa: PLC0415
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -271,5 +278,5 @@ def write_all(findings: Findings, folder: Path, workers: int = 1) -> dict[str, A
     items = [(stem, figures["data"][stem], folder) for _, _, stem in FIGURES.values() if stem in figures["data"]]
     if workers > 1 and len(items) > 1:
         import_pyplot()
-    parallel_map(_draw, items, workers)
+    parallel_map(_draw, items, workers, _drawing_cost)
     return listing(figures)
