@@ -248,3 +248,26 @@ def test_every_kinds_runs_are_read_in_one_pool_and_each_result_goes_back_to_its_
     assert [sorted(pool.reads) for pool in pools] == [["_grid_run", "_sweep_cell", "_sweep_cell"]]  # one pool
     assert alone["grid"] and alone["sweep"] is not None
     assert together.grid == alone["grid"] and together.sweep == alone["sweep"]
+
+
+@pytest.mark.parametrize("array", [b'[{"token":"a","id":1,"top":[{"logprob":-1}]},{"token":"b","top":[]}]',
+                                   b'[{"token":"a","logprob":NaN}]', b'[{"token":NaN}]', b'[{"id":1}]', b"[]"],
+                         ids=["valid", "a NaN logprob", "a NaN token", "no token", "empty"])
+def test_identity_counts_a_pair_of_the_same_bytes_as_the_full_parse_does(array):
+    # a pair of the same bytes the mechanism's view decodes is counted from that decode (no full parse); any other
+    # pair (a NaN, an entry without a token) through the full parse, whose counts are the reference
+    from kit.protocols.grid.results import GridRequest, identity
+
+    def passes(read):
+        return {"u": [GridRequest(step=0, prompt_sha256="p", ids=None, tokens=[], logprobs=read(), emitted=[1])]}
+
+    def counted(read):
+        try:
+            return identity(passes(read), passes(read), ["u"])
+        except KeyError as exc:  # the full parse's, of an entry without a token: the same either way
+            return repr(exc)
+
+    assert counted(lambda: records.DeferredLogprobs(array, "a:1")) == counted(lambda: json.loads(array))
+    lean = records.DeferredLogprobs(array, "c:1").positions()
+    assert (lean is not None) == (array in (b'[{"token":"a","id":1,"top":[{"logprob":-1}]},{"token":"b","top":[]}]',
+                                            b"[]"))

@@ -144,6 +144,51 @@ def test_a_prompt_checked_for_a_run_vouches_only_for_the_same_prompt(tmp_path):
     assert list(prompts) == [sha256_text("the prompt")]
 
 
+def test_checked_prompts_past_their_budget_forget_the_earliest_and_check_it_again(tmp_path, monkeypatch):
+    import kit.record.model as model  # noqa: PLC0415
+
+    hashed: list[str] = []
+    monkeypatch.setattr(model, "sha256_text", lambda text: hashed.append(text) or sha256_text(text))
+    prompts = CheckedPrompts(budget=2 * len(b'"prompt a"'))  # room for two of these prompts' JSON
+    path = _file(tmp_path, ["prompt a", "prompt b", "prompt c"])
+    read_records(path, False, view=prompts)
+    assert list(prompts) == [sha256_text("prompt b"), sha256_text("prompt c")] and prompts.held == 20
+    hashed.clear()
+    for prompt in ("prompt c", "prompt a"):  # c taken as checked; a, forgotten, hashed again and kept (b forgotten)
+        (tmp_path / prompt).mkdir()
+        read_records(_file(tmp_path / prompt, [prompt]), False, view=prompts)
+    assert [text for text in hashed if text.startswith("prompt")] == ["prompt a"]
+    assert list(prompts) == [sha256_text("prompt c"), sha256_text("prompt a")] and prompts.held == 20
+    path.write_bytes(path.read_bytes().replace(b'"prompt":"prompt c"', b'"prompt":"prompt C"'))
+    assert "is not the sha256 of the prompt" in _refusal(path, view=prompts)  # held, yet other bytes: refused
+    prompts.clear()
+    assert (dict(prompts), prompts.held) == ({}, 0)
+
+
+def test_a_prompt_checked_in_one_run_serves_the_others_an_analysis_reads_and_is_forgotten_after(tmp_path, monkeypatch):
+    from kit.analysis import collect, findings  # noqa: PLC0415
+    from kit.record.manifest import Manifest  # noqa: PLC0415
+
+    import kit.record.model as model  # noqa: PLC0415
+
+    hashed: list[str] = []
+    monkeypatch.setattr(model, "sha256_text", lambda text: hashed.append(text) or sha256_text(text))
+    episodes = {"a": [("shared prompt", [position(11, 2.0, 12, 2)], 0)]}
+    runs = []
+    for name in ("grid-one", "grid-two"):  # two runs whose passes send the same prompt
+        write_grid_like(tmp_path / name, {"on1": {"arm": "on", "order": ["a"], "episodes": episodes},
+                                          "off1": {"arm": "off", "order": ["a"], "episodes": episodes}}, depth=2)
+        runs.append(collect.RunFolder(tmp_path / name, Manifest.load(tmp_path / name).run, "grid"))
+    for run in runs:
+        run.ok_passes = dict(run.manifest.passes)
+        with run.reading({"on1": False, "off1": False}):
+            assert run.records("records/on1.jsonl", False)[0]["prompt_sha256"] == sha256_text("shared prompt")
+    assert hashed.count("shared prompt") == 1 and list(collect.checked_prompts) == [sha256_text("shared prompt")]
+    findings.compute([tmp_path / "grid-one"], findings.Settings(block_bootstrap_replicates=20, cluster_replicates=20,
+                                                                sweep_replicates=20, workers=1))
+    assert (dict(collect.checked_prompts), collect.checked_prompts.held) == ({}, 0)  # forgotten when compute ends
+
+
 def test_a_chat_prompt_is_checked_on_its_canonical_json(tmp_path):
     messages = [{"role": "user", "content": "é \"q\""}]
     path = tmp_path / "p.jsonl"
@@ -156,3 +201,72 @@ def test_a_chat_prompt_is_checked_on_its_canonical_json(tmp_path):
     path.write_bytes(path.read_bytes().replace(b'\\"q\\"', b'\\"Q\\"'))
     refused = _refusal(path, view=CheckedPrompts())
     assert "is not the sha256 of the prompt" in refused and refused == _refusal(path)
+
+
+# A completion's `logprobs` array as the mechanism reads it (kit.record.view.positions, through
+# kit.protocols.passes.Margins): (token key, top-two margin) of each entry as the full parse gives them.
+LEAN = [b'[{"token":" a","logprob":-0.5,"id":7,"top":[{"token":" a","logprob":-0.5,"id":7},'
+        b'{"token":" b","logprob":-1.25,"id":8},{"token":" c","logprob":-3.0,"id":9}]}]',
+        b'[{"token":"x","top":[{"logprob":-2},{"logprob":-1}],"extra":{"nested":[1,2]}}]',  # ints, no id
+        b'[{"token":"x","id":null,"top":null},{"token":"y","id":"s","top":[]}]',  # no alternatives
+        b'[{"token":"\xc3\xa9","id":3,"id":4,"top":[{"logprob":-0.1},{"logprob":-0.1}]}]',  # a repeated key
+        b'[]']
+FULL_ONLY = [b'[{"token":"x","top":[{"logprob":NaN},{"logprob":-1}]}]',  # json's NaN
+             b'[{"token":"x","top":[{"logprob":true},{"logprob":-1}]}]',  # a bool: float() of it
+             b'[{"id":5,"top":[{"logprob":-1},{"logprob":-2}]}]',  # no token, an id
+             b'[{"token":"x","top":[{"logprob":"-1.5"},{"logprob":-2}]}]',  # a string float() reads
+             b'[{"token":"x","top":{"logprob":-1}}]']  # alternatives that are not an array
+
+
+def _margins(raw: bytes, deferred: bool) -> list | str:
+    """The margins of the array, read deferred or parsed in full first; or the error the read meets."""
+    from kit.protocols.passes import Margins  # noqa: PLC0415
+    from kit.record.files import DeferredLogprobs, _loads  # noqa: PLC0415
+
+    try:
+        return list(Margins(DeferredLogprobs(raw, "f:1") if deferred else _loads(raw)))
+    except Exception as exc:  # noqa: BLE001 - the same error either way (an array whose alternatives are no array)
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _same(a: list | str, b: list | str) -> bool:
+    def shown(margins: list | str) -> Any:
+        return margins if isinstance(margins, str) else [(k, repr(m)) for k, m in margins]  # repr: NaN equals NaN
+    return shown(a) == shown(b)
+
+
+@pytest.mark.parametrize("raw", LEAN + FULL_ONLY)
+def test_the_mechanisms_lean_decode_gives_the_full_parses_margins(raw):
+    from kit.record.view import positions  # noqa: PLC0415
+
+    assert (positions(raw) is not None) == (raw in LEAN)  # the lean decode is taken where it fits, and only there
+    assert _same(_margins(raw, deferred=True), _margins(raw, deferred=False))
+
+
+@pytest.mark.parametrize("raw", [b'[{"token":"x","top":[{"logprob":-1}', b'[{"token":"\xff","top":[]}]'],
+                         ids=["cut", "not UTF-8"])
+def test_an_array_the_lean_decode_cannot_read_is_refused_as_the_full_parse_refuses_it(raw):
+    from kit.protocols.passes import Margins  # noqa: PLC0415
+    from kit.record.files import DeferredLogprobs  # noqa: PLC0415
+    from kit.record.view import positions  # noqa: PLC0415
+
+    assert positions(raw) is None
+    with pytest.raises(DamagedRecords) as refused:
+        list(Margins(DeferredLogprobs(raw, "f:1")))
+    with pytest.raises(DamagedRecords) as full:
+        DeferredLogprobs(raw, "f:1").load()
+    assert str(refused.value) == str(full.value)
+
+
+def test_paired_margins_decode_the_same_bytes_once_and_otherwise_each_side():
+    from kit.protocols.passes import Margins  # noqa: PLC0415
+    from kit.record.files import DeferredLogprobs  # noqa: PLC0415
+
+    hit, recompute = Margins(DeferredLogprobs(LEAN[0], "f:1")), Margins(DeferredLogprobs(LEAN[0], "f:2"))
+    hit.pair(recompute)
+    assert hit.entries is recompute.entries and _same(list(hit), _margins(LEAN[0], deferred=False))
+    for other in (LEAN[1], FULL_ONLY[0]):  # another array: each side its own, through the full parse where needed
+        hit, recompute = Margins(DeferredLogprobs(LEAN[0], "f:1")), Margins(DeferredLogprobs(other, "f:2"))
+        hit.pair(recompute)
+        assert hit.entries is not recompute.entries
+        assert _same(list(hit), _margins(LEAN[0], False)) and _same(list(recompute), _margins(other, False))

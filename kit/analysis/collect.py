@@ -64,6 +64,11 @@ def model_label(manifest: RunManifest) -> str:
     return _FORMAT_RE.sub("", name).strip("-._") or name
 
 
+# The prompts whose digests this process's reads have checked, for every run it reads (kit.record.view.CheckedPrompts:
+# the runs of a sweep send the same prompts until they diverge: on the paper-scale bench 8,600 distinct prompts, 65,000
+# counted run by run). Up to 128 MiB of prompts; `kit.analysis.findings.compute` forgets them when it ends.
+checked_prompts = CheckedPrompts(budget=128 << 20)
+
 Logprobs = Literal[True, False, "deferred"]  # what a read keeps of each completion's logprobs (read_records)
 _DEPTH = {False: 0, "deferred": 1, True: 2}
 
@@ -78,7 +83,6 @@ class RunFolder:
     ok_passes: dict[str, PassInfo] = field(default_factory=dict)
     void_passes: list[dict[str, Any]] = field(default_factory=list)
     read: dict[Path, RecordFile] = field(default_factory=dict, repr=False)  # files read (see `reading`)
-    prompts: CheckedPrompts = field(default_factory=CheckedPrompts, repr=False, compare=False)  # (`reading`)
 
     def records(self, file: str, logprobs: Logprobs = True) -> list[dict[str, Any]]:
         """The records of one of the run's files (`file` relative to the folder; `logprobs` as
@@ -87,7 +91,7 @@ class RunFolder:
         path = self.path / file
         got = self.read.get(path)
         if got is None or _DEPTH[logprobs] > _DEPTH[got.logprobs]:
-            got = self.read[path] = read_records(path, logprobs, torn="report", view=self.prompts)
+            got = self.read[path] = read_records(path, logprobs, torn="report", view=checked_prompts)
         return got.records
 
     @contextmanager
@@ -106,7 +110,6 @@ class RunFolder:
             yield self
         finally:
             self.read.clear()
-            self.prompts.clear()
 
     def bytes_to_read(self, *_: Any) -> int:
         """The size of the OK passes' records files: what analysing the run reads (a cost for parallel_map)."""

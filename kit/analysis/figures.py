@@ -19,7 +19,7 @@ COMPARISON_LABELS = (("off_r2r", "run-to-run\ncache off"), ("on_r2r", "run-to-ru
                      ("path", "path\n(on vs off)"))
 
 
-def _pyplot():
+def import_pyplot():
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -63,7 +63,7 @@ def data_1(findings: Findings) -> dict[str, Any]:
 def figure_1(data: dict[str, Any], folder: Path) -> list[str]:
     """Divergence bars with their intervals for every grid run: run-to-run (off, on) and path."""
     grid = data["groups"]
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 1.25 * len(grid) + 2)), 4.0))
     width = 0.8 / len(COMPARISON_LABELS)
     colors = ("#9e9e9e", "#4c72b0", "#c44e52")
@@ -123,7 +123,7 @@ def data_2(findings: Findings) -> dict[str, Any]:
 def figure_2(data: dict[str, Any], folder: Path) -> list[str]:
     """Path divergence by weight format: per-history dots, the mean with its two-way interval, and the
     single-history grid as a dashed line."""
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     means = data["mean"]
     for i, f in enumerate(m["label"] for m in means):
@@ -174,7 +174,7 @@ def data_3(findings: Findings) -> dict[str, Any]:
 def figure_3(block: dict[str, Any], folder: Path) -> list[str]:
     """(a) Flip hazard by recompute-path margin per format; (b) |Δmargin| at non-flipped positions."""
     source, formats = block["source"], block["formats"]
-    plt = _pyplot()
+    plt = import_pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
     width = 0.8 / len(formats)
     bins = block["per_format"][formats[0]]["hazard"]["bins"]
@@ -260,16 +260,23 @@ def _draw(stem: str, data: dict[str, Any], folder: Path) -> None:
     write_json_atomic(folder / f"{stem}.json", data)
 
 
+def _drawing_cost(stem: str, data: dict[str, Any], folder: Path) -> float:
+    """How much drawing a figure costs, roughly: the size of its data (the mechanism's figure, the largest, takes
+    longest). `write_all` starts the costliest first, so that the last figure does not run alone."""
+    return len(repr(data))
+
+
 def write_all(findings: Findings, folder: Path, workers: int = 1) -> dict[str, Any]:
     """Draw every figure the findings allow, each with its data beside it; the others are listed with the
-    reason they were skipped. With `workers` above one, the figures are drawn side by side in worker processes
-    (kit.analysis.parallel.parallel_map; matplotlib is imported here first, so that they start with it)."""
+    reason they were skipped. With `workers` above one, the figures are drawn side by side in worker processes,
+    the costliest first (kit.analysis.parallel.parallel_map; matplotlib is imported here first, so that they
+    start with it)."""
     from kit.analysis.parallel import parallel_map  # noqa: PLC0415
 
     folder.mkdir(parents=True, exist_ok=True)
     figures = figure_data(findings)
     items = [(stem, figures["data"][stem], folder) for _, _, stem in FIGURES.values() if stem in figures["data"]]
     if workers > 1 and len(items) > 1:
-        _pyplot()
-    parallel_map(_draw, items, workers)
+        import_pyplot()
+    parallel_map(_draw, items, workers, _drawing_cost)
     return listing(figures)

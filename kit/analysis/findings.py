@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kit.analysis import bridge_findings, grid_findings, mechanism, sweep_findings
-from kit.analysis.collect import Collection, RunFolder, collect, format_rank
+from kit.analysis.collect import Collection, RunFolder, checked_prompts, collect, format_rank
 from kit.analysis.findings_model import FILE, SCHEMA, Findings, GridRun, GridTrend, MechanismBlock, RunEntry, Table
 from kit.analysis.parallel import Pool, call, default_workers, import_before_forking
 from kit.protocols import kinds
@@ -321,9 +321,18 @@ def _prompt_cache(run: RunFolder) -> str:
     return f"per request: {said} (server-level prompt cache {server})"
 
 
-def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None) -> Findings:
-    """Every finding from the given run folders (nothing written)."""
-    timer = timer or Timer()
+def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | None = None,
+            meanwhile: Callable[[], Any] | None = None) -> Findings:
+    """Every finding from the given run folders (nothing written). `meanwhile` (e.g. importing what a later step
+    needs) runs in this process while the workers read, after the statistics modules are imported
+    ("while the workers read: ..." in the timings)."""
+    try:
+        return _compute(paths, settings, timer or Timer(), meanwhile)
+    finally:
+        checked_prompts.clear()  # those this process's reads checked (with one worker, or none)
+
+
+def _compute(paths: list[Path], settings: Settings, timer: Timer, meanwhile: Callable[[], Any] | None) -> Findings:
     started = time.perf_counter()
     collection = collect(paths)
     for run in collection.runs:
@@ -342,9 +351,12 @@ def compute(paths: list[Path], settings: Settings = Settings(), timer: Timer | N
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, pool)
         started = time.perf_counter()  # while the workers read: they need none of these
-        # arch (the grid intervals' block length; it loads statsmodels, pandas, matplotlib): only for grid runs
-        import_before_forking(*STATS_MODULES, *(("arch.bootstrap",) if reads["grid"] else ()))
+        import_before_forking(*STATS_MODULES)
         timer.add("import the statistics modules", started)
+        if meanwhile is not None:
+            started = time.perf_counter()
+            meanwhile()
+            timer.add("while the workers read: import the figures' modules", started)
         grid = _grid_results(reads["grid"], settings, timer)
         sweep = _results(reads["sweep"], timer)
         bootstrap = _sweep_start(collection, settings, pool, sweep)
@@ -385,15 +397,16 @@ def analyze(paths: list[Path], out: Path, settings: Settings = Settings(), figur
     from kit.analysis import tables  # noqa: PLC0415
 
     timer = Timer()
-    findings = compute(paths, settings, timer)
+    if figures:
+        from kit.analysis import figures as figs  # noqa: PLC0415
+    # matplotlib (about half a second) imported while the workers read, not after them: the figures come last
+    findings = compute(paths, settings, timer, figs.import_pyplot if figures else None)  # timed: see compute
     refuse_empty(findings)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     findings.files = {"tables": tables.write_all(findings, out / "tables")}
     timer.add("write tables", started)
     if figures:
-        from kit.analysis import figures as figs  # noqa: PLC0415
-
         started = time.perf_counter()
         findings.files["figures"] = figs.write_all(findings, out / "figures", _workers(settings))
         timer.add("draw figures", started)

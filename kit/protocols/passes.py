@@ -14,6 +14,7 @@ from kit.record.divergence import (TOKEN_IDS, EpisodeDivergence, comparison_leve
                                    level_note)
 from kit.record.manifest import PassInfo
 from kit.record.files import DeferredLogprobs, logprobs_pair, read_records
+from kit.record.view import PositionView
 from kit.protocols.results_model import Comparison
 
 
@@ -70,22 +71,39 @@ def _position(entry: TokenLogprob) -> tuple[int | str, float]:
             top_two_margin([float(t["logprob"]) for t in entry.get("top") or ()]))
 
 
+def _lean_position(entry: PositionView) -> tuple[int | str, float]:
+    """`_position` of an entry decoded as kit.record.view.PositionView: the same values."""
+    return (entry.token if entry.id is None else entry.id,
+            top_two_margin([float(t.logprob) for t in entry.top or ()]))
+
+
+def _lean(read: Logprobs) -> list[PositionView] | None:
+    """The entries of a deferred array not parsed yet, decoded as kit.record.view.positions decodes them (or None)."""
+    return read.positions() if isinstance(read, DeferredLogprobs) and not read.parsed else None
+
+
 class Margins(Sequence):
     """(token key, top-two margin) of each log-probability record of a completion, parsed (when its read
     deferred them: kit.record.files.logprobs_of) and worked out as they are visited (`_position`): the
-    mechanism compares only some of a pass's requests, and walks each only to its first flip."""
+    mechanism compares only some of a pass's requests, and walks each only to its first flip. A deferred array
+    is decoded into only what the margins need where it fits (kit.record.view.positions), else parsed in full."""
 
-    __slots__ = ("_read", "_entries")
+    __slots__ = ("_read", "_entries", "_position")
 
     def __init__(self, logprobs: Logprobs):
         self._read: Logprobs = logprobs  # the completion's `logprobs` as read, until parsed
-        self._entries: list[TokenLogprob] = []
+        self._entries: list[Any] = []
+        self._position: Callable[[Any], tuple[int | str, float]] = _position
+
+    def _take(self, lean: list[PositionView] | None, full: Any) -> None:
+        self._entries, self._position = (lean, _lean_position) if lean is not None else (full or [], _position)
+        self._read = None
 
     @property
-    def entries(self) -> list[TokenLogprob]:
+    def entries(self) -> list[Any]:
         if self._read is not None:
-            self._entries = logprobs_pair(self._read, None)[0] or []
-            self._read = None
+            lean = _lean(self._read)
+            self._take(lean, None if lean is not None else logprobs_pair(self._read, None)[0])
         return self._entries
 
     def __len__(self) -> int:
@@ -93,17 +111,29 @@ class Margins(Sequence):
 
     def pair(self, other: Margins) -> None:
         """Parse both sides' arrays now, once if their bytes are the same (kit.record.files.logprobs_pair)."""
-        if self._read is not None and other._read is not None:
-            self._entries, other._entries = (value or [] for value in logprobs_pair(self._read, other._read))
-            self._read = other._read = None
+        mine, theirs = self._read, other._read
+        if mine is None or theirs is None:
+            return
+        lean = _lean(mine)
+        same = isinstance(mine, DeferredLogprobs) and isinstance(theirs, DeferredLogprobs) and mine.raw == theirs.raw
+        other_lean = lean if same else _lean(theirs) if lean is not None else None
+        if lean is not None and other_lean is not None:  # the same bytes: one decode, shared as one parse is
+            self._take(lean, None)
+            other._take(other_lean, None)
+            return
+        full = logprobs_pair(mine, theirs)
+        self._take(None, full[0])
+        other._take(None, full[1])
 
     def __getitem__(self, index):
+        entries = self.entries  # parsed first: the parse sets how an entry is read
         if isinstance(index, slice):
-            return tuple(map(_position, self.entries[index]))
-        return _position(self.entries[index])
+            return tuple(map(self._position, entries[index]))
+        return self._position(entries[index])
 
     def __iter__(self) -> Iterator[tuple[int | str, float]]:
-        return map(_position, self.entries)
+        entries = self.entries
+        return map(self._position, entries)
 
 
 def slim(record: dict[str, Any], keep_logprobs: bool) -> Request:

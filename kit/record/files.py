@@ -37,7 +37,7 @@ from kit.core.owned_file import open_append
 from kit.core.paths import RunPaths
 from kit.record.model import EPISODE_SCHEMA, SCHEMA, EpisodeSummary, RequestRecord, answered, digest_problem
 from kit.record.v1 import V1, upgrade
-from kit.record.view import CheckedPrompts, parse as parse_view
+from kit.record.view import CheckedPrompts, PositionView, parse as parse_view, positions as view_positions, utf8
 
 if TYPE_CHECKING:
     from kit.record.manifest import PassInfo
@@ -66,12 +66,20 @@ class DeferredLogprobs:
     (parsing it is most of a record's read time, and analysis needs only some records' arrays): `load()`
     parses it on first use, as the full read would have; a damaged array is refused then, naming its line."""
 
-    __slots__ = ("_raw", "_value", "_where")
+    __slots__ = ("_raw", "_value", "_where", "_positions")
 
     def __init__(self, raw: bytes, where: str):
         self._raw = raw
         self._value: list[Any] | None = None
         self._where = where
+        self._positions: list[PositionView] | None | bool = False  # False: not decoded yet
+
+    def positions(self) -> list[PositionView] | None:
+        """The array decoded into only its tokens, ids and alternatives' log-probabilities
+        (kit.record.view.positions, kept for the next caller), or None where that view does not fit it."""
+        if self._positions is False:
+            self._positions = view_positions(self._raw)
+        return self._positions  # type: ignore[return-value]  # decoded just above
 
     def load(self) -> list[Any] | None:
         if self._value is None:
@@ -81,6 +89,16 @@ class DeferredLogprobs:
                 raise DamagedRecords(f"{self._where}: completion.logprobs is not a valid JSON array "
                                      f"({getattr(exc, 'msg', exc)})", DAMAGED_FIX) from exc
         return self._value
+
+    @property
+    def raw(self) -> bytes:
+        """The array's bytes, as the record holds them."""
+        return self._raw
+
+    @property
+    def parsed(self) -> bool:
+        """Whether `load()` has parsed it already (a reader that needs less of it then takes that parse)."""
+        return self._value is not None
 
     def load_like(self, other: DeferredLogprobs) -> list[Any] | None:
         """`load()`, taking `other`'s parse when both arrays have the same bytes: they parse to equal values (a
@@ -313,17 +331,6 @@ def sync_fd(fd: int) -> None:
         os.close(fd)
 
 
-def _utf8(data: bytes) -> bool:
-    """Whether the bytes are valid UTF-8 (as every JSON text the full read accepts is)."""
-    if data.isascii():
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def partial_logprobs(where: str) -> Callable[[bytes], DeferredLogprobs]:
     """What a deferred read keeps of a completion's `logprobs` bytes, at `where` (file:line)."""
     return lambda raw: DeferredLogprobs(raw, where)
@@ -362,7 +369,7 @@ def read_records(path: Path, logprobs: bool | Literal["deferred"] = True, *,
     records: list[dict[str, Any]] = []
     counter = _Counter(path)
     lines = memoryview(data)
-    partial = view is not None and logprobs is not True and _utf8(data)
+    partial = view is not None and logprobs is not True and utf8(data)
     for number, (start, stop) in enumerate(spans, start=1):
         where = f"{path}:{number}"
         seen = parse_view(lines[start:stop], partial_logprobs(where) if logprobs == "deferred" else None,

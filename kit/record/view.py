@@ -14,7 +14,10 @@ decodes only, so `read_records` takes the view only for a file whose bytes are a
 does not fit (another schema, a value of another type than the view's) gives None: the full read reads that line
 and says what is wrong with it where something is, so that the view refuses what the full read refuses.
 
-Log-probabilities are kept as their bytes (kit.record.files.DeferredLogprobs parses them on use) or dropped.
+Log-probabilities are kept as their bytes (kit.record.files.DeferredLogprobs parses them on use) or dropped. The
+mechanism reads of each log-probability record only its token, id and alternatives' log-probabilities: `positions`
+decodes those (`PositionView`) in half the time of the full parse, or gives None where they do not fit the view's
+types (the full parse then reads the array, and refuses it where it refuses it).
 """
 
 from __future__ import annotations
@@ -79,14 +82,63 @@ FIELDS = {"": AnalysisRecord.__annotations__.keys(), "request": RequestSentView.
           "completion": CompletionView.__annotations__.keys()}  # what a view holds, where the record has it
 
 _DECODER = msgspec.json.Decoder(AnalysisRecord)
+
+
+class TopView(msgspec.Struct, gc=False):
+    """One alternative of a log-probability record (kit.record.completion.TopLogprob): its log-probability."""
+
+    logprob: int | float  # as parsed: the reader takes float() of it, as of the full parse's value
+
+
+class PositionView(msgspec.Struct, gc=False):
+    """A log-probability record (kit.record.completion.TokenLogprob) as the mechanism reads it: the emitted token,
+    its id (None where the engine gave none) and its alternatives (None where it has none). Neither view is
+    tracked by the cyclic garbage collector (gc=False: a third faster to make): values decoded from JSON hold no
+    cycle."""
+
+    token: Any
+    id: Any = None
+    top: list[TopView] | None = None
+
+
+_POSITIONS = msgspec.json.Decoder(list[PositionView])
+
+
+def positions(raw: bytes) -> list[PositionView] | None:
+    """A completion's `logprobs` array (its JSON bytes) as `PositionView`s, or None where the view does not fit
+    (not UTF-8, not JSON, another shape or type, NaN): the full parse reads that array and says what is wrong."""
+    if not utf8(raw):
+        return None  # msgspec checks the UTF-8 of the strings it decodes only; the full parse refuses bad bytes
+    try:
+        return _POSITIONS.decode(raw)
+    except msgspec.MsgspecError:
+        return None
+
+
+def utf8(data: bytes) -> bool:
+    """Whether the bytes are valid UTF-8 (as every JSON text the full read accepts is)."""
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 _PROMPT = ("prompt", "messages")  # what kit.record.completion.prompt_text takes the prompt from
 
 
 class CheckedPrompts(dict):
     """prompt_sha256 -> the JSON (bytes) of the `prompt` and `messages` of a request body whose prompt was found to
     have that digest. A later record that claims the digest for a body with the same JSON sends the same prompt, so
-    its digest holds without hashing it again: the passes of a run send the same prompts until they diverge (one
-    of these serves the files of one run: kit.analysis.collect.RunFolder.reading)."""
+    its digest holds without hashing it again: the passes of a run send the same prompts until they diverge, and
+    so do the runs of a sweep (its formats and histories). The digest of given bytes is the same whatever run they
+    are in, so one of these may serve every run a process reads (kit.analysis.collect.checked_prompts). With a
+    `budget` (bytes of prompts held), the earliest prompts checked are forgotten past it: checked again if met."""
+
+    def __init__(self, budget: int | None = None):
+        super().__init__()
+        self.budget = budget
+        self.held = 0  # bytes of the prompts held
 
     def check(self, record: dict[str, Any]) -> str | None:
         """kit.record.model.digest_problem of the record; its body's `prompt` and `messages` are taken out."""
@@ -105,8 +157,18 @@ class CheckedPrompts(dict):
             for key in _PROMPT:
                 body.pop(key, None)
         if problem is None and isinstance(claimed, str):
-            self[claimed] = sent
+            self._keep(claimed, sent)
         return problem
+
+    def _keep(self, digest: str, sent: tuple[bytes | None, ...]) -> None:
+        self.held += sum(len(part or b"") for part in sent) - sum(len(part or b"") for part in self.pop(digest, ()))
+        self[digest] = sent
+        while self.budget is not None and self.held > self.budget and len(self) > 1:
+            self.held -= sum(len(part or b"") for part in self.pop(next(iter(self))))  # the earliest checked
+
+    def clear(self) -> None:
+        super().clear()
+        self.held = 0
 
 
 def parse(line: bytes | memoryview, deferred: Callable[[bytes], Any] | None,

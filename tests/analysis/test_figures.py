@@ -26,7 +26,7 @@ def drawn(monkeypatch):
         return [f"figures/{stem}.png"]
 
     monkeypatch.setattr(figures, "_save", keep)
-    monkeypatch.setattr(figures._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr(figures.import_pyplot(), "close", lambda fig: None)
     return kept
 
 
@@ -63,3 +63,21 @@ def test_a_bin_with_enough_positions_is_a_solid_bar_with_its_interval(drawn):
     assert heights == [(25.0, None)] and labels == [f"5/{figures.FEW_POSITIONS}"]
     assert "fewer than" not in drawn[0].axes[0].get_title()
     assert len(_intervals(drawn[0])) == 1
+
+
+def test_the_figures_are_drawn_the_costliest_first_and_each_written(tmp_path, monkeypatch):
+    # with two workers the mechanism's figure (the largest data, the longest to draw) starts first, so that the
+    # last figure started does not run alone; every figure and its data are written whatever the order
+    from kit.analysis import parallel  # noqa: PLC0415
+
+    started = []
+    real = parallel.Pool.submit
+    monkeypatch.setattr(parallel.Pool, "submit", lambda self, fn, *args: started.append(args[0]) or real(self, fn, *args))
+    grid = json.loads((DEMO_FINDINGS.parent / "grid-tiny-20261201-070919.json").read_text())
+    grid["mechanism"] = json.loads(DEMO_FINDINGS.read_text())["mechanism"]  # figures 1 and 2, and 3
+    findings = from_json(grid)
+    data = figures.figure_data(findings)["data"]
+    figures.write_all(findings, tmp_path, workers=2)
+    assert started == sorted(data, key=lambda stem: -figures._drawing_cost(stem, data[stem], tmp_path))
+    assert started == ["fig3_mechanism", "fig1_divergence", "fig2_formats"]  # not the figures' own order
+    assert {p.name for p in tmp_path.glob("*.json")} == {f"{stem}.json" for stem in data}

@@ -27,7 +27,7 @@ from kit.protocols.results_model import (
 from kit.record.divergence import TOKEN_IDS, comparison_level, episode_divergence, level_note
 from kit.record.manifest import Manifest, PassInfo
 from kit.core.paths import RunPaths
-from kit.record.files import logprobs_pair, read_records
+from kit.record.files import DeferredLogprobs, logprobs_pair, read_records
 
 
 
@@ -176,6 +176,16 @@ def walk(requests: list[GridRequest]) -> list[tuple[str, Sequence[int | str]]]:
     return [(r.prompt_sha256, r.emitted or []) for r in requests]
 
 
+def _same_valid(a: Any, b: Any) -> int | None:
+    """The number of entries of two deferred arrays not parsed yet with the same bytes that the mechanism's view
+    decodes (kit.record.files.DeferredLogprobs.positions: valid JSON, so no NaN, each entry an object with a token),
+    or None. Each entry of such a pair equals itself, token and id too, as `identity` counts them in the full parse."""
+    if isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs) and not a.parsed and a.raw == b.raw:
+        found = a.positions()
+        return None if found is None else len(found)
+    return None
+
+
 def identity(a: Requests, b: Requests, units: list[str]) -> Identity:
     """Exact identity of two passes: episodes, log-probability records and their values (RQ1)."""
     counts = {"episodes": len(units), "episodes_identical": 0, "logprob_records": 0, "tokens_identical": 0,
@@ -183,6 +193,12 @@ def identity(a: Requests, b: Requests, units: list[str]) -> Identity:
     for unit in units:
         same_episode = len(a[unit]) == len(b[unit])
         for ra, rb in zip(a[unit], b[unit]):
+            same = _same_valid(ra.logprobs, rb.logprobs)
+            if same is not None:  # the same bytes, each entry equal to itself: counted without the full parse
+                for key in ("logprob_records", "tokens_identical", "logprobs_identical"):
+                    counts[key] += same
+                same_episode &= ra.prompt_sha256 == rb.prompt_sha256 and ra.emitted == rb.emitted
+                continue
             la, lb = logprobs_pair(ra.logprobs, rb.logprobs)
             counts["logprob_records"] += len(la)
             if la is lb:  # one parse of the same bytes (logprobs_pair): each entry equals itself, as a dict does
