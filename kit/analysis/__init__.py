@@ -2,4 +2,4 @@
 
 from kit.core.paths import confine_library_caches
 
-confine_library_caches()  # the statistics stack and the figures import matplotlib, which keeps a font cache
+confine_library_caches()  # the statistics stack (arch) imports matplotlib, which keeps a font cache

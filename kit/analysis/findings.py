@@ -351,7 +351,8 @@ def _compute(paths: list[Path], settings: Settings, timer: Timer, meanwhile: Cal
     with Pool(_workers(settings)) as pool:
         reads = _submit_reads(collection, pool)
         started = time.perf_counter()  # while the workers read: they need none of these
-        import_before_forking(*STATS_MODULES)
+        # arch (the grid intervals' block length; it loads statsmodels, pandas, matplotlib): only for grid runs
+        import_before_forking(*STATS_MODULES, *(("arch.bootstrap",) if reads["grid"] else ()))
         timer.add("import the statistics modules", started)
         if meanwhile is not None:
             started = time.perf_counter()

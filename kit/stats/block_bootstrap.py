@@ -6,10 +6,8 @@ serially dependent. Following Section III-G of the paper (and REFERENCE.md §4):
 * the indicators are resampled in execution order with the circular block bootstrap (blocks wrap
   around the end), 10,000 replicates, seed 20261007, percentile 95% interval;
 * the block length is ``max(floor, ceil(b_PW))`` where ``b_PW`` is the Politis–White automatic
-  estimate for the circular bootstrap (with the Patton–Politis–White correction) as
-  ``arch.bootstrap.optimal_block_length`` computes it (column ``"circular"``): arch 8.0.0's computation, here
-  operation for operation (the same number, bit for bit: tests/stats/test_block_bootstrap.py holds it to arch's),
-  because importing arch loads pandas and statsmodels (over a second of CPU for every `kit analyze`);
+  estimate for the circular bootstrap (with the Patton–Politis–White correction) as computed by
+  ``arch.bootstrap.optimal_block_length`` (column ``"circular"``);
 * the reported interval is the envelope ``[min(cbb_lo, wilson_lo), max(cbb_hi, wilson_hi)]``, so
   allowing for dependence can widen the Wilson interval but never narrow it.
 
@@ -49,55 +47,25 @@ def block_length_floor(n: int) -> int:
 
 
 def politis_white_circular(indicators) -> float:
-    """Politis–White automatic block length for the circular bootstrap (as ``arch`` computes it), NaN if undefined.
+    """Politis–White automatic block length for the circular bootstrap (``arch``), NaN if undefined.
 
     The estimate is undefined for a constant series (zero variance), which ``arch`` reports as NaN, and
     for a series too short for its lag window (fewer than 8 values), where ``arch`` raises ValueError;
     the block length then falls back to the floor.
     """
+    from kit.core.paths import confine_library_caches  # noqa: PLC0415
+
+    confine_library_caches()  # arch imports matplotlib
+    from arch.bootstrap import optimal_block_length  # noqa: PLC0415
+
     x = np.asarray(indicators, dtype=float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
-            return float(_circular_optimal_block(x))
+            table = optimal_block_length(x)
         except ValueError:
             return math.nan
-
-
-def _circular_optimal_block(x: np.ndarray) -> float:
-    """The circular bootstrap's optimal block length of a 1-D series: arch 8.0.0's
-    ``arch.bootstrap.base._single_optimal_block`` (University of Illinois/NCSA Open Source License, Copyright (c)
-    2017 Kevin Sheppard), its circular column, each operation as arch does it (its errors too: a series of 2 to 7
-    values meets a matmul of mismatched slices)."""
-    nobs = x.shape[0]
-    eps = x - x.mean(0)
-    b_max = np.ceil(min(3 * np.sqrt(nobs), nobs / 3))
-    kn = max(5, int(np.log10(nobs)))
-    m_max = int(np.ceil(np.sqrt(nobs))) + kn
-    # the first kn consecutive autocorrelations inside the band +-cv
-    cv = 2 * np.sqrt(np.log10(nobs) / nobs)
-    acv = np.zeros(m_max + 1)
-    abs_acorr = np.zeros(m_max + 1)
-    opt_m: int | None = None
-    for i in range(m_max + 1):
-        v1 = eps[i + 1:] @ eps[i + 1:]
-        v2 = eps[: -(i + 1)] @ eps[: -(i + 1)]
-        cross_prod = eps[i:] @ eps[: nobs - i]
-        acv[i] = cross_prod / nobs
-        abs_acorr[i] = np.abs(cross_prod) / np.sqrt(v1 * v2)
-        if i >= kn and np.all(abs_acorr[i - kn: i] < cv) and opt_m is None:
-            opt_m = i - kn
-    m = 2 * max(opt_m, 1) if opt_m is not None else m_max
-    m = min(m, m_max)
-    g = 0.0
-    lr_acv = acv[0]
-    for k in range(1, m + 1):
-        lam = 1 if k / m <= 1 / 2 else 2 * (1 - k / m)
-        g += 2 * lam * k * acv[k]
-        lr_acv += 2 * lam * acv[k]
-    d_cb = 4 / 3 * lr_acv**2
-    b_cb = ((2 * g**2) / d_cb) ** (1 / 3) * nobs ** (1 / 3)
-    return min(b_cb, b_max)
+    return float(table["circular"].iloc[0])
 
 
 def choose_block_length(indicators, floor: int | None = None) -> int:

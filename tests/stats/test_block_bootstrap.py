@@ -103,22 +103,3 @@ def test_a_series_too_short_for_arch_falls_back_to_the_floor(indicators):
     result = dependence_aware_interval(indicators, replicates=200)
     assert result.politis_white is None and result.block == block_length_floor(len(indicators))
     assert result.lo <= result.rate <= result.hi
-
-
-@pytest.mark.parametrize("n", [1, 2, 5, 7, 8, 9, 17, 64, 80, 81, 125, 300])
-@pytest.mark.parametrize("kind", ["persistent", "iid", "constant", "alternating"])
-def test_politis_white_estimate_is_arch_s_bit_for_bit(n, kind):
-    # kit.stats.block_bootstrap computes arch's estimate without importing arch: the same float, or NaN where
-    # arch gives NaN or raises (a series of 2 to 7 values)
-    from kit.stats.block_bootstrap import politis_white_circular  # noqa: PLC0415
-
-    x = {"persistent": lambda: persistent_series(n=n, seed=n), "iid": lambda: np.random.default_rng(n).integers(0, 2, n),
-         "constant": lambda: np.ones(n, dtype=int), "alternating": lambda: np.arange(n) % 2}[kind]()
-    try:
-        with np.errstate(all="ignore"):
-            expected = float(optimal_block_length(x.astype(float))["circular"].iloc[0])
-    except ValueError:
-        expected = math.nan
-    got = politis_white_circular(x)
-    assert (math.isnan(got) and math.isnan(expected)) or got.hex() == expected.hex()
-    assert any(not math.isnan(politis_white_circular(persistent_series(n=m, seed=m))) for m in (64, 80))
