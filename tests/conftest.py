@@ -67,26 +67,21 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("engine_cpu_backend", backends, indirect=True, scope="session")
 
 
+def unrunnable(name: str) -> str | None:
+    """Why this CPU cannot run CPU backend `name` (None: it can)."""
+    lacking = cpu_backend.missing(name, cpu_backend.cpu_flags())
+    if not lacking:
+        return None
+    whose = "wheel's" if name == "wheel" else name
+    return (f"this CPU lacks {', '.join(lacking)}, which the {whose} CPU backend uses: the engine tier runs on the "
+            "other backend here")
+
+
 @pytest.fixture(scope="session")
 def engine_cpu_backend(request) -> str | None:
-    """The CPU backend this engine test runs on (None outside the engine tier), skipped where it cannot run."""
-    name = getattr(request, "param", None)
-    if name is not None:
-        lacking = cpu_backend.missing(name, cpu_backend.cpu_flags())
-        if lacking:
-            whose = "wheel's" if name == "wheel" else name
-            pytest.skip(f"this CPU lacks {', '.join(lacking)}, which the {whose} CPU backend uses: the engine tier "
-                        "runs on the other backend here")
-    return name
-
-
-@pytest.fixture(autouse=True)
-def _engine_test_on_its_backend(request):
-    """An engine test that needs no engine fixture (it runs the kit itself) still meets engine_cpu_backend:
-    skipped where its backend cannot run, as the tests that start a server through `embedded_binary` are."""
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "engine_cpu_backend" in callspec.params:
-        request.getfixturevalue("engine_cpu_backend")
+    """The CPU backend this engine test runs on (None outside the engine tier); one this CPU cannot run never
+    gets here (its tests carry a skip mark from pytest_collection_modifyitems)."""
+    return getattr(request, "param", None)
 
 
 PRESET_BACKEND = os.environ.get(cpu_backend.ENVIRONMENT)  # the person's own KIT_CPU_BACKEND, if any
@@ -177,10 +172,18 @@ ENGINE_FIXTURES = {"llama_server", "llama_server_url", "llama_engine", "shared_g
 
 def pytest_collection_modifyitems(config, items):
     """Every test outside the engine tiers is `unit` (`python -m pytest -m unit`: no engine or browser process).
-    Tests marked `slow` (long real-engine runs) run only with KIT_SLOW=1."""
+    An engine test on a CPU backend this CPU cannot run is skipped with the reason, by a mark, so before any of
+    its fixtures is set up (a module's model conversion or run is not made only to be skipped), whether it
+    asks for an engine fixture or runs the kit itself. Tests marked `slow` (long real-engine runs) run only
+    with KIT_SLOW=1."""
+    reasons = {name: unrunnable(name) for name in cpu_backend.BACKENDS}
     for item in items:
         if not any(tier in item.keywords for tier in ENGINE_TIERS):
             item.add_marker(pytest.mark.unit)
+        callspec = getattr(item, "callspec", None)
+        reason = reasons.get(callspec.params.get("engine_cpu_backend")) if callspec else None
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
     if os.environ.get("KIT_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="long real-engine run; set KIT_SLOW=1 to include it")

@@ -1,8 +1,9 @@
 """Real runs made once per test session (and CPU backend) and read by the tests of several modules: a small
-grid on the embedded engine costs about a minute of prompt processing on two cores, and every run starts its
-servers, so the modules that only read a run share it instead of each making their own. A shared run is read-only: its folder's digest is taken
-when it is made and checked again when the session ends, so a test that changed it fails (a test that needs
-to change a run copies it into its own tmp_path first)."""
+grid on the embedded engine costs its server starts and some seconds of prompt processing on two cores (a
+minute with every function doc in its prompt), and every run starts its servers, so the modules that only
+read a run share it instead of each making their own. A shared run is read-only: its folder's digest is
+taken when it is made and checked again when the session ends, so a test that changed it fails (a test that
+needs to change a run copies it into its own tmp_path first)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,19 @@ from kit.bundle.writer import write_bundle
 from kit.run import runner
 from kit.run.execution import RunResult
 
-# One BFCL episode (the shortest first-turn prompt, ~4.4k tokens), two requests per pass, top-2 log-probs:
-# the grid's own tests (tests/protocols/test_grid_run.py) recompute its table from these records, and
-# `kit analyze` (tests/analysis/test_analyze_real.py) reads it as Table V and the mechanism's positions.
+# One BFCL episode (the shortest first-turn prompt, trimmed to two function docs), two requests per pass,
+# top-2 log-probs: the grid's own tests (tests/protocols/test_grid_run.py) recompute its table from these
+# records, and `kit analyze` (tests/analysis/test_analyze_real.py) reads it as Table V and the mechanism's
+# positions.
 GRID = """
 protocol: grid
 engine: {ctx_size: 16384, cache_ram: null}
 workload:
   episodes: 1
-  ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens)
+  ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens with every function doc)
+  function_docs_max: 2           # BFCL's instructions and the first two function docs: a seventh of the
+                                 # system prompt (3.2k of 22.6k characters); the long prompt is
+                                 # tests/workloads/bfcl/test_bfcl_engine.py's
   max_tokens_cap: 16
   max_requests_per_episode: 2
 passes: [on, off, on, off]

@@ -48,8 +48,11 @@ def _collected(*options: str) -> list[str]:
     files = ["tests/protocols/test_ladder_run.py", "tests/watch/test_watch_engine.py", "tests/test_sigill_guard.py"]
     collected = _Collected()
     # without the plugins that keep session-wide state: textual-snapshot's session end would remove the outer
-    # session's report folder; benchmark and xdist would see an xdist worker's environment as their own
-    quiet = [word for name in ("cacheprovider", "textual-snapshot", "benchmark", "xdist") for word in ("-p", f"no:{name}")]
+    # session's report folder; benchmark and xdist would see an xdist worker's environment as their own; and
+    # unraisableexception's session end runs five full garbage collections, seconds each in a worker that has
+    # run hundreds of tests (the outer session still reports what the inner one leaves unraisable)
+    quiet = [word for name in ("cacheprovider", "textual-snapshot", "benchmark", "xdist", "unraisableexception")
+             for word in ("-p", f"no:{name}")]
     code = pytest.main(["-q", *quiet, "--collect-only", "-m", "engine", "--rootdir", str(ROOT), *options,
                         *(str(ROOT / f) for f in files)], plugins=[collected])
     assert code == pytest.ExitCode.OK, code

@@ -19,15 +19,19 @@ from kit.cli import cli
 from kit.core.events import EpisodeVerdict
 from tests.sent_requests import check_sent
 
-# ten passes on four servers, ~40k prompt tokens in all: about two minutes on two idle cores, far more on
-# a busy machine, hence a longer limit than the suite's 600 s (the whole run happens in the first test)
+# ten passes on four servers (and a speed probe on a fifth), ~7k prompt tokens in all (~40k with every function
+# doc): half a minute on two idle cores, far more on a busy machine, hence a longer limit than the suite's
+# 600 s (the whole run happens in the first test)
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 TINY = """
 protocol: flag_order
 engine: {ctx_size: 16384}
 workload:
-  ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens)
+  ids: [multi_turn_base_29]      # the shortest first-turn prompt (~4.4k tokens with every function doc)
+  function_docs_max: 2           # BFCL's instructions and the first two function docs: a seventh of the
+                                 # system prompt (3.2k of 22.6k characters); the long prompt is
+                                 # tests/workloads/bfcl/test_bfcl_engine.py's
   max_tokens_cap: 8
   max_requests_per_episode: 2
 seed: 7

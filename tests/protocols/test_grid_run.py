@@ -13,8 +13,9 @@ from kit.protocols.bfcl_passes.model import GridGates
 from kit.protocols.bfcl_passes.one_pass import gate
 from tests.sent_requests import check_sent
 
-# the session's shared grid (tests/shared_runs.py) is made in whichever test asks for it first: ~27k prompt
-# tokens, about a minute on two idle cores and ten on a busy machine, hence a longer limit than the suite's 600 s
+# the session's shared grid (tests/shared_runs.py) is made in whichever test asks for it first: ~5k prompt
+# tokens (two function docs; ~27k with all), seconds on two idle cores and minutes on a busy machine, hence a
+# longer limit than the suite's 600 s
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 

@@ -19,6 +19,7 @@ workload:
   ids: [multi_turn_base_29, multi_turn_base_10]   # the two shortest first-turn prompts
   max_tokens_cap: 4
   max_requests_per_episode: 1
+  function_docs_max: 2   # BFCL's instructions and two docs: the prefix the episodes share
 passes: [on]
 server: shared
 gates: {episode_start_cold: true}

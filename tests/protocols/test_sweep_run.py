@@ -20,7 +20,7 @@ pytestmark = pytest.mark.engine
 TINY = """
 protocol: sweep
 engine: {ctx_size: 16384, cache_ram: 0}
-workload: {ids: [multi_turn_base_29], max_tokens_cap: 8, max_requests_per_episode: 2}
+workload: {ids: [multi_turn_base_29], max_tokens_cap: 8, max_requests_per_episode: 2, function_docs_max: 2}
 formats:
   Q4_1: {model: source}
   F16: {derive: F16}

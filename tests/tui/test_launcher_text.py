@@ -18,6 +18,7 @@ from kit.core.terminal_text import printable
 from kit.tui.app import KitApp, PrintableLines
 from kit.run.runner import RunOptions, RunResult
 from kit.tui.catalog import Capabilities
+from kit.tui.screens.results import ResultsScreen
 from tests.adversarial.cases_console import HOSTILE, SHOWN
 from tests.tui.conftest import PROTOCOLS, static_text, until
 from tests.tui.scripted import PLAN, launcher_app
@@ -75,7 +76,10 @@ def test_the_live_screen_draws_an_engine_log_s_hostile_line_without_its_controls
             await pilot.pause()
             drawn = static_text(app.live, "#log")
             app.live.stop.set()
-            await until(pilot, lambda: app.live.finished)
+            # the results screen up and the app idle: the live screen's header has taken its last sub-title
+            # (leaving while that update waits made Textual's Header raise NoMatches on a busy machine)
+            await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            await pilot.pause()
             return drawn
 
     drawn = asyncio.run(drive())
