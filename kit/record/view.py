@@ -124,6 +124,8 @@ def utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
 _PROMPT = ("prompt", "messages")  # what kit.record.completion.prompt_text takes the prompt from
 
 
