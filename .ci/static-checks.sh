@@ -34,6 +34,10 @@ if ((${#missing[@]})); then
     apt_install "${missing[@]}"
 fi
 
+# mypy runs in the project's environment (the python3 this script was started with), not in the tools'
+# venv put first on PATH below: that venv is shared between clones and runs, so a project installed there
+# would be another clone's, with another clone's dependencies (a module it lacks is Any to mypy).
+project_python=$(command -v python3)
 if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
 fi
@@ -58,10 +62,10 @@ ruff check --quiet kit tests bench
 
 # mypy reads the kit's dependencies' types, so it runs in the project's environment: the test extra
 # (which pins mypy) is installed there first when it is not yet (.ci/run installs it anyway).
-if ! python3 -c 'import mypy, numpy, pydantic, httpx, click' 2>/dev/null; then
-    python3 -m pip install -q -e '.[test]'
+if ! "$project_python" -c 'import mypy, numpy, pydantic, httpx, click, msgspec' 2>/dev/null; then
+    "$project_python" -m pip install -q -e '.[test]'
 fi
-echo "== $(python3 -m mypy --version | cut -d' ' -f1-2): kit/, as pyproject.toml's [tool.mypy] says"
-python3 -m mypy
+echo "== $("$project_python" -m mypy --version | cut -d' ' -f1-2): kit/, as pyproject.toml's [tool.mypy] says ($project_python)"
+"$project_python" -m mypy
 
 echo "static checks passed"
