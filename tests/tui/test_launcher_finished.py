@@ -34,8 +34,7 @@ def test_elapsed_stops_when_the_run_ends_and_esc_goes_back_to_the_picker(cpu_cap
             await pilot.press("s")
             await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
             clock.now += 600.0  # ten minutes after the end: the counter must not move
-            await pilot.pause(1.2)  # the screen's one-second timer has redrawn the numbers
-            live.render_numbers()
+            live.render_numbers()  # as the screen's one-second timer does (no wait for its tick)
             ended = static_text(live, "#stage").strip()
             await pilot.press("escape")  # the results screen: back to the finished run
             await until(pilot, lambda: isinstance(app.screen, LiveScreen))
@@ -56,7 +55,7 @@ def test_esc_does_nothing_while_the_run_is_still_going(cpu_caps):
     async def drive():
         async with scripted_run_started(cpu_caps) as (app, pilot):
             await pilot.press("escape")
-            await pilot.pause(0.2)
+            await pilot.pause()  # the key handled: the app idle again
             still = app.screen is app.live
             await pilot.press("s")
             await until(pilot, lambda: isinstance(app.screen, ResultsScreen))
