@@ -24,15 +24,19 @@ def plain(value: Any) -> Any:
 
     Non-finite floats become ``None`` so the output is valid strict JSON.
     """
-    array, boolean, integer, floating = _numpy_types()
+    return _plain(value, _numpy_types())  # looked up once for the whole value, not at each of its elements
+
+
+def _plain(value: Any, numpy: tuple[Any, Any, Any, Any]) -> Any:
+    array, boolean, integer, floating = numpy
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name), numpy) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, numpy) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [_plain(v, numpy) for v in value]
     if isinstance(value, array):
-        return [plain(v) for v in value.tolist()]
+        return [_plain(v, numpy) for v in value.tolist()]
     if isinstance(value, (bool, boolean)):
         return bool(value)
     if isinstance(value, (int, integer)):
