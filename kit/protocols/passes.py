@@ -115,12 +115,14 @@ class Margins(Sequence):
         if mine is None or theirs is None:
             return
         lean = _lean(mine)
-        same = isinstance(mine, DeferredLogprobs) and isinstance(theirs, DeferredLogprobs) and mine.raw == theirs.raw
-        other_lean = lean if same else _lean(theirs) if lean is not None else None
-        if lean is not None and other_lean is not None:  # the same bytes: one decode, shared as one parse is
-            self._take(lean, None)
-            other._take(other_lean, None)
-            return
+        if lean is not None:
+            same = isinstance(mine, DeferredLogprobs) and isinstance(theirs, DeferredLogprobs) \
+                and mine.raw == theirs.raw
+            other_lean = lean if same else _lean(theirs)  # the same bytes: one decode, shared as one parse is
+            if other_lean is not None:
+                self._take(lean, None)
+                other._take(other_lean, None)
+                return
         full = logprobs_pair(mine, theirs)
         self._take(None, full[0])
         other._take(None, full[1])
