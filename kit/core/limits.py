@@ -37,4 +37,6 @@ WATCH_HEADER_TIMEOUT, WATCH_IDLE_TIMEOUT = 10.0, 30.0  # kit watch: seconds (def
 WATCH_TIMEOUT_MIN, WATCH_TIMEOUT_MAX = 0.1, 3600.0  # kit watch: seconds, the range of both timeouts
 WATCH_CONNECTIONS, WATCH_CONNECTIONS_MAX = 512, 65536  # kit watch: client connections at once (--max-connections)
 WATCH_UPSTREAM_CONNECTIONS = 256  # kit watch: connections to the upstream at once (more requests wait their turn)
+WATCH_OBSERVER_BEHIND_BYTES = 256 << 20  # kit watch: bytes of calls its observer process may hold unread
+# (more: it is stopped and the proxy reads its calls itself; a call holds 64 MiB of request and of answer at most)
 WATCH_ALARM_REQUESTS, WATCH_ALARM_REQUESTS_MAX = 100_000, 10_000_000  # kit watch: requests the alarm tracker keeps

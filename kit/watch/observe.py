@@ -12,7 +12,9 @@ The answer's shape is found from the path (SHAPES: the endpoints each engine's r
 server-sent events (`data: {...}` lines) or JSON lines (Ollama). The output hash is the sha256 of the
 normalized text (as every kit record's `output_sha256`); the token ids, where the engine gives them, are
 hashed separately (`tokens_sha256`, evidence: a streamed llama.cpp answer carries ids an unstreamed one
-lacks unless asked). Nothing here does I/O.
+lacks unless asked). `seen` makes a call's record fields from what the proxy hands over (`Finished`): all of
+the observation but what depends on the calls before it (alarms, the record's place), so that it can run in
+a process of its own (kit.watch.observer). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from kit.core.errors import KitError
 from kit.engines import registry
 from kit.engines.base import Completion, NormalizedCompletion, prompt_text
 from kit.engines.watched import first_choice
+from kit.record.alarms import Call
 from kit.record.cache_state import Calibration, StateLabel, classify, from_telemetry
+from kit.record.model import RequestSent
 
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
 STATE_FIELDS = frozenset({"cache_prompt", "id_slot", "keep_alive"})
@@ -207,3 +211,90 @@ def state_of(completion: NormalizedCompletion | None, calibration: Calibration |
         return classify(calibration, completion.prefill_ms)
     return StateLabel(None, None, "none", "the answer reports no cached tokens"
                       + ("" if calibration else " and no calibration was given (--calibration)"))
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A generation call whose answer has gone to the client, as the proxy hands it over to be observed: the
+    request (`body`, its bytes), the answer's bytes kept (`data`) and why it did not end whole (`error`, None if
+    it did), and what the proxy measured (`seconds` from its request to the answer's last byte; vLLM's
+    prefix-cache counters before and after it, where they were read)."""
+
+    path: str
+    body: bytes
+    started: str
+    seconds: float
+    status: int | None
+    content_type: str
+    encoded: str | None  # the answer's content encoding, where it is not the identity
+    data: bytes
+    error: str | None
+    counters: Any = None
+    counters_after: Any = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the proxy reads its calls (the parts of kit.watch.proxy.Settings that `seen` uses)."""
+
+    calibration: Calibration | None = None
+    reuse_tolerance: int = 8
+    engine_build: str | None = None
+    store_bodies: bool = False
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What `seen` makes of a call: its record's fields (kit.record.model.WatchRecord) less `alarms`, what the
+    alarm tracker sees of it, and whether it failed (no whole answer with status 200)."""
+
+    fields: dict[str, Any]
+    call: Call
+    failed: bool
+
+
+def seen(finished: Finished, reading: Reading) -> Seen:
+    """One finished generation call read: request hashed, answer normalized, cache state classified."""
+    request = asked(finished.path, finished.body)
+    error = finished.error
+    if error is None and finished.status != 200:
+        error = f"the upstream answered HTTP {finished.status}"
+    if error is None and finished.encoded:
+        error = f"the answer is {finished.encoded}-encoded: passed on unread"
+    answer = answered(request.path, finished.content_type, finished.data) if error is None else Answered(None, error)
+    answer = answer.with_counters(finished.counters, finished.counters_after)
+    completion = answer.completion
+    label = state_of(completion, reading.calibration, reading.reuse_tolerance)
+    output = answer.output_sha256
+    fields: dict[str, Any] = {
+        "prompt_sha256": request.prompt_sha256, "endpoint": request.path, "request_sha256": request.request_sha256,
+        "stream": finished.content_type.split(";")[0].strip() in ("text/event-stream", "application/x-ndjson"),
+        "status": finished.status, "decoding": request.decoding, "output_sha256": output,
+        "tokens_sha256": answer.tokens_sha256, "state": dict(vars(label)),  # as StateLabel.to_json, not deep-copied
+        "cached_tokens": completion.cached_tokens if completion else None,
+        "prompt_tokens": completion.prompt_tokens if completion else None,
+        "prefill_ms": completion.prefill_ms if completion else None,
+        "model": answer.model or request.model, "engine_build": reading.engine_build,
+        "gen_ai": gen_ai(request, answer), "started": finished.started, "wall_seconds": round(finished.seconds, 6),
+        "error": error or answer.problem}
+    if reading.store_bodies:
+        fields["request"] = RequestSent(request.path, request.body) if request.body is not None else None
+        fields["completion"] = completion
+    return Seen(fields, Call(request.request_sha256, request.decoding, label.state, output), error is not None)
+
+
+def gen_ai(request: Asked, answer: Answered) -> dict[str, Any]:
+    """The call's OpenTelemetry GenAI semantic-convention attributes (those with a value)."""
+    completion = answer.completion
+    values = {
+        "gen_ai.operation.name": SHAPES[request.path].operation,
+        "gen_ai.request.model": request.model, "gen_ai.request.seed": request.seed,
+        "gen_ai.request.temperature": request.temperature, "gen_ai.request.max_tokens": request.max_tokens,
+        "gen_ai.response.model": answer.model,
+        "gen_ai.response.finish_reasons": [completion.finish_reason] if completion and completion.finish_reason
+        else None,
+        "gen_ai.usage.input_tokens": completion.prompt_tokens if completion else None,
+        "gen_ai.usage.output_tokens": completion.decode_tokens if completion else None,
+        "gen_ai.usage.cache_read.input_tokens": completion.cached_tokens if completion else None,
+    }
+    return {key: value for key, value in values.items() if value is not None}

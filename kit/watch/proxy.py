@@ -12,8 +12,9 @@ its answer makes the proxy give the request up (`_ClientWatch`). The bounds on c
 sizes, connections) are kit.watch.connections'. Generation calls (kit.watch.observe.SHAPES) are also
 observed, off the forwarding path: the request's bytes and the answer's are kept (the answer's up to
 ANSWER_BYTES_DEFAULT; past that, passed on unread) and, on the loop's turn after the answer's last byte went
-to the client, the request hashed, the answer normalized, classified, checked for alarms, counted in the
-metrics and handed to the recorder. Behind vLLM (`counters`), a call that
+to the client, handed over to be read (the request hashed, the answer normalized and classified:
+kit.watch.observe.seen), in the observer process (`Settings.observer`, kit.watch.observer) or on this loop;
+read, each is checked for alarms, counted in the metrics and handed to the recorder, in the order handed over. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
 whose deltas stand for its cached tokens where its usage does not say (only if no other request started
 meanwhile: kit.engines.vllm's rule). An upstream that fails before
@@ -43,11 +44,11 @@ from kit.core.limits import (
 from kit.core.secret_urls import connection_parts, redact_url
 from kit.record.cache_state import Calibration
 from kit.record.manifest import now
-from kit.record.model import RequestSent
 from kit.watch import observe
-from kit.record.alarms import Call, Tracker
+from kit.record.alarms import Tracker
 from kit.watch.connections import sendable
 from kit.watch.metrics import CONTENT_TYPE, Metrics
+from kit.watch.observer import Observer
 
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
@@ -72,6 +73,11 @@ class Settings:
     read_timeout: float = 600.0  # seconds the upstream may stay silent within one answer
     answer_bytes: int = ANSWER_BYTES_DEFAULT  # answer bytes kept to observe (more pass through unread)
     alarm_requests: int = WATCH_ALARM_REQUESTS  # requests the alarm tracker remembers (least recent forgotten)
+    observer: bool = False  # read calls in a process of the proxy's own while it serves (kit.watch.observer)
+
+    @property
+    def reading(self) -> observe.Reading:
+        return observe.Reading(self.calibration, self.reuse_tolerance, self.engine_build, self.store_bodies)
 
 
 def _streamed(content_type: str) -> bool:
@@ -181,6 +187,7 @@ class Proxy:
         self.unobserved: str | None = None  # why the first call that could not be observed was not (then: failed)
         self._tasks: set[asyncio.Task[None]] = set()  # observations waiting on vLLM's counters
         self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
+        self.observer: Observer | None = None  # the process reading calls, while serving (Settings.observer)
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI application: `GET /metrics` is the proxy's own, every other request is forwarded."""
@@ -220,7 +227,21 @@ class Proxy:
                                          skip_auto_headers=SKIP_AUTO_HEADERS, trust_env=False,
                                          cookie_jar=aiohttp.DummyCookieJar()) as session:
             self.session = session
-            yield
+            if self.settings.observer:
+                self.observer = Observer(self.settings.reading, self._observed)
+                await self.observer.start()
+            try:
+                yield
+            finally:
+                await self._drain()
+
+    async def _drain(self) -> None:
+        """Once no request is served any more: the observations waiting on vLLM's counters, then the calls the
+        observer process has not sent back, are done."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.observer is not None:
+            await self.observer.close()
 
     async def _body(self, receive: Receive) -> bytes | None:
         """The request's body (None: over WATCH_REQUEST_BYTES_MAX); ClientGone if the client left first."""
@@ -404,51 +425,43 @@ class Proxy:
         return parse_cache_counters(data.decode("utf-8", "replace"))
 
     def _done(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
-        """Observe one finished generation call (`_observe`). Observing runs off the forwarding path, where
-        nothing would say it failed: a call that could not be observed is still counted, said in the server's
-        log, and ends the run failed (`unobserved`): a record may be lost, never silently."""
+        """Hand one finished generation call over to be observed: to the observer process where it runs, else
+        on this loop (`_observed`)."""
+        finished = observe.Finished(call.path, call.body, call.started, time.perf_counter() - call.clock,
+                                    call.status, call.content_type, call.encoded, data, error, call.counters,
+                                    counters_after)
+        if self.observer is not None:
+            self.observer.submit(finished)
+        else:
+            self._observed(finished, None)
+
+    def _observed(self, finished: observe.Finished, reading: observe.Seen | str | None) -> None:
+        """Observe one finished call, in the order they were handed over: read it (`reading`: kit.watch.observe.seen
+        of it, from the observer process; None: read here; a text: why it could not be read), raise its alarms,
+        count it in the metrics, record and report it. Observing runs off the forwarding path, where nothing
+        would say it failed: a call that could not be observed is still counted, said in the server's log, and
+        ends the run failed (`unobserved`): a record may be lost, never silently."""
         self.calls += 1
         try:
-            self._observe(call, data, error, counters_after)
+            if isinstance(reading, str):
+                raise Unobserved(reading)
+            seen = reading if reading is not None else observe.seen(finished, self.settings.reading)
+            alarms = self.tracker.see(seen.call)
+            self.metrics.seen(seen.call.state, finished.seconds, alarms, failed=seen.failed)
+            fields = {**seen.fields, "alarms": alarms}
+            if self.record is not None:
+                self.record(fields)
+            if self.report is not None:
+                self.report(fields)
         except Exception as exc:  # noqa: BLE001 - said and counted, below
-            why = f"a call could not be observed ({type(exc).__name__}: {exc}); it may be unrecorded"
+            why = str(exc) if isinstance(exc, Unobserved) else \
+                f"a call could not be observed ({type(exc).__name__}: {exc}); it may be unrecorded"
             self.unobserved = self.unobserved or why
             LOG.error("kit watch: %s", why)
 
-    def _observe(self, call: _Call, data: bytes, error: str | None, counters_after: Any = None) -> None:
-        """Observe one finished generation call: normalize, classify, raise alarms, count, record, report."""
-        seconds = time.perf_counter() - call.clock
-        asked = observe.asked(call.path, call.body)
-        if error is None and call.status != 200:
-            error = f"the upstream answered HTTP {call.status}"
-        if error is None and call.encoded:
-            error = f"the answer is {call.encoded}-encoded: passed on unread"
-        answer = observe.answered(asked.path, call.content_type, data) if error is None \
-            else observe.Answered(None, error)
-        answer = answer.with_counters(call.counters, counters_after)
-        label = observe.state_of(answer.completion, self.settings.calibration, self.settings.reuse_tolerance)
-        output = answer.output_sha256
-        alarms = self.tracker.see(Call(asked.request_sha256, asked.decoding, label.state, output))
-        self.metrics.seen(label.state, seconds, alarms, failed=error is not None)
-        completion = answer.completion
-        fields: dict[str, Any] = {
-            "prompt_sha256": asked.prompt_sha256, "endpoint": asked.path, "request_sha256": asked.request_sha256,
-            "stream": call.content_type.split(";")[0].strip() in ("text/event-stream", "application/x-ndjson"),
-            "status": call.status, "decoding": asked.decoding, "output_sha256": answer.output_sha256,
-            "tokens_sha256": answer.tokens_sha256, "state": dict(vars(label)),  # as StateLabel.to_json, not deep-copied
-            "cached_tokens": completion.cached_tokens if completion else None,
-            "prompt_tokens": completion.prompt_tokens if completion else None,
-            "prefill_ms": completion.prefill_ms if completion else None,
-            "model": answer.model or asked.model, "engine_build": self.settings.engine_build, "alarms": alarms,
-            "gen_ai": gen_ai(asked, answer), "started": call.started, "wall_seconds": round(seconds, 6),
-            "error": error or answer.problem}
-        if self.settings.store_bodies:
-            fields["request"] = RequestSent(asked.path, asked.body) if asked.body is not None else None
-            fields["completion"] = completion
-        if self.record is not None:
-            self.record(fields)
-        if self.report is not None:
-            self.report(fields)
+
+class Unobserved(Exception):
+    """The observer process could not read a call (its words)."""
 
 
 class _Relay:
@@ -526,19 +539,3 @@ class _Relay:
         self.whole = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-
-def gen_ai(asked: observe.Asked, answer: observe.Answered) -> dict[str, Any]:
-    """The call's OpenTelemetry GenAI semantic-convention attributes (those with a value)."""
-    completion = answer.completion
-    values = {
-        "gen_ai.operation.name": observe.SHAPES[asked.path].operation,
-        "gen_ai.request.model": asked.model, "gen_ai.request.seed": asked.seed,
-        "gen_ai.request.temperature": asked.temperature, "gen_ai.request.max_tokens": asked.max_tokens,
-        "gen_ai.response.model": answer.model,
-        "gen_ai.response.finish_reasons": [completion.finish_reason] if completion and completion.finish_reason
-        else None,
-        "gen_ai.usage.input_tokens": completion.prompt_tokens if completion else None,
-        "gen_ai.usage.output_tokens": completion.decode_tokens if completion else None,
-        "gen_ai.usage.cache_read.input_tokens": completion.cached_tokens if completion else None,
-    }
-    return {key: value for key, value in values.items() if value is not None}

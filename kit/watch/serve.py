@@ -72,8 +72,9 @@ class Watch:
 def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: bool = False,
           calibration: Calibration | None = None, pinned: bool = False, rotate: int = ROTATE_DEFAULT,
           quiet: bool = False, live: Live | None = None, bounds: Bounds = Bounds(),
-          alarm_requests: int = WATCH_ALARM_REQUESTS) -> Watch:
-    """Probe the upstream, make the run folder and the proxy's server (not yet serving)."""
+          alarm_requests: int = WATCH_ALARM_REQUESTS, observer: bool = True) -> Watch:
+    """Probe the upstream, make the run folder and the proxy's server (not yet serving); `observer`: calls are
+    read in a process of the proxy's own (kit.watch.observer), not on its event loop."""
     import uvicorn  # noqa: PLC0415
 
     found = identify(url, kind)
@@ -84,7 +85,7 @@ def start(url: str, kind: str, sock: socket.socket, out: Path, *, store_bodies: 
     engine = registry.ENGINES[engine_kind]
     settings = Settings(url, store_bodies=store_bodies, calibration=calibration, pinned=pinned, engine_build=build,
                         reuse_tolerance=int(engine.check_overrides.get("reuse_tolerance", 8)),
-                        counters=engine.arm_per_server, alarm_requests=alarm_requests)
+                        counters=engine.arm_per_server, alarm_requests=alarm_requests, observer=observer)
     recorder = Recorder.open(out, rotate, protocol={"name": PROTOCOL, "kind": PROTOCOL,
                                                     "resolved": settings_json(settings, engine_kind, rotate, bounds)},
                              engine={"kind": "url", "engine_kind": engine.label, "url": redact_url(url),

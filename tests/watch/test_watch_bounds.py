@@ -13,6 +13,7 @@ import base64
 import json
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -377,17 +378,23 @@ def test_a_pooled_connection_its_upstream_closed_is_not_sent_on_before_the_loop_
         raw.stop()
 
 
+BROKEN = "def broken(*_):\n    raise ValueError('a normalizer bug')\n"
+
+
+@pytest.mark.parametrize("observer", [True, False], ids=["observer process", "on the loop"])
 def test_a_call_that_cannot_be_observed_still_reaches_the_client_is_counted_said_and_fails_the_run(
-        tmp_path, monkeypatch, capfd):
-    """Observation runs off the forwarding path (after the answer is sent): a failure there loses the record,
-    never silently."""
+        tmp_path, monkeypatch, capfd, observer):
+    """Observation runs off the forwarding path (after the answer is sent), in the observer process or on the
+    proxy's loop: a failure there loses the record, never silently."""
     from kit.watch import observe
+    from kit.watch.observer import Observer
 
-    def broken(path: str, content_type: str, data: bytes) -> Any:
-        raise ValueError("a normalizer bug")
-
-    monkeypatch.setattr(observe, "answered", broken)
-    with watching(tmp_path) as (watch, raw, port):
+    scope: dict[str, Any] = {}
+    exec(BROKEN, scope)  # noqa: S102 - the same broken reader here and in the observer process
+    monkeypatch.setattr(observe, "answered", scope["broken"])
+    monkeypatch.setattr(Observer, "command", (sys.executable, "-c", f"{BROKEN}from kit.watch import observe, "
+                                              "observer\nobserve.answered = broken\nobserver.main()"))
+    with watching(tmp_path, observer=observer) as (watch, raw, port):
         reply = httpx.post(watch.url + "/completion", json={"prompt": "x", "temperature": 0}, timeout=10)
         assert reply.status_code == 200 and reply.json()["content"]  # the answer is the upstream's
         assert until(lambda: watch.proxy.calls == 1)
