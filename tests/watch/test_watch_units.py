@@ -112,7 +112,8 @@ def _proxy(handler: Callable[[str], Answer], delay: float = 0.0, received: list[
     return send, records
 
 
-def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise_a_mixture_alarm():
+@pytest.mark.parametrize("observer", [False, True], ids=["on the loop", "observer process"])
+def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise_a_mixture_alarm(observer):
     answers = iter([fixture("vllm/completion_logprobs_null_cached.json"), fixture("vllm/completion_cached_tokens.json")])
     metrics = iter((FIXTURES / "vllm" / name).read_text() for name in
                    ("metrics_before.txt", "metrics_after_cold.txt", "metrics_after_cold.txt", "metrics_after_warm.txt"))
@@ -122,7 +123,7 @@ def test_vllm_answers_are_classified_from_usage_or_from_metrics_deltas_and_raise
             return answer(200, next(metrics).encode(), content_type="text/plain")
         return answer(200, jsonb(next(answers)))
 
-    send, records = _proxy(upstream, counters=True, reuse_tolerance=16)
+    send, records = _proxy(upstream, counters=True, reuse_tolerance=16, observer=observer)
     body = {"model": "Qwen/Qwen2.5-7B-Instruct", "prompt": "Janet's ducks", "max_tokens": 8, "temperature": 0}
     replies = send([("/v1/completions", body), ("/v1/completions", body)])
     assert [r.json() for r in replies] == [fixture("vllm/completion_logprobs_null_cached.json"),
@@ -192,7 +193,8 @@ def test_a_request_over_the_size_limit_is_refused_and_not_forwarded(monkeypatch)
     assert forwarded == [] and records == []
 
 
-def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
+@pytest.mark.parametrize("observer", [False, True], ids=["on the loop", "observer process"])
+def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time(observer):
     final = fixture("ollama/generate.json")
     words = final["response"].split(" ")
     lines = [{"model": final["model"], "response": w + (" " if i < len(words) - 1 else ""), "done": False}
@@ -204,7 +206,7 @@ def test_a_streamed_ollama_answer_is_assembled_and_classified_by_prefill_time():
         return answer(200, *stream.splitlines(keepends=True), content_type="application/x-ndjson")
 
     for calibration, state in ((SEED_002, "full_eval"), (None, None)):
-        send, records = _proxy(upstream, calibration=calibration)
+        send, records = _proxy(upstream, calibration=calibration, observer=observer)
         reply, = send([("/api/generate", {"model": "llama3.2", "prompt": "Why is the sky blue?",
                                           "options": {"seed": 42}})])
         assert reply.content == stream
