@@ -14,7 +14,8 @@ observed, off the forwarding path: the request's bytes and the answer's are kept
 ANSWER_BYTES_DEFAULT; past that, passed on unread) and, on the loop's turn after the answer's last byte went
 to the client, handed over to be read (the request hashed, the answer normalized and classified:
 kit.watch.observe.seen), in the observer process (`Settings.observer`, kit.watch.observer) or on this loop;
-read, each is checked for alarms, counted in the metrics and handed to the recorder, in the order handed over. Behind vLLM (`counters`), a call that
+read, each is checked for alarms, counted in the metrics and handed to the recorder, in the order handed
+over. Behind vLLM (`counters`), a call that
 starts with nothing else in flight is framed by two reads of the upstream's `/metrics` prefix-cache counters,
 whose deltas stand for its cached tokens where its usage does not say (only if no other request started
 meanwhile: kit.engines.vllm's rule). An upstream that fails before
@@ -101,6 +102,10 @@ class UpstreamCut(Exception):
 
 class ClientGone(Exception):
     """The client went away before its request was in."""
+
+
+class Unobserved(Exception):
+    """The observer process could not read a call (its words)."""
 
 
 async def _cut(data: bytes, error: str) -> AsyncIterator[bytes]:
@@ -458,10 +463,6 @@ class Proxy:
                 f"a call could not be observed ({type(exc).__name__}: {exc}); it may be unrecorded"
             self.unobserved = self.unobserved or why
             LOG.error("kit watch: %s", why)
-
-
-class Unobserved(Exception):
-    """The observer process could not read a call (its words)."""
 
 
 class _Relay:
