@@ -47,9 +47,9 @@ def frame(value: Any) -> bytes:
 
 
 class Observer:
-    """A process reading the proxy's calls (`start`), each handed over with `submit` and delivered back in order;
-    `close` waits for those handed over. Until `start` and after the process ends, calls are delivered with no
-    reading at once."""
+    """A process reading the proxy's calls, started when the first is handed over (`submit`; a proxy that sees
+    none starts none); each comes back (`deliver`) in the order handed over; `close` waits for those not back
+    yet. Once the process has stopped, calls are delivered at once, with no reading."""
 
     command: tuple[str, ...] = (sys.executable, "-m", __name__)  # the process (`main`)
 
@@ -61,26 +61,28 @@ class Observer:
         self.stdin: asyncio.WriteTransport | None = None
         self.ended = asyncio.Event()
         self._buffer = bytearray()
+        self._waiting: list[bytes] = []  # frames handed over while the process starts
+        self._starting: asyncio.Task[None] | None = None
         self._closing = False  # `close` asked it to end
         self._gone = False  # given up (said once in the log)
 
-    async def start(self) -> None:
+    async def _start(self) -> None:
         """Start the process (in a session of its own: a Ctrl-C in the terminal stops the proxy, which then ends
-        it); if it cannot be started, the proxy's log says why and calls are read on the loop."""
+        it) and send it what waited; if it cannot be started, the proxy's log says why and the calls are read
+        on the loop."""
         loop = asyncio.get_running_loop()
         try:
             transport, _ = await loop.subprocess_exec(lambda: _Protocol(self), *self.command,
                                                       stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                                                       stderr=None, start_new_session=True)
         except OSError as exc:
-            self._gone = True
-            LOG.warning("kit watch: the observer process could not start (%s); calls are read on the proxy's loop",
-                        exc.strerror or exc)
+            self._give_up(f"it could not start: {exc.strerror or exc}")
             return
         self.transport = transport
         self.stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
         assert self.stdin is not None
-        self.stdin.write(frame(self.reading))
+        self.stdin.writelines([frame(self.reading), *self._waiting])
+        self._waiting.clear()
 
     @property
     def pid(self) -> int | None:
@@ -88,13 +90,18 @@ class Observer:
 
     def submit(self, finished: observe.Finished) -> None:
         """Hand a call over (delivered later, in order), or deliver it at once to be read on the loop if the
-        process is not running."""
-        if self.stdin is None or self.stdin.is_closing():
+        process has stopped or is being closed."""
+        if self._gone or self._closing:
             self.deliver(finished, None)
             return
         self.pending.append(finished)
         self.behind += len(finished.body) + len(finished.data)
-        self.stdin.write(frame(finished))
+        if self.stdin is not None:
+            self.stdin.write(frame(finished))
+        else:
+            self._waiting.append(frame(finished))
+            if self._starting is None:
+                self._starting = asyncio.get_running_loop().create_task(self._start())
         if self.behind > WATCH_OBSERVER_BEHIND_BYTES:
             self._give_up(f"it fell behind by more than {WATCH_OBSERVER_BEHIND_BYTES >> 20} MiB of calls")
 
@@ -133,6 +140,7 @@ class Observer:
             self._gone = True
             LOG.warning("kit watch: the observer process stopped (%s); calls are read on the proxy's loop from now "
                         "on", why)
+        self._waiting.clear()
         self._stop()
         self._flush()
 
@@ -150,18 +158,23 @@ class Observer:
         self.behind = 0
 
     async def close(self) -> None:
-        """Close the process's input; deliver what it sends back before it ends (or, past CLOSE_SECONDS, read
-        what is left on the loop)."""
+        """Deliver every call handed over: the process's input closed, what it sends back before it ends (or,
+        past CLOSE_SECONDS, what is left read on the loop). A process with nothing left to send back is ended
+        at once (it holds nothing)."""
+        self._closing = True
+        if self._starting is not None:
+            await self._starting
         if self.transport is None:
             return
-        self._closing = True
-        if self.stdin is not None:
+        if self.pending and self.stdin is not None:
             self.stdin.close()
             self.stdin = None
-        try:
-            await asyncio.wait_for(self.ended.wait(), CLOSE_SECONDS)
-        except asyncio.TimeoutError:
-            self._give_up(f"it did not end within {CLOSE_SECONDS:g} s of its last call")
+            try:
+                await asyncio.wait_for(self.ended.wait(), CLOSE_SECONDS)
+            except asyncio.TimeoutError:
+                self._give_up(f"it did not end within {CLOSE_SECONDS:g} s of its last call")
+        self._gone = True
+        self._stop()
         self.transport.close()
 
 

@@ -233,8 +233,7 @@ class Proxy:
                                          cookie_jar=aiohttp.DummyCookieJar()) as session:
             self.session = session
             if self.settings.observer:
-                self.observer = Observer(self.settings.reading, self._observed)
-                await self.observer.start()
+                self.observer = Observer(self.settings.reading, self._observed)  # started by its first call
             try:
                 yield
             finally:

@@ -34,12 +34,14 @@ GET = b"GET %s HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
 
 @contextmanager
 def watching(tmp_path: Path, scenario: str = "ok", url: Callable[[str], str] = str, bounds: Bounds = FAST,
-             **options: Any) -> Iterator[tuple[Watch, RawUpstream, int]]:
+             observer: bool = False, **options: Any) -> Iterator[tuple[Watch, RawUpstream, int]]:
     """A watch (in a thread) in front of a raw upstream (at `url(its URL)`); (the watch, the upstream, the
-    proxy's port)."""
+    proxy's port). The bounds are the forwarding path's: calls are read on the proxy's loop unless `observer`
+    (the observer process, whose starting would add its imports' half second to each test that waits for a
+    record, reads what the loop reads: tests/watch/test_watch_observer.py)."""
     raw = RawUpstream(scenario)
     try:
-        with in_thread(url(raw.url), tmp_path, quiet=True, bounds=bounds, **options) as watch:
+        with in_thread(url(raw.url), tmp_path, quiet=True, bounds=bounds, observer=observer, **options) as watch:
             yield watch, raw, int(watch.url.rsplit(":", 1)[1])
     finally:
         raw.stop()
