@@ -10,6 +10,7 @@ backends itself and runs once."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 from pathlib import Path
@@ -38,16 +39,49 @@ def pytest_addoption(parser):
                      help="the CPU backends the engine tier runs on: each one this CPU runs (default), or one")
 
 
+BY_FILE_OR_GROUP = pytest.StashKey[bool]()
+
+
+def old_generation_every(middle_collections: int) -> None:
+    """Python's collector walks every live object (over a million in a worker that has run a few hundred tests:
+    about 0.3 s each time) after every 10 middle-generation collections by default, some 30 times a minute of
+    tests here: about 8% of the tier's CPU. The suite's processes collect the old generation after
+    `middle_collections` of them instead (never sooner than the default); the young and middle generations as
+    before, so a test's own cycles still go soon (kit.run.gc_pacing, during a run, raises the young one only)."""
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(young, middle, max(old, middle_collections))
+
+
 def pytest_configure(config):
     """Under `-n` (pytest-xdist), tests marked `xdist_group` go to one worker: xdist's `load` becomes `loadgroup`,
-    which is `load` for every other test. The adversarial corpus starts its cases up front, so two workers
-    sharing it would each run all of them. A `--dist` the person chose is kept. A worker learns it from its
-    workerinput (xdist sets a worker's own `dist` to `no`), and names its tests by group as `loadgroup` needs."""
+    scheduled by file or group (pytest_xdist_make_scheduler below). The adversarial corpus starts its cases up
+    front, so two workers sharing it would each run all of them. A `--dist` the person chose is kept. A worker
+    learns it from its workerinput (xdist sets a worker's own `dist` to `no`), and names its tests by group as
+    `loadgroup` needs."""
+    old_generation_every(100)
     if config.getoption("dist", None) == "load":
         config.option.dist = "loadgroup"
         config.option.loadgroup = True
+        config.stash[BY_FILE_OR_GROUP] = True
     if getattr(config, "workerinput", {}).get("kit_loadgroup"):
         config.option.loadgroup = True
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's default `load` (made `loadgroup` above): a group's tests on one worker, and each other test file
+    whole on one worker (as `loadfile`), not test by test: a file's module-scoped fixtures (built runs and
+    bundles) and caches (parsed sources) are then made once, not once per worker."""
+    if not config.stash.get(BY_FILE_OR_GROUP, False):
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - only under -n
+
+    class ByFileOrGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = super()._split_scope(nodeid)
+            return group if group != nodeid else nodeid.split("::", 1)[0]
+
+    return ByFileOrGroup(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)

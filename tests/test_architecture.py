@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.source_trees import syntax_tree
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
@@ -57,7 +58,7 @@ def import_graph(root: Path, *, named: bool = True) -> Graph:
     for module, path in files.items():
         base = module if path.name == "__init__.py" else module.rpartition(".")[0]
         targets: list[str] = []
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(syntax_tree(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 targets += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):

@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from tests.source_trees import syntax_tree
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 CONSOLE_HOME = KIT / "core" / "safe_console.py"
@@ -42,7 +43,7 @@ def problems(path: Path, source: str) -> list[str]:
     """Each way `source` (the module at `path`) could print a stranger's text as markup or raw."""
     found = []
     in_tui = "tui" in path.relative_to(KIT).parts
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(syntax_tree(source)):
         if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
             found.append(f"{node.lineno}: imports rich.markup (escaping is not needed on a SafeConsole)")
         if isinstance(node, ast.ImportFrom) and node.module == "rich" and any(

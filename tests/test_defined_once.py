@@ -6,13 +6,14 @@ from __future__ import annotations
 import ast
 from functools import cache
 from pathlib import Path
+from tests.source_trees import syntax_tree
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 
 
 @cache
 def modules() -> dict[str, ast.Module]:
-    return {path.relative_to(KIT.parent).as_posix(): ast.parse(path.read_text(encoding="utf-8"))
+    return {path.relative_to(KIT.parent).as_posix(): syntax_tree(path.read_text(encoding="utf-8"))
             for path in sorted(KIT.rglob("*.py"))}
 
 

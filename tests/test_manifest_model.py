@@ -17,6 +17,7 @@ from kit.record.manifest import READ, SCHEMA, V1, WRITTEN, Manifest, PassInfo, R
 from kit.core.paths import RunPaths
 from tests.bundle.kit_cli import run_here as kit
 from tests.test_cli_errors import one_line_error
+from tests.source_trees import syntax_tree
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_FOLDERS = sorted(p.parent for p in (FIXTURES / "records_v1").glob("*/manifest.json"))
@@ -177,7 +178,7 @@ def _layout_literals() -> list[str]:
     for path in sorted(kit_dir.rglob("*.py")):
         if path == kit_dir / "core" / "paths.py":
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = syntax_tree(path.read_text(encoding="utf-8"))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                       if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                       and node.body and isinstance(node.body[0], ast.Expr)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.source_trees import syntax_tree
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / "kit"
@@ -54,7 +55,7 @@ def _own_nodes(scope: ast.AST):
 
 def second_readers(source: str, module: str) -> list[str]:
     """`module:function` for each scope of `source` that names the manifest file and parses something."""
-    tree = ast.parse(source)
+    tree = syntax_tree(source)
     scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                     ast.ClassDef)))]
     found = []
@@ -75,7 +76,7 @@ def test_no_module_but_the_manifests_own_parses_manifest_json():
 
 
 def test_the_reader_parses_in_one_place():
-    tree = ast.parse((REPO / THE_READER).read_text(encoding="utf-8"))
+    tree = syntax_tree((REPO / THE_READER).read_text(encoding="utf-8"))
     parsing = [scope.name for scope in ast.walk(tree) if isinstance(scope, ast.FunctionDef)
                and any(_parses(n) for n in _own_nodes(scope))]
     assert parsing == ["read"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from pathlib import Path
+from tests.source_trees import syntax_tree
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / "kit"
@@ -113,7 +114,7 @@ def write_sites(root: Path) -> dict[tuple[str, str], list[int]]:
         module = path.relative_to(root.parent).as_posix()
         if module in THE_WRITERS:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(syntax_tree(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Call) and (kind := write_site(node)):
                 found.setdefault((module, kind), []).append(node.lineno)
     return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import threading
+import time
 
 import pytest
 
@@ -59,7 +60,10 @@ def test_a_second_build_of_the_same_build_waits_for_the_first_and_builds_nothing
         waiting = threading.Thread(target=llamacpp_build.build, args=(11434, "portable"),
                                    kwargs={"say": said.append, "fetch": _fetch(tmp_path, []), "jobs": 2})
         waiting.start()
-        waiting.join(timeout=2)
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:  # until it finds the lock held
+            time.sleep(0.01)
+        waiting.join(timeout=0.5)  # and then waits on it, building nothing
         assert waiting.is_alive() and steps == []
         assert said == ["another process is building llama-server-b11434-portable; waiting for it to finish ..."]
     waiting.join(timeout=30)

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from kit.protocols import kinds
+from tests.source_trees import syntax_tree
 
 KIT = Path(__file__).resolve().parents[2] / "kit"
 ABOVE_PROTOCOLS = ("kit.analysis", "kit.compare", "kit.bundle", "kit.tui", "kit.app.console", "kit.cli", "kit.run.runner",
@@ -40,7 +41,7 @@ def _module(path: Path) -> str:
 def imported(path: Path) -> frozenset[str]:
     """Every kit module a file imports, anywhere in it (`from kit.a import b` counts kit.a and kit.a.b)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(syntax_tree(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-from arch.bootstrap import optimal_block_length
 
 from kit.stats import (
     block_sensitivity,
@@ -28,6 +27,8 @@ def persistent_series(n=80, seed=1, stay=0.9):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_block_length_is_max_of_floor_and_arch_estimate(seed):
+    from arch.bootstrap import optimal_block_length  # noqa: PLC0415 - about 0.5 s: on use, not at collection
+
     x = persistent_series(seed=seed)
     pw = float(optimal_block_length(x.astype(float))["circular"].iloc[0])
     assert choose_block_length(x) == max(5, math.ceil(pw))

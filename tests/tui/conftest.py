@@ -6,7 +6,10 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.geometry import Region
+from textual.keys import _character_to_key
+from textual.widgets import Input
 
 from kit.tui.catalog import EMBEDDED, Capabilities
 
@@ -41,15 +44,24 @@ async def until(pilot, condition, timeout: float = 240.0, settle: float = 0.0) -
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting for the launcher"
-        await pilot.pause(0.1)
+        await pilot.pause(0.02)
     if settle:
         await pilot.pause(settle)
 
 
 async def type_text(pilot, text: str) -> None:
-    """Types `text` into the focused widget, a key press per character (a slash by its key name)."""
-    for key in text:
-        await pilot.press(key if key != "/" else "slash")
+    """Types `text` into the focused widget: a Key event per character, named as Pilot.press names it, all queued in
+    order through the app's own key handling, then one wait for the app to go idle (Pilot.press waits twice after
+    each key, at least 40 ms: seconds for a temporary path). Where the focused widget is an Input, waits until the
+    text is in it."""
+    app = pilot.app
+    for char in text:
+        key = events.Key(_character_to_key(char), char)
+        key.set_sender(app)
+        app.post_message(key)
+    await pilot.pause()
+    if isinstance(focused := app.focused, Input):
+        await until(pilot, lambda: text in focused.value, timeout=60.0)
 
 
 async def ask_replay(pilot, app, bundle: Path, build: str = "") -> None:

@@ -17,7 +17,7 @@ from kit.tui import form
 from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED, Capabilities, entry
 from kit.tui.screens.setup import SetupScreen
-from tests.tui.conftest import PROTOCOLS, static_text
+from tests.tui.conftest import PROTOCOLS, static_text, type_text
 from tests.tui.test_vllm_form import setup_for
 
 EXECUTOR_FIELDS = ("executor", "ray_address", "cpus_per_task", "gpus_per_task")
@@ -107,11 +107,12 @@ def test_the_setup_screen_starts_a_ray_run_and_hides_the_choice_where_it_does_no
             await pilot.pause()
             assert screen.query_one("#w-ray_address").display
             screen.query_one("#f-ray_address", Input).focus()
-            await pilot.press(*"nohost")
+            await type_text(pilot, "nohost")
             await pilot.pause()
             assert "is not a Ray address" in static_text(screen, "#p-ray_address")
             assert screen.query_one("#start", Button).disabled
-            await pilot.press("ctrl+u", *"auto")
+            await pilot.press("ctrl+u")
+            await type_text(pilot, "auto")
             await pilot.pause()
             assert not screen.query_one("#start", Button).disabled
             await pilot.press("ctrl+r")

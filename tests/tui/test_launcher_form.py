@@ -16,7 +16,7 @@ from kit.tui.app import KitApp
 from kit.tui.catalog import EMBEDDED, NOT_PROVEN, Capabilities, entry
 from kit.tui.screens.picker import PickerScreen
 from kit.tui.screens.setup import SetupScreen
-from tests.tui.conftest import PROTOCOLS, static_text
+from tests.tui.conftest import PROTOCOLS, static_text, type_text
 
 
 def _app(caps, tmp_path) -> KitApp:
@@ -59,14 +59,15 @@ def test_an_invalid_url_is_refused_inline_with_an_explanation(cpu_caps, tmp_path
             assert screen.setup.engine == "endpoint"
             assert screen.query_one("#w-url").display and not screen.query_one("#w-model").display
             screen.query_one("#f-url", Input).focus()
-            await pilot.press(*"localhost:8080")
+            await type_text(pilot, "localhost:8080")
             await pilot.pause()
             assert "not an http(s) URL" in static_text(screen, "#p-url")
             assert screen.query_one("#start", Button).disabled
             await pilot.press("ctrl+r")
             await pilot.pause()
             assert app.screen is screen and app.live is None  # refused: no run started
-            await pilot.press("ctrl+u", *"http://127.0.0.1:8080")
+            await pilot.press("ctrl+u")
+            await type_text(pilot, "http://127.0.0.1:8080")
             await pilot.pause()
             assert static_text(screen, "#p-url").strip() == ""
             assert not screen.query_one("#start", Button).disabled
@@ -87,11 +88,12 @@ def test_an_invalid_model_path_is_refused_inline_with_an_explanation(cpu_caps, t
             screen = app.screen
             await pilot.press("tab", "tab", "tab")  # engine -> CPU backend -> engine build -> model
             assert app.focused is screen.query_one("#f-model", Input)
-            await pilot.press(*"./nowhere.gguf")
+            await type_text(pilot, "./nowhere.gguf")
             await pilot.pause()
             assert "no file at" in static_text(screen, "#p-model")
             assert screen.query_one("#start", Button).disabled
-            await pilot.press("ctrl+u", *f"./{not_gguf.name}")
+            await pilot.press("ctrl+u")
+            await type_text(pilot, f"./{not_gguf.name}")
             await pilot.pause()
             assert "is not a GGUF file" in static_text(screen, "#p-model")
             await pilot.press("ctrl+r")
@@ -184,7 +186,9 @@ def test_a_vllm_endpoint_asks_for_a_server_per_cache_arm_and_refuses_the_same_on
             assert not screen.query_one("#w-url").display and not screen.query_one("#w-model").display
             assert "--enable-prefix-caching" in static_text(screen, "#p-url_on")
             screen.query_one("#f-url_on", Input).focus()
-            await pilot.press(*"http://127.0.0.1:8001", "tab", *"http://127.0.0.1:8001")
+            await type_text(pilot, "http://127.0.0.1:8001")
+            await pilot.press("tab")
+            await type_text(pilot, "http://127.0.0.1:8001")
             await pilot.pause()
             same = static_text(screen, "#p-url_off").replace("\n", " ")
             refused = screen.query_one("#start", Button).disabled

@@ -25,6 +25,7 @@ import pytest
 from kit.protocols import kinds
 from kit.record.alarms import Call, Tracker
 from kit.watch.connections import Bounds
+from kit.watch import proxy
 from kit.watch.serve import Watch, in_thread
 from tests.watch.raw_upstream import ANSWER, RawUpstream, events, exchange, until
 
@@ -151,14 +152,15 @@ def test_a_watched_call_the_upstream_cannot_answer_is_recorded_with_its_error(tm
 
 
 def test_a_client_silent_slow_with_its_headers_or_its_body_is_cut_within_its_bound(tmp_path):
-    with watching(tmp_path) as (watch, raw, port):
+    with watching(tmp_path, bounds=Bounds(idle_timeout=0.3, header_timeout=0.3, max_connections=8)) as \
+            (watch, raw, port):
         silent, silent_s = exchange(port, b"")
         empty_lines, empty_s = exchange(port, b"\r\n" * 40, drip=0.05)  # 2 s of bytes that begin no request
         slowloris, slowloris_s = exchange(port, GET % b"/x", drip=0.1)  # 5 s of headers, a byte at a time
         body, body_s = exchange(port, b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 100\r\n\r\n{\"a\"")
         assert (silent, status(slowloris), status(body)) == (b"", 408, 408)
         assert empty_lines == b""
-        assert max(silent_s, empty_s, slowloris_s, body_s) < 3  # 0.6 s bounds; uncut, each takes 4 s or more
+        assert max(silent_s, empty_s, slowloris_s, body_s) < 3  # 0.3 s bounds; uncut, each takes 4 s or more
         assert raw.heads == []  # nothing was forwarded
         assert metric(watch, 'kit_watch_refused_total{reason="header_timeout"}') == 1
         assert metric(watch, 'kit_watch_refused_total{reason="body_timeout"}') == 1
@@ -185,12 +187,13 @@ def test_a_client_that_does_not_read_its_answer_is_cut_and_the_upstream_let_go(t
     assert record["error"] == "the client went away before the answer was in"
 
 
-def test_a_client_that_leaves_before_the_upstream_answers_lets_the_upstream_go(tmp_path):
+def test_a_client_that_leaves_before_the_upstream_answers_lets_the_upstream_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(proxy, "CLIENT_CHECK_S", 0.1)  # the proxy listens for the client leaving this soon (1 s)
     with watching(tmp_path, "silent") as (watch, raw, port):
         with socket.create_connection(("127.0.0.1", port)) as conn:
             conn.sendall(b"POST /completion HTTP/1.1\r\nHost: p\r\nContent-Length: 17\r\n\r\n{\"temperature\":0}")
             assert until(lambda: raw.open == 1 and watch.proxy.in_flight == 1)
-        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)  # the listen starts after 1 s
+        assert until(lambda: watch.proxy.in_flight == 0 and raw.open == 0, seconds=5)
         assert until(lambda: watch.proxy.calls == 1)
     record, = [json.loads(line) for line in next((watch.recorder.run_dir / "records").glob("*.jsonl")).open()]
     assert record["error"] == "the client went away before the upstream answered"
