@@ -59,7 +59,8 @@ class Observer:
         self.behind = 0  # bytes of the calls pending
         self.transport: asyncio.SubprocessTransport | None = None
         self.stdin: asyncio.WriteTransport | None = None
-        self.ended = asyncio.Event()
+        self.ended = asyncio.Event()  # its output ended
+        self.exited = asyncio.Event()  # it exited (and was waited for: no defunct process is left behind)
         self._buffer = bytearray()
         self._waiting: list[bytes] = []  # frames handed over while the process starts
         self._starting: asyncio.Task[None] | None = None
@@ -175,6 +176,10 @@ class Observer:
                 self._give_up(f"it did not end within {CLOSE_SECONDS:g} s of its last call")
         self._gone = True
         self._stop()
+        try:
+            await asyncio.wait_for(self.exited.wait(), CLOSE_SECONDS)
+        except asyncio.TimeoutError:
+            LOG.warning("kit watch: the observer process %s did not exit when killed", self.pid)
         self.transport.close()
 
 
@@ -189,6 +194,9 @@ class _Protocol(asyncio.SubprocessProtocol):
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
             self.observer.output_ended()
+
+    def process_exited(self) -> None:
+        self.observer.exited.set()
 
 
 def _read(source: BinaryIO) -> Any:

@@ -34,6 +34,12 @@ def records(watch: Watch) -> list[dict[str, Any]]:
             for line in path.read_text().splitlines()]
 
 
+def waited_for(pid: int) -> None:
+    """The process ended and was waited for: not left defunct (a zombie) under the process that started it."""
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
 def calls_through(tmp_path: Path, observer: bool, scenario: str) -> tuple[list[bytes], list[dict[str, Any]]]:
     raw = RawUpstream(scenario)
     try:
@@ -47,6 +53,8 @@ def calls_through(tmp_path: Path, observer: bool, scenario: str) -> tuple[list[b
                 assert watch.proxy.observer.pid not in (None, os.getpid())
     finally:
         raw.stop()
+    if observer and watch.proxy.observer.pid is not None:
+        waited_for(watch.proxy.observer.pid)
     return answers, [{k: v for k, v in record.items() if k not in VOLATILE} for record in records(watch)]
 
 
@@ -88,6 +96,7 @@ def test_an_observer_that_ends_or_is_stuck_loses_no_call(tmp_path, capfd, monkey
             assert end.startswith("stuck t") or until(lambda: watch.proxy.calls == len(CALLS))
     finally:
         raw.stop()
+    waited_for(observer.pid)
     manifest = json.loads((watch.recorder.run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["watch"]["calls_recorded"] == len(CALLS)
     assert [record["seq"] for record in records(watch)] == list(range(len(CALLS)))
