@@ -37,8 +37,8 @@ LOG = logging.getLogger("uvicorn.error")  # the proxy's log (kit.watch.proxy's)
 CLOSE_SECONDS = 30.0  # how long a close waits for the calls handed over to come back
 _LENGTH = struct.Struct("<I")
 
-Reading = observe.Seen | str | None  # what came back for a call: None where the proxy must read it itself
-Deliver = Callable[[observe.Finished, Reading], None]
+Result = observe.Seen | str | None  # what came back for a call: None where the proxy must read it itself
+Deliver = Callable[[observe.Finished, Result], None]
 
 
 def frame(value: Any) -> bytes:

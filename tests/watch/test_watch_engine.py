@@ -73,7 +73,7 @@ def test_an_alarm_for_a_prompt_whose_cold_and_warm_answers_differ_and_none_where
                               for cache in (False, True, True)]
                 if {answers[0] == answers[1] for answers in got.values()} == {True, False}:
                     break
-        counts = dict(watch.proxy.tracker.counts)
+    counts = dict(watch.proxy.tracker.counts)  # once stopped: every call handed over has been observed
     differ = [index for index, answers in got.items() if answers[0] != answers[1]]
     assert differ and len(differ) < len(got), (
         f"among GSM8K's first {len(got)} items, {len(differ)} differ cold vs warm on this backend: the test needs "
