@@ -542,8 +542,6 @@ def show(bundle_file: Path, no_verify: bool, report_to: Path | None) -> None:
         echo(line)
 
 
-
-
 def main() -> None:
     from kit.run import faults as run_faults  # noqa: PLC0415
 

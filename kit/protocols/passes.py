@@ -116,9 +116,8 @@ class Margins(Sequence):
             return
         lean = _lean(mine)
         if lean is not None:
-            same = isinstance(mine, DeferredLogprobs) and isinstance(theirs, DeferredLogprobs) \
-                and mine.raw == theirs.raw
-            other_lean = lean if same else _lean(theirs)  # the same bytes: one decode, shared as one parse is
+            # the same bytes: one decode, shared as one parse is
+            other_lean = lean if DeferredLogprobs.same_bytes(mine, theirs) else _lean(theirs)
             if other_lean is not None:
                 self._take(lean, None)
                 other._take(other_lean, None)

@@ -100,6 +100,12 @@ class DeferredLogprobs:
         """Whether `load()` has parsed it already (a reader that needs less of it then takes that parse)."""
         return self._value is not None
 
+    @staticmethod
+    def same_bytes(a: Any, b: Any) -> bool:
+        """Whether two `logprobs` values as read are deferred arrays of the same bytes (which parse to equal
+        values: `load_like`)."""
+        return isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs) and a.raw == b.raw
+
     def load_like(self, other: DeferredLogprobs) -> list[Any] | None:
         """`load()`, taking `other`'s parse when both arrays have the same bytes: they parse to equal values (a
         NaN too: json parses every NaN to one float object, which list and dict comparisons take as equal to

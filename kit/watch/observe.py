@@ -43,6 +43,14 @@ STATE_FIELDS = frozenset({"cache_prompt", "id_slot", "keep_alive"})
 SHAPES = registry.watched_endpoints()
 
 
+STREAMED = frozenset({"text/event-stream", "application/x-ndjson"})  # server-sent events, JSON lines (Ollama)
+
+
+def media_type(content_type: str) -> str:
+    """The media type of a Content-Type header value (its parameters dropped, lower case)."""
+    return content_type.split(";")[0].strip().lower()
+
+
 def watched(method: str, path: str) -> bool:
     """Whether a call is a generation the watch records (others pass through, counted only)."""
     return method == "POST" and path in SHAPES
@@ -164,8 +172,8 @@ class Answered:
 def answered(path: str, content_type: str, data: bytes) -> Answered:
     """The answer of a generation call to `path`, from its content type and the bytes upstream sent."""
     dialect = SHAPES[path]
-    media = content_type.split(";")[0].strip().lower()
-    if media in ("text/event-stream", "application/x-ndjson") or (dialect.json_lines and b"\n{" in data.strip()):
+    media = media_type(content_type)
+    if media in STREAMED or (dialect.json_lines and b"\n{" in data.strip()):
         events = _events(data, sse=media == "text/event-stream")
         if not events:
             return Answered(None, "a streamed answer with no JSON event")
@@ -268,7 +276,7 @@ def seen(finished: Finished, reading: Reading) -> Seen:
     output = answer.output_sha256
     fields: dict[str, Any] = {
         "prompt_sha256": request.prompt_sha256, "endpoint": request.path, "request_sha256": request.request_sha256,
-        "stream": finished.content_type.split(";")[0].strip() in ("text/event-stream", "application/x-ndjson"),
+        "stream": media_type(finished.content_type) in STREAMED,
         "status": finished.status, "decoding": request.decoding, "output_sha256": output,
         "tokens_sha256": answer.tokens_sha256, "state": dict(vars(label)),  # as StateLabel.to_json, not deep-copied
         "cached_tokens": completion.cached_tokens if completion else None,

@@ -49,7 +49,7 @@ from kit.watch import observe
 from kit.record.alarms import Tracker
 from kit.watch.connections import sendable
 from kit.watch.metrics import CONTENT_TYPE, Metrics
-from kit.watch.observer import Observer
+from kit.watch.observer import Observer, Result
 
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
@@ -79,10 +79,6 @@ class Settings:
     @property
     def reading(self) -> observe.Reading:
         return observe.Reading(self.calibration, self.reuse_tolerance, self.engine_build, self.store_bodies)
-
-
-def _streamed(content_type: str) -> bool:
-    return content_type in ("text/event-stream", "application/x-ndjson")
 
 
 def _answered(data: bytes, status: int, headers: list[Any]) -> Response:
@@ -192,6 +188,7 @@ class Proxy:
         self.unobserved: str | None = None  # why the first call that could not be observed was not (then: failed)
         self._tasks: set[asyncio.Task[None]] = set()  # observations waiting on vLLM's counters
         self.session: Any = None  # the aiohttp.ClientSession to the upstream, while serving
+        self.reading = settings.reading  # what reading a call takes of the settings
         self.observer: Observer | None = None  # the process reading calls, while serving (Settings.observer)
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -233,7 +230,7 @@ class Proxy:
                                          cookie_jar=aiohttp.DummyCookieJar()) as session:
             self.session = session
             if self.settings.observer:
-                self.observer = Observer(self.settings.reading, self._observed)  # started by its first call
+                self.observer = Observer(self.reading, self._observed)  # started by its first call
             try:
                 yield
             finally:
@@ -337,7 +334,8 @@ class Proxy:
                 upstream.release()
                 return _answered(b"", upstream.status, back)
             length = upstream.content_length
-            if length is not None and length <= self.settings.answer_bytes and not _streamed(upstream.content_type):
+            streamed = upstream.content_type in observe.STREAMED  # aiohttp's: the media type, lower case
+            if length is not None and length <= self.settings.answer_bytes and not streamed:
                 return await self._whole(upstream, call, length, back)
             relayed = True
             return _Relay(self, upstream, call, back)
@@ -439,17 +437,17 @@ class Proxy:
         else:
             self._observed(finished, None)
 
-    def _observed(self, finished: observe.Finished, reading: observe.Seen | str | None) -> None:
-        """Observe one finished call, in the order they were handed over: read it (`reading`: kit.watch.observe.seen
+    def _observed(self, finished: observe.Finished, result: Result) -> None:
+        """Observe one finished call, in the order they were handed over: read it (`result`: kit.watch.observe.seen
         of it, from the observer process; None: read here; a text: why it could not be read), raise its alarms,
         count it in the metrics, record and report it. Observing runs off the forwarding path, where nothing
         would say it failed: a call that could not be observed is still counted, said in the server's log, and
         ends the run failed (`unobserved`): a record may be lost, never silently."""
         self.calls += 1
         try:
-            if isinstance(reading, str):
-                raise Unobserved(reading)
-            seen = reading if reading is not None else observe.seen(finished, self.settings.reading)
+            if isinstance(result, str):
+                raise Unobserved(result)
+            seen = result if result is not None else observe.seen(finished, self.reading)
             alarms = self.tracker.see(seen.call)
             self.metrics.seen(seen.call.state, finished.seconds, alarms, failed=seen.failed)
             fields = {**seen.fields, "alarms": alarms}

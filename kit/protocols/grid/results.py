@@ -180,7 +180,7 @@ def _same_valid(a: Any, b: Any) -> int | None:
     """The number of entries of two deferred arrays not parsed yet with the same bytes that the mechanism's view
     decodes (kit.record.files.DeferredLogprobs.positions: valid JSON, so no NaN, each entry an object with a token),
     or None. Each entry of such a pair equals itself, token and id too, as `identity` counts them in the full parse."""
-    if isinstance(a, DeferredLogprobs) and isinstance(b, DeferredLogprobs) and not a.parsed and a.raw == b.raw:
+    if DeferredLogprobs.same_bytes(a, b) and not a.parsed:
         found = a.positions()
         return None if found is None else len(found)
     return None
