@@ -506,3 +506,17 @@ def test_the_upstream_urls_credentials_become_a_header_and_its_query_follows_eve
     assert proxy.base == "http://upstream.test:8000" and "p%40ss" not in str(proxy.metrics_url)
     assert str(proxy.metrics_url) == "http://upstream.test:8000/metrics?api_key=k%2B1"
     assert proxy.auth == [("Authorization", "Basic d2F0Y2ggdXNlcjpwQHNz")]  # base64 of "watch user:p@ss"
+
+
+def test_a_streamed_answer_is_read_and_recorded_as_streamed_whatever_the_case_of_its_media_type():
+    from tests.watch.raw_upstream import events
+
+    event = b"".join(events())  # llama-server's streamed shape
+    for content_type in ("text/event-stream", "Text/Event-Stream; charset=utf-8"):
+        finished = observe.Finished("/completion", b'{"prompt": "x", "temperature": 0}', "t", 0.01, 200,
+                                    content_type, None, event, None)
+        seen = observe.seen(finished, observe.Reading())
+        assert seen.fields["stream"] and seen.fields["error"] is None and not seen.failed
+        assert seen.fields["output_sha256"] == observe.sha256_text("".join(f" w{n}" for n in range(8)))
+    assert not observe.seen(observe.Finished("/completion", b"{}", "t", 0.01, 200, "application/json", None,
+                                             b'{"content": "x"}', None), observe.Reading()).fields["stream"]
